@@ -1,0 +1,421 @@
+//! A strict in-memory NOR flash, for the simulator and for tests.
+//!
+//! [`MemFlash`] implements [`embedded_storage::nor_flash::NorFlash`] with the rules of
+//! real NOR flash and fails loudly where real flash would fail silently: an erase sets
+//! a page to `0xFF`, a write can only clear bits, a word programmed twice between two
+//! erases is an error, and every access is checked for alignment and bounds. It counts
+//! word writes, erases and bytes programmed (per page too), and it can lose power in
+//! the middle of a chosen word write or page erase: the torn word or page is left with
+//! undefined (pseudo-random, reproducible) contents and every later access fails until
+//! [`MemFlash::power_on`].
+//!
+//! It owns no journal logic: that lives in [`crate::journal`].
+
+use embedded_storage::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
+    check_write,
+};
+
+/// The program granularity of every flash idem models: one 32-bit word.
+pub const WORD: usize = 4;
+
+/// What a [`MemFlash`] refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FlashError {
+    /// An address or length is not a multiple of the word or page size.
+    NotAligned,
+    /// An access falls outside the flash.
+    OutOfBounds,
+    /// A word was programmed a second time without an erase in between.
+    WordWrittenTwice {
+        /// Byte address of the word.
+        address: u32,
+    },
+    /// Power was lost before or during this operation; it did not complete.
+    PowerCut,
+}
+
+impl NorFlashError for FlashError {
+    fn kind(&self) -> NorFlashErrorKind {
+        match self {
+            Self::NotAligned => NorFlashErrorKind::NotAligned,
+            Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
+            Self::WordWrittenTwice { .. } | Self::PowerCut => NorFlashErrorKind::Other,
+        }
+    }
+}
+
+impl From<NorFlashErrorKind> for FlashError {
+    fn from(kind: NorFlashErrorKind) -> Self {
+        match kind {
+            NorFlashErrorKind::NotAligned => Self::NotAligned,
+            _ => Self::OutOfBounds,
+        }
+    }
+}
+
+impl core::fmt::Display for FlashError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NotAligned => f.write_str("flash access is not word- or page-aligned"),
+            Self::OutOfBounds => f.write_str("flash access is out of bounds"),
+            Self::WordWrittenTwice { address } => {
+                write!(
+                    f,
+                    "flash word at {address:#x} programmed twice without an erase"
+                )
+            }
+            Self::PowerCut => f.write_str("power was cut during a flash operation"),
+        }
+    }
+}
+
+impl core::error::Error for FlashError {}
+
+/// A power cut scheduled on a [`MemFlash`], counted from the moment it is armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerCut {
+    /// Power fails in the middle of the n-th word write (1-based).
+    AtWordWrite(u64),
+    /// Power fails in the middle of the n-th page erase (1-based).
+    AtErase(u64),
+}
+
+/// Operation counters of a [`MemFlash`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlashStats {
+    /// Words programmed (a torn word counts).
+    pub word_writes: u64,
+    /// Pages erased (a torn erase counts).
+    pub erases: u64,
+    /// Bytes programmed.
+    pub bytes_written: u64,
+}
+
+/// A strict NOR flash of `PAGES` pages of `PAGE` bytes, programmed in 4-byte words.
+#[derive(Clone)]
+pub struct MemFlash<const PAGES: usize, const PAGE: usize> {
+    data: [[u8; PAGE]; PAGES],
+    /// `true` for the first byte of every word programmed since its page's last erase.
+    programmed: [[bool; PAGE]; PAGES],
+    page_erases: [u32; PAGES],
+    page_bytes: [u64; PAGES],
+    stats: FlashStats,
+    cut_write: Option<u64>,
+    cut_erase: Option<u64>,
+    powered: bool,
+    noise: u64,
+}
+
+impl<const PAGES: usize, const PAGE: usize> Default for MemFlash<PAGES, PAGE> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
+    const GEOMETRY_OK: () = assert!(
+        PAGES > 0 && PAGE > 0 && PAGE.is_multiple_of(WORD),
+        "MemFlash needs at least one page and a page size that is a multiple of 4"
+    );
+
+    /// A flash that has just been erased: every byte reads `0xFF`.
+    pub const fn new() -> Self {
+        let () = Self::GEOMETRY_OK;
+        Self {
+            data: [[0xFF; PAGE]; PAGES],
+            programmed: [[false; PAGE]; PAGES],
+            page_erases: [0; PAGES],
+            page_bytes: [0; PAGES],
+            stats: FlashStats {
+                word_writes: 0,
+                erases: 0,
+                bytes_written: 0,
+            },
+            cut_write: None,
+            cut_erase: None,
+            powered: true,
+            noise: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    /// A flash whose every byte reads `fill`, as if never written (QEMU's never-written
+    /// pages read `0x00`). Every word counts as programmed: it must be erased before use.
+    pub const fn filled(fill: u8) -> Self {
+        let mut f = Self::new();
+        f.data = [[fill; PAGE]; PAGES];
+        if fill != 0xFF {
+            f.programmed = [[true; PAGE]; PAGES];
+        }
+        f
+    }
+
+    /// Arms a power cut, counted from now. A write cut and an erase cut can be armed
+    /// together (the first to come happens); arming one replaces the earlier one of its kind.
+    pub fn schedule_power_cut(&mut self, cut: PowerCut) {
+        match cut {
+            PowerCut::AtWordWrite(n) => self.cut_write = Some(n),
+            PowerCut::AtErase(n) => self.cut_erase = Some(n),
+        }
+    }
+
+    /// Disarms every scheduled power cut that has not happened yet.
+    pub fn cancel_power_cut(&mut self) {
+        self.cut_write = None;
+        self.cut_erase = None;
+    }
+
+    /// Whether power is on (no cut has happened since the last [`Self::power_on`]).
+    pub fn is_powered(&self) -> bool {
+        self.powered
+    }
+
+    /// Restores power after a cut. The contents are what the cut left.
+    pub fn power_on(&mut self) {
+        self.powered = true;
+    }
+
+    /// Seeds the generator of torn contents, so a run with power cuts is reproducible.
+    pub fn seed_noise(&mut self, seed: u64) {
+        self.noise = seed | 1;
+    }
+
+    /// The operation counters since creation.
+    pub fn stats(&self) -> FlashStats {
+        self.stats
+    }
+
+    /// How many times each page has been erased.
+    pub fn page_erases(&self) -> &[u32; PAGES] {
+        &self.page_erases
+    }
+
+    /// How many bytes have been programmed into each page.
+    pub fn page_bytes_written(&self) -> &[u64; PAGES] {
+        &self.page_bytes
+    }
+
+    /// The raw contents, page by page.
+    pub fn pages(&self) -> &[[u8; PAGE]; PAGES] {
+        &self.data
+    }
+
+    fn next_noise(&mut self) -> u64 {
+        // splitmix64: a fixed, well-known generator, so torn contents reproduce.
+        self.noise = self.noise.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.noise;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Counts one operation against the armed cut; `true` when this one is torn.
+    fn tick(&mut self, erase: bool) -> bool {
+        let cut = if erase {
+            &mut self.cut_erase
+        } else {
+            &mut self.cut_write
+        };
+        match cut {
+            Some(n) => {
+                *n = n.saturating_sub(1);
+                *n == 0
+            }
+            None => false,
+        }
+    }
+
+    fn lose_power(&mut self) -> FlashError {
+        self.cancel_power_cut();
+        self.powered = false;
+        FlashError::PowerCut
+    }
+}
+
+impl<const PAGES: usize, const PAGE: usize> ErrorType for MemFlash<PAGES, PAGE> {
+    type Error = FlashError;
+}
+
+impl<const PAGES: usize, const PAGE: usize> ReadNorFlash for MemFlash<PAGES, PAGE> {
+    const READ_SIZE: usize = 1;
+
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        if !self.powered {
+            return Err(FlashError::PowerCut);
+        }
+        check_read(self, offset, bytes.len())?;
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let a = offset as usize + i;
+            *b = self.data[a / PAGE][a % PAGE];
+        }
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        PAGES * PAGE
+    }
+}
+
+impl<const PAGES: usize, const PAGE: usize> NorFlash for MemFlash<PAGES, PAGE> {
+    const WRITE_SIZE: usize = WORD;
+    const ERASE_SIZE: usize = PAGE;
+
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
+        if !self.powered {
+            return Err(FlashError::PowerCut);
+        }
+        check_erase(self, from, to)?;
+        for page in (from as usize / PAGE)..(to as usize / PAGE) {
+            self.stats.erases += 1;
+            self.page_erases[page] += 1;
+            if self.tick(true) {
+                // Undefined contents: bits drift towards 1 at random and the page must be
+                // erased again before any word of it can be programmed.
+                for w in (0..PAGE).step_by(WORD) {
+                    let noise = self.next_noise() as u32;
+                    let old = u32::from_le_bytes(
+                        self.data[page][w..w + WORD].try_into().unwrap_or([0; WORD]),
+                    );
+                    self.data[page][w..w + WORD].copy_from_slice(&(old | noise).to_le_bytes());
+                    self.programmed[page][w] = true;
+                }
+                return Err(self.lose_power());
+            }
+            self.data[page] = [0xFF; PAGE];
+            self.programmed[page] = [false; PAGE];
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
+        if !self.powered {
+            return Err(FlashError::PowerCut);
+        }
+        check_write(self, offset, bytes.len())?;
+        for (i, word) in bytes.chunks_exact(WORD).enumerate() {
+            let a = offset as usize + i * WORD;
+            let (page, at) = (a / PAGE, a % PAGE);
+            if self.programmed[page][at] {
+                return Err(FlashError::WordWrittenTwice { address: a as u32 });
+            }
+            self.programmed[page][at] = true;
+            self.stats.word_writes += 1;
+            self.stats.bytes_written += WORD as u64;
+            self.page_bytes[page] += WORD as u64;
+            let torn = self.tick(false);
+            let noise = if torn { self.next_noise() as u32 } else { 0 };
+            let cell = &mut self.data[page][at..at + WORD];
+            let old = u32::from_le_bytes([cell[0], cell[1], cell[2], cell[3]]);
+            let new = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            // A write can only clear bits; a torn one clears only some of them, and at
+            // least one (the model's assumption: a started program is visible).
+            let mut value = old & (new | noise);
+            if torn && value == old && old & !new != 0 {
+                value &= !(1 << (old & !new).trailing_zeros());
+            }
+            cell.copy_from_slice(&value.to_le_bytes());
+            if torn {
+                return Err(self.lose_power());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type F = MemFlash<2, 64>;
+
+    #[test]
+    fn erase_sets_ff_and_writes_only_clear_bits() {
+        let mut f = F::filled(0x00);
+        f.erase(0, 64).unwrap();
+        let mut buf = [0u8; 8];
+        f.read(0, &mut buf).unwrap();
+        assert_eq!(buf, [0xFF; 8]);
+        f.write(0, &[0x0F, 0xF0, 0x00, 0xFF]).unwrap();
+        f.read(0, &mut buf[..4]).unwrap();
+        assert_eq!(buf[..4], [0x0F, 0xF0, 0x00, 0xFF]);
+        assert_eq!(
+            f.stats(),
+            FlashStats {
+                word_writes: 1,
+                erases: 1,
+                bytes_written: 4
+            }
+        );
+        assert_eq!(f.page_erases(), &[1, 0]);
+    }
+
+    #[test]
+    fn a_word_written_twice_is_an_error() {
+        let mut f = F::new();
+        f.write(4, &[0xFF; 4]).unwrap();
+        assert_eq!(
+            f.write(4, &[0; 4]),
+            Err(FlashError::WordWrittenTwice { address: 4 })
+        );
+        f.erase(0, 64).unwrap();
+        f.write(4, &[0; 4]).unwrap();
+    }
+
+    #[test]
+    fn never_written_flash_must_be_erased_first() {
+        let mut f = F::filled(0);
+        assert_eq!(
+            f.write(64, &[0; 4]),
+            Err(FlashError::WordWrittenTwice { address: 64 })
+        );
+    }
+
+    #[test]
+    fn alignment_and_bounds_are_checked() {
+        let mut f = F::new();
+        assert_eq!(f.write(2, &[0; 4]), Err(FlashError::NotAligned));
+        assert_eq!(f.write(0, &[0; 3]), Err(FlashError::NotAligned));
+        assert_eq!(f.write(128, &[0; 4]), Err(FlashError::OutOfBounds));
+        assert_eq!(f.erase(0, 32), Err(FlashError::NotAligned));
+        assert_eq!(f.erase(0, 192), Err(FlashError::OutOfBounds));
+        let mut b = [0u8; 2];
+        assert_eq!(f.read(127, &mut b), Err(FlashError::OutOfBounds));
+    }
+
+    #[test]
+    fn a_cut_tears_the_chosen_word_and_stops_everything_after() {
+        let mut f = F::new();
+        f.seed_noise(7);
+        f.schedule_power_cut(PowerCut::AtWordWrite(2));
+        assert_eq!(f.write(0, &[0; 12]), Err(FlashError::PowerCut));
+        let mut buf = [0u8; 12];
+        assert_eq!(f.read(0, &mut buf), Err(FlashError::PowerCut));
+        f.power_on();
+        f.read(0, &mut buf).unwrap();
+        assert_eq!(buf[..4], [0; 4]);
+        assert_eq!(buf[8..], [0xFF; 4], "the word after the cut is untouched");
+        assert_eq!(f.stats().word_writes, 2);
+        // The torn word cannot be programmed again before an erase.
+        assert_eq!(
+            f.write(4, &[0; 4]),
+            Err(FlashError::WordWrittenTwice { address: 4 })
+        );
+    }
+
+    #[test]
+    fn a_cut_during_erase_leaves_a_page_that_must_be_erased_again() {
+        let mut f = F::new();
+        f.write(0, &[0; 8]).unwrap();
+        f.schedule_power_cut(PowerCut::AtErase(1));
+        assert_eq!(f.erase(0, 64), Err(FlashError::PowerCut));
+        f.power_on();
+        assert!(matches!(
+            f.write(8, &[0; 4]),
+            Err(FlashError::WordWrittenTwice { .. })
+        ));
+        f.erase(0, 64).unwrap();
+        f.write(8, &[0; 4]).unwrap();
+        assert_eq!(f.stats().erases, 2);
+    }
+}
