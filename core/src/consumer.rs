@@ -259,10 +259,10 @@ mod tests {
         let mut f = F::new();
         let mut c = Consumer::open(&mut f, LAYOUT, store, ConsumerConfig::every(10)).unwrap();
         loop {
-            if let Step::Effect(e, _) = c.step(&mut f, &log).unwrap() {
-                if e.offset == crash_after {
-                    break;
-                }
+            if let Step::Effect(e, _) = c.step(&mut f, &log).unwrap()
+                && e.offset == crash_after
+            {
+                break;
             }
         }
         let mut writes = c.records_written();

@@ -162,7 +162,10 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         }
         let page_size = F::ERASE_SIZE as u32;
         let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
-        if region.pages < 2 || region.start % page_size != 0 || end > flash.capacity() as u64 {
+        if region.pages < 2
+            || !region.start.is_multiple_of(page_size)
+            || end > flash.capacity() as u64
+        {
             return Err(JournalError::BadRegion);
         }
         let mut j = Self {
@@ -186,10 +189,10 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
             first_valid_page.get_or_insert(page);
             for slot in 0..j.slots_per_page() {
                 let at = SlotAddr { page, slot };
-                if let Some(seq) = j.read_slot(flash, at, &mut buf)? {
-                    if newest.is_none_or(|(s, _)| seq > s) {
-                        newest = Some((seq, at));
-                    }
+                if let Some(seq) = j.read_slot(flash, at, &mut buf)?
+                    && newest.is_none_or(|(s, _)| seq > s)
+                {
+                    newest = Some((seq, at));
                 }
             }
         }
@@ -497,7 +500,7 @@ mod tests {
             },
         )
         .unwrap();
-        let before = f.pages().clone();
+        let before = *f.pages();
         let e = Journal::<Rec>::open(&mut f, REGION, 8).unwrap_err();
         assert_eq!(
             e,

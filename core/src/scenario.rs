@@ -17,6 +17,13 @@ use crate::producer::{Ack, Producer};
 /// The most crash points one plan holds.
 pub const MAX_CRASHES: usize = 8;
 
+/// The DDIA exercise's number of events.
+pub const DDIA_EVENTS: u64 = 100;
+/// The DDIA exercise's checkpoint interval.
+pub const DDIA_CHECKPOINT_EVERY: u64 = 10;
+/// The DDIA exercise's crash: after the effect of this offset.
+pub const DDIA_CRASH_AFTER: Offset = 49;
+
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 8;
 
@@ -98,13 +105,13 @@ impl<L: Log> Scenario<L> {
     pub fn with_crashes(mut self, points: &[CrashPoint]) -> Result<Self, ScenarioError> {
         self.crashes.clear();
         for p in points {
-            if let At::Deliver(o) | At::Effect(o) | At::Commit(o) = p.at {
-                if o >= self.log.len() {
-                    return Err(ScenarioError::CrashPastLog {
-                        offset: o,
-                        len: self.log.len(),
-                    });
-                }
+            if let At::Deliver(o) | At::Effect(o) | At::Commit(o) = p.at
+                && o >= self.log.len()
+            {
+                return Err(ScenarioError::CrashPastLog {
+                    offset: o,
+                    len: self.log.len(),
+                });
             }
             self.crashes
                 .push(*p)

@@ -1,1 +1,69 @@
-fn main() {}
+//! `idem`: run, crash and check stream-delivery guarantees from the command line.
+//!
+//! Every rule comes from `idem-core`; this binary parses arguments, loads event files,
+//! and renders reports for a person (text) or a machine (`--json`).
+
+mod cmd;
+mod events;
+mod render;
+mod select;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Make stream-delivery guarantees visible: replay, duplicates, and the stores that
+/// make them harmless.
+#[derive(Debug, Parser)]
+#[command(name = "idem", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tell the DDIA exercise step by step: naive 110, offset-stamped 100.
+    Demo(cmd::demo::Cmd),
+    /// Run one scenario with one store, optionally with a trace or as JSON.
+    Run(cmd::run::Cmd),
+    /// Every store against every fault, each cell exact / over / under.
+    Matrix(cmd::matrix::Cmd),
+}
+
+/// An error in what the user asked for: reported in one sentence, exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// Shorthand for a usage error.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    Usage(message.into()).into()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(c) => c.run(),
+        Command::Run(c) => c.run(),
+        Command::Matrix(c) => c.run(),
+    };
+    match result {
+        Ok(code) => code,
+        // A closed pipe (`idem run ... | head`) is the reader's choice, not a failure.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("idem: {e:#}");
+            if e.is::<Usage>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! `idem demo`: the DDIA chapter 12 exercise told step by step, every figure taken from
+//! a run of the simulator.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Args;
+use idem_core::check::Verdict;
+use idem_core::sim::{Action, TraceStep};
+
+use crate::render::{covered, ranges};
+use crate::select::{
+    self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
+};
+
+/// Tell the DDIA exercise step by step.
+#[derive(Debug, Args)]
+pub struct Cmd {}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let args = ScenarioArgs {
+            window: WINDOW_CAPACITY,
+            ..ScenarioArgs::default()
+        };
+        let loaded = select::load(Some(ScenarioKind::Ddia), &args)?;
+        let naive = select::run(&loaded, StoreKind::Naive, WINDOW_CAPACITY, true)?;
+        let offset = select::run(&loaded, StoreKind::Offset, WINDOW_CAPACITY, true)?;
+        let atomic = select::run(&loaded, StoreKind::Atomic, WINDOW_CAPACITY, false)?;
+        write!(out, "{}", story(&loaded, &naive, &offset, &atomic))?;
+        out.flush()?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn story(loaded: &Loaded, naive: &Outcome, offset: &Outcome, atomic: &Outcome) -> String {
+    let n = loaded.events();
+    let k = loaded.consumer().checkpoint_every;
+    let crash = loaded
+        .crashes()
+        .first()
+        .map_or("no crash".into(), ToString::to_string);
+    let truth = naive.report.true_total;
+    let mut s = String::new();
+    s += "idem demo: the DDIA chapter 12 exercise, on a simulated device with NOR flash\n\n";
+    s += "The workload\n";
+    s += &format!(
+        "  A log of {n} events, each +1, at offsets 0..{}: the true total is {truth}.\n",
+        n.saturating_sub(1)
+    );
+    s += "  A consumer applies each event to a total kept in flash and commits its position\n";
+    s += &format!("  every {k} events, after the effects (at-least-once). The device crashes at\n");
+    s += &format!("  {crash}: after an effect, before the checkpoint that would cover it.\n\n");
+    s += &chapter("Naive store: total += 1", naive);
+    s += &chapter(
+        "Offset-stamped store: apply only if the offset is newer than the stamp",
+        offset,
+    );
+    s += "Summary\n";
+    let d = |o: &Outcome| Verdict::of(o.report.final_total, o.report.true_total);
+    s += &format!(
+        "  naive            {:>5}  {}\n",
+        naive.report.final_total,
+        match d(naive) {
+            Verdict::Over(x) =>
+                format!("+{x} from the {} replayed events", naive.redelivered.len()),
+            v => format!("{v:?}"),
+        }
+    );
+    s += &format!(
+        "  offset-stamped   {:>5}  {}\n",
+        offset.report.final_total,
+        match d(offset) {
+            Verdict::Exact => format!(
+                "{} replayed events rejected as duplicates: effectively-once",
+                offset.skipped.len()
+            ),
+            v => format!("{v:?}"),
+        }
+    );
+    s += &format!(
+        "  atomic           {:>5}  {}: value and position in one record, {} flash records instead of {}\n\n",
+        atomic.report.final_total,
+        crate::render::verdict_text(d(atomic)),
+        atomic.report.flash.writes,
+        offset.report.flash.writes
+    );
+    s += "Next: idem run ddia --store naive --trace   |   idem run payments --store message-id   |   idem matrix\n";
+    s
+}
+
+/// One store's run as the exercise tells it: first run, crash, restart, final total.
+fn chapter(title: &str, o: &Outcome) -> String {
+    let trace = o.trace.as_deref().unwrap_or_default();
+    let crash_at = trace
+        .iter()
+        .position(|t| matches!(t.action, Action::Crash(_)));
+    let (before, after) = trace.split_at(crash_at.unwrap_or(trace.len()));
+    let applied = |steps: &[TraceStep]| -> Vec<u64> {
+        steps
+            .iter()
+            .filter(|t| t.action == Action::Apply)
+            .filter_map(|t| t.offset)
+            .collect()
+    };
+    let mut s = format!("{title}\n");
+    let last = before.last();
+    s += &format!(
+        "  first run    applied offsets {}, total {}, last checkpoint covers {}\n",
+        ranges(&applied(before)),
+        last.map_or(0, |t| t.total),
+        covered(last.and_then(|t| t.committed)).map_or("nothing".into(), |c| format!("offset {c}"))
+    );
+    if let (Some(crash), Some(recover)) = (after.first(), after.get(1)) {
+        s += &format!(
+            "  *** CRASH *** ({}) RAM is lost; flash keeps total {} and resume position {}\n",
+            crate::render::action_name(crash.action),
+            recover.total,
+            recover.committed.unwrap_or(0)
+        );
+        let fresh: Vec<u64> = after
+            .iter()
+            .filter(|t| t.action == (Action::Deliver { redelivery: false }))
+            .filter_map(|t| t.offset)
+            .collect();
+        s += &format!(
+            "  restart      resumes at offset {}: redelivers {} ({} events), then {}\n",
+            recover.committed.unwrap_or(0),
+            ranges(&o.redelivered),
+            o.redelivered.len(),
+            ranges(&fresh)
+        );
+        s += &if o.skipped.is_empty() {
+            "               skipped no offsets: every redelivered event was applied again\n"
+                .to_string()
+        } else {
+            format!(
+                "               skipped {} already-applied offsets: {}\n",
+                o.skipped.len(),
+                ranges(&o.skipped)
+            )
+        };
+    }
+    let r = &o.report;
+    s += &format!(
+        "  final total  {} (true total {}, {})\n\n",
+        r.final_total,
+        r.true_total,
+        match Verdict::of(r.final_total, r.true_total) {
+            Verdict::Exact => "exact".to_string(),
+            Verdict::Over(d) => format!("INFLATED by {d}"),
+            Verdict::Under(d) => format!("short by {d}"),
+        }
+    );
+    s
+}

@@ -1,0 +1,88 @@
+//! Reads a user's log from a JSON Lines file: one message a line,
+//! `{"id": "p17", "producer": 1, "seq": 1, "amount": 5}` (`epoch` optional, default 0).
+
+use std::path::Path;
+
+use anyhow::Context;
+use idem_core::log::{AppendLog, LogError, Message, MessageId, VecLog};
+use serde::Deserialize;
+
+use crate::usage;
+
+/// How many events a log file may hold.
+pub const FILE_LOG_CAPACITY: usize = 4096;
+
+/// A log read from a file.
+pub type FileLog = VecLog<FILE_LOG_CAPACITY>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    id: String,
+    producer: u32,
+    #[serde(default)]
+    epoch: u16,
+    seq: u32,
+    amount: i64,
+}
+
+/// Parses `text` (the contents of `name`) into a log; the first bad line is refused
+/// with its line number.
+pub fn parse(name: &str, text: &str) -> anyhow::Result<Box<FileLog>> {
+    let mut log = Box::new(FileLog::new());
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let l: Line = serde_json::from_str(line)
+            .map_err(|e| usage(format!("{name} line {}: not an event ({e})", i + 1)))?;
+        let message = Message {
+            id: MessageId::from_key(l.id.as_bytes()),
+            producer: l.producer,
+            epoch: l.epoch,
+            seq: l.seq,
+            amount: l.amount,
+        };
+        log.append(message).map_err(|e| match e {
+            LogError::Full { capacity } => usage(format!(
+                "{name} line {}: the log holds at most {capacity} events",
+                i + 1
+            )),
+            other => usage(format!("{name} line {}: {other}", i + 1)),
+        })?;
+    }
+    Ok(log)
+}
+
+/// Reads and parses the file at `path`.
+pub fn load(path: &Path) -> anyhow::Result<Box<FileLog>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading event file {}", path.display()))?;
+    parse(&path.display().to_string(), &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idem_core::log::Log;
+
+    #[test]
+    fn parses_events_and_counts_ids_once() {
+        let log = parse("x", "{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n\n{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n").unwrap();
+        assert_eq!((log.len(), log.true_total()), (2, 5));
+    }
+
+    #[test]
+    fn a_bad_line_is_refused_with_its_number() {
+        let e = parse(
+            "f.jsonl",
+            "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":1}\n{\"id\":\"b\"}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("f.jsonl line 2: not an event"),
+            "{e}"
+        );
+        assert!(e.is::<crate::Usage>());
+    }
+}

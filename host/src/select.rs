@@ -1,0 +1,260 @@
+//! From command-line choices to core values: which scenario, which store, and a run
+//! that collects what the renderers need.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use idem_core::consumer::ConsumerConfig;
+use idem_core::crash::CrashPoint;
+use idem_core::log::{GeneratedLog, Log, Offset, VecLog};
+use idem_core::scenario::{self, SMALL_LOG, Scenario};
+use idem_core::sim::{self, Action, Report, TraceStep};
+use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
+
+use crate::events::{self, FileLog};
+use crate::usage;
+
+/// The message-id store's window capacity (ids kept in its one flash record).
+pub const WINDOW_CAPACITY: usize = 32;
+
+/// The stores a run can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// total += amount.
+    Naive,
+    /// Apply only if the offset is newer than the stamp.
+    Offset,
+    /// Skip message ids seen in a bounded window.
+    MessageId,
+    /// Value and consumer position in one record, written at checkpoints.
+    Atomic,
+}
+
+impl StoreKind {
+    /// Every store, in table order.
+    pub const ALL: [StoreKind; 4] = [Self::Naive, Self::Offset, Self::MessageId, Self::Atomic];
+
+    /// The name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Naive => "naive",
+            Self::Offset => "offset",
+            Self::MessageId => "message-id",
+            Self::Atomic => "atomic",
+        }
+    }
+}
+
+/// The built-in scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioKind {
+    /// DDIA ch. 12: n events of +1, checkpoint every k, crash after one offset.
+    Ddia,
+    /// The lesson's worked example: 5, 3, 4, crash after offset 1, nothing committed.
+    WorkedExample,
+    /// The lesson's payments: p17 retried after a lost ack, then p18.
+    Payments,
+}
+
+/// Scenario options shared by the commands that run one.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ScenarioArgs {
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Commit the consumer position every K events [default: 10]
+    #[arg(long, value_name = "K")]
+    pub checkpoint_every: Option<u64>,
+    /// Crash after the effect of this offset, before its checkpoint [ddia default: 49]
+    #[arg(long, value_name = "OFFSET", conflicts_with = "no_crash")]
+    pub crash_after: Option<Offset>,
+    /// Run without a crash.
+    #[arg(long)]
+    pub no_crash: bool,
+    /// Read the log from a JSON Lines file instead of a built-in scenario.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// How many message ids the message-id store remembers (1 to 32)
+    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    pub window: usize,
+}
+
+/// A scenario ready to run, whatever its log.
+pub enum Loaded {
+    /// A generated workload.
+    Generated(Box<Scenario<GeneratedLog>>),
+    /// A small built-in log.
+    Small(Box<Scenario<VecLog<SMALL_LOG>>>),
+    /// The user's log file.
+    File(Box<Scenario<FileLog>>),
+}
+
+impl Loaded {
+    /// The scenario's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Generated(s) => s.name,
+            Self::Small(s) => s.name,
+            Self::File(s) => s.name,
+        }
+    }
+
+    /// Events in the log.
+    pub fn events(&self) -> u64 {
+        match self {
+            Self::Generated(s) => s.log.len(),
+            Self::Small(s) => s.log.len(),
+            Self::File(s) => s.log.len(),
+        }
+    }
+
+    /// Consumer settings.
+    pub fn consumer(&self) -> ConsumerConfig {
+        match self {
+            Self::Generated(s) => s.consumer,
+            Self::Small(s) => s.consumer,
+            Self::File(s) => s.consumer,
+        }
+    }
+
+    /// The crash plan.
+    pub fn crashes(&self) -> &[CrashPoint] {
+        match self {
+            Self::Generated(s) => &s.crashes,
+            Self::Small(s) => &s.crashes,
+            Self::File(s) => &s.crashes,
+        }
+    }
+}
+
+/// Builds the scenario the user asked for; impossible choices are usage errors.
+pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {
+    if a.events.is_some() && kind != Some(ScenarioKind::Ddia) {
+        return Err(usage("--events applies to the ddia scenario only"));
+    }
+    Ok(match (kind, &a.log) {
+        (Some(_), Some(_)) => return Err(usage("give either a scenario or --log FILE, not both")),
+        (None, None) => {
+            return Err(usage(
+                "name a scenario (ddia, worked-example, payments) or give --log FILE",
+            ));
+        }
+        (Some(ScenarioKind::Ddia), None) => {
+            let events = a.events.unwrap_or(scenario::DDIA_EVENTS);
+            let base = scenario::ddia(events, scenario::DDIA_CHECKPOINT_EVERY, None)
+                .map_err(|e| usage(e.to_string()))?;
+            let default = [CrashPoint::after_effect(scenario::DDIA_CRASH_AFTER)];
+            Loaded::Generated(Box::new(configure(base, &default, a)?))
+        }
+        (Some(ScenarioKind::WorkedExample), None) => {
+            let base = scenario::worked_example();
+            let default = base.crashes.clone();
+            Loaded::Small(Box::new(configure(base, &default, a)?))
+        }
+        (Some(ScenarioKind::Payments), None) => {
+            let base = scenario::payments();
+            let default = base.crashes.clone();
+            Loaded::Small(Box::new(configure(base, &default, a)?))
+        }
+        (None, Some(path)) => {
+            let log = *events::load(path)?;
+            let base = Scenario {
+                name: "log",
+                log,
+                consumer: ConsumerConfig::every(10),
+                crashes: Default::default(),
+            };
+            Loaded::File(Box::new(configure(base, &[], a)?))
+        }
+    })
+}
+
+/// Applies the user's checkpoint interval and crash choice to `base`; `default` is the
+/// crash plan when the user chose none.
+fn configure<L: Log>(
+    base: Scenario<L>,
+    default: &[CrashPoint],
+    a: &ScenarioArgs,
+) -> anyhow::Result<Scenario<L>> {
+    let mut consumer = base.consumer;
+    if let Some(k) = a.checkpoint_every {
+        consumer.checkpoint_every = k;
+    }
+    let crashes = match (a.no_crash, a.crash_after) {
+        (true, _) => Vec::new(),
+        (false, Some(o)) => vec![CrashPoint::after_effect(o)],
+        (false, None) => default.to_vec(),
+    };
+    Scenario::new(base.name, base.log, consumer)
+        .and_then(|s| s.with_crashes(&crashes))
+        .map_err(|e| usage(e.to_string()))
+}
+
+/// A finished run: the core's report and what the renderers list.
+pub struct Outcome {
+    /// The core's report.
+    pub report: Report,
+    /// Offsets delivered a second time, in order.
+    pub redelivered: Vec<Offset>,
+    /// Offsets the store skipped as duplicates, in order.
+    pub skipped: Vec<Offset>,
+    /// Every step, when asked for.
+    pub trace: Option<Vec<TraceStep>>,
+}
+
+/// Runs `loaded` with `store`; keeps the whole trace when `trace` is set.
+pub fn run(
+    loaded: &Loaded,
+    store: StoreKind,
+    window: usize,
+    trace: bool,
+) -> anyhow::Result<Outcome> {
+    match loaded {
+        Loaded::Generated(s) => run_store(s, store, window, trace),
+        Loaded::Small(s) => run_store(s, store, window, trace),
+        Loaded::File(s) => run_store(s, store, window, trace),
+    }
+}
+
+fn run_store<L: Log>(
+    s: &Scenario<L>,
+    store: StoreKind,
+    window: usize,
+    trace: bool,
+) -> anyhow::Result<Outcome> {
+    match store {
+        StoreKind::Naive => run_with(s, Naive, trace),
+        StoreKind::Offset => run_with(s, OffsetStamped, trace),
+        StoreKind::MessageId => {
+            let w = MessageIdWindow::<WINDOW_CAPACITY>::new(window)
+                .map_err(|e| usage(e.to_string()))?;
+            run_with(s, w, trace)
+        }
+        StoreKind::Atomic => run_with(s, Atomic, trace),
+    }
+}
+
+fn run_with<L: Log, S: Store + Clone>(
+    s: &Scenario<L>,
+    store: S,
+    keep: bool,
+) -> anyhow::Result<Outcome> {
+    let (mut redelivered, mut skipped, mut trace) = (Vec::new(), Vec::new(), Vec::new());
+    let report = sim::run(s, store, &mut |t: &TraceStep| {
+        match (t.action, t.offset) {
+            (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
+            (Action::Skip, Some(o)) => skipped.push(o),
+            _ => {}
+        }
+        if keep {
+            trace.push(*t);
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("the simulated device failed: {e}"))?;
+    Ok(Outcome {
+        report,
+        redelivered,
+        skipped,
+        trace: keep.then_some(trace),
+    })
+}

@@ -1,0 +1,403 @@
+//! The `idem` binary, end to end: every figure of the two lessons, and more parameters
+//! than the defaults, checked against an independent prediction.
+
+use assert_cmd::Command;
+use assert_fs::prelude::*;
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+fn idem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_idem"))
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let out = idem().arg("run").args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn offsets(range: std::ops::RangeInclusive<u64>) -> Value {
+    range.collect::<Vec<_>>().into()
+}
+
+#[test]
+fn demo_tells_the_ddia_story_with_110_and_100() {
+    idem()
+        .arg("demo")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("applied offsets 0..49, total 50, last checkpoint covers offset 39"))
+        .stdout(predicate::str::contains("resumes at offset 40: redelivers 40..49 (10 events), then 50..99"))
+        .stdout(predicate::str::contains("final total  110 (true total 100, INFLATED by 10)"))
+        .stdout(predicate::str::contains("skipped 10 already-applied offsets: 40..49"))
+        .stdout(predicate::str::contains("final total  100 (true total 100, exact)"))
+        .stdout(predicate::str::contains("naive              110  +10 from the 10 replayed events"))
+        .stdout(predicate::str::contains("atomic             100  exact: value and position in one record, 10 flash records instead of 110"));
+}
+
+#[test]
+fn ddia_figures_for_every_store() {
+    let naive = run_json(&["ddia", "--store", "naive"]);
+    assert_eq!(naive["final_total"], 110);
+    assert_eq!(naive["true_total"], 100);
+    assert_eq!(naive["committed_at_crash"], 39);
+    assert_eq!(naive["redelivered"], offsets(40..=49));
+    assert_eq!(naive["skipped"], json!([]));
+    assert_eq!(naive["flash"]["writes"], 120);
+
+    let offset = run_json(&["ddia", "--store", "offset"]);
+    assert_eq!(offset["final_total"], 100);
+    assert_eq!(offset["committed_at_crash"], 39);
+    assert_eq!(offset["redelivered"], offsets(40..=49));
+    assert_eq!(offset["skipped"], offsets(40..=49));
+    assert_eq!(offset["flash"]["writes"], 110);
+
+    let mid = run_json(&["ddia", "--store", "message-id"]);
+    assert_eq!(
+        (mid["final_total"].as_i64(), mid["skipped"].clone()),
+        (Some(100), offsets(40..=49))
+    );
+
+    let atomic = run_json(&["ddia", "--store", "atomic"]);
+    assert_eq!(atomic["final_total"], 100);
+    assert_eq!(atomic["committed_at_crash"], 39);
+    assert_eq!(atomic["redelivered"], offsets(40..=49));
+    assert_eq!(
+        atomic["skipped"],
+        json!([]),
+        "atomic replays from its own checkpoint: nothing to skip"
+    );
+    assert_eq!(
+        atomic["flash"]["writes"], 10,
+        "one record per checkpoint: 4 before the crash, 6 after"
+    );
+}
+
+#[test]
+fn worked_example_figures() {
+    for (store, total) in [
+        ("naive", 20),
+        ("offset", 12),
+        ("message-id", 12),
+        ("atomic", 12),
+    ] {
+        let v = run_json(&["worked-example", "--store", store]);
+        assert_eq!(v["final_total"], total, "{store}");
+        assert_eq!(v["true_total"], 12);
+        assert_eq!(
+            v["committed_at_crash"],
+            Value::Null,
+            "nothing was committed before the crash"
+        );
+        assert_eq!(v["redelivered"], json!([0, 1]));
+    }
+}
+
+#[test]
+fn payments_figures() {
+    for (store, total, skipped) in [
+        ("naive", 13, json!([])),
+        ("offset", 13, json!([])),
+        ("message-id", 8, json!([1])),
+        ("atomic", 13, json!([])),
+    ] {
+        let v = run_json(&["payments", "--store", store]);
+        assert_eq!(v["final_total"], total, "{store}");
+        assert_eq!(v["true_total"], 8);
+        assert_eq!(v["committed_at_crash"], Value::Null);
+        assert_eq!(
+            v["redelivered"],
+            json!([]),
+            "the retry is a new offset, not a redelivery"
+        );
+        assert_eq!(v["skipped"], skipped, "{store}");
+    }
+}
+
+/// The prediction of the model, computed independently of idem: batches end at offsets
+/// o with (o + 1) % k == 0; a crash after the effect of c loses every effect after the
+/// last batch end before c, and those are redelivered.
+fn predict(k: u64, c: u64) -> (Option<u64>, u64) {
+    let b = (c / k) * k; // first offset not covered by the durable checkpoint
+    (b.checked_sub(1), c - b + 1)
+}
+
+#[test]
+fn any_parameters_give_the_predicted_figures() {
+    for (n, k, c) in [
+        (100, 10, 49),
+        (1000, 7, 500),
+        (1000, 7, 496),
+        (50, 10, 5),
+        (20, 1, 19),
+        (300, 64, 255),
+        (1, 3, 0),
+    ] {
+        let (committed, replayed) = predict(k, c);
+        let args = [
+            "ddia",
+            "--events",
+            &n.to_string(),
+            "--checkpoint-every",
+            &k.to_string(),
+            "--crash-after",
+            &c.to_string(),
+        ];
+        let with = |store: &str| {
+            let mut a = args.to_vec();
+            a.extend(["--store", store]);
+            run_json(&a)
+        };
+        let naive = with("naive");
+        assert_eq!(
+            naive["final_total"].as_u64(),
+            Some(n + replayed),
+            "naive {n} {k} {c}"
+        );
+        assert_eq!(
+            naive["committed_at_crash"].as_u64(),
+            committed,
+            "{n} {k} {c}"
+        );
+        assert_eq!(
+            naive["redelivered"].as_array().unwrap().len() as u64,
+            replayed
+        );
+        for store in ["offset", "atomic"] {
+            assert_eq!(
+                with(store)["final_total"].as_u64(),
+                Some(n),
+                "{store} {n} {k} {c}"
+            );
+        }
+        // The message-id window (32 ids by default) covers a replay of up to 32 events; a
+        // longer replay evicts each id just before its duplicate arrives, so all of it
+        // slips through: the stated overflow policy.
+        let mid = if replayed <= 32 { n } else { n + replayed };
+        assert_eq!(
+            with("message-id")["final_total"].as_u64(),
+            Some(mid),
+            "message-id {n} {k} {c}"
+        );
+        assert_eq!(
+            with("offset")["skipped"].as_array().unwrap().len() as u64,
+            replayed
+        );
+    }
+}
+
+#[test]
+fn no_crash_is_exact_for_every_store_and_a_million_events_need_no_storage() {
+    for store in ["naive", "offset", "atomic"] {
+        let v = run_json(&[
+            "ddia",
+            "--store",
+            store,
+            "--no-crash",
+            "--events",
+            "1000000",
+            "--checkpoint-every",
+            "1000",
+        ]);
+        assert_eq!(v["final_total"], 1_000_000, "{store}");
+        assert_eq!(v["committed_at_crash"], Value::Null);
+    }
+}
+
+#[test]
+fn trace_shows_every_step_with_crash_and_recovery() {
+    let v = run_json(&["worked-example", "--store", "naive", "--trace"]);
+    let trace = v["trace"].as_array().unwrap();
+    let actions: Vec<&str> = trace
+        .iter()
+        .map(|t| t["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "deliver",
+            "apply",
+            "deliver",
+            "apply",
+            "crash@effect:1",
+            "recover",
+            "redeliver",
+            "apply",
+            "redeliver",
+            "apply",
+            "deliver",
+            "apply",
+            "commit"
+        ]
+    );
+    let totals: Vec<i64> = trace.iter().map(|t| t["total"].as_i64().unwrap()).collect();
+    assert_eq!(totals, [0, 5, 5, 8, 8, 8, 8, 13, 13, 16, 16, 20, 20]);
+    assert_eq!(trace.last().unwrap()["committed"], 2);
+
+    idem()
+        .args(["run", "ddia", "--store", "offset", "--trace"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("crash@effect:49"))
+        .stdout(predicate::str::contains(
+            "recovered from flash, resume at 40",
+        ));
+}
+
+#[test]
+fn a_users_log_file_runs_like_the_lesson() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let f = dir.child("events.jsonl");
+    f.write_str(
+        "{\"id\": \"p17\", \"producer\": 1, \"seq\": 1, \"amount\": 5}\n\
+         {\"id\": \"p17\", \"producer\": 1, \"seq\": 1, \"amount\": 5}\n\
+         {\"id\": \"p18\", \"producer\": 1, \"seq\": 2, \"amount\": 3}\n",
+    )
+    .unwrap();
+    let path = f.path().to_str().unwrap();
+    let v = run_json(&["--log", path, "--store", "message-id"]);
+    assert_eq!(
+        (v["final_total"].as_i64(), v["true_total"].as_i64()),
+        (Some(8), Some(8))
+    );
+    let v = run_json(&["--log", path, "--store", "naive", "--crash-after", "1"]);
+    assert_eq!(
+        v["final_total"], 23,
+        "13 plus the replay of offsets 0 and 1 (5 + 5)"
+    );
+
+    let bad = dir.child("bad.jsonl");
+    bad.write_str("{\"id\": \"p1\", \"producer\": 1, \"seq\": 1, \"amount\": 5}\n{\"id\": \"p2\", \"amount\": \"x\"}\n").unwrap();
+    idem()
+        .args([
+            "run",
+            "--store",
+            "naive",
+            "--log",
+            bad.path().to_str().unwrap(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("line 2: not an event"));
+}
+
+#[test]
+fn a_log_larger_than_the_capacity_is_refused() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let f = dir.child("big.jsonl");
+    let line = "{\"id\": \"x\", \"producer\": 1, \"seq\": 1, \"amount\": 1}\n";
+    f.write_str(&line.repeat(4097)).unwrap();
+    idem()
+        .args([
+            "run",
+            "--store",
+            "naive",
+            "--log",
+            f.path().to_str().unwrap(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "line 4097: the log holds at most 4096 events",
+        ));
+}
+
+#[test]
+fn impossible_input_is_one_sentence_and_exit_2() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["run", "ddia", "--store", "naive", "--checkpoint-every", "0"],
+            "the checkpoint interval must be at least 1 event",
+        ),
+        (
+            &["run", "ddia", "--store", "naive", "--crash-after", "100"],
+            "cannot crash at offset 100: the log has offsets 0..=99",
+        ),
+        (
+            &["run", "ddia", "--store", "nosuch"],
+            "invalid value 'nosuch' for '--store <STORE>'",
+        ),
+        (
+            &["run", "payments", "--store", "naive", "--events", "3"],
+            "--events applies to the ddia scenario only",
+        ),
+        (
+            &["run", "payments", "--store", "message-id", "--window", "99"],
+            "a message-id window must hold 1 to 32 ids, not 99",
+        ),
+        (
+            &[
+                "run",
+                "--store",
+                "naive",
+                "--log",
+                "/nonexistent/events.jsonl",
+            ],
+            "reading event file /nonexistent/events.jsonl",
+        ),
+    ];
+    for (args, msg) in cases {
+        let expected = if args.contains(&"/nonexistent/events.jsonl") {
+            1
+        } else {
+            2
+        };
+        idem()
+            .args(args)
+            .assert()
+            .code(expected)
+            .stderr(predicate::str::contains(msg))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
+
+#[test]
+fn matrix_shows_stores_against_faults() {
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cell = |store: &str, fault: &str| {
+        let row = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["store"] == store)
+            .unwrap();
+        let c = row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["fault"] == fault)
+            .unwrap();
+        (
+            c["verdict"].as_str().unwrap().to_string(),
+            c["final_total"].as_i64().unwrap(),
+        )
+    };
+    let expect = [
+        ("naive", "consumer-crash", "over", 110),
+        ("naive", "producer-retry", "over", 13),
+        ("offset", "consumer-crash", "exact", 100),
+        ("offset", "producer-retry", "over", 13),
+        ("message-id", "consumer-crash", "exact", 100),
+        ("message-id", "producer-retry", "exact", 8),
+        ("atomic", "consumer-crash", "exact", 100),
+        ("atomic", "producer-retry", "over", 13),
+    ];
+    for (store, fault, verdict, total) in expect {
+        assert_eq!(
+            cell(store, fault),
+            (verdict.to_string(), total),
+            "{store} × {fault}"
+        );
+    }
+    idem()
+        .arg("matrix")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("over by 10 110/100"));
+}
