@@ -1,0 +1,63 @@
+//! The README's figures table, checked row by row against runs of the core simulator,
+//! so the documentation cannot drift from what idem computes.
+
+use idem_core::log::Log;
+use idem_core::scenario::{self, Scenario};
+use idem_core::sim::{self, Action, Report, TraceStep};
+use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
+
+fn ranges(offsets: &[u64]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < offsets.len() {
+        let start = offsets[i];
+        while i + 1 < offsets.len() && offsets[i + 1] == offsets[i] + 1 {
+            i += 1;
+        }
+        parts.push(if start == offsets[i] { start.to_string() } else { format!("{start}..{}", offsets[i]) });
+        i += 1;
+    }
+    if parts.is_empty() { "none".into() } else { parts.join(", ") }
+}
+
+fn observe<L: Log, S: Store + Clone>(s: &Scenario<L>, store: S) -> (Report, String, String) {
+    let (mut redelivered, mut skipped) = (Vec::new(), Vec::new());
+    let r = sim::run(s, store, &mut |t: &TraceStep| match (t.action, t.offset) {
+        (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
+        (Action::Skip, Some(o)) => skipped.push(o),
+        _ => {}
+    })
+    .unwrap();
+    (r, ranges(&redelivered), ranges(&skipped))
+}
+
+fn row<L: Log>(s: &Scenario<L>, store: &str) -> Vec<String> {
+    let (r, redelivered, skipped) = match store {
+        "naive" => observe(s, Naive),
+        "offset" => observe(s, OffsetStamped),
+        "message-id" => observe(s, MessageIdWindow::<32>::default()),
+        "atomic" => observe(s, Atomic),
+        other => panic!("README names an unknown store {other}"),
+    };
+    let committed = r.committed_at_crash.map_or("null".to_string(), |c| c.to_string());
+    vec![r.final_total.to_string(), r.true_total.to_string(), committed, redelivered, skipped]
+}
+
+#[test]
+fn readme_figures_match_the_core() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let table = readme.split("### Figures").nth(1).expect("README has a Figures section");
+    let mut checked = 0;
+    for line in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| scenario")) {
+        let cells: Vec<String> = line.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect();
+        let got = match cells[0].as_str() {
+            "ddia" => row(&scenario::ddia(100, 10, Some(49)).unwrap(), &cells[1]),
+            "worked-example" => row(&scenario::worked_example(), &cells[1]),
+            "payments" => row(&scenario::payments(), &cells[1]),
+            other => panic!("README names an unknown scenario {other}"),
+        };
+        assert_eq!(got, cells[2..], "README row: {line}");
+        checked += 1;
+    }
+    assert_eq!(checked, 10, "rows checked");
+}
