@@ -3,6 +3,7 @@
 //! flash and consumes 10,000 generated +1 events; flash records per event are printed
 //! once per store (they are counts, not timings).
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -14,7 +15,10 @@ use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
 const EVENTS: u64 = 10_000;
 
 fn consume<S: Store + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
-    let log = GeneratedLog { events: EVENTS, amount: 1 };
+    let log = GeneratedLog {
+        events: EVENTS,
+        amount: 1,
+    };
     let mut c = Consumer::open(flash, SIM_LAYOUT, store, ConsumerConfig::every(10)).unwrap();
     c.run(flash, &log).unwrap();
     (c.total(), c.records_written())
@@ -23,7 +27,10 @@ fn consume<S: Store + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
 fn bench_store<S: Store + Clone>(c: &mut Criterion, name: &str, store: S) {
     let (total, records) = consume(&mut SimFlash::new(), store.clone());
     assert_eq!(total, EVENTS as i64);
-    println!("{name}: {:.3} flash records per event", records as f64 / EVENTS as f64);
+    println!(
+        "{name}: {:.3} flash records per event",
+        records as f64 / EVENTS as f64
+    );
     let mut g = c.benchmark_group("consumer");
     g.throughput(Throughput::Elements(EVENTS));
     g.bench_function(name, |b| {

@@ -14,10 +14,18 @@ fn ranges(offsets: &[u64]) -> String {
         while i + 1 < offsets.len() && offsets[i + 1] == offsets[i] + 1 {
             i += 1;
         }
-        parts.push(if start == offsets[i] { start.to_string() } else { format!("{start}..{}", offsets[i]) });
+        parts.push(if start == offsets[i] {
+            start.to_string()
+        } else {
+            format!("{start}..{}", offsets[i])
+        });
         i += 1;
     }
-    if parts.is_empty() { "none".into() } else { parts.join(", ") }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 fn observe<L: Log, S: Store + Clone>(s: &Scenario<L>, store: S) -> (Report, String, String) {
@@ -39,17 +47,36 @@ fn row<L: Log>(s: &Scenario<L>, store: &str) -> Vec<String> {
         "atomic" => observe(s, Atomic),
         other => panic!("README names an unknown store {other}"),
     };
-    let committed = r.committed_at_crash.map_or("null".to_string(), |c| c.to_string());
-    vec![r.final_total.to_string(), r.true_total.to_string(), committed, redelivered, skipped]
+    let committed = r
+        .committed_at_crash
+        .map_or("null".to_string(), |c| c.to_string());
+    vec![
+        r.final_total.to_string(),
+        r.true_total.to_string(),
+        committed,
+        redelivered,
+        skipped,
+    ]
 }
 
 #[test]
 fn readme_figures_match_the_core() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let table = readme.split("### Figures").nth(1).expect("README has a Figures section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let table = readme
+        .split("### Figures")
+        .nth(1)
+        .expect("README has a Figures section");
     let mut checked = 0;
-    for line in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| scenario")) {
-        let cells: Vec<String> = line.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect();
+    for line in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| scenario"))
+    {
+        let cells: Vec<String> = line
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
         let got = match cells[0].as_str() {
             "ddia" => row(&scenario::ddia(100, 10, Some(49)).unwrap(), &cells[1]),
             "worked-example" => row(&scenario::worked_example(), &cells[1]),
