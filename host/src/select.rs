@@ -57,7 +57,7 @@ pub enum ScenarioKind {
 }
 
 /// Scenario options shared by the commands that run one.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ScenarioArgs {
     /// Number of +1 events (ddia only) [default: 100]
     #[arg(long)]
@@ -77,6 +77,20 @@ pub struct ScenarioArgs {
     /// How many message ids the message-id store remembers (1 to 32)
     #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
     pub window: usize,
+}
+
+impl Default for ScenarioArgs {
+    /// The scenario's own defaults, with the full message-id window.
+    fn default() -> Self {
+        Self {
+            events: None,
+            checkpoint_every: None,
+            crash_after: None,
+            no_crash: false,
+            log: None,
+            window: WINDOW_CAPACITY,
+        }
+    }
 }
 
 /// A scenario ready to run, whatever its log.

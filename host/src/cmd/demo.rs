@@ -21,10 +21,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let args = ScenarioArgs {
-            window: WINDOW_CAPACITY,
-            ..ScenarioArgs::default()
-        };
+        let args = ScenarioArgs::default();
         let loaded = select::load(Some(ScenarioKind::Ddia), &args)?;
         let naive = select::run(&loaded, StoreKind::Naive, WINDOW_CAPACITY, true)?;
         let offset = select::run(&loaded, StoreKind::Offset, WINDOW_CAPACITY, true)?;

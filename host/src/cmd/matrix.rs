@@ -36,10 +36,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let args = ScenarioArgs {
-            window: WINDOW_CAPACITY,
-            ..ScenarioArgs::default()
-        };
+        let args = ScenarioArgs::default();
         let mut rows = Vec::new();
         for store in StoreKind::ALL {
             let mut cells = Vec::new();
