@@ -11,6 +11,7 @@
 //!
 //! It owns no journal logic: that lives in [`crate::journal`].
 
+use crate::rng::SplitMix64;
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
     check_write,
@@ -105,7 +106,7 @@ pub struct MemFlash<const PAGES: usize, const PAGE: usize> {
     cut_write: Option<u64>,
     cut_erase: Option<u64>,
     powered: bool,
-    noise: u64,
+    noise: SplitMix64,
 }
 
 impl<const PAGES: usize, const PAGE: usize> Default for MemFlash<PAGES, PAGE> {
@@ -136,7 +137,7 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
             cut_write: None,
             cut_erase: None,
             powered: true,
-            noise: 0x9E37_79B9_7F4A_7C15,
+            noise: SplitMix64::new(0x1DE5),
         }
     }
 
@@ -178,7 +179,22 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
 
     /// Seeds the generator of torn contents, so a run with power cuts is reproducible.
     pub fn seed_noise(&mut self, seed: u64) {
-        self.noise = seed | 1;
+        self.noise = SplitMix64::new(seed);
+    }
+
+    /// A flash holding `image` (shorter images are padded with `0xFF`, longer ones cut).
+    /// Every word that does not read `0xFFFF_FFFF` counts as programmed.
+    pub fn from_image(image: &[u8]) -> Self {
+        let mut f = Self::new();
+        for (i, &b) in image.iter().take(PAGES * PAGE).enumerate() {
+            f.data[i / PAGE][i % PAGE] = b;
+        }
+        for page in 0..PAGES {
+            for w in (0..PAGE).step_by(WORD) {
+                f.programmed[page][w] = f.data[page][w..w + WORD].iter().any(|&b| b != 0xFF);
+            }
+        }
+        f
     }
 
     /// The operation counters since creation.
@@ -202,12 +218,7 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
     }
 
     fn next_noise(&mut self) -> u64 {
-        // splitmix64: a fixed, well-known generator, so torn contents reproduce.
-        self.noise = self.noise.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.noise;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.noise.next_u64()
     }
 
     /// Counts one operation against the armed cut; `true` when this one is torn.

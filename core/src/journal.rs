@@ -12,10 +12,11 @@
 //! Crash safety: a record counts only once its CRC word is in place, so a crash between
 //! any two flash operations leaves either the previous record or the new one as the
 //! newest. A slot that is neither blank nor valid is skipped whole, a slot is
-//! blank-checked before it is programmed, a page is erased only when the cursor enters
-//! it and never while it holds the newest record, and a page that is neither blank nor
-//! valid (never written, or an erase cut short) is treated as unformatted and erased
-//! before use.
+//! blank-checked before it is programmed, and a page is erased every time the cursor
+//! enters it (even one that reads blank: interrupted erases can leave a page that reads
+//! all ones without being reliably erased) and never while it holds the newest record.
+//! A page that is neither blank nor valid (never written, or an erase cut short) holds
+//! no record and is erased before use.
 //!
 //! It knows nothing of offsets or stores: those are [`crate::consumer`] and
 //! [`crate::store`].
@@ -41,6 +42,23 @@ const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 /// largest postcard encoding of `T`, and a CRC word, rounded up to a whole word.
 pub const fn slot_size<T: MaxSize>() -> usize {
     (4 + T::POSTCARD_MAX_SIZE + 4).div_ceil(4) * 4
+}
+
+/// A compact (offset, total) record: fixed-width little-endian fields, 8 bytes of
+/// payload, so its slot is 16 bytes (sequence, payload, CRC). Use it where a counter
+/// with a 32-bit range is enough and flash wear matters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OffsetTotal {
+    /// Next offset to read.
+    #[serde(with = "postcard::fixint::le")]
+    pub offset: u32,
+    /// The running total.
+    #[serde(with = "postcard::fixint::le")]
+    pub total: i32,
+}
+
+impl MaxSize for OffsetTotal {
+    const POSTCARD_MAX_SIZE: usize = 8;
 }
 
 /// A run of whole flash pages given to one journal.
@@ -107,6 +125,21 @@ pub enum PageState {
     Valid,
     /// Neither blank nor a valid header: erased before use.
     Unformatted,
+}
+
+/// What one page of a journal holds, for inspection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageSummary {
+    /// Blank, valid or unformatted.
+    pub state: PageState,
+    /// Slots holding a valid record.
+    pub valid: u32,
+    /// Slots neither blank nor valid (a write cut short).
+    pub torn: u32,
+    /// Blank slots.
+    pub blank: u32,
+    /// The highest sequence number among the valid records.
+    pub newest_seq: Option<u32>,
 }
 
 /// Where a slot is: page index inside the region and slot index inside the page.
@@ -263,6 +296,42 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         Err(JournalError::NoSpace)
     }
 
+    /// What page `page` of the region holds.
+    pub fn summarize<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        let state = self.page_state(flash, page)?;
+        let mut sum = PageSummary {
+            state,
+            valid: 0,
+            torn: 0,
+            blank: 0,
+            newest_seq: None,
+        };
+        if state != PageState::Valid {
+            return Ok(sum);
+        }
+        let mut buf = [0u8; MAX_SLOT_SIZE];
+        for slot in 0..self.slots_per_page() {
+            match self.read_slot(flash, SlotAddr { page, slot }, &mut buf)? {
+                Some(seq) => {
+                    sum.valid += 1;
+                    sum.newest_seq = Some(sum.newest_seq.map_or(seq, |s| s.max(seq)));
+                }
+                None if buf[..Self::SLOT].iter().all(|&b| b == 0xFF) => sum.blank += 1,
+                None => sum.torn += 1,
+            }
+        }
+        Ok(sum)
+    }
+
+    /// The sequence number of the newest record, if any.
+    pub fn newest_seq(&self) -> Option<u32> {
+        self.newest.map(|_| self.next_seq.wrapping_sub(1))
+    }
+
     /// Records appended through this handle since it was opened.
     pub fn appended(&self) -> u64 {
         self.appended
@@ -355,11 +424,12 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
             return Err(JournalError::NoSpace);
         }
         let base = self.region.start + page * self.page_size;
-        if self.page_state(flash, page)? != PageState::Blank {
-            flash
-                .erase(base, base + self.page_size)
-                .map_err(JournalError::Flash)?;
-        }
+        // Refuse another journal's page; then erase even a page that reads blank: after
+        // interrupted erases a page can read all ones without being reliably erased.
+        self.page_state(flash, page)?;
+        flash
+            .erase(base, base + self.page_size)
+            .map_err(JournalError::Flash)?;
         let mut h = [0u8; HEADER_SIZE];
         h[..4].copy_from_slice(&MAGIC.to_le_bytes());
         h[4..8].copy_from_slice(
@@ -431,6 +501,17 @@ mod tests {
         assert_eq!(Journal::<Rec>::SLOT, 4 + 5 + 10 + 4 + 1);
         let (j, _) = open(&mut F::new());
         assert_eq!(j.slots_per_page(), (256 - 16) / 24);
+    }
+
+    #[test]
+    fn an_offset_total_record_fits_16_bytes() {
+        assert_eq!(Journal::<OffsetTotal>::SLOT, 16);
+        let mut buf = [0u8; 16];
+        let r = OffsetTotal {
+            offset: u32::MAX,
+            total: i32::MIN,
+        };
+        assert_eq!(postcard::to_slice(&r, &mut buf).unwrap().len(), 8);
     }
 
     #[test]

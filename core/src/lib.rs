@@ -73,6 +73,7 @@ pub mod flash;
 pub mod journal;
 pub mod log;
 pub mod producer;
+pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod store;
