@@ -73,6 +73,16 @@ pub struct Position {
 
 const POSITIONS_TAG: u32 = 0x5001_0000;
 
+/// The tag of the position journal of a consumer laid out by `layout`.
+pub const fn positions_tag(layout: &Layout) -> u32 {
+    POSITIONS_TAG ^ layout.tag
+}
+
+/// The tag of the journal of store `S` laid out by `layout`.
+pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
+    S::TAG ^ layout.tag
+}
+
 /// One step of the consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -115,13 +125,13 @@ impl<S: Store> Consumer<S> {
         store: S,
         config: ConsumerConfig,
     ) -> Result<Self, ConsumerError<F::Error>> {
-        let (sink, record) = Journal::<S::State>::open(flash, layout.sink, S::TAG ^ layout.tag)?;
+        let (sink, record) = Journal::<S::State>::open(flash, layout.sink, sink_tag::<S>(&layout))?;
         let state = record.unwrap_or_default();
         let (positions, committed) = if S::POSITION_IN_RECORD {
             (None, S::position(&state))
         } else {
             let (j, p) =
-                Journal::<Position>::open(flash, layout.positions, POSITIONS_TAG ^ layout.tag)?;
+                Journal::<Position>::open(flash, layout.positions, positions_tag(&layout))?;
             (Some(j), p.map(|p| p.next))
         };
         Ok(Self {

@@ -39,6 +39,10 @@ pub trait Store {
     /// Names the store in journal page headers, so one store never reads another's pages.
     const TAG: u32;
 
+    /// Whether the store promises an exact total under replay (every store here but
+    /// [`Naive`]); checkers hold such a store to the true total.
+    const IDEMPOTENT: bool = true;
+
     /// Whether the consumer position is kept inside [`Store::State`] (an atomic
     /// checkpoint) rather than in the consumer's own position journal.
     const POSITION_IN_RECORD: bool = false;
@@ -72,6 +76,7 @@ pub struct NaiveState {
 impl Store for Naive {
     type State = NaiveState;
     const TAG: u32 = 0x5301_0001;
+    const IDEMPOTENT: bool = false;
 
     fn apply(&self, state: &mut NaiveState, event: &Event) -> Outcome {
         state.total = state.total.wrapping_add(event.message.amount);

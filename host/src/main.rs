@@ -4,7 +4,9 @@
 //! and renders reports for a person (text) or a machine (`--json`).
 
 mod cmd;
+mod device;
 mod events;
+mod image;
 mod render;
 mod select;
 
@@ -29,6 +31,14 @@ enum Command {
     Run(cmd::run::Cmd),
     /// Every store against every fault, each cell exact / over / under.
     Matrix(cmd::matrix::Cmd),
+    /// Consume a scenario into a flash image; kill it and rerun it to resume.
+    Consume(cmd::consume::Cmd),
+    /// What a flash image holds: store, scenario, next offset, total.
+    Status(cmd::status::Cmd),
+    /// Look inside flash images.
+    Flash(cmd::flash::Cmd),
+    /// Kill `idem consume` processes at random instants until the stream is done.
+    Chaos(cmd::chaos::Cmd),
 }
 
 /// An error in what the user asked for: reported in one sentence, exit status 2.
@@ -47,6 +57,10 @@ fn main() -> ExitCode {
         Command::Demo(c) => c.run(),
         Command::Run(c) => c.run(),
         Command::Matrix(c) => c.run(),
+        Command::Consume(c) => c.run(),
+        Command::Status(c) => c.run(),
+        Command::Flash(c) => c.run(),
+        Command::Chaos(c) => c.run(),
     };
     match result {
         Ok(code) => code,

@@ -31,6 +31,24 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
+    /// The store named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether the core holds this store to the true total under replay.
+    pub fn idempotent(self) -> bool {
+        struct Ask;
+        impl Job for Ask {
+            type Out = bool;
+            fn call<L: Log, S: Store + Clone>(self, _: &Scenario<L>, _: S) -> anyhow::Result<bool> {
+                Ok(S::IDEMPOTENT)
+            }
+        }
+        let probe = Loaded::Small(Box::new(scenario::payments()));
+        dispatch(&probe, self, WINDOW_CAPACITY, Ask).unwrap_or(true)
+    }
+
     /// Every store, in table order.
     pub const ALL: [StoreKind; 4] = [Self::Naive, Self::Offset, Self::MessageId, Self::Atomic];
 
@@ -54,6 +72,24 @@ pub enum ScenarioKind {
     WorkedExample,
     /// The lesson's payments: p17 retried after a lost ack, then p18.
     Payments,
+}
+
+impl ScenarioKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ddia => "ddia",
+            Self::WorkedExample => "worked-example",
+            Self::Payments => "payments",
+        }
+    }
+
+    /// The scenario named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Ddia, Self::WorkedExample, Self::Payments]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
 }
 
 /// Scenario options shared by the commands that run one.
@@ -216,6 +252,50 @@ pub struct Outcome {
     pub trace: Option<Vec<TraceStep>>,
 }
 
+/// Work to do with a scenario and a store, whatever their types.
+pub trait Job {
+    /// What the work returns.
+    type Out;
+    /// Does the work.
+    fn call<L: Log, S: Store + Clone>(
+        self,
+        scenario: &Scenario<L>,
+        store: S,
+    ) -> anyhow::Result<Self::Out>;
+}
+
+/// Calls `job` with `loaded`'s scenario and the store `kind` (with `window` for the
+/// message-id store).
+pub fn dispatch<J: Job>(
+    loaded: &Loaded,
+    kind: StoreKind,
+    window: usize,
+    job: J,
+) -> anyhow::Result<J::Out> {
+    fn with_store<J: Job, L: Log>(
+        s: &Scenario<L>,
+        kind: StoreKind,
+        window: usize,
+        job: J,
+    ) -> anyhow::Result<J::Out> {
+        match kind {
+            StoreKind::Naive => job.call(s, Naive),
+            StoreKind::Offset => job.call(s, OffsetStamped),
+            StoreKind::MessageId => {
+                let w = MessageIdWindow::<WINDOW_CAPACITY>::new(window)
+                    .map_err(|e| usage(e.to_string()))?;
+                job.call(s, w)
+            }
+            StoreKind::Atomic => job.call(s, Atomic),
+        }
+    }
+    match loaded {
+        Loaded::Generated(s) => with_store(s, kind, window, job),
+        Loaded::Small(s) => with_store(s, kind, window, job),
+        Loaded::File(s) => with_store(s, kind, window, job),
+    }
+}
+
 /// Runs `loaded` with `store`; keeps the whole trace when `trace` is set.
 pub fn run(
     loaded: &Loaded,
@@ -223,29 +303,18 @@ pub fn run(
     window: usize,
     trace: bool,
 ) -> anyhow::Result<Outcome> {
-    match loaded {
-        Loaded::Generated(s) => run_store(s, store, window, trace),
-        Loaded::Small(s) => run_store(s, store, window, trace),
-        Loaded::File(s) => run_store(s, store, window, trace),
-    }
-}
-
-fn run_store<L: Log>(
-    s: &Scenario<L>,
-    store: StoreKind,
-    window: usize,
-    trace: bool,
-) -> anyhow::Result<Outcome> {
-    match store {
-        StoreKind::Naive => run_with(s, Naive, trace),
-        StoreKind::Offset => run_with(s, OffsetStamped, trace),
-        StoreKind::MessageId => {
-            let w = MessageIdWindow::<WINDOW_CAPACITY>::new(window)
-                .map_err(|e| usage(e.to_string()))?;
-            run_with(s, w, trace)
+    struct Simulate(bool);
+    impl Job for Simulate {
+        type Out = Outcome;
+        fn call<L: Log, S: Store + Clone>(
+            self,
+            s: &Scenario<L>,
+            store: S,
+        ) -> anyhow::Result<Outcome> {
+            run_with(s, store, self.0)
         }
-        StoreKind::Atomic => run_with(s, Atomic, trace),
     }
+    dispatch(loaded, store, window, Simulate(trace))
 }
 
 fn run_with<L: Log, S: Store + Clone>(

@@ -1,5 +1,9 @@
 //! One module per subcommand; each has a clap `Cmd` with a `run()`.
 
+pub mod chaos;
+pub mod consume;
 pub mod demo;
+pub mod flash;
 pub mod matrix;
 pub mod run;
+pub mod status;

@@ -1,0 +1,55 @@
+//! The property shared by the `recover` fuzz target and the corpus test: recovery over
+//! arbitrary flash bytes never panics, never returns a record whose slot CRC does not
+//! match, and leaves a journal that can append without programming a word twice.
+
+use idem_core::flash::{FlashError, MemFlash};
+use idem_core::journal::{HEADER_SIZE, Journal, JournalError, OffsetTotal, Region};
+
+/// Pages of 256 bytes keep inputs small for the fuzzer.
+pub type FuzzFlash = MemFlash<3, 256>;
+/// The region the property opens.
+pub const REGION: Region = Region { start: 0, pages: 3 };
+/// The tag the property opens with.
+pub const TAG: u32 = 0xF022;
+
+/// Checks the property on `image`; panics (a finding) when it does not hold.
+pub fn check_recovery(image: &[u8]) {
+    let mut flash = FuzzFlash::from_image(image);
+    let (mut journal, record) = match Journal::<OffsetTotal>::open(&mut flash, REGION, TAG) {
+        Ok(opened) => opened,
+        Err(JournalError::Foreign { .. }) => return,
+        Err(e) => panic!("recovery failed: {e:?}"),
+    };
+    if let Some(record) = record {
+        let at = journal.newest().expect("a record comes from a slot");
+        let slot = Journal::<OffsetTotal>::SLOT;
+        let start = (at.page * 256) as usize + HEADER_SIZE + at.slot as usize * slot;
+        let bytes = &flash.pages()[at.page as usize][start % 256..start % 256 + slot];
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&bytes[..slot - 4]);
+        assert_eq!(
+            crc.to_le_bytes(),
+            bytes[slot - 4..],
+            "returned a record whose CRC does not match"
+        );
+        let payload: OffsetTotal =
+            postcard::from_bytes(&bytes[4..slot - 4]).expect("payload decodes");
+        assert_eq!(
+            payload, record,
+            "returned a record other than the newest slot's"
+        );
+    }
+    let next = OffsetTotal {
+        offset: 7,
+        total: 7,
+    };
+    match journal.append(&mut flash, &next) {
+        Ok(()) => {}
+        Err(JournalError::Flash(FlashError::WordWrittenTwice { address })) => {
+            panic!("programmed the word at {address:#x} twice")
+        }
+        Err(JournalError::Foreign { .. }) => return,
+        Err(e) => panic!("append after recovery failed: {e:?}"),
+    }
+    let (_, again) = Journal::<OffsetTotal>::open(&mut flash, REGION, TAG).expect("reopen");
+    assert_eq!(again, Some(next), "the appended record is the newest");
+}

@@ -1,0 +1,213 @@
+//! `idem chaos`: real crashes. Spawns `idem consume` processes paced so that a kill
+//! lands mid-stream, SIGKILLs each at a seeded random instant, restarts until the
+//! stream is done, and checks the store's final total against the truth.
+//!
+//! Bounded: at most `--kills` kills and two minutes of killing, then one last unpaced
+//! run finishes the stream.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use idem_core::check::Verdict;
+use idem_core::rng::SplitMix64;
+use serde_json::json;
+
+use crate::device;
+use crate::image::Image;
+use crate::render::verdict_text;
+use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::usage;
+
+/// The longest the kill loop runs.
+const KILL_BUDGET: Duration = Duration::from_secs(120);
+/// Kills land uniformly in this many milliseconds after a start.
+const DELAY_MS: (u64, u64) = (5, 35);
+
+/// Kill `idem consume` at random instants until the stream is done; check the total.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    /// The scenario.
+    scenario: ScenarioKind,
+    /// Where the effects land.
+    #[arg(long, value_enum)]
+    store: StoreKind,
+    /// How many kills (at most 10,000).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    kills: u32,
+    /// Seed of the kill instants.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Sleep after each effect in the consumer [default: chosen so every kill lands mid-stream]
+    #[arg(long, value_name = "MS")]
+    pace_ms: Option<u64>,
+    /// The flash image to create (must not exist) [default: a temporary file, removed after]
+    #[arg(long, value_name = "FILE")]
+    flash: Option<PathBuf>,
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    events: Option<u64>,
+    /// Commit the consumer position every K events [default: 10]
+    #[arg(long, value_name = "K")]
+    checkpoint_every: Option<u64>,
+    /// How many message ids the message-id store remembers (1 to 32)
+    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    window: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let args = ScenarioArgs {
+            events: self.events,
+            checkpoint_every: self.checkpoint_every,
+            no_crash: true,
+            window: self.window,
+            ..ScenarioArgs::default()
+        };
+        let loaded = select::load(Some(self.scenario), &args)?;
+        let (path, temporary) = match &self.flash {
+            Some(p) if p.exists() => {
+                return Err(usage(format!(
+                    "{} exists; chaos starts from a new image",
+                    p.display()
+                )));
+            }
+            Some(p) => (p.clone(), false),
+            None => {
+                let name = format!("idem-chaos-{}-{}.bin", std::process::id(), self.seed);
+                (std::env::temp_dir().join(name), true)
+            }
+        };
+        let result = self.kill_loop(&loaded, &path);
+        if temporary {
+            let _ = std::fs::remove_file(&path);
+        }
+        result
+    }
+
+    fn consume(&self, path: &Path, pace_ms: u64) -> anyhow::Result<Child> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("consume")
+            .arg(self.scenario.name())
+            .args(["--store", self.store.name()]);
+        cmd.arg("--flash").arg(path).args([
+            "--pace-ms",
+            &pace_ms.to_string(),
+            "--window",
+            &self.window.to_string(),
+        ]);
+        if let Some(n) = self.events {
+            cmd.args(["--events", &n.to_string()]);
+        }
+        if let Some(k) = self.checkpoint_every {
+            cmd.args(["--checkpoint-every", &k.to_string()]);
+        }
+        Ok(cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?)
+    }
+
+    fn kill_loop(&self, loaded: &Loaded, path: &Path) -> anyhow::Result<ExitCode> {
+        let events = loaded.events().max(1);
+        let mean = (DELAY_MS.0 + DELAY_MS.1) / 2;
+        // Slow enough that the kills, on average, use up only half of the stream.
+        let pace = self
+            .pace_ms
+            .unwrap_or_else(|| (2 * u64::from(self.kills) * mean / events).clamp(1, 50));
+        let mut rng = SplitMix64::new(self.seed);
+        let (mut kills, mut mid_stream) = (0u32, 0u32);
+        let started = Instant::now();
+        while kills < self.kills && started.elapsed() < KILL_BUDGET {
+            let mut child = self.consume(path, pace)?;
+            let deadline =
+                Instant::now() + Duration::from_millis(rng.range(DELAY_MS.0, DELAY_MS.1));
+            let exited = loop {
+                if let Some(status) = child.try_wait()? {
+                    break Some(status);
+                }
+                if Instant::now() >= deadline {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            match exited {
+                Some(status) if status.success() => break,
+                Some(_) => return Err(failed(child)),
+                None => {
+                    child.kill()?;
+                    child.wait()?;
+                    kills += 1;
+                    if path.exists() {
+                        let p = device::recover(&mut Image::open(path, false)?, None)?;
+                        mid_stream += u32::from(p.next_offset < p.events);
+                    }
+                }
+            }
+        }
+        // One last run, unpaced and never killed, finishes the stream.
+        let last = self.consume(path, 0)?.wait_with_output()?;
+        if !last.status.success() {
+            anyhow::bail!(
+                "the last consume failed: {}",
+                String::from_utf8_lossy(&last.stderr).trim()
+            );
+        }
+        let p = device::recover(&mut Image::open(path, false)?, None)?;
+        let verdict = Verdict::of(p.total, p.true_total);
+        let off = self.store.idempotent() && verdict != Verdict::Exact;
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            let v = json!({
+                "scenario": self.scenario.name(), "store": self.store.name(), "seed": self.seed,
+                "pace_ms": pace, "kills": kills, "mid_stream": mid_stream,
+                "final_total": p.total, "true_total": p.true_total, "verdict": verdict.name(),
+            });
+            writeln!(out, "{v}")?;
+        } else {
+            writeln!(
+                out,
+                "chaos: {kills} SIGKILLs of `idem consume {} --store {}` (seed {}, pace {pace} ms), {mid_stream} landed mid-stream",
+                self.scenario.name(),
+                self.store.name(),
+                self.seed
+            )?;
+            let why = match (self.store.idempotent(), verdict) {
+                (true, Verdict::Exact) => "the store survived every kill",
+                (true, _) => "WRONG: an idempotent store must end exact",
+                (false, Verdict::Exact) => {
+                    "this time no kill landed between an effect and its commit"
+                }
+                (false, _) => {
+                    "expected for the naive store: each kill replays what its last checkpoint missed"
+                }
+            };
+            writeln!(
+                out,
+                "final total {} (true total {}): {}; {why}",
+                p.total,
+                p.true_total,
+                verdict_text(verdict)
+            )?;
+        }
+        Ok(if off {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
+}
+
+fn failed(child: Child) -> anyhow::Error {
+    let out = child
+        .wait_with_output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string());
+    anyhow::anyhow!("idem consume failed: {}", out.unwrap_or_default())
+}

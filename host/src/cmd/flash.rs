@@ -1,0 +1,147 @@
+//! `idem flash inspect`: the pages and records of a flash image, which record wins, and
+//! how often each page was erased. Reads only.
+
+use std::fmt::Debug;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use idem_core::consumer::{Position, positions_tag, sink_tag};
+use idem_core::journal::{Journal, PageState, Region};
+use idem_core::log::Log;
+use idem_core::scenario::Scenario;
+use idem_core::store::Store;
+use postcard::experimental::max_size::MaxSize;
+use serde::de::DeserializeOwned;
+
+use crate::device;
+use crate::image::{FileFlash, Image, PAGE, PAGES};
+use crate::select::{self, Job};
+
+/// Look inside flash images.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Pages, records, the winning record and erase counts of an image.
+    Inspect {
+        /// The flash image.
+        file: PathBuf,
+    },
+}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let Action::Inspect { file } = self.action;
+        let mut image = Image::open(&file, false)?;
+        let (loaded, store) = device::scenario_of(&image.meta)?;
+        let mut text = format!(
+            "{}: {}\nimage: {PAGES} pages of {PAGE} bytes, erased {} times in all\n",
+            file.display(),
+            image.meta.describe(),
+            image.flash.erase_counts().iter().sum::<u32>()
+        );
+        let window = image.meta.window;
+        select::dispatch(&loaded, store, window, Inspect(&mut image, &mut text))?;
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+struct Inspect<'a>(&'a mut Image, &'a mut String);
+
+impl Job for Inspect<'_> {
+    type Out = ();
+    fn call<L: Log, S: Store + Clone>(self, _: &Scenario<L>, _: S) -> anyhow::Result<()> {
+        let Inspect(image, text) = self;
+        let layout = device::layout(&image.meta);
+        if S::POSITION_IN_RECORD {
+            writeln!(
+                text,
+                "position journal: unused (this store keeps the position in its record)"
+            )?;
+        } else {
+            journal::<Position>(
+                image,
+                "position journal",
+                layout.positions,
+                positions_tag(&layout),
+                text,
+            )?;
+        }
+        journal::<S::State>(
+            image,
+            "store journal",
+            layout.sink,
+            sink_tag::<S>(&layout),
+            text,
+        )
+    }
+}
+
+fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
+    image: &mut Image,
+    title: &str,
+    region: Region,
+    tag: u32,
+    text: &mut String,
+) -> anyhow::Result<()> {
+    let first = region.start / PAGE as u32;
+    let (j, newest) = Journal::<T>::open(&mut image.flash, region, tag)
+        .map_err(|e| device::journal_error(image, e))?;
+    writeln!(
+        text,
+        "{title}: pages {first}..={}, {}-byte slots, {} per page",
+        first + region.pages - 1,
+        Journal::<T>::SLOT,
+        j.slots_per_page()
+    )?;
+    for page in 0..region.pages {
+        let flash: &mut FileFlash = &mut image.flash;
+        let s = j
+            .summarize(flash, page)
+            .map_err(|e| device::journal_error(image, e))?;
+        let state = match s.state {
+            PageState::Blank => "blank",
+            PageState::Valid => "valid",
+            PageState::Unformatted => "unformatted",
+        };
+        let erased = image.flash.erase_counts()[(first + page) as usize];
+        if s.state == PageState::Valid {
+            writeln!(
+                text,
+                "  page {:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} blank  newest seq {:<8}  erased {erased}x",
+                first + page,
+                s.valid,
+                s.torn,
+                s.blank,
+                s.newest_seq.map_or("-".into(), |q| q.to_string()),
+            )?;
+        } else {
+            writeln!(
+                text,
+                "  page {:>2}  {state:<11}  {:>51}erased {erased}x",
+                first + page,
+                ""
+            )?;
+        }
+    }
+    match (j.newest(), newest) {
+        (Some(at), Some(record)) => writeln!(
+            text,
+            "  winner: page {} slot {}, seq {}: {record:?}",
+            first + at.page,
+            at.slot,
+            j.newest_seq().unwrap_or(0)
+        )?,
+        _ => writeln!(text, "  winner: none (no valid record)")?,
+    }
+    Ok(())
+}

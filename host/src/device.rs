@@ -1,0 +1,125 @@
+//! A device whose flash is an image file: what `consume`, `status`, `flash inspect` and
+//! `chaos` share. The consumer and its rules are the core's; this module only opens
+//! the image, picks the scenario and store it was made for, and words the errors.
+
+use std::time::Duration;
+
+use idem_core::consumer::{Consumer, Layout, Step};
+use idem_core::journal::JournalError;
+use idem_core::log::Log;
+use idem_core::scenario::Scenario;
+use idem_core::sim::SIM_LAYOUT;
+use idem_core::store::Store;
+
+use crate::image::{FileFlashError, Image, Meta};
+use crate::select::{self, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use crate::usage;
+
+/// The journals' places in an image: as on the simulated device, tagged with the run.
+pub fn layout(meta: &Meta) -> Layout {
+    Layout {
+        tag: meta.tag(),
+        ..SIM_LAYOUT
+    }
+}
+
+/// The scenario and store an image was made for.
+pub fn scenario_of(meta: &Meta) -> anyhow::Result<(Loaded, StoreKind)> {
+    let kind = ScenarioKind::from_name(&meta.scenario).ok_or_else(|| {
+        usage(format!(
+            "the image names an unknown scenario {:?}",
+            meta.scenario
+        ))
+    })?;
+    let store = StoreKind::from_name(&meta.store)
+        .ok_or_else(|| usage(format!("the image names an unknown store {:?}", meta.store)))?;
+    let args = ScenarioArgs {
+        events: (kind == ScenarioKind::Ddia).then_some(meta.events),
+        checkpoint_every: Some(meta.checkpoint_every),
+        no_crash: true,
+        window: meta.window,
+        ..ScenarioArgs::default()
+    };
+    Ok((select::load(Some(kind), &args)?, store))
+}
+
+/// The image header for a run of `loaded` with `store`.
+pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
+    Meta {
+        scenario: loaded.name().into(),
+        store: store.name().into(),
+        events: loaded.events(),
+        checkpoint_every: loaded.consumer().checkpoint_every,
+        window,
+    }
+}
+
+/// A journal error on an image, as one sentence.
+pub fn journal_error(image: &Image, e: JournalError<FileFlashError>) -> anyhow::Error {
+    let name = image.path.display();
+    match e {
+        JournalError::Foreign { page, tag, version } => usage(format!(
+            "{name} holds another journal at page {page} (tag {tag:#010x}, format version {version}); it was left untouched"
+        )),
+        JournalError::Decode => usage(format!(
+            "{name} holds a record that does not decode; it was left untouched"
+        )),
+        JournalError::Flash(FileFlashError::Io(kind)) => {
+            anyhow::anyhow!("reading or writing {name}: {kind}")
+        }
+        other => anyhow::anyhow!("{name}: {other}"),
+    }
+}
+
+/// Where a device stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The next offset to read after a restart.
+    pub next_offset: u64,
+    /// The store's durable total.
+    pub total: i64,
+    /// What the total should be.
+    pub true_total: i64,
+    /// Events in the log.
+    pub events: u64,
+}
+
+/// Recovers the consumer from `image` and, when `pace` is given, consumes to the end of
+/// the log, sleeping `pace` after each effect. Without `pace` it only reads.
+pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Progress> {
+    struct Run<'a>(&'a mut Image, Option<Duration>);
+    impl Job for Run<'_> {
+        type Out = Progress;
+        fn call<L: Log, S: Store + Clone>(
+            self,
+            s: &Scenario<L>,
+            store: S,
+        ) -> anyhow::Result<Progress> {
+            let Run(image, pace) = self;
+            let layout = layout(&image.meta);
+            let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
+                .map_err(|e| journal_error(image, e))?;
+            if let Some(pace) = pace {
+                loop {
+                    match c
+                        .step(&mut image.flash, &s.log)
+                        .map_err(|e| journal_error(image, e))?
+                    {
+                        Step::Done => break,
+                        Step::Effect(..) if !pace.is_zero() => std::thread::sleep(pace),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(Progress {
+                next_offset: c.next_offset(),
+                total: c.total(),
+                true_total: s.log.true_total(),
+                events: s.log.len(),
+            })
+        }
+    }
+    let (loaded, store) = scenario_of(&image.meta)?;
+    let window = image.meta.window;
+    select::dispatch(&loaded, store, window, Run(image, pace))
+}

@@ -1,0 +1,357 @@
+//! Flash images on disk: a raw NOR flash in a file, with the same strict rules as the
+//! core's in-memory flash, behind a small header that says what the image holds.
+//!
+//! Layout of an image file:
+//!
+//! ```text
+//! 0..512     header: "IDEMFLSH", format version, page size, page count, the run it
+//!            belongs to (JSON: scenario, store, events, checkpoint interval, window),
+//!            and one erase counter per page
+//! 512..      the flash: page count x page size bytes, as a chip would hold them
+//! ```
+//!
+//! The header is written once, through a temporary file renamed into place, so a run
+//! killed while creating an image leaves no half-written one. A missing file is created
+//! erased; a file of the wrong size, with a bad header, or made for another run is
+//! refused and left untouched.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use embedded_storage::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
+    check_write,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::usage;
+
+/// Bytes of the header before the flash.
+pub const HEADER: u64 = 512;
+const MAGIC: &[u8; 8] = b"IDEMFLSH";
+const VERSION: u32 = 1;
+const META_AT: usize = 24;
+const META_MAX: usize = 320;
+const COUNTERS_AT: u64 = 384;
+/// The default page size: a micro:bit v1 (nRF51) flash page.
+pub const PAGE: usize = 1024;
+/// Pages in an image: the consumer's position journal (4) and the store's journal (4).
+pub const PAGES: u32 = 8;
+const MAX_PAGES: u32 = ((HEADER - COUNTERS_AT) / 4) as u32;
+
+/// What run an image belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The store's name.
+    pub store: String,
+    /// Events in the log.
+    pub events: u64,
+    /// The checkpoint interval.
+    pub checkpoint_every: u64,
+    /// The message-id window.
+    pub window: usize,
+}
+
+impl Meta {
+    /// One line for messages: `the offset store of ddia (100 events, checkpoint every 10)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "the {} store of {} ({} events, checkpoint every {}, window {})",
+            self.store, self.scenario, self.events, self.checkpoint_every, self.window
+        )
+    }
+
+    /// A 32-bit tag for the journals' page headers, derived from everything in `self`.
+    pub fn tag(&self) -> u32 {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        let id = idem_core::log::MessageId::from_key(text.as_bytes()).0;
+        (id ^ (id >> 32)) as u32
+    }
+}
+
+/// Why a file flash operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFlashError {
+    /// Not word- or page-aligned.
+    NotAligned,
+    /// Outside the flash.
+    OutOfBounds,
+    /// A word that does not read erased was programmed again.
+    WordWrittenTwice {
+        /// Byte address of the word.
+        address: u32,
+    },
+    /// The file could not be read or written.
+    Io(std::io::ErrorKind),
+}
+
+impl NorFlashError for FileFlashError {
+    fn kind(&self) -> NorFlashErrorKind {
+        match self {
+            Self::NotAligned => NorFlashErrorKind::NotAligned,
+            Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
+            _ => NorFlashErrorKind::Other,
+        }
+    }
+}
+
+impl From<NorFlashErrorKind> for FileFlashError {
+    fn from(kind: NorFlashErrorKind) -> Self {
+        match kind {
+            NorFlashErrorKind::NotAligned => Self::NotAligned,
+            _ => Self::OutOfBounds,
+        }
+    }
+}
+
+impl From<std::io::Error> for FileFlashError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.kind())
+    }
+}
+
+/// A NOR flash in a file: erase writes `0xFF`, a word can be programmed only while it
+/// reads erased, and programming only clears bits.
+#[derive(Debug)]
+pub struct FileFlash {
+    file: File,
+    pages: u32,
+    erases: Vec<u32>,
+}
+
+/// An image opened from disk: its flash and what it belongs to.
+#[derive(Debug)]
+pub struct Image {
+    /// The flash.
+    pub flash: FileFlash,
+    /// The run it belongs to.
+    pub meta: Meta,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+impl Image {
+    /// Opens the image at `path` (for writing too when `writable`), refusing anything
+    /// that is not a complete image of this format.
+    pub fn open(path: &Path, writable: bool) -> anyhow::Result<Self> {
+        let name = path.display();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    usage(format!("{name} does not exist"))
+                } else {
+                    anyhow::anyhow!("opening flash image {name}: {e}")
+                }
+            })?;
+        let len = file.metadata()?.len();
+        let mut header = [0u8; HEADER as usize];
+        if len < HEADER || file.read_exact_at(&mut header, 0).is_err() || &header[..8] != MAGIC {
+            return Err(usage(format!(
+                "{name} is not an idem flash image (no idem header); it was left untouched"
+            )));
+        }
+        let word =
+            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        if word(8) != VERSION {
+            return Err(usage(format!(
+                "{name} has image format version {}; this idem reads version {VERSION}; it was left untouched",
+                word(8)
+            )));
+        }
+        let (page, pages) = (word(12), word(16));
+        if page as usize != PAGE || pages != PAGES {
+            return Err(usage(format!(
+                "{name} has {pages} pages of {page} bytes; idem uses {PAGES} pages of {PAGE} bytes; it was left untouched"
+            )));
+        }
+        let expected = HEADER + u64::from(pages) * PAGE as u64;
+        if len != expected {
+            let what = if len < expected {
+                "truncated"
+            } else {
+                "too long"
+            };
+            return Err(usage(format!(
+                "{name} is {what}: {len} bytes where an image of {pages} pages of {page} bytes is {expected}; it was left untouched"
+            )));
+        }
+        let meta_len = word(20) as usize;
+        let meta: Meta = (meta_len <= META_MAX)
+            .then(|| serde_json::from_slice(&header[META_AT..META_AT + meta_len]).ok())
+            .flatten()
+            .ok_or_else(|| {
+                usage(format!(
+                    "{name} has a damaged header; it was left untouched"
+                ))
+            })?;
+        let erases = (0..pages)
+            .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
+            .collect();
+        Ok(Self {
+            flash: FileFlash {
+                file,
+                pages,
+                erases,
+            },
+            meta,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Opens the image at `path` for `meta`'s run, creating an erased one when the file
+    /// does not exist. An image made for another run is refused.
+    pub fn open_or_create(path: &Path, meta: &Meta) -> anyhow::Result<Self> {
+        if !path.exists() {
+            create(path, meta)?;
+        }
+        let image = Self::open(path, true)?;
+        if image.meta != *meta {
+            return Err(usage(format!(
+                "{} holds {}, not {}; it was left untouched",
+                path.display(),
+                image.meta.describe(),
+                meta.describe()
+            )));
+        }
+        Ok(image)
+    }
+}
+
+fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
+    let json = serde_json::to_vec(meta)?;
+    anyhow::ensure!(
+        json.len() <= META_MAX,
+        "the run's description is too long for an image header"
+    );
+    let mut header = vec![0u8; HEADER as usize];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&(PAGE as u32).to_le_bytes());
+    header[16..20].copy_from_slice(&PAGES.to_le_bytes());
+    header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
+    header[META_AT..META_AT + json.len()].copy_from_slice(&json);
+    debug_assert!(PAGES <= MAX_PAGES);
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = File::create(&tmp)
+        .map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))?;
+    f.write_all(&header)?;
+    f.write_all(&vec![0xFF; PAGES as usize * PAGE])?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+impl FileFlash {
+    /// How many times each page was erased since the image was created.
+    pub fn erase_counts(&self) -> &[u32] {
+        &self.erases
+    }
+}
+
+impl ErrorType for FileFlash {
+    type Error = FileFlashError;
+}
+
+impl ReadNorFlash for FileFlash {
+    const READ_SIZE: usize = 1;
+
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        check_read(self, offset, bytes.len())?;
+        self.file.read_exact_at(bytes, HEADER + u64::from(offset))?;
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        self.pages as usize * PAGE
+    }
+}
+
+impl NorFlash for FileFlash {
+    const WRITE_SIZE: usize = 4;
+    const ERASE_SIZE: usize = PAGE;
+
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
+        check_erase(self, from, to)?;
+        for page in from / PAGE as u32..to / PAGE as u32 {
+            self.file
+                .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
+            self.erases[page as usize] += 1;
+            let count = self.erases[page as usize].to_le_bytes();
+            self.file
+                .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
+        check_write(self, offset, bytes.len())?;
+        let mut old = vec![0u8; bytes.len()];
+        self.read(offset, &mut old)?;
+        if let Some(i) = old.chunks_exact(4).position(|w| w != [0xFF; 4]) {
+            return Err(FileFlashError::WordWrittenTwice {
+                address: offset + 4 * i as u32,
+            });
+        }
+        self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            scenario: "ddia".into(),
+            store: "offset".into(),
+            events: 100,
+            checkpoint_every: 10,
+            window: 32,
+        }
+    }
+
+    #[test]
+    fn a_new_image_is_erased_and_strict() {
+        let dir = std::env::temp_dir().join(format!("idem-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.bin");
+        let _ = std::fs::remove_file(&path);
+        let mut image = Image::open_or_create(&path, &meta()).unwrap();
+        let f = &mut image.flash;
+        let mut buf = [0u8; 8];
+        f.read(1020, &mut buf).unwrap();
+        assert_eq!(buf, [0xFF; 8]);
+        f.write(1024, &[1, 2, 3, 4]).unwrap();
+        assert_eq!(
+            f.write(1024, &[0; 4]),
+            Err(FileFlashError::WordWrittenTwice { address: 1024 })
+        );
+        assert_eq!(f.write(2, &[0; 4]), Err(FileFlashError::NotAligned));
+        f.erase(1024, 2048).unwrap();
+        f.write(1024, &[0; 4]).unwrap();
+        assert_eq!(f.erase_counts()[1], 1);
+        drop(image);
+        assert_eq!(
+            Image::open(&path, false).unwrap().flash.erase_counts()[1],
+            1,
+            "erase counts persist"
+        );
+        let other = Meta {
+            store: "naive".into(),
+            ..meta()
+        };
+        let e = Image::open_or_create(&path, &other)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("holds the offset store of ddia"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,218 @@
+//! Flash images and real process crashes: `consume`, `status`, `flash inspect`, `chaos`,
+//! and the refusals that leave a bad image untouched.
+
+use assert_cmd::Command;
+use assert_fs::prelude::*;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn idem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_idem"))
+}
+
+fn json(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn consume_persists_and_a_second_run_changes_nothing() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("f.bin");
+    for store in ["naive", "offset", "message-id", "atomic"] {
+        let _ = std::fs::remove_file(img.path());
+        let v = json(
+            idem()
+                .args(["consume", "ddia", "--store", store, "--json", "--flash"])
+                .arg(img.path()),
+        );
+        assert_eq!(
+            (v["next_offset"].as_u64(), v["total"].as_i64()),
+            (Some(100), Some(100)),
+            "{store}"
+        );
+        let before = std::fs::read(img.path()).unwrap();
+        assert_eq!(before.len(), 512 + 8 * 1024);
+        idem()
+            .args(["consume", "ddia", "--store", store, "--flash"])
+            .arg(img.path())
+            .assert()
+            .success();
+        assert_eq!(
+            std::fs::read(img.path()).unwrap(),
+            before,
+            "{store}: rerun after completion changed the image"
+        );
+        let s = json(idem().args(["status", "--json", "--flash"]).arg(img.path()));
+        assert_eq!(s["store"], store);
+        assert_eq!(
+            (
+                s["next_offset"].as_u64(),
+                s["total"].as_i64(),
+                s["true_total"].as_i64()
+            ),
+            (Some(100), Some(100), Some(100))
+        );
+    }
+}
+
+#[test]
+fn payments_in_an_image_keep_their_figures() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    for (store, total) in [
+        ("naive", 13),
+        ("offset", 13),
+        ("message-id", 8),
+        ("atomic", 13),
+    ] {
+        let img = dir.child(format!("{store}.bin"));
+        let v = json(
+            idem()
+                .args(["consume", "payments", "--store", store, "--json", "--flash"])
+                .arg(img.path()),
+        );
+        assert_eq!(
+            (v["total"].as_i64(), v["true_total"].as_i64()),
+            (Some(total), Some(8)),
+            "{store}"
+        );
+    }
+}
+
+#[test]
+fn flash_inspect_names_the_winning_record() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("f.bin");
+    idem()
+        .args(["consume", "ddia", "--store", "offset", "--flash"])
+        .arg(img.path())
+        .assert()
+        .success();
+    idem()
+        .args(["flash", "inspect"])
+        .arg(img.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "winner: page 0 slot 9, seq 10: Position { next: 100 }",
+        ))
+        .stdout(predicate::str::contains(
+            "winner: page 7 slot 6, seq 100: StampedState { total: 100, stamp: Some(99) }",
+        ))
+        .stdout(predicate::str::contains("erased 5 times in all"));
+}
+
+#[test]
+fn chaos_with_fifty_kills_ends_exact_for_idempotent_stores() {
+    for store in ["offset", "message-id", "atomic"] {
+        let v = json(idem().args([
+            "chaos", "ddia", "--store", store, "--kills", "50", "--seed", "11", "--json",
+        ]));
+        assert_eq!(
+            v["kills"], 50,
+            "{store}: every kill landed before the stream ended"
+        );
+        assert!(v["mid_stream"].as_u64().unwrap() >= 40, "{store}: {v}");
+        assert_eq!(
+            (v["final_total"].as_i64(), v["verdict"].as_str()),
+            (Some(100), Some("exact")),
+            "{store}"
+        );
+    }
+    let v = json(idem().args([
+        "chaos", "ddia", "--store", "naive", "--kills", "50", "--seed", "11", "--json",
+    ]));
+    assert!(v["final_total"].as_i64().unwrap() >= 100, "{v}");
+    idem()
+        .args(["chaos", "ddia", "--store", "offset", "--kills", "5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "final total 100 (true total 100): exact; the store survived every kill",
+        ));
+}
+
+/// A refused image is left byte for byte as it was.
+fn refused(path: &std::path::Path, args: &[&str], message: &str) {
+    let before = std::fs::read(path).unwrap();
+    idem()
+        .args(args)
+        .arg(path)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(message))
+        .stderr(predicate::str::contains("panicked").not());
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        before,
+        "{args:?} changed a refused image"
+    );
+}
+
+#[test]
+fn bad_images_are_refused_and_left_untouched() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("good.bin");
+    idem()
+        .args(["consume", "ddia", "--store", "offset", "--flash"])
+        .arg(img.path())
+        .assert()
+        .success();
+    let good = std::fs::read(img.path()).unwrap();
+
+    let other = ["consume", "ddia", "--store", "naive", "--flash"];
+    refused(
+        img.path(),
+        &other,
+        "holds the offset store of ddia (100 events, checkpoint every 10, window 32), not the naive store",
+    );
+    let longer = [
+        "consume", "ddia", "--store", "offset", "--events", "200", "--flash",
+    ];
+    refused(
+        img.path(),
+        &longer,
+        "not the offset store of ddia (200 events",
+    );
+
+    let truncated = dir.child("truncated.bin");
+    truncated.write_binary(&good[..5000]).unwrap();
+    refused(
+        truncated.path(),
+        &["status", "--flash"],
+        "is truncated: 5000 bytes where an image of 8 pages of 1024 bytes is 8704",
+    );
+    refused(
+        truncated.path(),
+        &["consume", "ddia", "--store", "offset", "--flash"],
+        "is truncated",
+    );
+
+    let garbage = dir.child("garbage.bin");
+    garbage.write_binary(&[0x5A; 8704]).unwrap();
+    refused(
+        garbage.path(),
+        &["status", "--flash"],
+        "is not an idem flash image",
+    );
+    refused(
+        garbage.path(),
+        &["flash", "inspect"],
+        "is not an idem flash image",
+    );
+
+    let mut header = good.clone();
+    header[30] = b'#';
+    let damaged = dir.child("damaged.bin");
+    damaged.write_binary(&header).unwrap();
+    refused(
+        damaged.path(),
+        &["status", "--flash"],
+        "has a damaged header",
+    );
+}
