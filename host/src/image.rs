@@ -237,7 +237,7 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
     header[16..20].copy_from_slice(&PAGES.to_le_bytes());
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
-    debug_assert!(PAGES <= MAX_PAGES);
+    const { assert!(PAGES <= MAX_PAGES, "erase counters must fit the header") };
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let mut f = File::create(&tmp)
         .map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))?;
