@@ -36,7 +36,14 @@ pub const HEADER_SIZE: usize = 16;
 /// The largest slot a journal supports (bounds the stack buffer used to write one).
 pub const MAX_SLOT_SIZE: usize = 512;
 
+/// CRC-32C. On bare metal it is computed bit by bit (no table: 1 KiB less flash, and a
+/// slot is a few dozen bytes); hosted builds use the 256-entry table for speed. Both
+/// give the same checksums, so images move freely between the two.
+#[cfg(target_os = "none")]
+const CRC: crc::Crc<u32, crc::NoTable> = crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISCSI);
+#[cfg(not(target_os = "none"))]
 const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+const ERASED_WORD: u32 = u32::MAX;
 
 /// The size in bytes of the slot that holds a record of type `T`: a sequence word, the
 /// largest postcard encoding of `T`, and a CRC word, rounded up to a whole word.
@@ -196,7 +203,7 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         let page_size = F::ERASE_SIZE as u32;
         let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
         if region.pages < 2
-            || !region.start.is_multiple_of(page_size)
+            || !(region.start as usize).is_multiple_of(F::ERASE_SIZE)
             || end > flash.capacity() as u64
         {
             return Err(JournalError::BadRegion);
@@ -262,9 +269,19 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     ) -> Result<(), JournalError<F::Error>> {
         let slot = Self::SLOT;
         let mut buf = [0xFFu8; MAX_SLOT_SIZE];
-        buf[..4].copy_from_slice(&self.next_seq.to_le_bytes());
         postcard::to_slice(record, &mut buf[4..slot - 4]).map_err(|_| JournalError::Encode)?;
-        let crc = CRC.checksum(&buf[..slot - 4]);
+        // Never write a sequence or CRC word that reads erased: such a slot is not valid.
+        let crc = loop {
+            if self.next_seq == ERASED_WORD {
+                self.next_seq = 1;
+            }
+            buf[..4].copy_from_slice(&self.next_seq.to_le_bytes());
+            let crc = CRC.checksum(&buf[..slot - 4]);
+            if crc != ERASED_WORD {
+                break crc;
+            }
+            self.next_seq = self.next_seq.wrapping_add(1);
+        };
         buf[slot - 4..slot].copy_from_slice(&crc.to_le_bytes());
 
         let mut check = [0u8; MAX_SLOT_SIZE];
@@ -408,11 +425,14 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         flash
             .read(self.slot_address(at), &mut buf[..slot])
             .map_err(JournalError::Flash)?;
+        let seq = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let crc = u32::from_le_bytes([buf[slot - 4], buf[slot - 3], buf[slot - 2], buf[slot - 1]]);
-        if buf[..slot].iter().all(|&b| b == 0xFF) || CRC.checksum(&buf[..slot - 4]) != crc {
+        // A sequence or CRC word that reads erased was never written, whatever the CRC
+        // says: CRC-32C over four 0xFF bytes and zeros is itself 0xFFFF_FFFF.
+        if seq == ERASED_WORD || crc == ERASED_WORD || CRC.checksum(&buf[..slot - 4]) != crc {
             return Ok(None);
         }
-        Ok(Some(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]])))
+        Ok(Some(seq))
     }
 
     fn enter_page<F: NorFlash>(
@@ -455,7 +475,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
             }
         } else {
             SlotAddr {
-                page: (at.page + 1) % self.region.pages,
+                page: if at.page + 1 == self.region.pages {
+                    0
+                } else {
+                    at.page + 1
+                },
                 slot: 0,
             }
         }

@@ -7,14 +7,14 @@ mod recovery;
 
 use idem_core::journal::{Journal, OffsetTotal};
 use idem_core::rng::SplitMix64;
-use recovery::{REGION, TAG, check_recovery};
+use recovery::{REGION, TAG, check_input, check_recovery};
 
 #[test]
 fn recovery_over_the_fuzz_corpus() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/recover");
     let mut n = 0;
     for entry in std::fs::read_dir(dir).expect("the corpus is checked in") {
-        check_recovery(&std::fs::read(entry.unwrap().path()).unwrap());
+        check_input(&std::fs::read(entry.unwrap().path()).unwrap());
         n += 1;
     }
     println!("corpus inputs checked: {n}");
@@ -23,7 +23,7 @@ fn recovery_over_the_fuzz_corpus() {
 
 #[test]
 fn recovery_over_corrupted_journal_images() {
-    let mut rng = SplitMix64::new(0xC0FF_EE);
+    let mut rng = SplitMix64::new(0x00C0_FFEE);
     const IMAGES: u32 = 20_000;
     for _ in 0..IMAGES {
         let mut flash = recovery::FuzzFlash::new();

@@ -4,4 +4,4 @@
 #[path = "../../tests/support/recovery.rs"]
 mod recovery;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| recovery::check_recovery(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| recovery::check_input(data));

@@ -12,6 +12,43 @@ pub const REGION: Region = Region { start: 0, pages: 3 };
 /// The tag the property opens with.
 pub const TAG: u32 = 0xF022;
 
+/// Interprets a fuzzer input: an even first byte means the rest is a raw flash image; an
+/// odd one means a real journal image (`data[1] % 64` appends) corrupted by the ops that
+/// follow, four bytes each: kind, position (two bytes), length or value.
+pub fn check_input(data: &[u8]) {
+    match data.first() {
+        None => check_recovery(&[]),
+        Some(b) if b % 2 == 0 => check_recovery(&data[1..]),
+        Some(_) => {
+            let mut flash = FuzzFlash::new();
+            let (mut j, _) =
+                Journal::<OffsetTotal>::open(&mut flash, REGION, TAG).expect("blank flash opens");
+            for i in 0..u32::from(data.get(1).copied().unwrap_or(0) % 64) {
+                j.append(
+                    &mut flash,
+                    &OffsetTotal {
+                        offset: i,
+                        total: i as i32,
+                    },
+                )
+                .expect("append on a sound journal");
+            }
+            let mut image: Vec<u8> = flash.pages().iter().flatten().copied().collect();
+            for op in data.get(2..).unwrap_or_default().chunks_exact(4) {
+                let at = usize::from(u16::from_le_bytes([op[1], op[2]])) % image.len();
+                let end = (at + usize::from(op[3] % 32) + 1).min(image.len());
+                match op[0] % 4 {
+                    0 => image[at] ^= 1 << (op[3] % 8),
+                    1 => image[at..end].fill(0),
+                    2 => image[at..end].fill(0xFF),
+                    _ => image[at] = op[3],
+                }
+            }
+            check_recovery(&image);
+        }
+    }
+}
+
 /// Checks the property on `image`; panics (a finding) when it does not hold.
 pub fn check_recovery(image: &[u8]) {
     let mut flash = FuzzFlash::from_image(image);
