@@ -1,8 +1,19 @@
-//! Judging a run against the truth.
+//! Judging a run: the verdict on its total, and the anomalies behind it.
 //!
 //! A run is [`Verdict::Exact`] when the store's final total equals the true total (each
 //! distinct message applied once), [`Verdict::Over`] when duplicates inflated it and
 //! [`Verdict::Under`] when events were lost.
+//!
+//! The [`Checker`] names anomalies as Jepsen's Kafka checker does: `duplicate` (a
+//! message's effect made durable more than once), `lost-write` (a message in the log
+//! never durably applied), `nonmonotonic` (the durable position moved backwards). It
+//! follows durability, not RAM: a store that keeps effects in RAM until its checkpoint
+//! (an atomic checkpoint) has them counted at the commit, and loses them at a crash.
+//! Messages are known by their canonical offset (the first offset that carries their id,
+//! [`Log::canonical`](crate::log::Log::canonical)), so a producer's retry of p17 counts
+//! as a second application of p17.
+
+use crate::log::Offset;
 
 /// How a final total compares with the true total.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +46,208 @@ impl Verdict {
     }
 }
 
+/// The set of messages (canonical offsets) durably applied so far.
+pub trait AppliedSet: Clone {
+    /// Marks `offset`; `Ok(true)` when it was not marked before.
+    fn insert(&mut self, offset: Offset) -> Result<bool, CheckError>;
+    /// Whether `offset` is marked.
+    fn contains(&self, offset: Offset) -> bool;
+}
+
+/// A fixed-capacity [`AppliedSet`] of `64 * WORDS` offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BitSet<const WORDS: usize> {
+    words: [u64; WORDS],
+}
+
+impl<const WORDS: usize> BitSet<WORDS> {
+    /// An empty set.
+    pub const fn new() -> Self {
+        Self { words: [0; WORDS] }
+    }
+}
+
+impl<const WORDS: usize> Default for BitSet<WORDS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const WORDS: usize> AppliedSet for BitSet<WORDS> {
+    fn insert(&mut self, offset: Offset) -> Result<bool, CheckError> {
+        let capacity = 64 * WORDS as u64;
+        let word = self
+            .words
+            .get_mut((offset / 64) as usize)
+            .ok_or(CheckError::Capacity { capacity })?;
+        let bit = 1u64 << (offset % 64);
+        let new = *word & bit == 0;
+        *word |= bit;
+        Ok(new)
+    }
+
+    fn contains(&self, offset: Offset) -> bool {
+        self.words
+            .get((offset / 64) as usize)
+            .is_some_and(|w| w & (1 << (offset % 64)) != 0)
+    }
+}
+
+/// Why the checker could not follow a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The log is longer than the applied set holds.
+    Capacity {
+        /// How many offsets the set holds.
+        capacity: u64,
+    },
+}
+
+impl core::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Capacity { capacity } => {
+                write!(f, "the checker follows logs of up to {capacity} events")
+            }
+        }
+    }
+}
+
+impl core::error::Error for CheckError {}
+
+/// What the checker found in one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Anomalies {
+    /// Messages whose effect was made durable more than once (one count per extra time).
+    pub duplicate: u64,
+    /// Messages never durably applied.
+    pub lost_write: u64,
+    /// Times the durable position moved backwards.
+    pub nonmonotonic: u64,
+    /// The first duplicated message (canonical offset).
+    pub first_duplicate: Option<Offset>,
+    /// The first lost message (canonical offset).
+    pub first_lost: Option<Offset>,
+    /// The first backwards move: from, to (next offsets to read).
+    pub first_nonmonotonic: Option<(Offset, Offset)>,
+}
+
+impl Anomalies {
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.duplicate == 0 && self.lost_write == 0 && self.nonmonotonic == 0
+    }
+
+    /// Adds `other`'s counts (and its firsts, where this has none).
+    pub fn add(&mut self, other: &Anomalies) {
+        self.duplicate += other.duplicate;
+        self.lost_write += other.lost_write;
+        self.nonmonotonic += other.nonmonotonic;
+        self.first_duplicate = self.first_duplicate.or(other.first_duplicate);
+        self.first_lost = self.first_lost.or(other.first_lost);
+        self.first_nonmonotonic = self.first_nonmonotonic.or(other.first_nonmonotonic);
+    }
+}
+
+/// Follows a run's durable effects and names its anomalies.
+#[derive(Debug, Clone)]
+pub struct Checker<A> {
+    applied: A,
+    in_record: bool,
+    pending: Option<(Offset, Offset)>,
+    committed: Option<Offset>,
+    settled: Offset,
+    found: Anomalies,
+}
+
+impl<A: AppliedSet> Checker<A> {
+    /// A checker over `applied` (empty); `in_record` for a store whose effects become
+    /// durable only at its checkpoint.
+    pub fn new(applied: A, in_record: bool) -> Self {
+        Self {
+            applied,
+            in_record,
+            pending: None,
+            committed: None,
+            settled: 0,
+            found: Anomalies::default(),
+        }
+    }
+
+    /// The store applied the event at `offset`, message `canonical`.
+    pub fn applied(&mut self, offset: Offset, canonical: Offset) -> Result<(), CheckError> {
+        if self.in_record {
+            self.pending = Some((self.pending.map_or(offset, |(from, _)| from), offset));
+            Ok(())
+        } else {
+            self.mark(canonical)
+        }
+    }
+
+    /// The position `next` was made durable; `canonical` maps offsets to messages.
+    pub fn committed(
+        &mut self,
+        next: Offset,
+        canonical: impl Fn(Offset) -> Offset,
+    ) -> Result<(), CheckError> {
+        self.moved_to(Some(next));
+        if let Some((from, to)) = self.pending.take() {
+            for o in from..=to {
+                self.mark(canonical(o))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The device crashed: effects not yet durable are gone.
+    pub fn crashed(&mut self) {
+        self.pending = None;
+    }
+
+    /// The device recovered with durable position `committed`.
+    pub fn recovered(&mut self, committed: Option<Offset>) {
+        self.moved_to(committed);
+    }
+
+    /// Counts as lost every message below `end` never durably applied (`is_canonical`
+    /// tells which offsets carry a message's first occurrence). Each offset is judged once.
+    pub fn settle(&mut self, end: Offset, is_canonical: impl Fn(Offset) -> bool) {
+        for o in self.settled..end {
+            if is_canonical(o) && !self.applied.contains(o) {
+                self.found.lost_write += 1;
+                self.found.first_lost.get_or_insert(o);
+            }
+        }
+        self.settled = self.settled.max(end);
+    }
+
+    /// What was found so far.
+    pub fn anomalies(&self) -> Anomalies {
+        self.found
+    }
+
+    fn mark(&mut self, canonical: Offset) -> Result<(), CheckError> {
+        if !self.applied.insert(canonical)? {
+            self.found.duplicate += 1;
+            self.found.first_duplicate.get_or_insert(canonical);
+        }
+        Ok(())
+    }
+
+    fn moved_to(&mut self, next: Option<Offset>) {
+        let from = self.committed.unwrap_or(0);
+        let to = next.unwrap_or(0);
+        if to < from {
+            self.found.nonmonotonic += 1;
+            self.found.first_nonmonotonic.get_or_insert((from, to));
+        }
+        if next.is_some() {
+            self.committed = next;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +258,39 @@ mod tests {
         assert_eq!(Verdict::of(96, 100), Verdict::Under(4));
         assert_eq!(Verdict::of(8, 8), Verdict::Exact);
         assert_eq!(Verdict::Under(4).name(), "under");
+    }
+
+    #[test]
+    fn duplicates_losses_and_backward_moves() {
+        let mut c = Checker::new(BitSet::<2>::new(), false);
+        for o in [0, 1, 2, 1] {
+            c.applied(o, o).unwrap();
+        }
+        c.committed(3, |o| o).unwrap();
+        c.recovered(Some(1));
+        c.settle(5, |_| true);
+        let a = c.anomalies();
+        assert_eq!((a.duplicate, a.first_duplicate), (1, Some(1)));
+        assert_eq!((a.lost_write, a.first_lost), (2, Some(3)));
+        assert_eq!((a.nonmonotonic, a.first_nonmonotonic), (1, Some((3, 1))));
+        assert_eq!(
+            BitSet::<1>::new().insert(64),
+            Err(CheckError::Capacity { capacity: 64 })
+        );
+    }
+
+    #[test]
+    fn in_record_effects_count_at_the_commit_and_vanish_at_a_crash() {
+        let mut c = Checker::new(BitSet::<1>::new(), true);
+        c.applied(0, 0).unwrap();
+        c.applied(1, 1).unwrap();
+        c.crashed();
+        c.recovered(None);
+        for o in 0..3 {
+            c.applied(o, o).unwrap();
+        }
+        c.committed(3, |o| o).unwrap();
+        c.settle(3, |_| true);
+        assert!(c.anomalies().is_empty(), "{:?}", c.anomalies());
     }
 }

@@ -231,6 +231,13 @@ impl<S: Store> Consumer<S> {
         self.committed
     }
 
+    /// Whether the consumer is between events: nothing delivered and not yet applied,
+    /// no commit due. Two consumers that are idle with equal state, durable position and
+    /// next offset behave the same from there on.
+    pub fn is_idle(&self) -> bool {
+        self.delivered.is_none() && !self.commit_due
+    }
+
     /// The next offset this consumer will read.
     pub fn next_offset(&self) -> Offset {
         self.next

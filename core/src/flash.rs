@@ -109,6 +109,17 @@ pub struct MemFlash<const PAGES: usize, const PAGE: usize> {
     noise: SplitMix64,
 }
 
+impl<const PAGES: usize, const PAGE: usize> core::fmt::Debug for MemFlash<PAGES, PAGE> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MemFlash")
+            .field("pages", &PAGES)
+            .field("page_size", &PAGE)
+            .field("stats", &self.stats)
+            .field("powered", &self.powered)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<const PAGES: usize, const PAGE: usize> Default for MemFlash<PAGES, PAGE> {
     fn default() -> Self {
         Self::new()

@@ -99,6 +99,12 @@ pub trait Log {
     /// The total a consumer should reach: each distinct message id counted once, with
     /// the amount of its first occurrence.
     fn true_total(&self) -> i64;
+
+    /// The offset of the first occurrence of the message at `offset`: the offset the
+    /// checker knows that message by. A log with distinct ids returns `offset`.
+    fn canonical(&self, offset: Offset) -> Offset {
+        offset
+    }
 }
 
 /// A log that messages can be appended to.
@@ -144,6 +150,14 @@ impl<const N: usize> Log for VecLog<N> {
             .filter(|&i| !m[..i].iter().any(|e| e.id == m[i].id))
             .map(|i| m[i].amount)
             .sum()
+    }
+
+    fn canonical(&self, offset: Offset) -> Offset {
+        let m = &self.messages;
+        let i = offset as usize;
+        m.get(i)
+            .and_then(|e| m[..i].iter().position(|x| x.id == e.id))
+            .map_or(offset, |p| p as Offset)
     }
 }
 
@@ -223,6 +237,10 @@ mod tests {
             log.append(m).unwrap();
         }
         assert_eq!(log.true_total(), 8);
+        assert_eq!(
+            [log.canonical(0), log.canonical(1), log.canonical(2)],
+            [0, 0, 2]
+        );
         assert_eq!(log.get(1).unwrap().offset, 1);
         assert_eq!(log.get(3), None);
     }

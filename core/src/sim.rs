@@ -6,14 +6,21 @@
 //! power in the middle of that flash operation. The same scenario and plan always give
 //! the same trace: there is no clock and no randomness. Each step is reported to an
 //! [`Observer`] as a [`TraceStep`], and the run ends with a [`Report`].
+//!
+//! A [`Run`] is a value: clone it at any step to branch a crashed run off an uncrashed
+//! one (what a sweep does), and compare a branch's [`Logical`] state with the uncrashed
+//! run's to know when the two have become the same.
 
-use crate::consumer::{Consumer, Layout, Step};
+use crate::check::{AppliedSet, BitSet, CheckError, Checker};
+use crate::consumer::{Consumer, ConsumerConfig, Layout, Step};
 use crate::crash::{At, CrashPoint};
-use crate::flash::{FlashError, MemFlash, PowerCut};
+use crate::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use crate::journal::{JournalError, Region};
 use crate::log::{Log, Offset};
 use crate::scenario::{MAX_CRASHES, Scenario};
 use crate::store::{Outcome, Store};
+
+pub use crate::check::Anomalies;
 
 /// The simulated device's flash: 8 pages of 1 KiB, as on a micro:bit v1.
 pub type SimFlash = MemFlash<8, 1024>;
@@ -28,6 +35,9 @@ pub const SIM_LAYOUT: Layout = Layout {
     },
     tag: 0,
 };
+
+/// The applied set [`run`] checks with: logs of up to 1,048,576 events.
+pub type DefaultApplied = BitSet<16_384>;
 
 /// What happened at one step of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +86,14 @@ impl<F: FnMut(&TraceStep)> Observer for F {
     }
 }
 
+/// An observer that ignores every step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn on_step(&mut self, _: &TraceStep) {}
+}
+
 /// Flash use of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlashUse {
@@ -113,6 +131,368 @@ pub struct Report {
     pub skipped: u64,
     /// Flash use.
     pub flash: FlashUse,
+    /// What the checker found.
+    pub anomalies: Anomalies,
+}
+
+/// Why a run stopped short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimError {
+    /// A journal failed other than by a scheduled power cut.
+    Journal(JournalError<FlashError>),
+    /// The checker could not follow the run.
+    Check(CheckError),
+}
+
+impl core::fmt::Display for SimError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Journal(e) => e.fmt(f),
+            Self::Check(e) => e.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for SimError {}
+
+impl From<JournalError<FlashError>> for SimError {
+    fn from(e: JournalError<FlashError>) -> Self {
+        Self::Journal(e)
+    }
+}
+
+impl From<CheckError> for SimError {
+    fn from(e: CheckError) -> Self {
+        Self::Check(e)
+    }
+}
+
+/// What decides the rest of a run: two idle runs with equal logical state behave the
+/// same from there on (the flash layout may differ, the outcome does not).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logical<S: Store> {
+    /// The store's state.
+    pub state: S::State,
+    /// The durable position.
+    pub committed: Option<Offset>,
+    /// The next offset to read.
+    pub next: Offset,
+}
+
+/// One run of a scenario on a simulated device, a step at a time.
+#[derive(Debug, Clone)]
+pub struct Run<'l, S: Store, L, A, const P: usize, const PS: usize> {
+    flash: MemFlash<P, PS>,
+    layout: Layout,
+    log: &'l L,
+    store: S,
+    config: ConsumerConfig,
+    plan: heapless::Vec<CrashPoint, MAX_CRASHES>,
+    seen: [u32; MAX_CRASHES],
+    fired: [bool; MAX_CRASHES],
+    base: FlashStats,
+    consumer: Consumer<S>,
+    high_water: Option<Offset>,
+    checker: Checker<A>,
+    report: Report,
+    done: bool,
+}
+
+impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usize>
+    Run<'l, S, L, A, P, PS>
+{
+    /// Starts `scenario` with `store` on `flash`, checking with the empty set `applied`.
+    pub fn new(
+        mut flash: MemFlash<P, PS>,
+        layout: Layout,
+        scenario: &'l Scenario<L>,
+        store: S,
+        applied: A,
+    ) -> Result<Self, SimError> {
+        let base = flash.stats();
+        let consumer = Consumer::open(&mut flash, layout, store.clone(), scenario.consumer)?;
+        let mut run = Self {
+            flash,
+            layout,
+            log: &scenario.log,
+            store,
+            config: scenario.consumer,
+            plan: scenario.crashes.clone(),
+            seen: [0; MAX_CRASHES],
+            fired: [false; MAX_CRASHES],
+            base,
+            consumer,
+            high_water: None,
+            checker: Checker::new(applied, S::POSITION_IN_RECORD),
+            report: Report {
+                true_total: scenario.log.true_total(),
+                final_total: 0,
+                committed_at_crash: None,
+                crashes: 0,
+                unfired: 0,
+                steps: 0,
+                delivered: 0,
+                redelivered: 0,
+                applied: 0,
+                skipped: 0,
+                flash: FlashUse::default(),
+                anomalies: Anomalies::default(),
+            },
+            done: false,
+        };
+        run.arm();
+        Ok(run)
+    }
+
+    /// Advances by one consumer step (and, when the plan says so, a crash and recovery).
+    /// `Ok(false)` once the run is done.
+    pub fn step(&mut self, observer: &mut impl Observer) -> Result<bool, SimError> {
+        if self.done {
+            return Ok(false);
+        }
+        match self.consumer.step(&mut self.flash, self.log) {
+            Ok(Step::Done) => {
+                self.done = true;
+                Ok(false)
+            }
+            Ok(step) => {
+                let (offset, action) = self.account(&step)?;
+                self.emit(observer, offset, action);
+                if let Some(point) = self.match_point(&step) {
+                    self.crash(point, offset, observer)?;
+                }
+                Ok(true)
+            }
+            Err(JournalError::Flash(FlashError::PowerCut)) => {
+                let now = self.flash.stats();
+                let (writes, erases) = (
+                    now.word_writes - self.base.word_writes,
+                    now.erases - self.base.erases,
+                );
+                let hit = self.plan.iter().enumerate().find(|&(i, p)| {
+                    !self.fired[i]
+                        && match p.at {
+                            At::Torn(w) => w == writes,
+                            At::Erase(e) => e == erases,
+                            _ => false,
+                        }
+                });
+                let Some((i, point)) = hit.map(|(i, p)| (i, *p)) else {
+                    return Err(JournalError::Flash(FlashError::PowerCut).into());
+                };
+                self.fired[i] = true;
+                self.crash(point, None, observer)?;
+                Ok(true)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Crashes the device now at `point` (recorded in the trace) and recovers it.
+    pub fn crash(
+        &mut self,
+        point: CrashPoint,
+        offset: Option<Offset>,
+        observer: &mut impl Observer,
+    ) -> Result<(), SimError> {
+        self.report.crashes += 1;
+        self.report.committed_at_crash = self.consumer.committed().and_then(|n| n.checked_sub(1));
+        self.report.flash.writes += self.consumer.records_written();
+        self.checker.crashed();
+        self.emit(observer, offset, Action::Crash(point));
+        self.flash.power_on();
+        self.arm();
+        self.consumer = Consumer::open(
+            &mut self.flash,
+            self.layout,
+            self.store.clone(),
+            self.config,
+        )?;
+        self.checker.recovered(self.consumer.committed());
+        self.emit(observer, None, Action::Recover);
+        Ok(())
+    }
+
+    /// Runs to the end.
+    pub fn run_to_end(&mut self, observer: &mut impl Observer) -> Result<(), SimError> {
+        while self.step(observer)? {}
+        Ok(())
+    }
+
+    /// Whether the consumer is between events.
+    pub fn is_idle(&self) -> bool {
+        self.consumer.is_idle()
+    }
+
+    /// Whether every crash point of the plan has happened.
+    pub fn plan_done(&self) -> bool {
+        self.fired[..self.plan.len()].iter().all(|f| *f)
+    }
+
+    /// The state that decides the rest of the run.
+    pub fn logical(&self) -> Logical<S> {
+        Logical {
+            state: self.consumer.state().clone(),
+            committed: self.consumer.committed(),
+            next: self.consumer.next_offset(),
+        }
+    }
+
+    /// Whether the run is idle in exactly the logical state `other`.
+    pub fn same_as(&self, other: &Logical<S>) -> bool {
+        self.is_idle()
+            && self.consumer.next_offset() == other.next
+            && self.consumer.committed() == other.committed
+            && *self.consumer.state() == other.state
+    }
+
+    /// The next offset the consumer will read.
+    pub fn next_offset(&self) -> Offset {
+        self.consumer.next_offset()
+    }
+
+    /// The flash's counters since the run started.
+    pub fn flash_ops(&self) -> (u64, u64) {
+        let now = self.flash.stats();
+        (
+            now.word_writes - self.base.word_writes,
+            now.erases - self.base.erases,
+        )
+    }
+
+    /// Replaces the crash plan of a run that has not crashed yet (torn and erase points
+    /// count from the start of the run).
+    pub fn set_plan(&mut self, plan: &[CrashPoint]) -> Result<(), SimError> {
+        self.plan.clear();
+        for p in plan {
+            // Plans come from a Scenario, which holds at most MAX_CRASHES points.
+            let _ = self.plan.push(*p);
+        }
+        self.seen = [0; MAX_CRASHES];
+        self.fired = [false; MAX_CRASHES];
+        self.arm();
+        Ok(())
+    }
+
+    /// The report so far (for a run still going, totals as of now; anomalies without
+    /// the lost writes, which are judged at [`Run::finish`]).
+    pub fn report(&self) -> Report {
+        let mut r = self.report;
+        let (_, erases) = self.flash_ops();
+        r.final_total = self.consumer.total();
+        r.flash.writes += self.consumer.records_written();
+        r.flash.erases = erases;
+        r.flash.bytes_written = self.flash.stats().bytes_written - self.base.bytes_written;
+        r.anomalies = self.checker.anomalies();
+        r.unfired = self.fired[..self.plan.len()]
+            .iter()
+            .filter(|f| !**f)
+            .count() as u32;
+        r
+    }
+
+    /// Judges lost writes below the run's position `end` (every message there is final)
+    /// and returns the report. A finished run uses the log's length.
+    pub fn finish_at(&mut self, end: Offset) -> Report {
+        let log = self.log;
+        self.checker.settle(end, |o| log.canonical(o) == o);
+        self.report()
+    }
+
+    /// Ends a finished run: judges lost writes over the whole log.
+    pub fn finish(mut self) -> Report {
+        let len = self.log.len();
+        self.flash.cancel_power_cut();
+        self.finish_at(len)
+    }
+
+    /// Updates the counters and the checker for one consumer step.
+    fn account(&mut self, step: &Step) -> Result<(Option<Offset>, Action), SimError> {
+        let log = self.log;
+        Ok(match *step {
+            Step::Deliver(e) => {
+                let redelivery = self.high_water.is_some_and(|h| e.offset <= h);
+                self.high_water = Some(self.high_water.map_or(e.offset, |h| h.max(e.offset)));
+                self.report.delivered += 1;
+                self.report.redelivered += u64::from(redelivery);
+                (Some(e.offset), Action::Deliver { redelivery })
+            }
+            Step::Effect(e, Outcome::Applied) => {
+                self.report.applied += 1;
+                self.checker.applied(e.offset, log.canonical(e.offset))?;
+                (Some(e.offset), Action::Apply)
+            }
+            Step::Effect(e, Outcome::Skipped) => {
+                self.report.skipped += 1;
+                (Some(e.offset), Action::Skip)
+            }
+            Step::Commit { next } => {
+                self.checker.committed(next, |o| log.canonical(o))?;
+                (next.checked_sub(1), Action::Commit)
+            }
+            Step::Done => (None, Action::Commit),
+        })
+    }
+
+    fn emit(&mut self, observer: &mut impl Observer, offset: Option<Offset>, action: Action) {
+        observer.on_step(&TraceStep {
+            index: self.report.steps,
+            offset,
+            action,
+            total: self.consumer.total(),
+            committed: self.consumer.committed(),
+        });
+        self.report.steps += 1;
+    }
+
+    /// Counts `step` against the plan's offset points; the point that fires now, if any.
+    fn match_point(&mut self, step: &Step) -> Option<CrashPoint> {
+        let mut crash = None;
+        for (i, p) in self.plan.iter().enumerate() {
+            let hit = match (p.at, step) {
+                (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
+                (At::Effect(o), Step::Effect(e, _)) => e.offset == o,
+                (At::Commit(o), Step::Commit { next }) => *next == o + 1,
+                _ => false,
+            };
+            if hit && !self.fired[i] {
+                self.seen[i] += 1;
+                if self.seen[i] == p.occurrence {
+                    self.fired[i] = true;
+                    crash.get_or_insert(*p);
+                }
+            }
+        }
+        crash
+    }
+
+    /// Arms the flash with the next pending torn-write and erase points.
+    fn arm(&mut self) {
+        let (writes, erases) = self.flash_ops();
+        let pending = |f: fn(At) -> Option<u64>, done: u64| {
+            self.plan
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| !self.fired[i])
+                .filter_map(|(_, p)| f(p.at))
+                .filter(|&n| n > done)
+                .min()
+        };
+        let torn = pending(|a| if let At::Torn(w) = a { Some(w) } else { None }, writes);
+        let erase = pending(
+            |a| if let At::Erase(e) = a { Some(e) } else { None },
+            erases,
+        );
+        self.flash.cancel_power_cut();
+        if let Some(w) = torn {
+            self.flash
+                .schedule_power_cut(PowerCut::AtWordWrite(w - writes));
+        }
+        if let Some(e) = erase {
+            self.flash.schedule_power_cut(PowerCut::AtErase(e - erases));
+        }
+    }
 }
 
 /// Runs `scenario` with `store` on a fresh [`SimFlash`] and [`SIM_LAYOUT`].
@@ -120,193 +500,16 @@ pub fn run<S: Store + Clone, L: Log>(
     scenario: &Scenario<L>,
     store: S,
     observer: &mut impl Observer,
-) -> Result<Report, JournalError<FlashError>> {
-    let mut flash = SimFlash::new();
-    run_on(&mut flash, SIM_LAYOUT, scenario, store, observer)
-}
-
-/// Runs `scenario` with `store` on `flash`, crashing at each point of the scenario's plan.
-pub fn run_on<S: Store + Clone, L: Log, const P: usize, const PS: usize>(
-    flash: &mut MemFlash<P, PS>,
-    layout: Layout,
-    scenario: &Scenario<L>,
-    store: S,
-    observer: &mut impl Observer,
-) -> Result<Report, JournalError<FlashError>> {
-    let plan = &scenario.crashes[..];
-    let base = flash.stats();
-    let mut seen = [0u32; MAX_CRASHES];
-    let mut fired = [false; MAX_CRASHES];
-    let mut report = Report {
-        true_total: scenario.log.true_total(),
-        final_total: 0,
-        committed_at_crash: None,
-        crashes: 0,
-        unfired: 0,
-        steps: 0,
-        delivered: 0,
-        redelivered: 0,
-        applied: 0,
-        skipped: 0,
-        flash: FlashUse::default(),
-    };
-    let mut high_water: Option<Offset> = None;
-    arm(flash, plan, &fired, base);
-    let mut consumer = Consumer::open(flash, layout, store.clone(), scenario.consumer)?;
-    loop {
-        let (offset, action, crash) = match consumer.step(flash, &scenario.log) {
-            Ok(Step::Done) => break,
-            Ok(step) => {
-                let (offset, action) = match step {
-                    Step::Deliver(e) => {
-                        let redelivery = high_water.is_some_and(|h| e.offset <= h);
-                        high_water = Some(high_water.map_or(e.offset, |h| h.max(e.offset)));
-                        report.delivered += 1;
-                        report.redelivered += u64::from(redelivery);
-                        (Some(e.offset), Action::Deliver { redelivery })
-                    }
-                    Step::Effect(e, Outcome::Applied) => {
-                        report.applied += 1;
-                        (Some(e.offset), Action::Apply)
-                    }
-                    Step::Effect(e, Outcome::Skipped) => {
-                        report.skipped += 1;
-                        (Some(e.offset), Action::Skip)
-                    }
-                    Step::Commit { .. } | Step::Done => (next_minus_one(&step), Action::Commit),
-                };
-                (
-                    offset,
-                    action,
-                    match_point(plan, &mut seen, &mut fired, &step),
-                )
-            }
-            Err(JournalError::Flash(FlashError::PowerCut)) => {
-                let now = flash.stats();
-                let point = plan.iter().enumerate().find(|&(i, p)| {
-                    !fired[i]
-                        && match p.at {
-                            At::Torn(w) => w == now.word_writes - base.word_writes,
-                            At::Erase(e) => e == now.erases - base.erases,
-                            _ => false,
-                        }
-                });
-                let Some((i, p)) = point else {
-                    return Err(JournalError::Flash(FlashError::PowerCut));
-                };
-                fired[i] = true;
-                (None, Action::Crash(*p), Some(*p))
-            }
-            Err(e) => return Err(e),
-        };
-        if !matches!(action, Action::Crash(_)) {
-            emit(observer, &mut report, offset, action, &consumer);
-        }
-        if let Some(point) = crash {
-            report.crashes += 1;
-            report.committed_at_crash = consumer.committed().and_then(|n| n.checked_sub(1));
-            report.flash.writes += consumer.records_written();
-            emit(
-                observer,
-                &mut report,
-                offset,
-                Action::Crash(point),
-                &consumer,
-            );
-            flash.power_on();
-            arm(flash, plan, &fired, base);
-            consumer = Consumer::open(flash, layout, store.clone(), scenario.consumer)?;
-            emit(observer, &mut report, None, Action::Recover, &consumer);
-        }
-    }
-    flash.cancel_power_cut();
-    let now = flash.stats();
-    report.final_total = consumer.total();
-    report.flash.writes += consumer.records_written();
-    report.flash.erases = now.erases - base.erases;
-    report.flash.bytes_written = now.bytes_written - base.bytes_written;
-    report.unfired = fired[..plan.len()].iter().filter(|f| !**f).count() as u32;
-    Ok(report)
-}
-
-/// The last offset a commit covers.
-fn next_minus_one(step: &Step) -> Option<Offset> {
-    match step {
-        Step::Commit { next } => next.checked_sub(1),
-        _ => None,
-    }
-}
-
-fn emit<S: Store>(
-    observer: &mut impl Observer,
-    report: &mut Report,
-    offset: Option<Offset>,
-    action: Action,
-    consumer: &Consumer<S>,
-) {
-    observer.on_step(&TraceStep {
-        index: report.steps,
-        offset,
-        action,
-        total: consumer.total(),
-        committed: consumer.committed(),
-    });
-    report.steps += 1;
-}
-
-/// Counts `step` against the plan's offset points; the point that fires now, if any.
-fn match_point(
-    plan: &[CrashPoint],
-    seen: &mut [u32; MAX_CRASHES],
-    fired: &mut [bool; MAX_CRASHES],
-    step: &Step,
-) -> Option<CrashPoint> {
-    let mut crash = None;
-    for (i, p) in plan.iter().enumerate() {
-        let hit = match (p.at, step) {
-            (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
-            (At::Effect(o), Step::Effect(e, _)) => e.offset == o,
-            (At::Commit(o), Step::Commit { next }) => *next == o + 1,
-            _ => false,
-        };
-        if hit && !fired[i] {
-            seen[i] += 1;
-            if seen[i] == p.occurrence {
-                fired[i] = true;
-                crash.get_or_insert(*p);
-            }
-        }
-    }
-    crash
-}
-
-/// Arms the flash with the next pending torn-write and erase points, counted from `base`.
-fn arm<const P: usize, const PS: usize>(
-    flash: &mut MemFlash<P, PS>,
-    plan: &[CrashPoint],
-    fired: &[bool; MAX_CRASHES],
-    base: crate::flash::FlashStats,
-) {
-    let now = flash.stats();
-    let (writes, erases) = (now.word_writes - base.word_writes, now.erases - base.erases);
-    let pending = |f: fn(At) -> Option<u64>, done: u64| {
-        plan.iter()
-            .enumerate()
-            .filter(|&(i, _)| !fired[i])
-            .filter_map(|(_, p)| f(p.at))
-            .filter(|&n| n > done)
-            .min()
-    };
-    flash.cancel_power_cut();
-    if let Some(w) = pending(|a| if let At::Torn(w) = a { Some(w) } else { None }, writes) {
-        flash.schedule_power_cut(PowerCut::AtWordWrite(w - writes));
-    }
-    if let Some(e) = pending(
-        |a| if let At::Erase(e) = a { Some(e) } else { None },
-        erases,
-    ) {
-        flash.schedule_power_cut(PowerCut::AtErase(e - erases));
-    }
+) -> Result<Report, SimError> {
+    let mut r = Run::new(
+        SimFlash::new(),
+        SIM_LAYOUT,
+        scenario,
+        store,
+        DefaultApplied::new(),
+    )?;
+    r.run_to_end(observer)?;
+    Ok(r.finish())
 }
 
 #[cfg(test)]
@@ -318,7 +521,7 @@ mod tests {
     #[test]
     fn ddia_naive_and_offset() {
         let s = scenario::ddia(100, 10, Some(49)).unwrap();
-        let naive = run(&s, Naive, &mut |_: &TraceStep| {}).unwrap();
+        let naive = run(&s, Naive, &mut Quiet).unwrap();
         assert_eq!(
             (
                 naive.final_total,
@@ -336,12 +539,17 @@ mod tests {
             ),
             (10, 0, 1, 0)
         );
-        let offset = run(&s, OffsetStamped, &mut |_: &TraceStep| {}).unwrap();
+        assert_eq!(
+            (naive.anomalies.duplicate, naive.anomalies.first_duplicate),
+            (10, Some(40))
+        );
+        let offset = run(&s, OffsetStamped, &mut Quiet).unwrap();
         assert_eq!(
             (offset.final_total, offset.skipped, offset.flash.writes),
             (100, 10, 110)
         );
-        let atomic = run(&s, Atomic, &mut |_: &TraceStep| {}).unwrap();
+        assert!(offset.anomalies.is_empty());
+        let atomic = run(&s, Atomic, &mut Quiet).unwrap();
         assert_eq!(
             (
                 atomic.final_total,
@@ -350,6 +558,19 @@ mod tests {
             ),
             (100, 10, Some(39))
         );
+        assert!(atomic.anomalies.is_empty(), "{:?}", atomic.anomalies);
+    }
+
+    #[test]
+    fn payments_retry_is_a_duplicate_for_naive_only_message_id_catches_it() {
+        let s = scenario::payments();
+        let naive = run(&s, Naive, &mut Quiet).unwrap();
+        assert_eq!(
+            (naive.anomalies.duplicate, naive.anomalies.first_duplicate),
+            (1, Some(0))
+        );
+        let mid = run(&s, MessageIdWindow::<8>::default(), &mut Quiet).unwrap();
+        assert!(mid.anomalies.is_empty(), "{:?}", mid.anomalies);
     }
 
     #[test]
@@ -379,39 +600,49 @@ mod tests {
         );
     }
 
-    #[test]
-    fn torn_writes_and_interrupted_erases_recover_exactly() {
-        // Every word write and erase of the offset store's ddia run, one cut each.
+    /// Cuts power at every word write and erase of `store`'s clean run, one cut a run.
+    fn every_cut<S: Store + Clone>(store: S) -> u64 {
         let clean = scenario::ddia(200, 10, None).unwrap();
-        let mut flash = SimFlash::new();
-        run_on(
-            &mut flash,
+        let mut r = Run::new(
+            SimFlash::new(),
             SIM_LAYOUT,
             &clean,
-            OffsetStamped,
-            &mut |_: &TraceStep| {},
+            store.clone(),
+            DefaultApplied::new(),
         )
         .unwrap();
-        let (writes, erases) = (flash.stats().word_writes, flash.stats().erases);
+        r.run_to_end(&mut Quiet).unwrap();
+        let (writes, erases) = r.flash_ops();
         assert!(erases > 0);
         for at in (1..=writes)
             .map(At::Torn)
             .chain((1..=erases).map(At::Erase))
         {
             let s = clean.clone().with_crashes(&[CrashPoint::new(at)]).unwrap();
-            for store_total in [
-                run(&s, OffsetStamped, &mut |_: &TraceStep| {}).unwrap(),
-                run(
-                    &s,
-                    MessageIdWindow::<16>::default(),
-                    &mut |_: &TraceStep| {},
-                )
-                .unwrap(),
-                run(&s, Atomic, &mut |_: &TraceStep| {}).unwrap(),
-            ] {
-                assert_eq!(store_total.final_total, 200, "{at:?}");
-            }
+            let report = run(&s, store.clone(), &mut Quiet).unwrap();
+            assert_eq!((report.final_total, report.crashes), (200, 1), "{at:?}");
+            assert!(
+                report.anomalies.is_empty(),
+                "{at:?}: {:?}",
+                report.anomalies
+            );
         }
+        writes + erases
+    }
+
+    #[test]
+    fn torn_writes_and_interrupted_erases_recover_exactly() {
+        // Word writes + erases of 200 events, a commit every 10 (position records: 20 of
+        // 5 words on one page). Offset: 200 records of 8 words on 7 pages of 31 slots,
+        // 4-word page headers: 1600 + 28 + 100 + 4 words, 7 + 1 erases.
+        assert_eq!(every_cut(OffsetStamped), 1732 + 8);
+        // Message-id (16 ids): 200 records of 48 words, 5 to a page, on 40 pages.
+        assert_eq!(
+            every_cut(MessageIdWindow::<16>::default()),
+            9600 + 160 + 104 + 41
+        );
+        // Atomic: 20 records of 8 words on one page, and no position journal.
+        assert_eq!(every_cut(Atomic), 160 + 4 + 1);
     }
 
     #[test]
@@ -420,7 +651,22 @@ mod tests {
             .unwrap()
             .with_crashes(&[CrashPoint::new(At::Commit(35))])
             .unwrap();
-        let r = run(&s, Naive, &mut |_: &TraceStep| {}).unwrap();
+        let r = run(&s, Naive, &mut Quiet).unwrap();
         assert_eq!((r.crashes, r.unfired, r.final_total), (0, 1, 100));
+    }
+
+    #[test]
+    fn at_most_once_loses_and_the_checker_names_the_lost_writes() {
+        let mut s = scenario::ddia(100, 10, Some(45)).unwrap();
+        s.consumer.guarantee = crate::consumer::Guarantee::AtMostOnce;
+        let r = run(&s, OffsetStamped, &mut Quiet).unwrap();
+        assert_eq!(
+            (
+                r.final_total,
+                r.anomalies.lost_write,
+                r.anomalies.first_lost
+            ),
+            (96, 4, Some(46))
+        );
     }
 }
