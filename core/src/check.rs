@@ -211,8 +211,11 @@ impl<A: AppliedSet> Checker<A> {
     }
 
     /// Counts as lost every message below `end` never durably applied (`is_canonical`
-    /// tells which offsets carry a message's first occurrence). Each offset is judged once.
+    /// tells which offsets carry a message's first occurrence), except those applied in
+    /// RAM and not yet durable. Each offset is judged once.
     pub fn settle(&mut self, end: Offset, is_canonical: impl Fn(Offset) -> bool) {
+        // Effects still in RAM are not final: judge only below them.
+        let end = self.pending.map_or(end, |(from, _)| end.min(from));
         for o in self.settled..end {
             if is_canonical(o) && !self.applied.contains(o) {
                 self.found.lost_write += 1;
@@ -220,6 +223,11 @@ impl<A: AppliedSet> Checker<A> {
             }
         }
         self.settled = self.settled.max(end);
+    }
+
+    /// The set of messages durably applied so far.
+    pub fn applied_set(&self) -> &A {
+        &self.applied
     }
 
     /// What was found so far.

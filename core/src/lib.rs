@@ -77,3 +77,4 @@ pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod store;
+pub mod sweep;

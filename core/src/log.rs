@@ -100,6 +100,16 @@ pub trait Log {
     /// the amount of its first occurrence.
     fn true_total(&self) -> i64;
 
+    /// The true total of the first `end` events: each distinct message id among them
+    /// counted once. Linear in `end`.
+    fn true_total_before(&self, end: Offset) -> i64 {
+        (0..end.min(self.len()))
+            .filter(|&o| self.canonical(o) == o)
+            .filter_map(|o| self.get(o))
+            .map(|e| e.message.amount)
+            .sum()
+    }
+
     /// The offset of the first occurrence of the message at `offset`: the offset the
     /// checker knows that message by. A log with distinct ids returns `offset`.
     fn canonical(&self, offset: Offset) -> Offset {

@@ -181,7 +181,7 @@ pub struct Logical<S: Store> {
 }
 
 /// One run of a scenario on a simulated device, a step at a time.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Run<'l, S: Store, L, A, const P: usize, const PS: usize> {
     flash: MemFlash<P, PS>,
     layout: Layout,
@@ -197,6 +197,30 @@ pub struct Run<'l, S: Store, L, A, const P: usize, const PS: usize> {
     checker: Checker<A>,
     report: Report,
     done: bool,
+}
+
+// By hand: a derived Clone would ask the log to be Clone, and a run only borrows it.
+impl<S: Store + Clone, L, A: Clone, const P: usize, const PS: usize> Clone
+    for Run<'_, S, L, A, P, PS>
+{
+    fn clone(&self) -> Self {
+        Self {
+            flash: self.flash.clone(),
+            layout: self.layout,
+            log: self.log,
+            store: self.store.clone(),
+            config: self.config,
+            plan: self.plan.clone(),
+            seen: self.seen,
+            fired: self.fired,
+            base: self.base,
+            consumer: self.consumer.clone(),
+            high_water: self.high_water,
+            checker: self.checker.clone(),
+            report: self.report,
+            done: self.done,
+        }
+    }
 }
 
 impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usize>
@@ -289,13 +313,17 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         }
     }
 
-    /// Crashes the device now at `point` (recorded in the trace) and recovers it.
+    /// Crashes the device now at `point` (recorded in the trace, and among the fired
+    /// points when the plan has room) and recovers it.
     pub fn crash(
         &mut self,
         point: CrashPoint,
         offset: Option<Offset>,
         observer: &mut impl Observer,
     ) -> Result<(), SimError> {
+        if !self.plan.contains(&point) && self.plan.push(point).is_ok() {
+            self.fired[self.plan.len() - 1] = true;
+        }
         self.report.crashes += 1;
         self.report.committed_at_crash = self.consumer.committed().and_then(|n| n.checked_sub(1));
         self.report.flash.writes += self.consumer.records_written();
@@ -323,6 +351,21 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
     /// Whether the consumer is between events.
     pub fn is_idle(&self) -> bool {
         self.consumer.is_idle()
+    }
+
+    /// The checker's set of messages durably applied so far.
+    pub fn applied(&self) -> &A {
+        self.checker.applied_set()
+    }
+
+    /// The crash points of the plan that have happened, in plan order.
+    pub fn fired_points(&self) -> heapless::Vec<CrashPoint, MAX_CRASHES> {
+        self.plan
+            .iter()
+            .zip(self.fired)
+            .filter(|(_, f)| *f)
+            .map(|(p, _)| *p)
+            .collect()
     }
 
     /// Whether every crash point of the plan has happened.

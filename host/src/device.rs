@@ -90,11 +90,14 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
     struct Run<'a>(&'a mut Image, Option<Duration>);
     impl Job for Run<'_> {
         type Out = Progress;
-        fn call<L: Log, S: Store + Clone>(
+        fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
             self,
             s: &Scenario<L>,
             store: S,
-        ) -> anyhow::Result<Progress> {
+        ) -> anyhow::Result<Progress>
+        where
+            S::State: Send + Sync,
+        {
             let Run(image, pace) = self;
             let layout = layout(&image.meta);
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)

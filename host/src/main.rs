@@ -39,6 +39,10 @@ enum Command {
     Flash(cmd::flash::Cmd),
     /// Kill `idem consume` processes at random instants until the stream is done.
     Chaos(cmd::chaos::Cmd),
+    /// Crash at every point (or at seeded random schedules); a matrix of outcomes.
+    Sweep(cmd::sweep::Cmd),
+    /// Draw total against step for stores of a scenario, as SVG.
+    Plot(cmd::plot::Cmd),
 }
 
 /// An error in what the user asked for: reported in one sentence, exit status 2.
@@ -61,6 +65,8 @@ fn main() -> ExitCode {
         Command::Status(c) => c.run(),
         Command::Flash(c) => c.run(),
         Command::Chaos(c) => c.run(),
+        Command::Sweep(c) => c.run(),
+        Command::Plot(c) => c.run(),
     };
     match result {
         Ok(code) => code,

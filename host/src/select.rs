@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use idem_core::consumer::ConsumerConfig;
-use idem_core::crash::CrashPoint;
+use idem_core::crash::{CrashPoint, parse_schedule};
 use idem_core::log::{GeneratedLog, Log, Offset, VecLog};
 use idem_core::scenario::{self, SMALL_LOG, Scenario};
 use idem_core::sim::{self, Action, Report, TraceStep};
@@ -41,7 +41,14 @@ impl StoreKind {
         struct Ask;
         impl Job for Ask {
             type Out = bool;
-            fn call<L: Log, S: Store + Clone>(self, _: &Scenario<L>, _: S) -> anyhow::Result<bool> {
+            fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+                self,
+                _: &Scenario<L>,
+                _: S,
+            ) -> anyhow::Result<bool>
+            where
+                S::State: Send + Sync,
+            {
                 Ok(S::IDEMPOTENT)
             }
         }
@@ -107,6 +114,9 @@ pub struct ScenarioArgs {
     /// Run without a crash.
     #[arg(long)]
     pub no_crash: bool,
+    /// Crash at these points, e.g. "crash@effect:49,crash@effect:45#2" (see README)
+    #[arg(long, value_name = "POINTS", conflicts_with_all = ["crash_after", "no_crash"])]
+    pub schedule: Option<String>,
     /// Read the log from a JSON Lines file instead of a built-in scenario.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -123,6 +133,7 @@ impl Default for ScenarioArgs {
             checkpoint_every: None,
             crash_after: None,
             no_crash: false,
+            schedule: None,
             log: None,
             window: WINDOW_CAPACITY,
         }
@@ -230,10 +241,16 @@ fn configure<L: Log>(
     if let Some(k) = a.checkpoint_every {
         consumer.checkpoint_every = k;
     }
-    let crashes = match (a.no_crash, a.crash_after) {
-        (true, _) => Vec::new(),
-        (false, Some(o)) => vec![CrashPoint::after_effect(o)],
-        (false, None) => default.to_vec(),
+    let crashes = match (&a.schedule, a.no_crash, a.crash_after) {
+        (Some(text), _, _) => {
+            let mut points = [CrashPoint::after_effect(0); scenario::MAX_CRASHES];
+            let n = parse_schedule(text, &mut points)
+                .map_err(|e| usage(format!("--schedule {text:?}: {e}")))?;
+            points[..n].to_vec()
+        }
+        (None, true, _) => Vec::new(),
+        (None, false, Some(o)) => vec![CrashPoint::after_effect(o)],
+        (None, false, None) => default.to_vec(),
     };
     Scenario::new(base.name, base.log, consumer)
         .and_then(|s| s.with_crashes(&crashes))
@@ -257,11 +274,13 @@ pub trait Job {
     /// What the work returns.
     type Out;
     /// Does the work.
-    fn call<L: Log, S: Store + Clone>(
+    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
         self,
         scenario: &Scenario<L>,
         store: S,
-    ) -> anyhow::Result<Self::Out>;
+    ) -> anyhow::Result<Self::Out>
+    where
+        S::State: Send + Sync;
 }
 
 /// Calls `job` with `loaded`'s scenario and the store `kind` (with `window` for the
@@ -272,7 +291,7 @@ pub fn dispatch<J: Job>(
     window: usize,
     job: J,
 ) -> anyhow::Result<J::Out> {
-    fn with_store<J: Job, L: Log>(
+    fn with_store<J: Job, L: Log + Sync>(
         s: &Scenario<L>,
         kind: StoreKind,
         window: usize,
@@ -306,11 +325,14 @@ pub fn run(
     struct Simulate(bool);
     impl Job for Simulate {
         type Out = Outcome;
-        fn call<L: Log, S: Store + Clone>(
+        fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
             self,
             s: &Scenario<L>,
             store: S,
-        ) -> anyhow::Result<Outcome> {
+        ) -> anyhow::Result<Outcome>
+        where
+            S::State: Send + Sync,
+        {
             run_with(s, store, self.0)
         }
     }

@@ -59,7 +59,14 @@ struct Inspect<'a>(&'a mut Image, &'a mut String);
 
 impl Job for Inspect<'_> {
     type Out = ();
-    fn call<L: Log, S: Store + Clone>(self, _: &Scenario<L>, _: S) -> anyhow::Result<()> {
+    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+        self,
+        _: &Scenario<L>,
+        _: S,
+    ) -> anyhow::Result<()>
+    where
+        S::State: Send + Sync,
+    {
         let Inspect(image, text) = self;
         let layout = device::layout(&image.meta);
         if S::POSITION_IN_RECORD {

@@ -33,6 +33,14 @@ impl Cmd {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let loaded = select::load(self.scenario, &self.args)?;
         let o = select::run(&loaded, self.store, self.args.window, self.trace)?;
+        if o.report.unfired > 0 {
+            let plan: Vec<String> = loaded.crashes().iter().map(ToString::to_string).collect();
+            return Err(crate::usage(format!(
+                "{} of the crash points {} were never reached: the run ended before them",
+                o.report.unfired,
+                plan.join(",")
+            )));
+        }
         if self.json {
             writeln!(out, "{}", render::run_json(&loaded, self.store, &o))?;
             out.flush()?;

@@ -1,0 +1,266 @@
+//! `idem plot`: a timeline as an SVG picture. Total against step for each chosen store,
+//! the true total of what has been delivered so far, the committed position, and a
+//! marker at every crash, so the naive store's drift above the truth is plain to see.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use idem_core::log::Log;
+use idem_core::scenario::Scenario;
+use idem_core::sim::{Action, TraceStep};
+use idem_core::store::Store;
+
+use crate::render::action_name;
+use crate::select::{self, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use crate::usage;
+
+/// The most events a plot draws.
+const MAX_EVENTS: u64 = 20_000;
+const W: f64 = 960.0;
+const H: f64 = 540.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 30.0;
+const TOP: f64 = 60.0;
+const BOTTOM: f64 = 60.0;
+const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
+
+/// Draw total against step for stores of a scenario, as SVG.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    /// The scenario (or give --log FILE instead).
+    scenario: Option<ScenarioKind>,
+    /// The stores to draw (repeat, or separate with commas).
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["naive", "offset"])]
+    store: Vec<StoreKind>,
+    /// Where to write the picture.
+    #[arg(long, value_name = "FILE")]
+    svg: PathBuf,
+    #[command(flatten)]
+    args: ScenarioArgs,
+}
+
+/// The true total of the first `o` events, for every `o` from 0 to the log's length.
+struct Truth;
+
+impl Job for Truth {
+    type Out = Vec<i64>;
+    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+        self,
+        s: &Scenario<L>,
+        _: S,
+    ) -> anyhow::Result<Vec<i64>>
+    where
+        S::State: Send + Sync,
+    {
+        Ok((0..=s.log.len())
+            .map(|o| s.log.true_total_before(o))
+            .collect())
+    }
+}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let loaded = select::load(self.scenario, &self.args)?;
+        if loaded.events() > MAX_EVENTS {
+            return Err(usage(format!(
+                "a plot draws up to {MAX_EVENTS} events, not {}",
+                loaded.events()
+            )));
+        }
+        let truth = select::dispatch(&loaded, StoreKind::Naive, self.args.window, Truth)?;
+        let mut series = Vec::new();
+        for store in &self.store {
+            let o = select::run(&loaded, *store, self.args.window, true)?;
+            series.push((*store, o.trace.unwrap_or_default(), o.report.final_total));
+        }
+        let svg = draw(&loaded, &series, &truth);
+        std::fs::write(&self.svg, svg)
+            .with_context(|| format!("writing {}", self.svg.display()))?;
+        eprintln!("wrote {}", self.svg.display());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i64]) -> String {
+    let steps = series
+        .iter()
+        .map(|(_, t, _)| t.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let truth_at = |trace: &[TraceStep]| -> Vec<i64> {
+        let mut high: u64 = 0;
+        trace
+            .iter()
+            .map(|t| {
+                if let (Action::Deliver { .. }, Some(o)) = (t.action, t.offset) {
+                    high = high.max(o + 1);
+                }
+                truth.get(high as usize).copied().unwrap_or(0)
+            })
+            .collect()
+    };
+    let max_y = series
+        .iter()
+        .flat_map(|(_, t, _)| {
+            t.iter()
+                .map(|s| s.total.max(s.committed.unwrap_or(0) as i64))
+        })
+        .chain(truth.iter().copied())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        * 1.08;
+    let min_y = series
+        .iter()
+        .flat_map(|(_, t, _)| t.iter().map(|s| s.total))
+        .min()
+        .unwrap_or(0)
+        .min(0) as f64;
+    let x = |i: f64| LEFT + i / steps * (W - LEFT - RIGHT);
+    let y = |v: f64| H - BOTTOM - (v - min_y) / (max_y - min_y) * (H - TOP - BOTTOM);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{LEFT}" y="24" font-size="16" font-weight="bold">idem: {} ({} events, checkpoint every {}) — total against step</text>
+"##,
+        loaded.name(),
+        loaded.events(),
+        loaded.consumer().checkpoint_every
+    );
+    // Axes and ticks.
+    let _ = writeln!(
+        s,
+        r##"<line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="black"/>"##,
+        y(min_y),
+        W - RIGHT,
+        y(min_y)
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}" stroke="black"/>"##,
+        y(min_y)
+    );
+    for k in 0..=5 {
+        let v = min_y + (max_y - min_y) * f64::from(k) / 5.0;
+        let i = steps * f64::from(k) / 5.0;
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{:.0}</text><line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="#eee"/>"##,
+            LEFT - 6.0,
+            y(v) + 4.0,
+            v,
+            y(v),
+            W - RIGHT,
+            y(v)
+        );
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="middle">{:.0}</text>"##,
+            x(i),
+            H - BOTTOM + 18.0,
+            i
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">step</text>"##,
+        (LEFT + W - RIGHT) / 2.0,
+        H - 14.0
+    );
+    let line = |points: &[(f64, f64)], color: &str, dash: &str, width: f64| -> String {
+        let mut d = String::new();
+        for (i, (px, py)) in points.iter().enumerate() {
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1}",
+                if i == 0 { "M" } else { " L" },
+                x(*px),
+                y(*py)
+            );
+        }
+        format!(
+            r##"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/>"##
+        )
+    };
+    // The truth, the committed position (of the first store), then each store.
+    if let Some((_, trace, _)) = series.first() {
+        let t: Vec<(f64, f64)> = truth_at(trace)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64, *v as f64))
+            .collect();
+        let _ = writeln!(s, "{}", line(&t, "#555", "6 4", 2.0));
+        let c: Vec<(f64, f64)> = trace
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (i as f64, st.committed.unwrap_or(0) as f64))
+            .collect();
+        let _ = writeln!(s, "{}", line(&c, "#ff7f0e", "2 3", 1.5));
+    }
+    for (k, (_, trace, _)) in series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = trace
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (i as f64, st.total as f64))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{}",
+            line(&pts, COLORS[k % COLORS.len()], "none", 2.5 - k as f64 * 0.4)
+        );
+    }
+    // Crash markers (the first store's; every store crashes at the same points).
+    if let Some((_, trace, _)) = series.first() {
+        for (i, st) in trace
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| matches!(st.action, Action::Crash(_)))
+        {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{0:.1}" y1="{TOP}" x2="{0:.1}" y2="{1:.1}" stroke="black" stroke-dasharray="3 3"/><text x="{2:.1}" y="{3:.1}" font-size="12">{4}</text>"##,
+                x(i as f64),
+                y(min_y),
+                x(i as f64) + 4.0,
+                TOP + 14.0,
+                action_name(st.action)
+            );
+        }
+    }
+    // Legend.
+    let mut entries: Vec<(String, &str, &str)> = vec![
+        ("true total of what was delivered".into(), "#555", "6 4"),
+        (
+            "committed position (next offset to read)".into(),
+            "#ff7f0e",
+            "2 3",
+        ),
+    ];
+    for (k, (store, _, total)) in series.iter().enumerate() {
+        entries.push((
+            format!("{} store (ends at {total})", store.name()),
+            COLORS[k % COLORS.len()],
+            "none",
+        ));
+    }
+    for (k, (label, color, dash)) in entries.iter().enumerate() {
+        let ly = TOP + 10.0 + 20.0 * k as f64;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3" stroke-dasharray="{dash}"/><text x="{}" y="{}">{label}</text>"##,
+            LEFT + 20.0,
+            LEFT + 50.0,
+            LEFT + 58.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,0 +1,270 @@
+//! `idem sweep`, `idem run --schedule` and `idem plot`, end to end.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn idem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_idem"))
+}
+
+fn json_with(args: &[&str], code: i32) -> Value {
+    let out = idem().args(args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn store<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["store"] == name)
+        .unwrap()
+}
+
+#[test]
+fn every_single_crash_point_of_ddia() {
+    let v = json_with(&["sweep", "ddia", "--store", "all", "--json"], 0);
+    // 100 deliveries, 100 effects and 10 commits.
+    let naive = store(&v, "naive");
+    assert_eq!(
+        (
+            naive["schedules"].as_u64(),
+            naive["exact"].as_u64(),
+            naive["over"].as_u64()
+        ),
+        (Some(210), Some(20), Some(190))
+    );
+    // After delivering offset o, o % 10 effects are replayed; after its effect, o % 10 + 1.
+    assert_eq!(naive["anomalies"]["duplicate"], 450 + 550);
+    assert_eq!(naive["worst_over"]["by"], 10);
+    for name in ["offset", "message-id", "atomic"] {
+        let s = store(&v, name);
+        assert_eq!(
+            (s["schedules"].as_u64(), s["exact"].as_u64()),
+            (Some(210), Some(210)),
+            "{name}"
+        );
+        assert_eq!(
+            s["anomalies"],
+            serde_json::json!({"duplicate": 0, "lost-write": 0, "nonmonotonic": 0}),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn torn_writes_and_erases_are_swept_too() {
+    let v = json_with(
+        &[
+            "sweep",
+            "ddia",
+            "--store",
+            "offset",
+            "--torn-writes",
+            "--json",
+        ],
+        0,
+    );
+    let s = store(&v, "offset");
+    // 210 consumer points; 870 word writes: 100 store records of 8 words on 4 pages, 10
+    // position records of 5 words on 1 page, 5 page headers of 4 words; 5 erases.
+    let words = 100 * 8 + 10 * 5 + 5 * 4;
+    assert_eq!(
+        (s["schedules"].as_u64(), s["exact"].as_u64()),
+        (Some(210 + words + 5), Some(1085))
+    );
+    for name in ["message-id", "atomic"] {
+        let v = json_with(
+            &["sweep", "ddia", "--store", name, "--torn-writes", "--json"],
+            0,
+        );
+        let s = store(&v, name);
+        assert_eq!(s["exact"], s["schedules"], "{name}");
+    }
+}
+
+#[test]
+fn random_multi_crash_schedules_and_a_minimized_failure() {
+    let v = json_with(
+        &[
+            "sweep",
+            "ddia",
+            "--crashes",
+            "2",
+            "--schedules",
+            "300",
+            "--seed",
+            "7",
+            "--torn-writes",
+            "--json",
+        ],
+        0,
+    );
+    for name in ["offset", "message-id", "atomic"] {
+        let s = store(&v, name);
+        assert_eq!(
+            (s["schedules"].as_u64(), s["exact"].as_u64()),
+            (Some(300), Some(300)),
+            "{name}"
+        );
+    }
+    let naive = store(&v, "naive");
+    assert!(naive["failing"].as_u64().unwrap() > 100, "{naive}");
+    // The printed line reruns the failure, and the minimized one still fails.
+    for line in [
+        naive["rerun"][0].as_str().unwrap(),
+        naive["minimized"]["rerun"].as_str().unwrap(),
+    ] {
+        let (cmd, schedule) = line.split_once(" --schedule ").unwrap();
+        let mut args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+        args.extend(["--schedule", schedule.trim_matches('"'), "--json"]);
+        let r = json_with(&args, 0);
+        assert!(r["final_total"].as_i64().unwrap() > 100, "{line}: {r}");
+    }
+    assert!(
+        !naive["minimized"]["to"].as_str().unwrap().contains(','),
+        "one crash is enough to fail naive"
+    );
+}
+
+#[test]
+fn a_sweep_of_payments_fails_the_stores_that_miss_the_retry() {
+    let v = json_with(&["sweep", "payments", "--json"], 1);
+    assert_eq!(store(&v, "message-id")["exact"], 7);
+    assert_eq!(store(&v, "offset")["clean"]["final_total"], 13);
+    assert_eq!(store(&v, "offset")["worse_than_clean"], 0);
+}
+
+#[test]
+fn a_schedule_reruns_exactly() {
+    let sched = "crash@effect:49,crash@effect:45#2";
+    let naive = json_with(
+        &[
+            "run",
+            "ddia",
+            "--store",
+            "naive",
+            "--schedule",
+            sched,
+            "--json",
+        ],
+        0,
+    );
+    // 40..45 replayed before the second crash, 40..49 after it.
+    assert_eq!(naive["final_total"], 100 + 6 + 10);
+    assert_eq!(
+        naive["crashes"],
+        serde_json::json!(["crash@effect:49", "crash@effect:45#2"])
+    );
+    let offset = json_with(
+        &[
+            "run",
+            "ddia",
+            "--store",
+            "offset",
+            "--schedule",
+            sched,
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(offset["final_total"], 100);
+    let torn = json_with(
+        &[
+            "run",
+            "ddia",
+            "--store",
+            "offset",
+            "--schedule",
+            "crash@torn:100,crash@erase:3",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(torn["final_total"], 100);
+}
+
+#[test]
+fn bad_sweep_and_schedule_input_is_exit_2() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["sweep", "ddia", "--crashes", "0"], "0 is not in 1..=3"),
+        (
+            &["sweep", "ddia", "--store", "bogus"],
+            "unknown store \"bogus\"",
+        ),
+        (
+            &[
+                "run",
+                "ddia",
+                "--store",
+                "naive",
+                "--schedule",
+                "crash@apply:3",
+            ],
+            "a crash point is one of deliver, effect, commit, torn, erase",
+        ),
+        (
+            &[
+                "run",
+                "ddia",
+                "--store",
+                "naive",
+                "--schedule",
+                "crash@effect:500",
+            ],
+            "cannot crash at offset 500",
+        ),
+        (
+            &[
+                "run",
+                "ddia",
+                "--store",
+                "naive",
+                "--schedule",
+                "crash@torn:999999",
+            ],
+            "1 of the crash points crash@torn:999999 were never reached",
+        ),
+    ];
+    for (args, msg) in cases {
+        idem()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(msg))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
+
+#[test]
+fn plot_draws_the_drift() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let svg = dir.path().join("ddia.svg");
+    idem()
+        .args(["plot", "ddia", "--store", "naive,offset", "--svg"])
+        .arg(&svg)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"));
+    for needle in [
+        "crash@effect:49",
+        "naive store (ends at 110)",
+        "offset store (ends at 100)",
+        "true total of what was delivered",
+    ] {
+        assert!(text.contains(needle), "missing {needle}");
+    }
+    assert_eq!(
+        text.matches("<path").count(),
+        4,
+        "truth, committed position, two stores"
+    );
+}
