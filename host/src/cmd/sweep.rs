@@ -406,7 +406,7 @@ impl Cmd {
             ..ScenarioArgs::default()
         };
         let loaded = select::load(Some(self.scenario), &args)?;
-        let show = !self.quiet && !self.json && std::io::stderr().is_terminal();
+        let show = !self.quiet && !self.json && std::io::stdout().is_terminal();
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         bar.set_style(
             ProgressStyle::with_template(
