@@ -10,7 +10,9 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use idem_core::consumer::{Consumer, ConsumerConfig};
 use idem_core::log::GeneratedLog;
 use idem_core::sim::{SIM_LAYOUT, SimFlash};
-use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
+use idem_core::store::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Store, TwoPhase,
+};
 
 const EVENTS: u64 = 10_000;
 
@@ -47,7 +49,9 @@ fn benches(c: &mut Criterion) {
     bench_store(c, "naive", Naive);
     bench_store(c, "offset", OffsetStamped);
     bench_store(c, "message-id-32", MessageIdWindow::<32>::default());
+    bench_store(c, "producer-seq-8", ProducerSeq::<8>);
     bench_store(c, "atomic", Atomic);
+    bench_store(c, "two-phase", TwoPhase);
 }
 
 criterion_group!(consumer, benches);

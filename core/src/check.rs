@@ -200,14 +200,24 @@ impl<A: AppliedSet> Checker<A> {
         Ok(())
     }
 
-    /// The device crashed: effects not yet durable are gone.
-    pub fn crashed(&mut self) {
-        self.pending = None;
-    }
-
-    /// The device recovered with durable position `committed`.
-    pub fn recovered(&mut self, committed: Option<Offset>) {
+    /// The device recovered with durable position `committed`. Effects that were in RAM
+    /// are gone, unless the recovered position covers them: a commit that was complete
+    /// when the power failed (a two-phase commit rolled forward) made them durable.
+    pub fn recovered(
+        &mut self,
+        committed: Option<Offset>,
+        canonical: impl Fn(Offset) -> Offset,
+    ) -> Result<(), CheckError> {
+        let before = self.committed;
         self.moved_to(committed);
+        if let (Some((from, to)), Some(now)) = (self.pending.take(), committed)
+            && before.is_none_or(|b| now > b)
+        {
+            for o in (from..=to).filter(|&o| o < now) {
+                self.mark(canonical(o))?;
+            }
+        }
+        Ok(())
     }
 
     /// Counts as lost every message below `end` never durably applied (`is_canonical`
@@ -275,7 +285,7 @@ mod tests {
             c.applied(o, o).unwrap();
         }
         c.committed(3, |o| o).unwrap();
-        c.recovered(Some(1));
+        c.recovered(Some(1), |o| o).unwrap();
         c.settle(5, |_| true);
         let a = c.anomalies();
         assert_eq!((a.duplicate, a.first_duplicate), (1, Some(1)));
@@ -292,8 +302,7 @@ mod tests {
         let mut c = Checker::new(BitSet::<1>::new(), true);
         c.applied(0, 0).unwrap();
         c.applied(1, 1).unwrap();
-        c.crashed();
-        c.recovered(None);
+        c.recovered(None, |o| o).unwrap();
         for o in 0..3 {
             c.applied(o, o).unwrap();
         }

@@ -12,8 +12,8 @@
 //! BEFORE them (a crash in between loses them). Batches are aligned on offsets: a batch
 //! is `[bK, bK + K - 1]`, and the end of the log closes the last one.
 //!
-//! Where the position lives depends on the store: in the consumer's own position
-//! journal, or inside the store's record ([`Store::POSITION_IN_RECORD`]).
+//! Where the position lives depends on the store's [`Persist`] policy: in the consumer's
+//! own position journal, inside the store's record, or both, through a two-phase commit.
 
 use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::{Journal, JournalError, Region};
 use crate::log::{Event, Log, Offset};
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Persist, Store, StoreError};
 
 /// When the consumer commits its position relative to a batch's effects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,6 +90,12 @@ pub enum Step {
     Deliver(Event),
     /// The store applied or skipped the event (and persisted itself when needed).
     Effect(Event, Outcome),
+    /// Two-phase stores: the prepared record for the commit of `next` is durable; the
+    /// decision is not made yet.
+    Prepare {
+        /// Next offset to read once committed.
+        next: Offset,
+    },
     /// The position was made durable: the next offset to read is `next`.
     Commit {
         /// Next offset to read.
@@ -99,8 +105,38 @@ pub enum Step {
     Done,
 }
 
-/// Errors of the consumer: its journals' errors.
-pub type ConsumerError<E> = JournalError<E>;
+/// Errors of the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsumerError<E> {
+    /// A journal failed (including the flash under it).
+    Journal(JournalError<E>),
+    /// The store refused an event (a bounded memory is full).
+    Store(StoreError),
+}
+
+impl<E> From<JournalError<E>> for ConsumerError<E> {
+    fn from(e: JournalError<E>) -> Self {
+        Self::Journal(e)
+    }
+}
+
+impl<E> From<StoreError> for ConsumerError<E> {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl<E: core::fmt::Debug> core::fmt::Display for ConsumerError<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Journal(e) => e.fmt(f),
+            Self::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: core::fmt::Debug> core::error::Error for ConsumerError<E> {}
 
 /// A consumer applying a log to the store `S`.
 #[derive(Debug, Clone)]
@@ -113,26 +149,44 @@ pub struct Consumer<S: Store> {
     next: Offset,
     committed: Option<Offset>,
     delivered: Option<Event>,
-    commit_due: bool,
+    /// A commit to make before anything else: the next offset it records.
+    commit_due: Option<Offset>,
+    /// Two-phase: the target whose prepared record is already written.
+    prepared: Option<Offset>,
 }
 
 impl<S: Store> Consumer<S> {
     /// Recovers a consumer from flash: the store's newest record and the newest
-    /// committed position (nothing on blank flash: it starts at offset 0).
+    /// committed position (nothing on blank flash: it starts at offset 0). A two-phase
+    /// store's in-doubt prepared record is resolved here, and the resolution written.
     pub fn open<F: NorFlash>(
         flash: &mut F,
         layout: Layout,
         store: S,
         config: ConsumerConfig,
     ) -> Result<Self, ConsumerError<F::Error>> {
-        let (sink, record) = Journal::<S::State>::open(flash, layout.sink, sink_tag::<S>(&layout))?;
-        let state = record.unwrap_or_default();
-        let (positions, committed) = if S::POSITION_IN_RECORD {
-            (None, S::position(&state))
-        } else {
-            let (j, p) =
-                Journal::<Position>::open(flash, layout.positions, positions_tag(&layout))?;
-            (Some(j), p.map(|p| p.next))
+        let (mut sink, record) =
+            Journal::<S::State>::open(flash, layout.sink, sink_tag::<S>(&layout))?;
+        let mut state = record.unwrap_or_default();
+        let (positions, position) = match S::PERSIST {
+            Persist::Checkpoint => (None, None),
+            _ => {
+                let (j, p) =
+                    Journal::<Position>::open(flash, layout.positions, positions_tag(&layout))?;
+                (Some(j), p.map(|p| p.next))
+            }
+        };
+        let committed = match S::PERSIST {
+            Persist::EachEffect => position,
+            Persist::Checkpoint => S::position(&state),
+            Persist::TwoPhase => {
+                if let Some(target) = S::prepared(&state) {
+                    // The position journal holds the decision.
+                    S::resolve(&mut state, position.is_some_and(|p| p >= target));
+                    sink.append(flash, &state)?;
+                }
+                S::position(&state)
+            }
         };
         Ok(Self {
             store,
@@ -143,7 +197,8 @@ impl<S: Store> Consumer<S> {
             next: committed.unwrap_or(0),
             committed,
             delivered: None,
-            commit_due: false,
+            commit_due: None,
+            prepared: None,
         })
     }
 
@@ -155,33 +210,47 @@ impl<S: Store> Consumer<S> {
     ) -> Result<Step, ConsumerError<F::Error>> {
         let k = self.config.checkpoint_every.max(1);
         if let Some(event) = self.delivered.take() {
-            let outcome = self.store.apply(&mut self.state, &event);
-            if outcome == Outcome::Applied && !S::POSITION_IN_RECORD {
+            let outcome = self.store.apply(&mut self.state, &event)?;
+            if outcome == Outcome::Applied && S::PERSIST == Persist::EachEffect {
                 self.sink.append(flash, &self.state)?;
             }
             self.next = event.offset + 1;
-            self.commit_due = self.config.guarantee == Guarantee::AtLeastOnce
-                && ((event.offset + 1) % k == 0 || self.next >= log.len());
+            if self.config.guarantee == Guarantee::AtLeastOnce
+                && ((event.offset + 1) % k == 0 || self.next >= log.len())
+            {
+                self.commit_due = Some(self.next);
+            }
             return Ok(Step::Effect(event, outcome));
         }
-        if self.commit_due {
-            self.commit_due = false;
-            self.commit(flash, self.next)?;
-            return Ok(Step::Commit { next: self.next });
+        if self.commit_due.is_none() {
+            let Some(event) = log.get(self.next) else {
+                return Ok(Step::Done);
+            };
+            if self.config.guarantee == Guarantee::AtMostOnce
+                && self.committed.is_none_or(|c| c <= event.offset)
+            {
+                let batch_end = (event.offset / k + 1) * k;
+                self.commit_due = Some(batch_end.min(log.len()));
+            } else {
+                self.delivered = Some(event);
+                return Ok(Step::Deliver(event));
+            }
         }
-        let Some(event) = log.get(self.next) else {
+        let Some(next) = self.commit_due else {
             return Ok(Step::Done);
         };
-        if self.config.guarantee == Guarantee::AtMostOnce
-            && self.committed.is_none_or(|c| c <= event.offset)
-        {
-            let batch_end = (event.offset / k + 1) * k;
-            let next = batch_end.min(log.len());
-            self.commit(flash, next)?;
-            return Ok(Step::Commit { next });
+        if S::PERSIST == Persist::TwoPhase && self.prepared != Some(next) {
+            let mut record = self.state.clone();
+            S::prepare(&mut record, next);
+            self.sink.append(flash, &record)?;
+            self.state = record;
+            self.prepared = Some(next);
+            return Ok(Step::Prepare { next });
         }
-        self.delivered = Some(event);
-        Ok(Step::Deliver(event))
+        self.commit(flash, next)?;
+        self.commit_due = None;
+        self.prepared = None;
+        Ok(Step::Commit { next })
     }
 
     /// Runs to [`Step::Done`].
@@ -199,10 +268,22 @@ impl<S: Store> Consumer<S> {
         flash: &mut F,
         next: Offset,
     ) -> Result<(), ConsumerError<F::Error>> {
-        match &mut self.positions {
-            Some(positions) => positions.append(flash, &Position { next })?,
-            None => {
+        match S::PERSIST {
+            Persist::EachEffect => {
+                if let Some(positions) = &mut self.positions {
+                    positions.append(flash, &Position { next })?;
+                }
+            }
+            Persist::Checkpoint => {
                 S::set_position(&mut self.state, next);
+                self.sink.append(flash, &self.state)?;
+            }
+            Persist::TwoPhase => {
+                // The decision: once the position is durable, recovery rolls forward.
+                if let Some(positions) = &mut self.positions {
+                    positions.append(flash, &Position { next })?;
+                }
+                S::resolve(&mut self.state, true);
                 self.sink.append(flash, &self.state)?;
             }
         }
@@ -235,7 +316,7 @@ impl<S: Store> Consumer<S> {
     /// no commit due. Two consumers that are idle with equal state, durable position and
     /// next offset behave the same from there on.
     pub fn is_idle(&self) -> bool {
-        self.delivered.is_none() && !self.commit_due
+        self.delivered.is_none() && self.commit_due.is_none()
     }
 
     /// The next offset this consumer will read.

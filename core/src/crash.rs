@@ -3,11 +3,13 @@
 //! ```text
 //! crash@deliver:O   after offset O was delivered, before its effect
 //! crash@effect:O    after the effect of offset O (and before its checkpoint)
+//! crash@prepare:O   just after a two-phase store's prepared record for the commit
+//!                   that covers offset O, before the decision
 //! crash@commit:O    just after the commit that covers offset O
 //! crash@torn:W      in the middle of the W-th flash word write of the run (from 1)
 //! crash@erase:E     in the middle of the E-th flash page erase of the run (from 1)
 //! ```
-//! `deliver`, `effect` and `commit` take an occurrence suffix `#n` when offset O is seen
+//! `deliver`, `effect`, `prepare` and `commit` take an occurrence suffix `#n` when offset O is seen
 //! more than once (`crash@effect:45#2` is during the replay; `#1` is the default).
 //! A schedule is several points joined with commas.
 
@@ -23,6 +25,8 @@ pub enum At {
     Deliver(Offset),
     /// After the effect of an offset.
     Effect(Offset),
+    /// After a two-phase prepare for the commit that covers an offset.
+    Prepare(Offset),
     /// After the commit that covers an offset (next offset to read = offset + 1).
     Commit(Offset),
     /// In the middle of the n-th flash word write of the run.
@@ -57,6 +61,7 @@ impl fmt::Display for CrashPoint {
         let (name, n) = match self.at {
             At::Deliver(o) => ("deliver", o),
             At::Effect(o) => ("effect", o),
+            At::Prepare(o) => ("prepare", o),
             At::Commit(o) => ("commit", o),
             At::Torn(w) => ("torn", w),
             At::Erase(e) => ("erase", e),
@@ -87,7 +92,7 @@ impl fmt::Display for ParseCrashError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Prefix => "a crash point starts with `crash@`",
-            Self::Kind => "a crash point is one of deliver, effect, commit, torn, erase",
+            Self::Kind => "a crash point is one of deliver, effect, prepare, commit, torn, erase",
             Self::Number => "a crash point needs a number after `:` (and after `#`)",
             Self::Occurrence => {
                 "occurrences count from #1, torn and erase count from 1 and take no #"
@@ -118,6 +123,7 @@ impl FromStr for CrashPoint {
         let at = match kind {
             "deliver" => At::Deliver(n),
             "effect" => At::Effect(n),
+            "prepare" => At::Prepare(n),
             "commit" => At::Commit(n),
             "torn" => At::Torn(n),
             "erase" => At::Erase(n),

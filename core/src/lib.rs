@@ -22,7 +22,7 @@
 //! use idem_core::flash::MemFlash;
 //! use idem_core::journal::Region;
 //! use idem_core::log::{Event, GeneratedLog};
-//! use idem_core::store::{Outcome, Store};
+//! use idem_core::store::{Outcome, Store, StoreError};
 //! use postcard::experimental::max_size::MaxSize;
 //! use serde::{Deserialize, Serialize};
 //!
@@ -36,13 +36,13 @@
 //! impl Store for Meter {
 //!     type State = MeterState;
 //!     const TAG: u32 = 0x4D45_5445;
-//!     fn apply(&self, s: &mut MeterState, e: &Event) -> Outcome {
+//!     fn apply(&self, s: &mut MeterState, e: &Event) -> Result<Outcome, StoreError> {
 //!         if s.stamp.is_some_and(|o| e.offset <= o) {
-//!             return Outcome::Skipped;
+//!             return Ok(Outcome::Skipped);
 //!         }
 //!         s.sum += e.message.amount;
 //!         s.stamp = Some(e.offset);
-//!         Outcome::Applied
+//!         Ok(Outcome::Applied)
 //!     }
 //!     fn total(s: &MeterState) -> i64 { s.sum }
 //! }
@@ -69,6 +69,7 @@
 pub mod check;
 pub mod consumer;
 pub mod crash;
+pub mod dual;
 pub mod flash;
 pub mod journal;
 pub mod log;

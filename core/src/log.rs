@@ -69,6 +69,37 @@ pub enum LogError {
         /// How many messages it holds.
         capacity: usize,
     },
+    /// An idempotent log refused a sequence it already holds: a producer's retry.
+    Duplicate {
+        /// The producer.
+        producer: u32,
+        /// The repeated sequence.
+        seq: u32,
+    },
+    /// An idempotent log refused a gap in a producer's sequence.
+    OutOfSequence {
+        /// The producer.
+        producer: u32,
+        /// The sequence the log expected.
+        expected: u32,
+        /// The sequence it got.
+        got: u32,
+    },
+    /// An idempotent log refused a send from a producer instance that a newer epoch
+    /// replaced (a zombie).
+    Fenced {
+        /// The producer.
+        producer: u32,
+        /// The zombie's epoch.
+        epoch: u16,
+        /// The current epoch.
+        current: u16,
+    },
+    /// An idempotent log remembers a fixed number of producers; this is one more.
+    Producers {
+        /// How many producers it remembers.
+        capacity: usize,
+    },
 }
 
 impl core::fmt::Display for LogError {
@@ -76,6 +107,38 @@ impl core::fmt::Display for LogError {
         match self {
             Self::Full { capacity } => {
                 write!(f, "the log is full: its capacity is {capacity} events")
+            }
+            Self::Duplicate { producer, seq } => {
+                write!(
+                    f,
+                    "producer {producer} already landed sequence {seq}: a retry, refused"
+                )
+            }
+            Self::OutOfSequence {
+                producer,
+                expected,
+                got,
+            } => {
+                write!(
+                    f,
+                    "producer {producer} sent sequence {got} where {expected} was next: a gap, refused"
+                )
+            }
+            Self::Fenced {
+                producer,
+                epoch,
+                current,
+            } => {
+                write!(
+                    f,
+                    "producer {producer} epoch {epoch} is fenced by epoch {current}: a zombie, refused"
+                )
+            }
+            Self::Producers { capacity } => {
+                write!(
+                    f,
+                    "the idempotent log remembers at most {capacity} producers"
+                )
             }
         }
     }

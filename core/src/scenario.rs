@@ -6,13 +6,22 @@
 //!   committed (naive 20, idempotent 12).
 //! - [`payments`]: p17 (5) whose ack is lost, so the producer retries it; p18 (3); no
 //!   consumer crash (naive 13, offset-stamped 13, message-id 8).
+//! - [`resend`]: the application sends p17 twice (a new sequence each time), then p18:
+//!   only the message-id store is exact, even with an idempotent producer.
+//! - [`zombie`]: a producer instance stalls with a send unacknowledged, a restarted
+//!   instance (a new epoch) takes over, and the old one wakes up and retries.
+//! - [`late_retry`]: a retry that lands 40 messages after its original: further back
+//!   than a message-id window of 32 remembers.
+//!
+//! The last four take a [`ProducerMode`]: a plain producer, or an idempotent one (the log
+//! refuses retries, gaps and zombies, [`crate::producer::IdempotentLog`]).
 //!
 //! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::sim`] runs it.
 
 use crate::consumer::ConsumerConfig;
 use crate::crash::{At, CrashPoint};
-use crate::log::{GeneratedLog, Log, LogError, MessageId, Offset, VecLog};
-use crate::producer::{Ack, Producer};
+use crate::log::{AppendLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog};
+use crate::producer::{Ack, IdempotentLog, Producer};
 
 /// The most crash points one plan holds.
 pub const MAX_CRASHES: usize = 8;
@@ -25,7 +34,48 @@ pub const DDIA_CHECKPOINT_EVERY: u64 = 10;
 pub const DDIA_CRASH_AFTER: Offset = 49;
 
 /// Capacity of the logs the built-in small scenarios use.
-pub const SMALL_LOG: usize = 8;
+pub const SMALL_LOG: usize = 64;
+
+/// How many producers the built-in scenarios' idempotent log remembers.
+pub const SCENARIO_PRODUCERS: usize = 4;
+
+/// How the built-in scenarios produce their log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProducerMode {
+    /// A plain log keeps whatever is sent, retries included.
+    #[default]
+    Plain,
+    /// Kafka's idempotent producer: the log refuses retries, gaps and zombies.
+    Idempotent,
+}
+
+/// Sends with `send` into a log that `mode` chooses; what landed.
+fn produce(
+    mode: ProducerMode,
+    send: impl Fn(&mut dyn FnMut(Message) -> Result<Option<Offset>, LogError>) -> Result<(), LogError>,
+) -> Result<VecLog<SMALL_LOG>, LogError> {
+    match mode {
+        ProducerMode::Plain => {
+            let mut log = VecLog::new();
+            send(&mut |m| retry_or_land(&mut log, m))?;
+            Ok(log)
+        }
+        ProducerMode::Idempotent => {
+            let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
+            send(&mut |m| retry_or_land(&mut log, m))?;
+            Ok(log.into_inner())
+        }
+    }
+}
+
+/// Appends `m`; a zombie's fenced send is refused (`Ok(None)`), as is a retry the log
+/// already holds.
+fn retry_or_land<L: AppendLog>(log: &mut L, m: Message) -> Result<Option<Offset>, LogError> {
+    match Producer::retry(log, m) {
+        Err(LogError::Fenced { .. }) => Ok(None),
+        other => other,
+    }
+}
 
 /// A workload with its consumer settings and crash plan.
 #[derive(Debug, Clone)]
@@ -105,7 +155,7 @@ impl<L: Log> Scenario<L> {
     pub fn with_crashes(mut self, points: &[CrashPoint]) -> Result<Self, ScenarioError> {
         self.crashes.clear();
         for p in points {
-            if let At::Deliver(o) | At::Effect(o) | At::Commit(o) = p.at
+            if let At::Deliver(o) | At::Effect(o) | At::Prepare(o) | At::Commit(o) = p.at
                 && o >= self.log.len()
             {
                 return Err(ScenarioError::CrashPastLog {
@@ -159,16 +209,101 @@ pub fn worked_example() -> Scenario<VecLog<SMALL_LOG>> {
 }
 
 /// The lesson's payments: p17 (5) whose ack is lost and which the producer retries
-/// (same id, same sequence, a new offset), then p18 (3). No consumer crash.
-pub fn payments() -> Scenario<VecLog<SMALL_LOG>> {
-    let mut log = VecLog::new();
-    let mut producer = Producer::new(1, 0);
-    // Three appends into an empty log of capacity 8 cannot fail.
-    let _ = producer.send(&mut log, MessageId::from_key(b"p17"), 5, Ack::Lost);
-    let _ = producer.send(&mut log, MessageId::from_key(b"p18"), 3, Ack::Received);
+/// (same id, same sequence, a new offset), then p18 (3). No consumer crash. With an
+/// idempotent producer the retry never reaches the log.
+pub fn payments(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+    let log = produce(mode, |land| {
+        let mut p = Producer::new(1, 0);
+        let p17 = p.message(MessageId::from_key(b"p17"), 5);
+        land(p17)?;
+        land(p17)?; // the retry after the lost ack
+        land(p.message(MessageId::from_key(b"p18"), 3))?;
+        Ok(())
+    });
+    small("payments", log)
+}
+
+/// An application resend: the application sends p17 (5) again with a second send call
+/// (a new sequence), then p18 (3). The idempotent producer cannot tell: both land.
+pub fn resend(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+    let log = produce(mode, |land| {
+        let mut p = Producer::new(1, 0);
+        land(p.message(MessageId::from_key(b"p17"), 5))?;
+        land(p.message(MessageId::from_key(b"p17"), 5))?;
+        land(p.message(MessageId::from_key(b"p18"), 3))?;
+        Ok(())
+    });
+    small("resend", log)
+}
+
+/// A zombie producer: instance A (epoch 0) sends p41 (5) and p42 (3) and stalls before
+/// p42's ack; a restarted instance B (epoch 1) sends p43 (4); then A wakes and retries
+/// p42. A plain log lands the retry; an idempotent log fences it (epoch 0 < 1).
+pub fn zombie(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+    let log = produce(mode, |land| {
+        let mut a = Producer::new(7, 0);
+        land(a.message(MessageId::from_key(b"p41"), 5))?;
+        let p42 = a.message(MessageId::from_key(b"p42"), 3);
+        land(p42)?;
+        let mut b = Producer::new(7, 1);
+        land(b.message(MessageId::from_key(b"p43"), 4))?;
+        land(p42)?; // the zombie's late retry
+        Ok(())
+    });
+    small("zombie", log)
+}
+
+/// A late retry: r0 .. r39 (1 each), and the retry of r0 (same id, same sequence) lands
+/// after all of them, 40 messages after its original.
+pub fn late_retry(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+    let log = produce(mode, |land| {
+        let mut p = Producer::new(3, 0);
+        let mut first = None;
+        for i in 0..40u64 {
+            let m = p.message(MessageId(0x1A7E_0000 + i), 1);
+            first.get_or_insert(m);
+            land(m)?;
+        }
+        if let Some(m) = first {
+            land(m)?;
+        }
+        Ok(())
+    });
+    small("late-retry", log)
+}
+
+/// The dual-write workload: 30 payments (1 to 5 each) by 3 payers (the producer id is
+/// the payer), a checkpoint every 10; [`crate::dual`] crashes it between the two writes
+/// of [`DUAL_CRASH`] by default.
+pub fn dual_write() -> Scenario<VecLog<SMALL_LOG>> {
+    let log = produce(ProducerMode::Plain, |land| {
+        let mut payers = [
+            Producer::new(0, 0),
+            Producer::new(1, 0),
+            Producer::new(2, 0),
+        ];
+        for i in 0..30u64 {
+            let m =
+                payers[(i % 3) as usize].message(MessageId(0xD0A1_0000 + i), (i % 5 + 1) as i64);
+            land(m)?;
+        }
+        Ok(())
+    });
+    small("dual-write", log)
+}
+
+/// Where the dual-write scenario crashes by default: between the two writes of this offset.
+pub const DUAL_CRASH: Offset = 25;
+
+/// A small scenario over `log`: checkpoint every 10, no crash. The built-in sends fit
+/// their log and their producer table, so `log` is never an error for them.
+fn small(
+    name: &'static str,
+    log: Result<VecLog<SMALL_LOG>, LogError>,
+) -> Scenario<VecLog<SMALL_LOG>> {
     Scenario {
-        name: "payments",
-        log,
+        name,
+        log: log.unwrap_or_default(),
         consumer: ConsumerConfig::every(10),
         crashes: heapless::Vec::new(),
     }
@@ -204,11 +339,41 @@ mod tests {
 
     #[test]
     fn payments_log_holds_the_retry_at_a_new_offset() {
-        let s = payments();
+        let s = payments(ProducerMode::Plain);
         assert_eq!(s.log.len(), 3);
         let (a, b) = (s.log.get(0).unwrap().message, s.log.get(1).unwrap().message);
         assert_eq!((a.id, a.seq), (b.id, b.seq));
         assert_eq!(s.log.true_total(), 8);
         assert_eq!(worked_example().log.true_total(), 12);
+        assert_eq!(
+            payments(ProducerMode::Idempotent).log.len(),
+            2,
+            "the retry never lands"
+        );
+    }
+
+    #[test]
+    fn resend_zombie_and_late_retry_logs() {
+        for mode in [ProducerMode::Plain, ProducerMode::Idempotent] {
+            let r = resend(mode);
+            assert_eq!(
+                (r.log.len(), r.log.true_total()),
+                (3, 8),
+                "{mode:?}: a resend always lands"
+            );
+        }
+        let z = zombie(ProducerMode::Plain);
+        assert_eq!((z.log.len(), z.log.true_total()), (4, 12));
+        assert_eq!(
+            zombie(ProducerMode::Idempotent).log.len(),
+            3,
+            "the zombie is fenced"
+        );
+        let l = late_retry(ProducerMode::Plain);
+        assert_eq!(
+            (l.log.len(), l.log.true_total(), l.log.canonical(40)),
+            (41, 40, 0)
+        );
+        assert_eq!(late_retry(ProducerMode::Idempotent).log.len(), 40);
     }
 }

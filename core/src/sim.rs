@@ -12,13 +12,13 @@
 //! run's to know when the two have become the same.
 
 use crate::check::{AppliedSet, BitSet, CheckError, Checker};
-use crate::consumer::{Consumer, ConsumerConfig, Layout, Step};
+use crate::consumer::{Consumer, ConsumerConfig, ConsumerError, Layout, Step};
 use crate::crash::{At, CrashPoint};
 use crate::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use crate::journal::{JournalError, Region};
 use crate::log::{Log, Offset};
 use crate::scenario::{MAX_CRASHES, Scenario};
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Persist, Store, StoreError};
 
 pub use crate::check::Anomalies;
 
@@ -51,6 +51,8 @@ pub enum Action {
     Apply,
     /// The store skipped the event as a duplicate.
     Skip,
+    /// A two-phase store's prepared record is durable (the decision is not).
+    Prepare,
     /// The position was committed: the next offset to read is the step's `committed`.
     Commit,
     /// The device crashed at this point.
@@ -133,6 +135,8 @@ pub struct Report {
     pub flash: FlashUse,
     /// What the checker found.
     pub anomalies: Anomalies,
+    /// Entries the store's bounded memory forgot because it was full.
+    pub evicted: u64,
 }
 
 /// Why a run stopped short.
@@ -143,6 +147,8 @@ pub enum SimError {
     Journal(JournalError<FlashError>),
     /// The checker could not follow the run.
     Check(CheckError),
+    /// The store refused an event (a bounded memory is full).
+    Store(StoreError),
 }
 
 impl core::fmt::Display for SimError {
@@ -150,6 +156,7 @@ impl core::fmt::Display for SimError {
         match self {
             Self::Journal(e) => e.fmt(f),
             Self::Check(e) => e.fmt(f),
+            Self::Store(e) => e.fmt(f),
         }
     }
 }
@@ -159,6 +166,15 @@ impl core::error::Error for SimError {}
 impl From<JournalError<FlashError>> for SimError {
     fn from(e: JournalError<FlashError>) -> Self {
         Self::Journal(e)
+    }
+}
+
+impl From<ConsumerError<FlashError>> for SimError {
+    fn from(e: ConsumerError<FlashError>) -> Self {
+        match e {
+            ConsumerError::Journal(e) => Self::Journal(e),
+            ConsumerError::Store(e) => Self::Store(e),
+        }
     }
 }
 
@@ -248,7 +264,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             base,
             consumer,
             high_water: None,
-            checker: Checker::new(applied, S::POSITION_IN_RECORD),
+            checker: Checker::new(applied, S::PERSIST != Persist::EachEffect),
             report: Report {
                 true_total: scenario.log.true_total(),
                 final_total: 0,
@@ -262,6 +278,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 skipped: 0,
                 flash: FlashUse::default(),
                 anomalies: Anomalies::default(),
+                evicted: 0,
             },
             done: false,
         };
@@ -288,24 +305,10 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 }
                 Ok(true)
             }
-            Err(JournalError::Flash(FlashError::PowerCut)) => {
-                let now = self.flash.stats();
-                let (writes, erases) = (
-                    now.word_writes - self.base.word_writes,
-                    now.erases - self.base.erases,
-                );
-                let hit = self.plan.iter().enumerate().find(|&(i, p)| {
-                    !self.fired[i]
-                        && match p.at {
-                            At::Torn(w) => w == writes,
-                            At::Erase(e) => e == erases,
-                            _ => false,
-                        }
-                });
-                let Some((i, point)) = hit.map(|(i, p)| (i, *p)) else {
-                    return Err(JournalError::Flash(FlashError::PowerCut).into());
-                };
-                self.fired[i] = true;
+            Err(ConsumerError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
+                let point = self
+                    .fired_flash_point()
+                    .ok_or(JournalError::Flash(FlashError::PowerCut))?;
                 self.crash(point, None, observer)?;
                 Ok(true)
             }
@@ -327,19 +330,52 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         self.report.crashes += 1;
         self.report.committed_at_crash = self.consumer.committed().and_then(|n| n.checked_sub(1));
         self.report.flash.writes += self.consumer.records_written();
-        self.checker.crashed();
         self.emit(observer, offset, Action::Crash(point));
-        self.flash.power_on();
-        self.arm();
-        self.consumer = Consumer::open(
-            &mut self.flash,
-            self.layout,
-            self.store.clone(),
-            self.config,
-        )?;
-        self.checker.recovered(self.consumer.committed());
+        loop {
+            self.flash.power_on();
+            self.arm();
+            match Consumer::open(
+                &mut self.flash,
+                self.layout,
+                self.store.clone(),
+                self.config,
+            ) {
+                Ok(consumer) => {
+                    self.consumer = consumer;
+                    break;
+                }
+                // A crash during recovery: a two-phase resolution was being written.
+                Err(ConsumerError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
+                    let point = self
+                        .fired_flash_point()
+                        .ok_or(JournalError::Flash(FlashError::PowerCut))?;
+                    self.report.crashes += 1;
+                    self.emit(observer, None, Action::Crash(point));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let log = self.log;
+        self.checker
+            .recovered(self.consumer.committed(), |o| log.canonical(o))?;
         self.emit(observer, None, Action::Recover);
         Ok(())
+    }
+
+    /// The plan's torn-write or erase point that the flash's power cut just hit,
+    /// marked as fired.
+    fn fired_flash_point(&mut self) -> Option<CrashPoint> {
+        let (writes, erases) = self.flash_ops();
+        let i = self.plan.iter().enumerate().position(|(i, p)| {
+            !self.fired[i]
+                && match p.at {
+                    At::Torn(w) => w == writes,
+                    At::Erase(e) => e == erases,
+                    _ => false,
+                }
+        })?;
+        self.fired[i] = true;
+        Some(self.plan[i])
     }
 
     /// Runs to the end.
@@ -428,6 +464,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         r.flash.erases = erases;
         r.flash.bytes_written = self.flash.stats().bytes_written - self.base.bytes_written;
         r.anomalies = self.checker.anomalies();
+        r.evicted = S::evicted(self.consumer.state());
         r.unfired = self.fired[..self.plan.len()]
             .iter()
             .filter(|f| !**f)
@@ -441,6 +478,16 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         let log = self.log;
         self.checker.settle(end, |o| log.canonical(o) == o);
         self.report()
+    }
+
+    /// Calls `f` with every message (canonical offset) of the log that was never durably
+    /// applied: at the end of a run, the lost writes.
+    pub fn for_each_lost(&self, mut f: impl FnMut(Offset)) {
+        for o in 0..self.log.len() {
+            if self.log.canonical(o) == o && !self.checker.applied_set().contains(o) {
+                f(o);
+            }
+        }
     }
 
     /// Ends a finished run: judges lost writes over the whole log.
@@ -470,6 +517,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 self.report.skipped += 1;
                 (Some(e.offset), Action::Skip)
             }
+            Step::Prepare { next } => (next.checked_sub(1), Action::Prepare),
             Step::Commit { next } => {
                 self.checker.committed(next, |o| log.canonical(o))?;
                 (next.checked_sub(1), Action::Commit)
@@ -496,6 +544,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             let hit = match (p.at, step) {
                 (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
                 (At::Effect(o), Step::Effect(e, _)) => e.offset == o,
+                (At::Prepare(o), Step::Prepare { next }) => *next == o + 1,
                 (At::Commit(o), Step::Commit { next }) => *next == o + 1,
                 _ => false,
             };
@@ -559,7 +608,7 @@ pub fn run<S: Store + Clone, L: Log>(
 mod tests {
     use super::*;
     use crate::scenario;
-    use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped};
+    use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
 
     #[test]
     fn ddia_naive_and_offset() {
@@ -606,7 +655,7 @@ mod tests {
 
     #[test]
     fn payments_retry_is_a_duplicate_for_naive_only_message_id_catches_it() {
-        let s = scenario::payments();
+        let s = scenario::payments(scenario::ProducerMode::Plain);
         let naive = run(&s, Naive, &mut Quiet).unwrap();
         assert_eq!(
             (naive.anomalies.duplicate, naive.anomalies.first_duplicate),
@@ -614,6 +663,40 @@ mod tests {
         );
         let mid = run(&s, MessageIdWindow::<8>::default(), &mut Quiet).unwrap();
         assert!(mid.anomalies.is_empty(), "{:?}", mid.anomalies);
+    }
+
+    #[test]
+    fn producer_faults_against_every_store() {
+        use crate::scenario::ProducerMode::{Idempotent, Plain};
+        use crate::store::ProducerSeq;
+        type Mid = MessageIdWindow<32>;
+        type Seq = ProducerSeq<8>;
+        let totals = |s: &Scenario<crate::log::VecLog<{ scenario::SMALL_LOG }>>| {
+            [
+                run(s, Naive, &mut Quiet).unwrap().final_total,
+                run(s, OffsetStamped, &mut Quiet).unwrap().final_total,
+                run(s, Mid::default(), &mut Quiet).unwrap().final_total,
+                run(s, Seq::default(), &mut Quiet).unwrap().final_total,
+                run(s, Atomic, &mut Quiet).unwrap().final_total,
+                run(s, TwoPhase, &mut Quiet).unwrap().final_total,
+            ]
+        };
+        //                                          naive offset m-id seq atomic 2pc
+        assert_eq!(totals(&scenario::payments(Plain)), [13, 13, 8, 8, 13, 13]);
+        assert_eq!(totals(&scenario::payments(Idempotent)), [8; 6]);
+        assert_eq!(totals(&scenario::resend(Plain)), [13, 13, 8, 13, 13, 13]);
+        assert_eq!(
+            totals(&scenario::resend(Idempotent)),
+            [13, 13, 8, 13, 13, 13]
+        );
+        assert_eq!(totals(&scenario::zombie(Plain)), [15, 15, 12, 12, 15, 15]);
+        assert_eq!(totals(&scenario::zombie(Idempotent)), [12; 6]);
+        // The retry of r0 arrives 40 messages late: a 32-id window has evicted r0.
+        assert_eq!(
+            totals(&scenario::late_retry(Plain)),
+            [41, 41, 41, 40, 41, 41]
+        );
+        assert_eq!(totals(&scenario::late_retry(Idempotent)), [40; 6]);
     }
 
     #[test]
@@ -686,6 +769,28 @@ mod tests {
         );
         // Atomic: 20 records of 8 words on one page, and no position journal.
         assert_eq!(every_cut(Atomic), 160 + 4 + 1);
+        // Two-phase: 20 prepared and 20 committed records of 13 words, 19 to a page
+        // (3 pages), and the 20 position records.
+        assert_eq!(every_cut(TwoPhase), 40 * 13 + 12 + 104 + 4);
+    }
+
+    #[test]
+    fn two_phase_is_exact_whichever_phase_a_crash_hits() {
+        let clean = scenario::ddia(100, 10, None).unwrap();
+        for batch_end in (9..100).step_by(10) {
+            for at in [
+                At::Prepare(batch_end),
+                At::Commit(batch_end),
+                At::Effect(batch_end),
+            ] {
+                let s = clean.clone().with_crashes(&[CrashPoint::new(at)]).unwrap();
+                let r = run(&s, TwoPhase, &mut Quiet).unwrap();
+                assert_eq!((r.final_total, r.crashes), (100, 1), "{at:?}");
+                assert!(r.anomalies.is_empty(), "{at:?}: {:?}", r.anomalies);
+            }
+        }
+        // Three records per checkpoint: prepared, position, committed.
+        assert_eq!(run(&clean, TwoPhase, &mut Quiet).unwrap().flash.writes, 30);
     }
 
     #[test]

@@ -3,17 +3,18 @@
 //! A [`Store`] is a pure rule: how an event changes its durable state, which is always
 //! ONE record (the value plus whatever the store dedups with), so a crash can never
 //! split them. Writing that record to flash, and when, is the consumer's job
-//! ([`crate::consumer`]): stores whose position lives apart ([`Store::POSITION_IN_RECORD`]
-//! is `false`) are persisted after every applied effect; a store that keeps the
-//! consumer position inside its record is persisted only at checkpoints, value and
-//! position together.
+//! ([`crate::consumer`]), following the store's [`Persist`] policy: after every applied
+//! effect, at checkpoints together with the consumer position, or at checkpoints through
+//! a two-phase commit with the consumer's position journal.
 //!
-//! | store | rule | survives a replay | survives a producer retry |
-//! |---|---|---|---|
-//! | [`Naive`] | `total += amount` | no | no |
-//! | [`OffsetStamped`] | apply only if the offset is newer than the stamp | yes | no |
-//! | [`MessageIdWindow`] | skip ids in a bounded window of recent ids | yes | yes, within the window |
-//! | [`Atomic`] | value and position in one record, written at checkpoints | yes | no |
+//! | store | rule | replay | producer retry | application resend |
+//! |---|---|---|---|---|
+//! | [`Naive`] | `total += amount` | no | no | no |
+//! | [`OffsetStamped`] | apply only if the offset is newer than the stamp | yes | no | no |
+//! | [`MessageIdWindow`] | skip ids in a bounded window of recent ids | yes | within the window | within the window |
+//! | [`ProducerSeq`] | per producer, apply only if (epoch, sequence) is newer | yes | yes | no |
+//! | [`Atomic`] | value and position in one record, written at checkpoints | yes | no | no |
+//! | [`TwoPhase`] | prepare value and position, commit the position, then the value | yes | no | no |
 
 use core::fmt::Debug;
 
@@ -31,6 +32,21 @@ pub enum Outcome {
     Skipped,
 }
 
+/// When the consumer writes a store's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persist {
+    /// After every applied effect; the position lives in the consumer's own journal.
+    EachEffect,
+    /// At each checkpoint, value and position in one record; effects in between stay in
+    /// RAM and are replayed after a crash.
+    Checkpoint,
+    /// At each checkpoint, by two-phase commit: a prepared record (value and position),
+    /// then the position in the consumer's journal (the decision), then a committed
+    /// record. Recovery resolves a prepared record: forward if the position was
+    /// committed, back to the previous committed value if not.
+    TwoPhase,
+}
+
 /// A sink's rule over its durable state.
 pub trait Store {
     /// The whole durable state: one journal record.
@@ -43,12 +59,11 @@ pub trait Store {
     /// [`Naive`]); checkers hold such a store to the true total.
     const IDEMPOTENT: bool = true;
 
-    /// Whether the consumer position is kept inside [`Store::State`] (an atomic
-    /// checkpoint) rather than in the consumer's own position journal.
-    const POSITION_IN_RECORD: bool = false;
+    /// When the consumer writes the record.
+    const PERSIST: Persist = Persist::EachEffect;
 
-    /// Applies `event` to `state` in RAM.
-    fn apply(&self, state: &mut Self::State, event: &Event) -> Outcome;
+    /// Applies `event` to `state` in RAM. A bounded memory that is full is an error.
+    fn apply(&self, state: &mut Self::State, event: &Event) -> Result<Outcome, StoreError>;
 
     /// The value the sink shows.
     fn total(state: &Self::State) -> i64;
@@ -60,6 +75,23 @@ pub trait Store {
 
     /// Records the next offset to read, for a store that keeps the position in its record.
     fn set_position(_state: &mut Self::State, _next: Offset) {}
+
+    /// Two-phase stores: the position a prepared (in-doubt) record would commit.
+    fn prepared(_state: &Self::State) -> Option<Offset> {
+        None
+    }
+
+    /// Two-phase stores: turns the running state into a prepared record for `next`.
+    fn prepare(_state: &mut Self::State, _next: Offset) {}
+
+    /// Two-phase stores: resolves a prepared record, forward (`commit`) or back.
+    fn resolve(_state: &mut Self::State, _commit: bool) {}
+
+    /// Entries a bounded memory forgot because it was full (message ids evicted from a
+    /// window): a duplicate of one of them would slip through.
+    fn evicted(_state: &Self::State) -> u64 {
+        0
+    }
 }
 
 /// `total += amount`, with no memory of what it has applied.
@@ -78,9 +110,9 @@ impl Store for Naive {
     const TAG: u32 = 0x5301_0001;
     const IDEMPOTENT: bool = false;
 
-    fn apply(&self, state: &mut NaiveState, event: &Event) -> Outcome {
+    fn apply(&self, state: &mut NaiveState, event: &Event) -> Result<Outcome, StoreError> {
         state.total = state.total.wrapping_add(event.message.amount);
-        Outcome::Applied
+        Ok(Outcome::Applied)
     }
 
     fn total(state: &NaiveState) -> i64 {
@@ -105,13 +137,13 @@ impl Store for OffsetStamped {
     type State = StampedState;
     const TAG: u32 = 0x5301_0002;
 
-    fn apply(&self, state: &mut StampedState, event: &Event) -> Outcome {
+    fn apply(&self, state: &mut StampedState, event: &Event) -> Result<Outcome, StoreError> {
         if state.stamp.is_some_and(|s| event.offset <= s) {
-            return Outcome::Skipped;
+            return Ok(Outcome::Skipped);
         }
         state.total = state.total.wrapping_add(event.message.amount);
         state.stamp = Some(event.offset);
-        Outcome::Applied
+        Ok(Outcome::Applied)
     }
 
     fn total(state: &StampedState) -> i64 {
@@ -130,6 +162,11 @@ pub enum StoreError {
         /// The compile-time capacity.
         capacity: usize,
     },
+    /// The producer-sequence table is full: one more producer than it can remember.
+    Producers {
+        /// How many producers it remembers.
+        capacity: usize,
+    },
 }
 
 impl core::fmt::Display for StoreError {
@@ -139,6 +176,12 @@ impl core::fmt::Display for StoreError {
                 write!(
                     f,
                     "a message-id window must hold 1 to {capacity} ids, not {window}"
+                )
+            }
+            Self::Producers { capacity } => {
+                write!(
+                    f,
+                    "the producer-sequence store remembers at most {capacity} producers"
                 )
             }
         }
@@ -216,10 +259,10 @@ impl<const W: usize> Store for MessageIdWindow<W> {
     type State = WindowState<W>;
     const TAG: u32 = 0x5301_0003;
 
-    fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Outcome {
+    fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Result<Outcome, StoreError> {
         let id = event.message.id;
         if state.seen.contains(&id) {
-            return Outcome::Skipped;
+            return Ok(Outcome::Skipped);
         }
         while state.seen.len() >= self.window {
             state.seen.remove(0);
@@ -228,11 +271,15 @@ impl<const W: usize> Store for MessageIdWindow<W> {
         // Cannot fail: the loop above made room (window <= W).
         let _ = state.seen.push(id);
         state.total = state.total.wrapping_add(event.message.amount);
-        Outcome::Applied
+        Ok(Outcome::Applied)
     }
 
     fn total(state: &WindowState<W>) -> i64 {
         state.total
+    }
+
+    fn evicted(state: &WindowState<W>) -> u64 {
+        state.evicted
     }
 }
 
@@ -254,11 +301,11 @@ pub struct CheckpointState {
 impl Store for Atomic {
     type State = CheckpointState;
     const TAG: u32 = 0x5301_0004;
-    const POSITION_IN_RECORD: bool = true;
+    const PERSIST: Persist = Persist::Checkpoint;
 
-    fn apply(&self, state: &mut CheckpointState, event: &Event) -> Outcome {
+    fn apply(&self, state: &mut CheckpointState, event: &Event) -> Result<Outcome, StoreError> {
         state.total = state.total.wrapping_add(event.message.amount);
-        Outcome::Applied
+        Ok(Outcome::Applied)
     }
 
     fn total(state: &CheckpointState) -> i64 {
@@ -271,6 +318,133 @@ impl Store for Atomic {
 
     fn set_position(state: &mut CheckpointState, next: Offset) {
         state.next = Some(next);
+    }
+}
+
+/// Per producer, apply only if (epoch, sequence) is newer than the last applied: Kafka's
+/// bounded idea on the consumer side, O(producers) memory, not O(messages). Catches a
+/// producer's retry (same sequence) and a fenced zombie (older epoch); misses an
+/// application's resend, which carries a new sequence. Up to `P` producers; one more is
+/// [`StoreError::Producers`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerSeq<const P: usize>;
+
+/// What [`ProducerSeq`] remembers of one producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct LastSeq {
+    /// The producer.
+    pub producer: u32,
+    /// Its newest epoch applied.
+    pub epoch: u16,
+    /// Its newest sequence applied in that epoch.
+    pub seq: u32,
+}
+
+/// The producer-sequence store's durable state: value and table in one record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqState<const P: usize> {
+    /// The running total.
+    pub total: i64,
+    /// One entry per producer seen.
+    pub last: heapless::Vec<LastSeq, P>,
+}
+
+impl<const P: usize> MaxSize for SeqState<P> {
+    const POSTCARD_MAX_SIZE: usize =
+        i64::POSTCARD_MAX_SIZE + varint_len(P) + P * LastSeq::POSTCARD_MAX_SIZE;
+}
+
+impl<const P: usize> Store for ProducerSeq<P> {
+    type State = SeqState<P>;
+    const TAG: u32 = 0x5301_0005;
+
+    fn apply(&self, state: &mut SeqState<P>, event: &Event) -> Result<Outcome, StoreError> {
+        let m = &event.message;
+        match state.last.iter_mut().find(|l| l.producer == m.producer) {
+            Some(l) if (m.epoch, m.seq) <= (l.epoch, l.seq) => return Ok(Outcome::Skipped),
+            Some(l) => (l.epoch, l.seq) = (m.epoch, m.seq),
+            None => {
+                let entry = LastSeq {
+                    producer: m.producer,
+                    epoch: m.epoch,
+                    seq: m.seq,
+                };
+                state
+                    .last
+                    .push(entry)
+                    .map_err(|_| StoreError::Producers { capacity: P })?;
+            }
+        }
+        state.total = state.total.wrapping_add(m.amount);
+        Ok(Outcome::Applied)
+    }
+
+    fn total(state: &SeqState<P>) -> i64 {
+        state.total
+    }
+}
+
+/// Two-phase commit to the sink: effects accumulate in RAM; at a checkpoint the consumer
+/// writes a prepared record (the new value and position, and the last committed ones),
+/// commits the position in its journal (the decision), then writes the committed record.
+/// Recovery resolves a prepared record by the decision; committing twice is harmless
+/// ("already committed" is a success), as Flink's `Committer` contract asks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TwoPhase;
+
+/// The two-phase store's record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct TwoPhaseState {
+    /// The value (in a prepared record: the value being committed).
+    pub total: i64,
+    /// The committed position (next offset to read).
+    pub next: Option<Offset>,
+    /// In a prepared record: the position being committed.
+    pub prepared: Option<Offset>,
+    /// The last committed value, restored if a prepared record is rolled back.
+    pub committed_total: i64,
+}
+
+impl Store for TwoPhase {
+    type State = TwoPhaseState;
+    const TAG: u32 = 0x5301_0006;
+    const PERSIST: Persist = Persist::TwoPhase;
+
+    fn apply(&self, state: &mut TwoPhaseState, event: &Event) -> Result<Outcome, StoreError> {
+        state.total = state.total.wrapping_add(event.message.amount);
+        Ok(Outcome::Applied)
+    }
+
+    fn total(state: &TwoPhaseState) -> i64 {
+        state.total
+    }
+
+    fn position(state: &TwoPhaseState) -> Option<Offset> {
+        state.next
+    }
+
+    fn set_position(state: &mut TwoPhaseState, next: Offset) {
+        state.next = Some(next);
+    }
+
+    fn prepared(state: &TwoPhaseState) -> Option<Offset> {
+        state.prepared
+    }
+
+    fn prepare(state: &mut TwoPhaseState, next: Offset) {
+        state.prepared = Some(next);
+    }
+
+    fn resolve(state: &mut TwoPhaseState, commit: bool) {
+        match (state.prepared.take(), commit) {
+            (Some(next), true) => {
+                state.next = Some(next);
+                state.committed_total = state.total;
+            }
+            (Some(_), false) => state.total = state.committed_total,
+            // Already committed: nothing to do, and that is a success.
+            (None, _) => {}
+        }
     }
 }
 
@@ -295,10 +469,22 @@ mod tests {
     #[test]
     fn offset_stamp_skips_what_is_not_newer() {
         let mut s = StampedState::default();
-        assert_eq!(OffsetStamped.apply(&mut s, &ev(0, 0, 5)), Outcome::Applied);
-        assert_eq!(OffsetStamped.apply(&mut s, &ev(1, 1, 3)), Outcome::Applied);
-        assert_eq!(OffsetStamped.apply(&mut s, &ev(1, 1, 3)), Outcome::Skipped);
-        assert_eq!(OffsetStamped.apply(&mut s, &ev(0, 0, 5)), Outcome::Skipped);
+        assert_eq!(
+            OffsetStamped.apply(&mut s, &ev(0, 0, 5)),
+            Ok(Outcome::Applied)
+        );
+        assert_eq!(
+            OffsetStamped.apply(&mut s, &ev(1, 1, 3)),
+            Ok(Outcome::Applied)
+        );
+        assert_eq!(
+            OffsetStamped.apply(&mut s, &ev(1, 1, 3)),
+            Ok(Outcome::Skipped)
+        );
+        assert_eq!(
+            OffsetStamped.apply(&mut s, &ev(0, 0, 5)),
+            Ok(Outcome::Skipped)
+        );
         assert_eq!(
             s,
             StampedState {
@@ -313,17 +499,20 @@ mod tests {
         let store = MessageIdWindow::<4>::new(2).unwrap();
         let mut s = WindowState::default();
         for (o, id) in [1, 2, 3].into_iter().enumerate() {
-            assert_eq!(store.apply(&mut s, &ev(o as u64, id, 1)), Outcome::Applied);
+            assert_eq!(
+                store.apply(&mut s, &ev(o as u64, id, 1)),
+                Ok(Outcome::Applied)
+            );
         }
         assert_eq!(s.evicted, 1);
         assert_eq!(
             store.apply(&mut s, &ev(3, 3, 1)),
-            Outcome::Skipped,
+            Ok(Outcome::Skipped),
             "3 is in the window"
         );
         assert_eq!(
             store.apply(&mut s, &ev(4, 1, 1)),
-            Outcome::Applied,
+            Ok(Outcome::Applied),
             "1 was evicted: it slips through"
         );
         assert_eq!(s.total, 4);
@@ -340,6 +529,83 @@ mod tests {
                 window: 5,
                 capacity: 4
             })
+        );
+    }
+
+    fn msg(producer: u32, epoch: u16, seq: u32, amount: i64) -> Event {
+        Event {
+            offset: 0,
+            message: Message {
+                id: MessageId(u64::from(seq)),
+                producer,
+                epoch,
+                seq,
+                amount,
+            },
+        }
+    }
+
+    #[test]
+    fn producer_sequences_skip_retries_and_zombies_and_are_bounded() {
+        let store = ProducerSeq::<2>;
+        let mut s = SeqState::default();
+        assert_eq!(store.apply(&mut s, &msg(1, 0, 1, 5)), Ok(Outcome::Applied));
+        assert_eq!(
+            store.apply(&mut s, &msg(1, 0, 1, 5)),
+            Ok(Outcome::Skipped),
+            "a retry"
+        );
+        assert_eq!(
+            store.apply(&mut s, &msg(1, 1, 1, 4)),
+            Ok(Outcome::Applied),
+            "a new epoch"
+        );
+        assert_eq!(
+            store.apply(&mut s, &msg(1, 0, 2, 3)),
+            Ok(Outcome::Skipped),
+            "a zombie"
+        );
+        assert_eq!(store.apply(&mut s, &msg(2, 0, 1, 1)), Ok(Outcome::Applied));
+        assert_eq!(
+            store.apply(&mut s, &msg(3, 0, 1, 1)),
+            Err(StoreError::Producers { capacity: 2 })
+        );
+        assert_eq!(s.total, 10);
+    }
+
+    #[test]
+    fn two_phase_resolves_forward_back_and_twice() {
+        let mut s = TwoPhaseState {
+            total: 7,
+            next: Some(10),
+            prepared: None,
+            committed_total: 7,
+        };
+        TwoPhase.apply(&mut s, &msg(1, 0, 1, 3)).unwrap();
+        TwoPhase::prepare(&mut s, 20);
+        let prepared = s;
+        TwoPhase::resolve(&mut s, true);
+        assert_eq!(
+            s,
+            TwoPhaseState {
+                total: 10,
+                next: Some(20),
+                prepared: None,
+                committed_total: 10
+            }
+        );
+        TwoPhase::resolve(&mut s, true);
+        assert_eq!(s.next, Some(20), "already committed is a success");
+        let mut back = prepared;
+        TwoPhase::resolve(&mut back, false);
+        assert_eq!(
+            back,
+            TwoPhaseState {
+                total: 7,
+                next: Some(10),
+                prepared: None,
+                committed_total: 7
+            }
         );
     }
 

@@ -66,6 +66,7 @@ pub fn point_of(step: &TraceStep) -> Option<CrashPoint> {
     let at = match (step.action, step.offset) {
         (Action::Deliver { .. }, Some(o)) => At::Deliver(o),
         (Action::Apply | Action::Skip, Some(o)) => At::Effect(o),
+        (Action::Prepare, Some(o)) => At::Prepare(o),
         (Action::Commit, Some(o)) => At::Commit(o),
         _ => return None,
     };
@@ -173,7 +174,7 @@ pub fn random_schedule(
             3 if space.word_writes > 0 => At::Torn(rng.range(1, space.word_writes)),
             _ => At::Erase(rng.range(1, space.erases.max(1))),
         };
-        let offsetted = matches!(at, At::Deliver(_) | At::Effect(_) | At::Commit(_));
+        let offsetted = !matches!(at, At::Torn(_) | At::Erase(_));
         let occurrence = if offsetted && !out.is_empty() && rng.range(0, 2) == 0 {
             2
         } else {
@@ -230,6 +231,7 @@ fn earlier(p: CrashPoint) -> [Option<CrashPoint>; 6] {
     let (n, make): (u64, fn(u64) -> At) = match p.at {
         At::Deliver(o) => (o, At::Deliver),
         At::Effect(o) => (o, At::Effect),
+        At::Prepare(o) => (o, At::Prepare),
         At::Commit(o) => (o, At::Commit),
         At::Torn(w) => (w, At::Torn),
         At::Erase(e) => (e, At::Erase),

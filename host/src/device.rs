@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idem_core::consumer::{Consumer, Layout, Step};
+use idem_core::consumer::{Consumer, ConsumerError, Layout, Step};
 use idem_core::journal::JournalError;
 use idem_core::log::Log;
 use idem_core::scenario::Scenario;
@@ -51,6 +51,15 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
         events: loaded.events(),
         checkpoint_every: loaded.consumer().checkpoint_every,
         window,
+    }
+}
+
+/// A consumer error on an image, as one sentence.
+pub fn consumer_error(image: &Image, e: ConsumerError<FileFlashError>) -> anyhow::Error {
+    match e {
+        ConsumerError::Journal(e) => journal_error(image, e),
+        ConsumerError::Store(e) => usage(e.to_string()),
+        other => anyhow::anyhow!("{}: {other}", image.path.display()),
     }
 }
 
@@ -101,12 +110,12 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
             let Run(image, pace) = self;
             let layout = layout(&image.meta);
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
-                .map_err(|e| journal_error(image, e))?;
+                .map_err(|e| consumer_error(image, e))?;
             if let Some(pace) = pace {
                 loop {
                     match c
                         .step(&mut image.flash, &s.log)
-                        .map_err(|e| journal_error(image, e))?
+                        .map_err(|e| consumer_error(image, e))?
                     {
                         Step::Done => break,
                         Step::Effect(..) if !pace.is_zero() => std::thread::sleep(pace),

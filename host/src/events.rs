@@ -5,6 +5,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use idem_core::log::{AppendLog, LogError, Message, MessageId, VecLog};
+use idem_core::producer::IdempotentLog;
+use idem_core::scenario::ProducerMode;
 use serde::Deserialize;
 
 use crate::usage;
@@ -14,6 +16,9 @@ pub const FILE_LOG_CAPACITY: usize = 4096;
 
 /// A log read from a file.
 pub type FileLog = VecLog<FILE_LOG_CAPACITY>;
+
+/// How many producers an idempotent producer's log remembers for a file.
+pub const FILE_PRODUCERS: usize = 8;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,9 +32,11 @@ struct Line {
 }
 
 /// Parses `text` (the contents of `name`) into a log; the first bad line is refused
-/// with its line number.
-pub fn parse(name: &str, text: &str) -> anyhow::Result<Box<FileLog>> {
-    let mut log = Box::new(FileLog::new());
+/// with its line number. With an idempotent producer each line is a send: a repeated
+/// sequence (a retry) and a fenced epoch (a zombie) do not land; a gap is refused.
+pub fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
+    let mut plain = Box::new(FileLog::new());
+    let mut idempotent = Box::new(IdempotentLog::<FileLog, FILE_PRODUCERS>::new(FileLog::new()));
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -43,22 +50,32 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Box<FileLog>> {
             seq: l.seq,
             amount: l.amount,
         };
-        log.append(message).map_err(|e| match e {
-            LogError::Full { capacity } => usage(format!(
-                "{name} line {}: the log holds at most {capacity} events",
-                i + 1
-            )),
-            other => usage(format!("{name} line {}: {other}", i + 1)),
-        })?;
+        let landed = match mode {
+            ProducerMode::Plain => plain.append(message),
+            ProducerMode::Idempotent => idempotent.append(message),
+        };
+        match landed {
+            Ok(_) | Err(LogError::Duplicate { .. } | LogError::Fenced { .. }) => {}
+            Err(LogError::Full { capacity }) => {
+                return Err(usage(format!(
+                    "{name} line {}: the log holds at most {capacity} events",
+                    i + 1
+                )));
+            }
+            Err(other) => return Err(usage(format!("{name} line {}: {other}", i + 1))),
+        }
     }
-    Ok(log)
+    Ok(match mode {
+        ProducerMode::Plain => plain,
+        ProducerMode::Idempotent => Box::new(idempotent.into_inner()),
+    })
 }
 
 /// Reads and parses the file at `path`.
-pub fn load(path: &Path) -> anyhow::Result<Box<FileLog>> {
+pub fn load(path: &Path, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading event file {}", path.display()))?;
-    parse(&path.display().to_string(), &text)
+    parse(&path.display().to_string(), &text, mode)
 }
 
 #[cfg(test)]
@@ -68,8 +85,11 @@ mod tests {
 
     #[test]
     fn parses_events_and_counts_ids_once() {
-        let log = parse("x", "{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n\n{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n").unwrap();
+        let text = "{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n\n{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n";
+        let log = parse("x", text, ProducerMode::Plain).unwrap();
         assert_eq!((log.len(), log.true_total()), (2, 5));
+        let log = parse("x", text, ProducerMode::Idempotent).unwrap();
+        assert_eq!(log.len(), 1, "an idempotent producer's retry does not land");
     }
 
     #[test]
@@ -77,6 +97,7 @@ mod tests {
         let e = parse(
             "f.jsonl",
             "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":1}\n{\"id\":\"b\"}\n",
+            ProducerMode::Plain,
         )
         .unwrap_err();
         assert!(

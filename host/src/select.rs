@@ -4,18 +4,25 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use idem_core::consumer::ConsumerConfig;
+use idem_core::consumer::{ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, parse_schedule};
 use idem_core::log::{GeneratedLog, Log, Offset, VecLog};
-use idem_core::scenario::{self, SMALL_LOG, Scenario};
-use idem_core::sim::{self, Action, Report, TraceStep};
-use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
+use idem_core::scenario::{self, ProducerMode, SMALL_LOG, Scenario};
+use idem_core::sim::{
+    Action, DefaultApplied, Report, Run, SIM_LAYOUT, SimError, SimFlash, TraceStep,
+};
+use idem_core::store::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Store, TwoPhase,
+};
 
 use crate::events::{self, FileLog};
 use crate::usage;
 
 /// The message-id store's window capacity (ids kept in its one flash record).
 pub const WINDOW_CAPACITY: usize = 32;
+
+/// How many producers the producer-seq store remembers (in its one flash record).
+pub const PRODUCER_CAPACITY: usize = 8;
 
 /// The stores a run can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -26,8 +33,12 @@ pub enum StoreKind {
     Offset,
     /// Skip message ids seen in a bounded window.
     MessageId,
+    /// Per producer, apply only if (epoch, sequence) is newer.
+    ProducerSeq,
     /// Value and consumer position in one record, written at checkpoints.
     Atomic,
+    /// Two-phase commit of value and position at each checkpoint.
+    TwoPhase,
 }
 
 impl StoreKind {
@@ -52,12 +63,19 @@ impl StoreKind {
                 Ok(S::IDEMPOTENT)
             }
         }
-        let probe = Loaded::Small(Box::new(scenario::payments()));
+        let probe = Loaded::Small(Box::new(scenario::payments(ProducerMode::Plain)));
         dispatch(&probe, self, WINDOW_CAPACITY, Ask).unwrap_or(true)
     }
 
     /// Every store, in table order.
-    pub const ALL: [StoreKind; 4] = [Self::Naive, Self::Offset, Self::MessageId, Self::Atomic];
+    pub const ALL: [StoreKind; 6] = [
+        Self::Naive,
+        Self::Offset,
+        Self::MessageId,
+        Self::ProducerSeq,
+        Self::Atomic,
+        Self::TwoPhase,
+    ];
 
     /// The name on the command line and in JSON.
     pub fn name(self) -> &'static str {
@@ -65,7 +83,9 @@ impl StoreKind {
             Self::Naive => "naive",
             Self::Offset => "offset",
             Self::MessageId => "message-id",
+            Self::ProducerSeq => "producer-seq",
             Self::Atomic => "atomic",
+            Self::TwoPhase => "two-phase",
         }
     }
 }
@@ -79,6 +99,14 @@ pub enum ScenarioKind {
     WorkedExample,
     /// The lesson's payments: p17 retried after a lost ack, then p18.
     Payments,
+    /// An application resend of p17 (a new sequence), then p18.
+    Resend,
+    /// A stalled producer instance retries after a restarted one took over.
+    Zombie,
+    /// A retry that lands 40 messages after its original.
+    LateRetry,
+    /// One fact written to two views; a crash between the two writes (idem run only).
+    DualWrite,
 }
 
 impl ScenarioKind {
@@ -88,13 +116,18 @@ impl ScenarioKind {
             Self::Ddia => "ddia",
             Self::WorkedExample => "worked-example",
             Self::Payments => "payments",
+            Self::Resend => "resend",
+            Self::Zombie => "zombie",
+            Self::LateRetry => "late-retry",
+            Self::DualWrite => "dual-write",
         }
     }
 
     /// The scenario named `name` on the command line.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Ddia, Self::WorkedExample, Self::Payments]
-            .into_iter()
+        <Self as ValueEnum>::value_variants()
+            .iter()
+            .copied()
             .find(|k| k.name() == name)
     }
 }
@@ -123,6 +156,40 @@ pub struct ScenarioArgs {
     /// How many message ids the message-id store remembers (1 to 32)
     #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
     pub window: usize,
+    /// Commit the position after the effects (at-least-once) or before (at-most-once)
+    #[arg(long, value_enum, default_value = "at-least-once")]
+    pub guarantee: GuaranteeArg,
+    /// A plain producer, or an idempotent one (the log refuses retries, gaps, zombies)
+    #[arg(long, value_enum, default_value = "plain")]
+    pub producer: ProducerArg,
+}
+
+/// `--guarantee`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GuaranteeArg {
+    /// Commit after the effects: a crash replays.
+    AtLeastOnce,
+    /// Commit before the effects: a crash loses.
+    AtMostOnce,
+}
+
+/// `--producer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProducerArg {
+    /// A plain producer: its retries land twice.
+    Plain,
+    /// Kafka's idempotent producer.
+    Idempotent,
+}
+
+impl ProducerArg {
+    /// The core's producer mode.
+    pub fn mode(self) -> ProducerMode {
+        match self {
+            Self::Plain => ProducerMode::Plain,
+            Self::Idempotent => ProducerMode::Idempotent,
+        }
+    }
 }
 
 impl Default for ScenarioArgs {
@@ -136,6 +203,8 @@ impl Default for ScenarioArgs {
             schedule: None,
             log: None,
             window: WINDOW_CAPACITY,
+            guarantee: GuaranteeArg::AtLeastOnce,
+            producer: ProducerArg::Plain,
         }
     }
 }
@@ -197,7 +266,7 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
         (Some(_), Some(_)) => return Err(usage("give either a scenario or --log FILE, not both")),
         (None, None) => {
             return Err(usage(
-                "name a scenario (ddia, worked-example, payments) or give --log FILE",
+                "name a scenario (ddia, worked-example, payments, resend, zombie, late-retry, dual-write) or give --log FILE",
             ));
         }
         (Some(ScenarioKind::Ddia), None) => {
@@ -212,13 +281,21 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
             let default = base.crashes.clone();
             Loaded::Small(Box::new(configure(base, &default, a)?))
         }
-        (Some(ScenarioKind::Payments), None) => {
-            let base = scenario::payments();
+        (Some(kind), None) => {
+            let mode = a.producer.mode();
+            let base = match kind {
+                ScenarioKind::Payments => scenario::payments(mode),
+                ScenarioKind::Resend => scenario::resend(mode),
+                ScenarioKind::Zombie => scenario::zombie(mode),
+                ScenarioKind::LateRetry => scenario::late_retry(mode),
+                ScenarioKind::DualWrite => scenario::dual_write(),
+                ScenarioKind::Ddia | ScenarioKind::WorkedExample => scenario::worked_example(),
+            };
             let default = base.crashes.clone();
             Loaded::Small(Box::new(configure(base, &default, a)?))
         }
         (None, Some(path)) => {
-            let log = *events::load(path)?;
+            let log = *events::load(path, a.producer.mode())?;
             let base = Scenario {
                 name: "log",
                 log,
@@ -241,6 +318,10 @@ fn configure<L: Log>(
     if let Some(k) = a.checkpoint_every {
         consumer.checkpoint_every = k;
     }
+    consumer.guarantee = match a.guarantee {
+        GuaranteeArg::AtLeastOnce => Guarantee::AtLeastOnce,
+        GuaranteeArg::AtMostOnce => Guarantee::AtMostOnce,
+    };
     let crashes = match (&a.schedule, a.no_crash, a.crash_after) {
         (Some(text), _, _) => {
             let mut points = [CrashPoint::after_effect(0); scenario::MAX_CRASHES];
@@ -265,6 +346,8 @@ pub struct Outcome {
     pub redelivered: Vec<Offset>,
     /// Offsets the store skipped as duplicates, in order.
     pub skipped: Vec<Offset>,
+    /// Messages (by first offset) never durably applied: lost writes.
+    pub lost: Vec<Offset>,
     /// Every step, when asked for.
     pub trace: Option<Vec<TraceStep>>,
 }
@@ -305,7 +388,9 @@ pub fn dispatch<J: Job>(
                     .map_err(|e| usage(e.to_string()))?;
                 job.call(s, w)
             }
+            StoreKind::ProducerSeq => job.call(s, ProducerSeq::<PRODUCER_CAPACITY>),
             StoreKind::Atomic => job.call(s, Atomic),
+            StoreKind::TwoPhase => job.call(s, TwoPhase),
         }
     }
     match loaded {
@@ -345,7 +430,14 @@ fn run_with<L: Log, S: Store + Clone>(
     keep: bool,
 ) -> anyhow::Result<Outcome> {
     let (mut redelivered, mut skipped, mut trace) = (Vec::new(), Vec::new(), Vec::new());
-    let report = sim::run(s, store, &mut |t: &TraceStep| {
+    let failed = |e: SimError| match e {
+        SimError::Store(e) => usage(e.to_string()),
+        e => anyhow::anyhow!("the simulated device failed: {e}"),
+    };
+    let mut r = Box::new(
+        Run::new(SimFlash::new(), SIM_LAYOUT, s, store, DefaultApplied::new()).map_err(failed)?,
+    );
+    r.run_to_end(&mut |t: &TraceStep| {
         match (t.action, t.offset) {
             (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
             (Action::Skip, Some(o)) => skipped.push(o),
@@ -355,11 +447,15 @@ fn run_with<L: Log, S: Store + Clone>(
             trace.push(*t);
         }
     })
-    .map_err(|e| anyhow::anyhow!("the simulated device failed: {e}"))?;
+    .map_err(failed)?;
+    let mut lost = Vec::new();
+    r.for_each_lost(|o| lost.push(o));
+    let report: Report = r.finish();
     Ok(Outcome {
         report,
         redelivered,
         skipped,
+        lost,
         trace: keep.then_some(trace),
     })
 }

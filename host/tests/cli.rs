@@ -399,5 +399,5 @@ fn matrix_shows_stores_against_faults() {
         .arg("matrix")
         .assert()
         .success()
-        .stdout(predicate::str::contains("over by 10 110/100"));
+        .stdout(predicate::str::contains("over 110 (+10)"));
 }

@@ -208,7 +208,7 @@ fn bad_sweep_and_schedule_input_is_exit_2() {
                 "--schedule",
                 "crash@apply:3",
             ],
-            "a crash point is one of deliver, effect, commit, torn, erase",
+            "a crash point is one of deliver, effect, prepare, commit, torn, erase",
         ),
         (
             &[

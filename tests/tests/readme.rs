@@ -80,7 +80,10 @@ fn readme_figures_match_the_core() {
         let got = match cells[0].as_str() {
             "ddia" => row(&scenario::ddia(100, 10, Some(49)).unwrap(), &cells[1]),
             "worked-example" => row(&scenario::worked_example(), &cells[1]),
-            "payments" => row(&scenario::payments(), &cells[1]),
+            "payments" => row(
+                &scenario::payments(scenario::ProducerMode::Plain),
+                &cells[1],
+            ),
             other => panic!("README names an unknown scenario {other}"),
         };
         assert_eq!(got, cells[2..], "README row: {line}");

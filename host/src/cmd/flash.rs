@@ -12,7 +12,7 @@ use idem_core::consumer::{Position, positions_tag, sink_tag};
 use idem_core::journal::{Journal, PageState, Region};
 use idem_core::log::Log;
 use idem_core::scenario::Scenario;
-use idem_core::store::Store;
+use idem_core::store::{Persist, Store};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
@@ -69,7 +69,7 @@ impl Job for Inspect<'_> {
     {
         let Inspect(image, text) = self;
         let layout = device::layout(&image.meta);
-        if S::POSITION_IN_RECORD {
+        if S::PERSIST == Persist::Checkpoint {
             writeln!(
                 text,
                 "position journal: unused (this store keeps the position in its record)"

@@ -1,61 +1,122 @@
-//! `idem matrix`: every store against every fault.
+//! `idem matrix`: every store against every fault, and the dual-write fixes.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
 use idem_core::check::Verdict;
+use idem_core::dual::{DualFix, DualReport};
+use idem_core::sim::Report;
 use serde_json::json;
 
-use crate::render;
-use crate::select::{self, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::cmd::run::dual;
+use crate::select::{self, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
 
-/// The faults of the matrix: a name, what it is, and the scenario that shows it.
-const FAULTS: [(&str, &str, ScenarioKind); 2] = [
-    (
-        "consumer-crash",
-        "consumer crash (ddia)",
-        ScenarioKind::Ddia,
-    ),
-    (
-        "producer-retry",
-        "producer retry (payments)",
-        ScenarioKind::Payments,
-    ),
+/// A fault of the matrix: a name, a column title, and the run that shows it.
+struct Fault {
+    name: &'static str,
+    title: &'static str,
+    scenario: ScenarioKind,
+    producer: ProducerArg,
+}
+
+const FAULTS: [Fault; 6] = [
+    Fault {
+        name: "consumer-crash",
+        title: "consumer crash",
+        scenario: ScenarioKind::Ddia,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "producer-retry",
+        title: "producer retry",
+        scenario: ScenarioKind::Payments,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "producer-retry-idempotent",
+        title: "retry, idem. producer",
+        scenario: ScenarioKind::Payments,
+        producer: ProducerArg::Idempotent,
+    },
+    Fault {
+        name: "application-resend",
+        title: "app resend, idem. prod.",
+        scenario: ScenarioKind::Resend,
+        producer: ProducerArg::Idempotent,
+    },
+    Fault {
+        name: "zombie-producer",
+        title: "zombie producer",
+        scenario: ScenarioKind::Zombie,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "late-retry",
+        title: "retry 40 msgs late",
+        scenario: ScenarioKind::LateRetry,
+        producer: ProducerArg::Plain,
+    },
+];
+
+const FIXES: [(&str, DualFix); 3] = [
+    ("none", DualFix::None),
+    ("atomic", DualFix::Atomic),
+    ("derive", DualFix::Derive),
 ];
 
 /// Every store against every fault.
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// Print one JSON object instead of a table.
+    /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+fn cell(r: &Report) -> String {
+    match Verdict::of(r.final_total, r.true_total) {
+        Verdict::Exact => format!("exact {}", r.final_total),
+        Verdict::Over(d) => format!("over {} (+{d})", r.final_total),
+        Verdict::Under(d) => format!("under {} (-{d})", r.final_total),
+    }
 }
 
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let args = ScenarioArgs::default();
         let mut rows = Vec::new();
         for store in StoreKind::ALL {
             let mut cells = Vec::new();
-            for (fault, _, kind) in FAULTS {
-                let loaded = select::load(Some(kind), &args)?;
-                let r = select::run(&loaded, store, WINDOW_CAPACITY, false)?.report;
-                cells.push((fault, loaded.name(), r));
+            for f in &FAULTS {
+                let args = ScenarioArgs {
+                    producer: f.producer,
+                    ..ScenarioArgs::default()
+                };
+                let loaded = select::load(Some(f.scenario), &args)?;
+                cells.push(select::run(&loaded, store, WINDOW_CAPACITY, false)?.report);
             }
             rows.push((store, cells));
         }
+        let dual_args = ScenarioArgs {
+            crash_after: Some(idem_core::scenario::DUAL_CRASH),
+            ..ScenarioArgs::default()
+        };
+        let dual_loaded = select::load(Some(ScenarioKind::DualWrite), &dual_args)?;
+        let duals: Vec<(&str, DualReport)> = FIXES
+            .iter()
+            .map(|(name, fix)| Ok((*name, dual(&dual_loaded, *fix)?)))
+            .collect::<anyhow::Result<_>>()?;
         if self.json {
             let rows: Vec<_> = rows
                 .iter()
                 .map(|(store, cells)| {
                     json!({
                         "store": store.name(),
-                        "cells": cells.iter().map(|(fault, scenario, r)| json!({
-                            "fault": fault,
-                            "scenario": scenario,
+                        "cells": cells.iter().zip(&FAULTS).map(|(r, f)| json!({
+                            "fault": f.name,
+                            "scenario": f.scenario.name(),
+                            "producer": if f.producer == ProducerArg::Idempotent { "idempotent" } else { "plain" },
                             "verdict": Verdict::of(r.final_total, r.true_total).name(),
                             "final_total": r.final_total,
                             "true_total": r.true_total,
@@ -64,32 +125,65 @@ impl Cmd {
                     })
                 })
                 .collect();
-            let faults: Vec<_> = FAULTS.iter().map(|(f, _, _)| *f).collect();
-            writeln!(out, "{}", json!({ "faults": faults, "rows": rows }))?;
+            let dual_rows: Vec<_> = duals
+                .iter()
+                .map(|(fix, r)| {
+                    json!({
+                        "fault": "dual-write-crash",
+                        "fix": fix,
+                        "verdict": r.verdict_name(),
+                        "total": r.total,
+                        "index_sum": r.index_sum,
+                        "true_total": r.true_total,
+                        "flash_writes": r.writes,
+                    })
+                })
+                .collect();
+            let faults: Vec<_> = FAULTS.iter().map(|f| f.name).collect();
+            writeln!(
+                out,
+                "{}",
+                json!({ "faults": faults, "rows": rows, "dual_write": dual_rows })
+            )?;
             out.flush()?;
             return Ok(ExitCode::SUCCESS);
         }
-        write!(out, "{:<12}", "store")?;
-        for (_, title, _) in FAULTS {
-            write!(out, "  {title:<28}")?;
+        write!(out, "{:<13}", "store")?;
+        for f in &FAULTS {
+            write!(out, " {:<23}", f.title)?;
+        }
+        writeln!(out)?;
+        write!(out, "{:<13}", "  (truth)")?;
+        for r in &rows[0].1 {
+            write!(out, " {:<23}", r.true_total)?;
         }
         writeln!(out)?;
         for (store, cells) in &rows {
-            write!(out, "{:<12}", store.name())?;
-            for (_, _, r) in cells {
-                let cell = format!(
-                    "{} {}/{}",
-                    render::verdict_text(Verdict::of(r.final_total, r.true_total)),
-                    r.final_total,
-                    r.true_total
-                );
-                write!(out, "  {cell:<28}")?;
+            write!(out, "{:<13}", store.name())?;
+            for r in cells {
+                write!(out, " {:<23}", cell(r))?;
             }
             writeln!(out)?;
         }
+        writeln!(out)?;
         writeln!(
             out,
-            "\ncells: verdict final/true total; rerun one with `idem run <scenario> --store <store> --trace`"
+            "dual writes (a crash between the two writes of offset {}):",
+            idem_core::scenario::DUAL_CRASH
+        )?;
+        for (fix, r) in &duals {
+            writeln!(
+                out,
+                "  --fix {fix:<7} total {:>4}  index {:>4}  true {:>4}  {}",
+                r.total,
+                r.index_sum,
+                r.true_total,
+                r.verdict_name()
+            )?;
+        }
+        writeln!(
+            out,
+            "\nrerun a cell: idem run <scenario> --store <store> [--producer idempotent] --trace; idem run dual-write --fix <fix>"
         )?;
         out.flush()?;
         Ok(ExitCode::SUCCESS)

@@ -514,7 +514,7 @@ impl Cmd {
         writeln!(out)?;
         writeln!(
             out,
-            "{:<11} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  anomalies",
+            "{:<13} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  anomalies",
             "store", "schedules", "exact", "over", "under", "worst over", "worst under"
         )?;
         for t in tallies {
@@ -523,7 +523,7 @@ impl Cmd {
             };
             writeln!(
                 out,
-                "{:<11} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  {}",
+                "{:<13} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  {}",
                 t.store,
                 t.schedules,
                 t.exact,

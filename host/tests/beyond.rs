@@ -1,0 +1,297 @@
+//! Beyond the two lessons: at-most-once, the idempotent producer, producer sequences,
+//! the bounded window, two-phase commit and dual writes, each with exact figures.
+
+use assert_cmd::Command;
+use assert_fs::prelude::*;
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+fn idem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_idem"))
+}
+
+fn run(args: &[&str]) -> Value {
+    let out = idem().arg("run").args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const STORES: [&str; 6] = [
+    "naive",
+    "offset",
+    "message-id",
+    "producer-seq",
+    "atomic",
+    "two-phase",
+];
+
+fn totals(args: &[&str]) -> Vec<i64> {
+    STORES
+        .iter()
+        .map(|s| {
+            let mut a = args.to_vec();
+            a.extend(["--store", s]);
+            run(&a)["final_total"].as_i64().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn at_most_once_loses_the_rest_of_the_batch() {
+    let v = run(&[
+        "ddia",
+        "--store",
+        "offset",
+        "--guarantee",
+        "at-most-once",
+        "--crash-after",
+        "45",
+    ]);
+    assert_eq!(v["final_total"], 96);
+    assert_eq!(v["lost"], json!([46, 47, 48, 49]));
+    assert_eq!(
+        v["committed_at_crash"], 49,
+        "the batch 40..49 was committed before its effects"
+    );
+    assert_eq!(v["anomalies"]["lost-write"], 4);
+    assert_eq!(v["guarantee"], "at-most-once");
+    // With the crash after 49, the batch was fully applied before it: nothing is lost.
+    let v = run(&["ddia", "--store", "offset", "--guarantee", "at-most-once"]);
+    assert_eq!(
+        (v["final_total"].as_i64(), v["lost"].clone()),
+        (Some(100), json!([]))
+    );
+    let naive = run(&[
+        "ddia",
+        "--store",
+        "naive",
+        "--guarantee",
+        "at-most-once",
+        "--crash-after",
+        "45",
+    ]);
+    assert_eq!(
+        naive["final_total"], 96,
+        "at-most-once never replays: even naive ends under"
+    );
+}
+
+#[test]
+fn producer_faults_against_every_store() {
+    //                         naive offset m-id seq atomic 2pc
+    assert_eq!(totals(&["payments"]), [13, 13, 8, 8, 13, 13]);
+    assert_eq!(totals(&["payments", "--producer", "idempotent"]), [8; 6]);
+    assert_eq!(
+        totals(&["resend", "--producer", "idempotent"]),
+        [13, 13, 8, 13, 13, 13]
+    );
+    assert_eq!(totals(&["zombie"]), [15, 15, 12, 12, 15, 15]);
+    assert_eq!(totals(&["zombie", "--producer", "idempotent"]), [12; 6]);
+    assert_eq!(totals(&["late-retry"]), [41, 41, 41, 40, 41, 41]);
+}
+
+#[test]
+fn the_window_forgets_and_says_so() {
+    let v = run(&["late-retry", "--store", "message-id"]);
+    assert_eq!(
+        (v["final_total"].as_i64(), v["evicted"].as_u64()),
+        (Some(41), Some(40 + 1 - 32))
+    );
+    let v = run(&["late-retry", "--store", "message-id", "--window", "8"]);
+    assert_eq!(
+        (v["final_total"].as_i64(), v["evicted"].as_u64()),
+        (Some(41), Some(41 - 8))
+    );
+    let v = run(&["payments", "--store", "message-id", "--window", "1"]);
+    assert_eq!(
+        v["final_total"], 8,
+        "a retry right behind its original fits a window of one"
+    );
+}
+
+#[test]
+fn two_phase_commit_is_exact_and_writes_three_records_a_checkpoint() {
+    let v = run(&["ddia", "--store", "two-phase"]);
+    assert_eq!(
+        (v["final_total"].as_i64(), v["flash"]["writes"].as_u64()),
+        (Some(100), Some(30))
+    );
+    for schedule in [
+        "crash@prepare:49",
+        "crash@commit:49",
+        "crash@prepare:39,crash@prepare:39#2,crash@commit:49",
+    ] {
+        let v = run(&["ddia", "--store", "two-phase", "--schedule", schedule]);
+        assert_eq!(v["final_total"], 100, "{schedule}");
+    }
+    let out = idem()
+        .args([
+            "sweep",
+            "ddia",
+            "--store",
+            "two-phase",
+            "--torn-writes",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &s["stores"][0];
+    assert_eq!(s["exact"], s["schedules"]);
+    // 200 deliveries and effects, 10 prepares and 10 commits, and the flash operations.
+    assert!(s["schedules"].as_u64().unwrap() > 220);
+}
+
+#[test]
+fn dual_writes_diverge_without_a_fix() {
+    let none = run(&["dual-write", "--fix", "none"]);
+    assert_eq!(
+        (
+            none["total"].as_i64(),
+            none["index_sum"].as_i64(),
+            none["true_total"].as_i64()
+        ),
+        (Some(106), Some(105), Some(90))
+    );
+    assert_eq!(
+        (none["verdict"].as_str(), none["diverged"].as_bool()),
+        (Some("diverged"), Some(true))
+    );
+    assert_eq!(
+        none["diverged_at_recovery"],
+        json!({"total": 76, "index_sum": 75})
+    );
+    for fix in ["atomic", "derive"] {
+        let v = run(&["dual-write", "--fix", fix]);
+        assert_eq!(
+            (
+                v["total"].as_i64(),
+                v["index_sum"].as_i64(),
+                v["verdict"].as_str()
+            ),
+            (Some(90), Some(90), Some("exact")),
+            "{fix}"
+        );
+    }
+    assert_eq!(
+        run(&["dual-write", "--fix", "none", "--no-crash"])["verdict"],
+        "exact"
+    );
+}
+
+#[test]
+fn matrix_has_every_store_against_every_fault() {
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 6);
+    assert_eq!(v["faults"].as_array().unwrap().len(), 6);
+    let cell = |store: &str, fault: &str| {
+        let row = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["store"] == store)
+            .unwrap();
+        let c = row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["fault"] == fault)
+            .unwrap();
+        (
+            c["verdict"].as_str().unwrap().to_string(),
+            c["final_total"].as_i64().unwrap(),
+        )
+    };
+    assert_eq!(
+        cell("producer-seq", "application-resend"),
+        ("over".into(), 13)
+    );
+    assert_eq!(
+        cell("message-id", "application-resend"),
+        ("exact".into(), 8)
+    );
+    assert_eq!(cell("two-phase", "consumer-crash"), ("exact".into(), 100));
+    assert_eq!(
+        cell("offset", "producer-retry-idempotent"),
+        ("exact".into(), 8)
+    );
+    assert_eq!(cell("producer-seq", "late-retry"), ("exact".into(), 40));
+    let duals: Vec<&str> = v["dual_write"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(duals, ["diverged", "exact", "exact"]);
+}
+
+#[test]
+fn bad_input_for_the_new_options_is_exit_2() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let f = dir.child("producers.jsonl");
+    let lines: String = (1..=9)
+        .map(|p| format!("{{\"id\": \"m{p}\", \"producer\": {p}, \"seq\": 1, \"amount\": 1}}\n"))
+        .collect();
+    f.write_str(&lines).unwrap();
+    let file = f.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &[
+                "run",
+                "ddia",
+                "--store",
+                "naive",
+                "--guarantee",
+                "sometimes",
+            ],
+            "invalid value 'sometimes' for '--guarantee",
+        ),
+        (
+            &["run", "payments", "--store", "naive", "--producer", "maybe"],
+            "invalid value 'maybe' for '--producer",
+        ),
+        (
+            &["run", "payments", "--store", "message-id", "--window", "0"],
+            "a message-id window must hold 1 to 32 ids, not 0",
+        ),
+        (
+            &[
+                "run",
+                "--log",
+                file,
+                "--store",
+                "naive",
+                "--producer",
+                "idempotent",
+            ],
+            "line 9: the idempotent log remembers at most 8 producers",
+        ),
+        (
+            &["run", "--log", file, "--store", "producer-seq"],
+            "the producer-sequence store remembers at most 8 producers",
+        ),
+        (
+            &["run", "dual-write"],
+            "dual-write needs --fix none, atomic or derive",
+        ),
+        (
+            &["run", "ddia", "--store", "naive", "--fix", "atomic"],
+            "--fix applies to the dual-write scenario only",
+        ),
+        (&["run", "ddia"], "--store is required"),
+    ];
+    for (args, msg) in cases {
+        idem()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(msg))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
