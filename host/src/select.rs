@@ -209,6 +209,50 @@ impl Default for ScenarioArgs {
     }
 }
 
+/// The workload options of the commands that run a built-in scenario without choosing
+/// its crashes (`consume`, `chaos`, `sweep`).
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Commit the consumer position every K events [default: 10]
+    #[arg(long, value_name = "K")]
+    pub checkpoint_every: Option<u64>,
+    /// How many message ids the message-id store remembers (1 to 32)
+    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    pub window: usize,
+}
+
+impl WorkloadArgs {
+    /// The scenario options: these, and no crash.
+    pub fn scenario_args(&self) -> ScenarioArgs {
+        ScenarioArgs {
+            events: self.events,
+            checkpoint_every: self.checkpoint_every,
+            no_crash: true,
+            window: self.window,
+            ..ScenarioArgs::default()
+        }
+    }
+
+    /// The command-line flags that repeat these options where they differ from the
+    /// defaults (for a child process, or a line that reruns a result).
+    pub fn flags(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if let Some(n) = self.events {
+            f.extend(["--events".to_string(), n.to_string()]);
+        }
+        if let Some(k) = self.checkpoint_every {
+            f.extend(["--checkpoint-every".to_string(), k.to_string()]);
+        }
+        if self.window != WINDOW_CAPACITY {
+            f.extend(["--window".to_string(), self.window.to_string()]);
+        }
+        f
+    }
+}
+
 /// A scenario ready to run, whatever its log.
 pub enum Loaded {
     /// A generated workload.

@@ -1,24 +1,12 @@
 //! Beyond the two lessons: at-most-once, the idempotent producer, producer sequences,
 //! the bounded window, two-phase commit and dual writes, each with exact figures.
 
-use assert_cmd::Command;
 use assert_fs::prelude::*;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
-fn idem() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_idem"))
-}
-
-fn run(args: &[&str]) -> Value {
-    let out = idem().arg("run").args(args).arg("--json").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{idem, refuses, run_json as run};
 
 const STORES: [&str; 6] = [
     "naive",
@@ -287,11 +275,6 @@ fn bad_input_for_the_new_options_is_exit_2() {
         (&["run", "ddia"], "--store is required"),
     ];
     for (args, msg) in cases {
-        idem()
-            .args(args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(msg))
-            .stderr(predicate::str::contains("panicked").not());
+        refuses(args, msg);
     }
 }

@@ -1,24 +1,12 @@
 //! The `idem` binary, end to end: every figure of the two lessons, and more parameters
 //! than the defaults, checked against an independent prediction.
 
-use assert_cmd::Command;
 use assert_fs::prelude::*;
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
-fn idem() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_idem"))
-}
-
-fn run_json(args: &[&str]) -> Value {
-    let out = idem().arg("run").args(args).arg("--json").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{idem, run_json};
 
 fn offsets(range: std::ops::RangeInclusive<u64>) -> Value {
     range.collect::<Vec<_>>().into()

@@ -6,9 +6,8 @@ use assert_fs::prelude::*;
 use predicates::prelude::*;
 use serde_json::Value;
 
-fn idem() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_idem"))
-}
+mod common;
+use common::idem;
 
 fn json(cmd: &mut Command) -> Value {
     let out = cmd.output().unwrap();

@@ -1,23 +1,9 @@
 //! `idem sweep`, `idem run --schedule` and `idem plot`, end to end.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
 use serde_json::Value;
 
-fn idem() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_idem"))
-}
-
-fn json_with(args: &[&str], code: i32) -> Value {
-    let out = idem().args(args).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{idem, json as json_with, refuses};
 
 fn store<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["stores"]
@@ -234,12 +220,7 @@ fn bad_sweep_and_schedule_input_is_exit_2() {
         ),
     ];
     for (args, msg) in cases {
-        idem()
-            .args(args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(msg))
-            .stderr(predicate::str::contains("panicked").not());
+        refuses(args, msg);
     }
 }
 

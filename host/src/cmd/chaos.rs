@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::device;
 use crate::image::Image;
 use crate::render::verdict_text;
-use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
 use crate::usage;
 
 /// The longest the kill loop runs.
@@ -46,15 +46,8 @@ pub struct Cmd {
     /// The flash image to create (must not exist) [default: a temporary file, removed after]
     #[arg(long, value_name = "FILE")]
     flash: Option<PathBuf>,
-    /// Number of +1 events (ddia only) [default: 100]
-    #[arg(long)]
-    events: Option<u64>,
-    /// Commit the consumer position every K events [default: 10]
-    #[arg(long, value_name = "K")]
-    checkpoint_every: Option<u64>,
-    /// How many message ids the message-id store remembers (1 to 32)
-    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
-    window: usize,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -63,13 +56,7 @@ pub struct Cmd {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let args = ScenarioArgs {
-            events: self.events,
-            checkpoint_every: self.checkpoint_every,
-            no_crash: true,
-            window: self.window,
-            ..ScenarioArgs::default()
-        };
+        let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
         let (path, temporary) = match &self.flash {
             Some(p) if p.exists() => {
@@ -96,18 +83,10 @@ impl Cmd {
         cmd.arg("consume")
             .arg(self.scenario.name())
             .args(["--store", self.store.name()]);
-        cmd.arg("--flash").arg(path).args([
-            "--pace-ms",
-            &pace_ms.to_string(),
-            "--window",
-            &self.window.to_string(),
-        ]);
-        if let Some(n) = self.events {
-            cmd.args(["--events", &n.to_string()]);
-        }
-        if let Some(k) = self.checkpoint_every {
-            cmd.args(["--checkpoint-every", &k.to_string()]);
-        }
+        cmd.arg("--flash")
+            .arg(path)
+            .args(["--pace-ms", &pace_ms.to_string()])
+            .args(self.workload.flags());
         Ok(cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::device;
 use crate::image::Image;
-use crate::select::{self, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::select::{self, ScenarioKind, StoreKind, WorkloadArgs};
 
 /// Consume a scenario into a flash image, from its committed position to the end.
 #[derive(Debug, Args)]
@@ -26,15 +26,8 @@ pub struct Cmd {
     /// Sleep this long after each effect, so a kill can land mid-stream.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pace_ms: u64,
-    /// Number of +1 events (ddia only) [default: 100]
-    #[arg(long)]
-    events: Option<u64>,
-    /// Commit the consumer position every K events [default: 10]
-    #[arg(long, value_name = "K")]
-    checkpoint_every: Option<u64>,
-    /// How many message ids the message-id store remembers (1 to 32)
-    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
-    window: usize,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -43,15 +36,9 @@ pub struct Cmd {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let args = ScenarioArgs {
-            events: self.events,
-            checkpoint_every: self.checkpoint_every,
-            no_crash: true,
-            window: self.window,
-            ..ScenarioArgs::default()
-        };
+        let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
-        let meta = device::meta_for(&loaded, self.store, self.window);
+        let meta = device::meta_for(&loaded, self.store, self.workload.window);
         let mut image = Image::open_or_create(&self.flash, &meta)?;
         let p = device::recover(&mut image, Some(Duration::from_millis(self.pace_ms)))?;
         let mut out = std::io::stdout().lock();

@@ -25,7 +25,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use crate::select::{self, Job, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::select::{self, Job, ScenarioKind, StoreKind, WorkloadArgs};
 use crate::usage;
 
 /// Branches handed to the cores at once.
@@ -53,15 +53,8 @@ pub struct Cmd {
     /// Seed of the random schedules.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Number of +1 events (ddia only) [default: 100]
-    #[arg(long)]
-    events: Option<u64>,
-    /// Commit the consumer position every K events [default: 10]
-    #[arg(long, value_name = "K")]
-    checkpoint_every: Option<u64>,
-    /// How many message ids the message-id store remembers (1 to 32)
-    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
-    window: usize,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -398,13 +391,7 @@ impl Cmd {
                 ))
             })?],
         };
-        let args = ScenarioArgs {
-            events: self.events,
-            checkpoint_every: self.checkpoint_every,
-            no_crash: true,
-            window: self.window,
-            ..ScenarioArgs::default()
-        };
+        let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
         let show = !self.quiet && !self.json && std::io::stdout().is_terminal();
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
@@ -432,7 +419,7 @@ impl Cmd {
             tallies.push(select::dispatch(
                 &loaded,
                 *store,
-                self.window,
+                self.workload.window,
                 Sweep(&opts, *store),
             )?);
         }
@@ -467,14 +454,9 @@ impl Cmd {
     /// `idem run <scenario> [--events N] [--checkpoint-every K] [--window W]`.
     fn rerun_prefix(&self, loaded: &select::Loaded) -> String {
         let mut s = format!("idem run {}", loaded.name());
-        if let Some(n) = self.events {
-            s += &format!(" --events {n}");
-        }
-        if let Some(k) = self.checkpoint_every {
-            s += &format!(" --checkpoint-every {k}");
-        }
-        if self.window != WINDOW_CAPACITY {
-            s += &format!(" --window {}", self.window);
+        for flag in self.workload.flags() {
+            s += " ";
+            s += &flag;
         }
         s
     }

@@ -1,0 +1,41 @@
+//! Helpers shared by the CLI tests.
+#![allow(dead_code)] // each test file uses its own subset
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+/// The `idem` binary built for these tests.
+pub fn idem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_idem"))
+}
+
+/// Runs `idem args`, expects exit status `code`, parses stdout as one JSON value.
+pub fn json(args: &[&str], code: i32) -> Value {
+    let out = idem().args(args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `idem run args --json`, which must succeed.
+pub fn run_json(args: &[&str]) -> Value {
+    let mut a = vec!["run"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    json(&a, 0)
+}
+
+/// `idem args` must fail with exit status 2 and `message` on stderr, without a panic.
+pub fn refuses(args: &[&str], message: &str) {
+    idem()
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(message))
+        .stderr(predicate::str::contains("panicked").not());
+}
