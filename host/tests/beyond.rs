@@ -2,7 +2,6 @@
 //! the bounded window, two-phase commit and dual writes, each with exact figures.
 
 use assert_fs::prelude::*;
-use predicates::prelude::*;
 use serde_json::{Value, json};
 
 mod common;
