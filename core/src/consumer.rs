@@ -33,6 +33,17 @@ pub enum Guarantee {
     AtMostOnce,
 }
 
+/// Whether the at-least-once checkpoint falls right after the effect of `offset`:
+/// batches are `[bK, bK + K - 1]`, and the end of a log of `len` events closes the last.
+pub const fn checkpoint_after(offset: Offset, checkpoint_every: u64, len: u64) -> bool {
+    let k = if checkpoint_every == 0 {
+        1
+    } else {
+        checkpoint_every
+    };
+    (offset + 1).is_multiple_of(k) || offset + 1 >= len
+}
+
 /// Consumer settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerConfig {
@@ -216,7 +227,7 @@ impl<S: Store> Consumer<S> {
             }
             self.next = event.offset + 1;
             if self.config.guarantee == Guarantee::AtLeastOnce
-                && ((event.offset + 1) % k == 0 || self.next >= log.len())
+                && checkpoint_after(event.offset, k, log.len())
             {
                 self.commit_due = Some(self.next);
             }

@@ -69,6 +69,7 @@
 pub mod check;
 pub mod consumer;
 pub mod crash;
+pub mod demo;
 pub mod dual;
 pub mod flash;
 pub mod journal;
@@ -79,3 +80,4 @@ pub mod scenario;
 pub mod sim;
 pub mod store;
 pub mod sweep;
+pub mod wire;

@@ -43,6 +43,8 @@ enum Command {
     Sweep(cmd::sweep::Cmd),
     /// Draw total against step for stores of a scenario, as SVG.
     Plot(cmd::plot::Cmd),
+    /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.
+    Monitor(cmd::monitor::Cmd),
 }
 
 /// An error in what the user asked for: reported in one sentence, exit status 2.
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Chaos(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Plot(c) => c.run(),
+        Command::Monitor(c) => c.run(),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@ pub mod consume;
 pub mod demo;
 pub mod flash;
 pub mod matrix;
+pub mod monitor;
 pub mod plot;
 pub mod run;
 pub mod status;

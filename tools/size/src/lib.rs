@@ -4,7 +4,9 @@
 #![no_std]
 
 use core::hint::black_box;
-use embedded_storage::nor_flash::{ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash};
+use embedded_storage::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
+};
 
 /// Four 1 KiB pages of pretend flash.
 pub struct RamFlash {
@@ -24,11 +26,16 @@ impl NorFlashError for OutOfBounds {
 impl RamFlash {
     /// Erased flash.
     pub fn new() -> Self {
-        Self { mem: black_box([0xFF; 4096]) }
+        Self {
+            mem: black_box([0xFF; 4096]),
+        }
     }
     fn range(&self, offset: u32, len: usize) -> Result<core::ops::Range<usize>, OutOfBounds> {
         let start = offset as usize;
-        let end = start.checked_add(len).filter(|&e| e <= self.mem.len()).ok_or(OutOfBounds)?;
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= self.mem.len())
+            .ok_or(OutOfBounds)?;
         Ok(start..end)
     }
 }

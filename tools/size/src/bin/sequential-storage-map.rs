@@ -15,7 +15,9 @@ struct Rec {
 
 impl Value<'_> for Rec {
     fn serialize_into(&self, buffer: &mut [u8]) -> Result<usize, SerializationError> {
-        let b = buffer.get_mut(..8).ok_or(SerializationError::BufferTooSmall)?;
+        let b = buffer
+            .get_mut(..8)
+            .ok_or(SerializationError::BufferTooSmall)?;
         b[..4].copy_from_slice(&self.offset.to_le_bytes());
         b[4..].copy_from_slice(&self.total.to_le_bytes());
         Ok(8)
@@ -32,10 +34,19 @@ impl Value<'_> for Rec {
 fn main() -> ! {
     let mut flash = idem_size::RamFlash::new();
     idem_size::touch_driver(&mut flash);
-    let mut map = MapStorage::<u8, _, _>::new(flash, const { MapConfig::new(0..4096) }, Cache::new_uncached());
+    let mut map = MapStorage::<u8, _, _>::new(
+        flash,
+        const { MapConfig::new(0..4096) },
+        Cache::new_uncached(),
+    );
     let mut buf = [0u8; 32];
     embassy_futures::block_on(async {
-        let mut rec = map.fetch_item::<Rec>(&mut buf, &0).await.ok().flatten().unwrap_or_default();
+        let mut rec = map
+            .fetch_item::<Rec>(&mut buf, &0)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         for _ in 0..black_box(1000u32) {
             rec.offset += 1;
             rec.total += 1;

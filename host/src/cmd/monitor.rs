@@ -1,0 +1,154 @@
+//! `idem monitor`: reads the device's frames from a serial port, a pty, a file, or
+//! standard input (`-`), and shows the live totals of each sink.
+//!
+//! Garbage and damaged frames on the line are counted and skipped. It exits 0 after the
+//! done frame, 1 if the stream ends before it.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use idem_core::wire::{Decoder, Frame, Totals};
+use serde_json::{Value, json};
+
+/// Decode the device's frames and show each sink's total.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    /// A serial port or pty (/dev/ttyACM0, /dev/pts/3), a file, or `-` for standard input.
+    source: PathBuf,
+    /// Baud rate of a serial port.
+    #[arg(long, default_value_t = 115_200)]
+    baud: u32,
+    /// Print one JSON object per frame.
+    #[arg(long)]
+    json: bool,
+}
+
+fn totals_json(t: &Totals) -> Value {
+    json!({ "naive": t.naive, "offset": t.offset, "atomic": t.atomic })
+}
+
+/// One frame as a JSON object with a `type`.
+pub fn frame_json(frame: &Frame) -> Value {
+    match frame {
+        Frame::Boot {
+            boots,
+            resume,
+            resume_atomic,
+            totals,
+        } => json!({
+            "type": "boot", "boots": boots, "resume": resume, "resume_atomic": resume_atomic, "totals": totals_json(totals),
+        }),
+        Frame::Progress { offset, totals } => {
+            json!({ "type": "progress", "offset": offset, "totals": totals_json(totals) })
+        }
+        Frame::Done {
+            boots,
+            totals,
+            true_total,
+        } => json!({
+            "type": "done", "boots": boots, "totals": totals_json(totals), "true_total": true_total,
+        }),
+        Frame::Stats { stack_bytes } => json!({ "type": "stats", "stack_bytes": stack_bytes }),
+    }
+}
+
+fn frame_text(frame: &Frame) -> String {
+    let t = |t: &Totals| {
+        format!(
+            "naive {:>4}  offset {:>4}  atomic {:>4}",
+            t.naive, t.offset, t.atomic
+        )
+    };
+    match frame {
+        Frame::Boot {
+            boots,
+            resume,
+            resume_atomic,
+            totals,
+        } => format!(
+            "boot #{boots}: recovered from flash, resume at {resume} (atomic at {resume_atomic})   {}",
+            t(totals)
+        ),
+        Frame::Progress { offset, totals } => format!("offset {offset:>3}   {}", t(totals)),
+        Frame::Done {
+            boots,
+            totals,
+            true_total,
+        } => {
+            format!(
+                "done after {boots} boots   {}   (true total {true_total})",
+                t(totals)
+            )
+        }
+        Frame::Stats { stack_bytes } => format!("stack high-water mark: {stack_bytes} bytes"),
+    }
+}
+
+impl Cmd {
+    fn open(&self) -> anyhow::Result<Box<dyn Read>> {
+        if self.source.as_os_str() == "-" {
+            return Ok(Box::new(std::io::stdin()));
+        }
+        let name = self.source.display().to_string();
+        let meta = std::fs::metadata(&self.source).with_context(|| format!("opening {name}"))?;
+        if meta.file_type().is_char_device() {
+            let port = serialport::new(name.as_str(), self.baud)
+                .timeout(Duration::from_secs(3600))
+                .open()
+                .with_context(|| format!("opening serial port {name}"))?;
+            Ok(port)
+        } else {
+            Ok(Box::new(
+                File::open(&self.source).with_context(|| format!("opening {name}"))?,
+            ))
+        }
+    }
+
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let mut source = self.open()?;
+        let mut out = std::io::stdout().lock();
+        let mut decoder = Decoder::new();
+        let mut buf = [0u8; 256];
+        loop {
+            let n = match source.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+                Err(e) => return Err(e).context("reading the device"),
+            };
+            for &b in &buf[..n] {
+                let Some(Ok(frame)) = decoder.push(b) else {
+                    continue;
+                };
+                if self.json {
+                    writeln!(out, "{}", frame_json(&frame))?;
+                } else {
+                    writeln!(out, "{}", frame_text(&frame))?;
+                }
+                out.flush()?;
+                if matches!(frame, Frame::Done { .. }) {
+                    if decoder.skipped > 0 {
+                        eprintln!(
+                            "idem: skipped {} damaged or partial frames",
+                            decoder.skipped
+                        );
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        eprintln!(
+            "idem: the stream ended before the done frame ({} damaged or partial frames skipped)",
+            decoder.skipped
+        );
+        Ok(ExitCode::from(1))
+    }
+}
