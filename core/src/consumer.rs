@@ -213,6 +213,20 @@ impl<S: Store> Consumer<S> {
         })
     }
 
+    /// Resumes from a durable position kept outside this consumer's flash, such as a Kafka
+    /// consumer group's committed offset (`None`: nothing committed, start at 0). Only for
+    /// stores whose position is not in their record ([`Persist::EachEffect`]); the others
+    /// keep their own position and ignore this.
+    pub fn resume_from(&mut self, committed: Option<Offset>) {
+        if S::PERSIST == Persist::EachEffect
+            && self.delivered.is_none()
+            && self.commit_due.is_none()
+        {
+            self.committed = committed;
+            self.next = committed.unwrap_or(0);
+        }
+    }
+
     /// Advances by one step.
     pub fn step<F: NorFlash, L: Log + ?Sized>(
         &mut self,

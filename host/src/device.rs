@@ -51,6 +51,7 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
         events: loaded.events(),
         checkpoint_every: loaded.consumer().checkpoint_every,
         window,
+        pages: crate::image::PAGES,
     }
 }
 

@@ -37,9 +37,15 @@ const META_MAX: usize = 320;
 const COUNTERS_AT: u64 = 384;
 /// The default page size: a micro:bit v1 (nRF51) flash page.
 pub const PAGE: usize = 1024;
-/// Pages in an image: the consumer's position journal (4) and the store's journal (4).
+/// Pages in a scenario's image: the consumer's position journal (4) and the store's
+/// journal (4).
 pub const PAGES: u32 = 8;
-const MAX_PAGES: u32 = ((HEADER - COUNTERS_AT) / 4) as u32;
+/// The most pages an image holds (one erase counter each in the header).
+pub const MAX_PAGES: u32 = ((HEADER - COUNTERS_AT) / 4) as u32;
+
+fn default_pages() -> u32 {
+    PAGES
+}
 
 /// What run an image belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +60,9 @@ pub struct Meta {
     pub checkpoint_every: u64,
     /// The message-id window.
     pub window: usize,
+    /// Pages of flash in the image.
+    #[serde(default = "default_pages")]
+    pub pages: u32,
 }
 
 impl Meta {
@@ -166,9 +175,9 @@ impl Image {
             )));
         }
         let (page, pages) = (word(12), word(16));
-        if page as usize != PAGE || pages != PAGES {
+        if page as usize != PAGE || !(2..=MAX_PAGES).contains(&pages) {
             return Err(usage(format!(
-                "{name} has {pages} pages of {page} bytes; idem uses {PAGES} pages of {PAGE} bytes; it was left untouched"
+                "{name} has {pages} pages of {page} bytes; idem uses 2 to {MAX_PAGES} pages of {PAGE} bytes; it was left untouched"
             )));
         }
         let expected = HEADER + u64::from(pages) * PAGE as u64;
@@ -234,21 +243,29 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
     header[12..16].copy_from_slice(&(PAGE as u32).to_le_bytes());
-    header[16..20].copy_from_slice(&PAGES.to_le_bytes());
+    anyhow::ensure!(
+        (2..=MAX_PAGES).contains(&meta.pages),
+        "an image holds 2 to {MAX_PAGES} pages"
+    );
+    header[16..20].copy_from_slice(&meta.pages.to_le_bytes());
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
-    const { assert!(PAGES <= MAX_PAGES, "erase counters must fit the header") };
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let mut f = File::create(&tmp)
         .map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))?;
     f.write_all(&header)?;
-    f.write_all(&vec![0xFF; PAGES as usize * PAGE])?;
+    f.write_all(&vec![0xFF; meta.pages as usize * PAGE])?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
     Ok(())
 }
 
 impl FileFlash {
+    /// Pages in the flash.
+    pub fn pages(&self) -> u32 {
+        self.pages
+    }
+
     /// How many times each page was erased since the image was created.
     pub fn erase_counts(&self) -> &[u32] {
         &self.erases
@@ -315,6 +332,7 @@ mod tests {
             events: 100,
             checkpoint_every: 10,
             window: 32,
+            pages: PAGES,
         }
     }
 

@@ -45,6 +45,9 @@ enum Command {
     Plot(cmd::plot::Cmd),
     /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.
     Monitor(cmd::monitor::Cmd),
+    /// The stores against a real Kafka-protocol broker.
+    #[cfg(feature = "kafka")]
+    Kafka(cmd::kafka::Cmd),
 }
 
 /// An error in what the user asked for: reported in one sentence, exit status 2.
@@ -70,6 +73,8 @@ fn main() -> ExitCode {
         Command::Sweep(c) => c.run(),
         Command::Plot(c) => c.run(),
         Command::Monitor(c) => c.run(),
+        #[cfg(feature = "kafka")]
+        Command::Kafka(c) => c.run(),
     };
     match result {
         Ok(code) => code,

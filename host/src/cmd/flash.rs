@@ -17,7 +17,7 @@ use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
 use crate::device;
-use crate::image::{FileFlash, Image, PAGE, PAGES};
+use crate::image::{FileFlash, Image, PAGE};
 use crate::select::{self, Job};
 
 /// Look inside flash images.
@@ -43,9 +43,10 @@ impl Cmd {
         let mut image = Image::open(&file, false)?;
         let (loaded, store) = device::scenario_of(&image.meta)?;
         let mut text = format!(
-            "{}: {}\nimage: {PAGES} pages of {PAGE} bytes, erased {} times in all\n",
+            "{}: {}\nimage: {} pages of {PAGE} bytes, erased {} times in all\n",
             file.display(),
             image.meta.describe(),
+            image.flash.pages(),
             image.flash.erase_counts().iter().sum::<u32>()
         );
         let window = image.meta.window;

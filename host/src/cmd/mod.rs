@@ -4,6 +4,8 @@ pub mod chaos;
 pub mod consume;
 pub mod demo;
 pub mod flash;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod matrix;
 pub mod monitor;
 pub mod plot;

@@ -1,0 +1,270 @@
+//! `idem kafka` against librdkafka's in-process mock broker (`idem kafka mock-broker`, on
+//! 127.0.0.1, stopped when its standard input closes). A real broker (tansu) is in
+//! `tests/tests/tansu.rs`.
+#![cfg(feature = "kafka")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_fs::prelude::*;
+use idem_core::rng::SplitMix64;
+use serde_json::Value;
+
+mod common;
+use common::{idem, json, refuses};
+
+/// A mock broker for one test; dropped, it stops.
+struct Mock {
+    child: Child,
+    brokers: String,
+}
+
+impl Mock {
+    fn start() -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(["kafka", "mock-broker"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Self {
+            child,
+            brokers: line.trim().to_string(),
+        }
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn lab(brokers: &str, idempotent: bool) -> Value {
+    let mut args = vec!["kafka", "lab", "--json", "--brokers", brokers];
+    if idempotent {
+        args.push("--idempotent");
+    }
+    json(&args, 0)
+}
+
+#[test]
+fn the_lab_shows_the_duplicate_and_the_table() {
+    let mock = Mock::start();
+    for idempotent in [false, true] {
+        let v = lab(&mock.brokers, idempotent);
+        let records = v["records"].as_array().unwrap();
+        let keys: Vec<&str> = records.iter().map(|r| r["key"].as_str().unwrap()).collect();
+        assert_eq!(
+            keys.iter().filter(|k| **k == "p17").count(),
+            2,
+            "{idempotent}: the second send lands too"
+        );
+        assert_eq!(keys.iter().filter(|k| **k == "p18").count(), 1);
+        let p17: Vec<&Value> = records.iter().filter(|r| r["key"] == "p17").collect();
+        assert_eq!(
+            (p17[0]["partition"].clone(), p17[0]["offset"].as_i64()),
+            (p17[1]["partition"].clone(), Some(0))
+        );
+        assert_eq!(
+            p17[1]["offset"], 1,
+            "the duplicate is at the next offset of the same partition"
+        );
+        assert_eq!(p17[0]["value"], "{\"payer\":\"ada\",\"amount\":5}");
+        assert_eq!(
+            v["totals"],
+            serde_json::json!({"naive": 13, "offset": 13, "message-id": 8, "atomic": 13})
+        );
+        assert_eq!(v["true_total"], 8);
+    }
+}
+
+/// Consumes `topic` with `store`, killing the consumer at seeded random instants, then
+/// lets a last run finish; the final JSON.
+fn consume_with_kills(
+    brokers: &str,
+    topic: &str,
+    store: &str,
+    flash: &std::path::Path,
+    kills: u32,
+) -> Value {
+    let group = format!("g-{store}");
+    let base = [
+        "kafka",
+        "consume",
+        topic,
+        "--group",
+        &group,
+        "--store",
+        store,
+        "--brokers",
+        brokers,
+    ];
+    let mut rng = SplitMix64::new(u64::from(kills) * 31 + store.len() as u64);
+    for _ in 0..kills {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(base)
+            .arg("--flash")
+            .arg(flash)
+            .args(["--pace-ms", "20"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.range(300, 1500)));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut args: Vec<&str> = base.to_vec();
+    let f = flash.to_str().unwrap();
+    args.extend(["--flash", f, "--json"]);
+    json(&args, 0)
+}
+
+#[test]
+fn killed_consumers_resume_and_the_idempotent_stores_end_exact() {
+    let mock = Mock::start();
+    let topic = format!("ddia-{}", std::process::id());
+    idem()
+        .args([
+            "kafka",
+            "produce",
+            &topic,
+            "--scenario",
+            "ddia",
+            "--brokers",
+            &mock.brokers,
+        ])
+        .assert()
+        .success();
+    let dir = assert_fs::TempDir::new().unwrap();
+    let started = Instant::now();
+    for store in ["offset", "message-id", "atomic"] {
+        let flash = dir.child(format!("{store}.bin"));
+        let v = consume_with_kills(&mock.brokers, &topic, store, flash.path(), 3);
+        assert_eq!(
+            (v["total"].as_i64(), v["true_total"].as_i64()),
+            (Some(100), Some(100)),
+            "{store}: {v}"
+        );
+        // Running it again after completion changes nothing.
+        let again = consume_with_kills(&mock.brokers, &topic, store, flash.path(), 0);
+        assert_eq!(again["total"], 100, "{store}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(600));
+}
+
+#[test]
+fn clear_errors_and_untouched_flash() {
+    let mock = Mock::start();
+    let dir = assert_fs::TempDir::new().unwrap();
+    let flash = dir.child("f.bin");
+    let f = flash.path().to_str().unwrap();
+    // An unreachable broker: one sentence, exit 1, no image created.
+    idem()
+        .args([
+            "kafka",
+            "consume",
+            "t",
+            "--group",
+            "g",
+            "--store",
+            "offset",
+            "--flash",
+            f,
+            "--brokers",
+            "127.0.0.1:1",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "cannot reach the Kafka broker at 127.0.0.1:1 within 5 s",
+        ));
+    assert!(!flash.path().exists());
+    refuses(
+        &[
+            "kafka",
+            "consume",
+            "no-such-topic",
+            "--group",
+            "g",
+            "--store",
+            "offset",
+            "--flash",
+            f,
+            "--brokers",
+            &mock.brokers,
+        ],
+        "the broker has no topic no-such-topic",
+    );
+    assert!(!flash.path().exists());
+    // An image of another topic or store is refused and left as it was.
+    let topic = format!("pay-{}", std::process::id());
+    idem()
+        .args([
+            "kafka",
+            "produce",
+            &topic,
+            "--scenario",
+            "payments",
+            "--brokers",
+            &mock.brokers,
+        ])
+        .assert()
+        .success();
+    let ok = [
+        "kafka",
+        "consume",
+        &topic,
+        "--group",
+        "g1",
+        "--store",
+        "message-id",
+        "--flash",
+        f,
+        "--brokers",
+        &mock.brokers,
+        "--json",
+    ];
+    assert_eq!(json(&ok, 0)["total"], 8);
+    let before = std::fs::read(flash.path()).unwrap();
+    refuses(
+        &[
+            "kafka",
+            "consume",
+            &topic,
+            "--group",
+            "g1",
+            "--store",
+            "naive",
+            "--flash",
+            f,
+            "--brokers",
+            &mock.brokers,
+        ],
+        "not the naive store",
+    );
+    assert_eq!(std::fs::read(flash.path()).unwrap(), before);
+    refuses(
+        &[
+            "kafka",
+            "consume",
+            &topic,
+            "--group",
+            "g1",
+            "--store",
+            "two-phase",
+            "--flash",
+            f,
+            "--brokers",
+            &mock.brokers,
+        ],
+        "kafka consume takes the naive, offset, message-id or atomic store",
+    );
+}
