@@ -161,10 +161,12 @@ pub trait Log {
 
     /// The total a consumer should reach: each distinct message id counted once, with
     /// the amount of its first occurrence.
-    fn true_total(&self) -> i64;
+    fn true_total(&self) -> i64 {
+        self.true_total_before(self.len())
+    }
 
     /// The true total of the first `end` events: each distinct message id among them
-    /// counted once. Linear in `end`.
+    /// counted once.
     fn true_total_before(&self, end: Offset) -> i64 {
         (0..end.min(self.len()))
             .filter(|&o| self.canonical(o) == o)
@@ -174,9 +176,16 @@ pub trait Log {
     }
 
     /// The offset of the first occurrence of the message at `offset`: the offset the
-    /// checker knows that message by. A log with distinct ids returns `offset`.
+    /// checker knows that message by. The default scans the offsets before it (no memory,
+    /// quadratic over a whole log); a log whose ids are known to be distinct returns
+    /// `offset`.
     fn canonical(&self, offset: Offset) -> Offset {
-        offset
+        let Some(id) = self.get(offset).map(|e| e.message.id) else {
+            return offset;
+        };
+        (0..offset)
+            .find(|&o| self.get(o).is_some_and(|e| e.message.id == id))
+            .unwrap_or(offset)
     }
 }
 
@@ -214,23 +223,6 @@ impl<const N: usize> Log for VecLog<N> {
     fn get(&self, offset: Offset) -> Option<Event> {
         let message = *self.messages.get(usize::try_from(offset).ok()?)?;
         Some(Event { offset, message })
-    }
-
-    fn true_total(&self) -> i64 {
-        // Quadratic, with no scratch memory: fine for the capacities a VecLog is given.
-        let m = &self.messages;
-        (0..m.len())
-            .filter(|&i| !m[..i].iter().any(|e| e.id == m[i].id))
-            .map(|i| m[i].amount)
-            .sum()
-    }
-
-    fn canonical(&self, offset: Offset) -> Offset {
-        let m = &self.messages;
-        let i = offset as usize;
-        m.get(i)
-            .and_then(|e| m[..i].iter().position(|x| x.id == e.id))
-            .map_or(offset, |p| p as Offset)
     }
 }
 
@@ -274,6 +266,14 @@ impl Log for GeneratedLog {
 
     fn true_total(&self) -> i64 {
         self.amount.saturating_mul(self.events as i64)
+    }
+
+    fn true_total_before(&self, end: Offset) -> i64 {
+        self.amount.saturating_mul(end.min(self.events) as i64)
+    }
+
+    fn canonical(&self, offset: Offset) -> Offset {
+        offset // every generated message has its own id
     }
 }
 

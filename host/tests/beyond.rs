@@ -5,7 +5,7 @@ use assert_fs::prelude::*;
 use serde_json::{Value, json};
 
 mod common;
-use common::{idem, refuses, run_json as run};
+use common::{idem, matrix_cell, refuses, run_json as run};
 
 const STORES: [&str; 6] = [
     "naive",
@@ -177,24 +177,7 @@ fn matrix_has_every_store_against_every_fault() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 6);
     assert_eq!(v["faults"].as_array().unwrap().len(), 6);
-    let cell = |store: &str, fault: &str| {
-        let row = v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["store"] == store)
-            .unwrap();
-        let c = row["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["fault"] == fault)
-            .unwrap();
-        (
-            c["verdict"].as_str().unwrap().to_string(),
-            c["final_total"].as_i64().unwrap(),
-        )
-    };
+    let cell = |store: &str, fault: &str| matrix_cell(&v, store, fault);
     assert_eq!(
         cell("producer-seq", "application-resend"),
         ("over".into(), 13)

@@ -6,7 +6,7 @@ use predicates::prelude::*;
 use serde_json::{Value, json};
 
 mod common;
-use common::{idem, run_json};
+use common::{idem, matrix_cell, run_json};
 
 fn offsets(range: std::ops::RangeInclusive<u64>) -> Value {
     range.collect::<Vec<_>>().into()
@@ -348,24 +348,7 @@ fn matrix_shows_stores_against_faults() {
     let out = idem().args(["matrix", "--json"]).output().unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let cell = |store: &str, fault: &str| {
-        let row = v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["store"] == store)
-            .unwrap();
-        let c = row["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["fault"] == fault)
-            .unwrap();
-        (
-            c["verdict"].as_str().unwrap().to_string(),
-            c["final_total"].as_i64().unwrap(),
-        )
-    };
+    let cell = |store: &str, fault: &str| matrix_cell(&v, store, fault);
     let expect = [
         ("naive", "consumer-crash", "over", 110),
         ("naive", "producer-retry", "over", 13),

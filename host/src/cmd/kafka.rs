@@ -279,24 +279,6 @@ impl Log for PartitionLog {
             message: *message,
         })
     }
-
-    fn true_total(&self) -> i64 {
-        let mut seen = std::collections::HashSet::new();
-        self.records
-            .iter()
-            .flatten()
-            .filter(|(m, _, _)| seen.insert(m.id))
-            .map(|(m, _, _)| m.amount)
-            .sum()
-    }
-
-    fn canonical(&self, offset: Offset) -> Offset {
-        let id = self.get(offset).map(|e| e.message.id);
-        self.records
-            .iter()
-            .position(|r| r.as_ref().map(|(m, _, _)| m.id) == id && id.is_some())
-            .map_or(offset, |p| p as Offset)
-    }
 }
 
 /// Reads partition `p` of `topic` from offset `from` to its high watermark.

@@ -39,3 +39,23 @@ pub fn refuses(args: &[&str], message: &str) {
         .stderr(predicate::str::contains(message))
         .stderr(predicate::str::contains("panicked").not());
 }
+
+/// A cell of `idem matrix --json`: its verdict and final total.
+pub fn matrix_cell(v: &Value, store: &str, fault: &str) -> (String, i64) {
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["store"] == store)
+        .unwrap();
+    let c = row["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["fault"] == fault)
+        .unwrap();
+    (
+        c["verdict"].as_str().unwrap().to_string(),
+        c["final_total"].as_i64().unwrap(),
+    )
+}
