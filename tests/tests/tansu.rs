@@ -163,12 +163,13 @@ fn the_lab_and_a_killed_consumer_on_a_real_broker() {
         };
         let mut landed = 0;
         for _ in 0..4 {
-            let mut child = consume(&["--pace-ms", "15"])
+            let mut child = consume(&["--pace-ms", "25"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.range(200, 700)));
+            // At most 500 ms at 25 ms an event: four runs cannot finish the 100 events.
+            std::thread::sleep(Duration::from_millis(rng.range(150, 500)));
             landed += u32::from(child.try_wait().unwrap().is_none());
             let _ = child.kill();
             let _ = child.wait();
