@@ -9,12 +9,17 @@
 //! `embedded_storage` [`NorFlash`](embedded_storage::nor_flash::NorFlash) (the strict
 //! in-memory one is [`flash`]); after a crash, the journals are all that is left, and the
 //! consumer resumes from them. [`sim`] runs a [`scenario`] with a plan of [`crash`]
-//! points and [`check`] judges the result.
+//! points and [`check`] judges the result; [`sweep`] decides what a sweep of every crash
+//! point tries and when a crashed branch has rejoined the uncrashed run.
+//!
+//! The micro:bit firmware is [`demo`] (three sinks side by side) with frames from
+//! [`wire`]; [`dual`] is the dual-write problem and its fixes; [`rng`] is the one seeded
+//! generator everything random uses.
 //!
 //! # Your effect, your flash
 //!
 //! A store is a rule over one durable record; the consumer persists it. Here a
-//! per-sensor maximum that must survive resets, over any `NorFlash` (the in-memory one
+//! meter that must survive resets, over any `NorFlash` (the in-memory one
 //! stands in for a chip driver). Nothing in it needs `std` or an allocator:
 //!
 //! ```
