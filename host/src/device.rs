@@ -25,6 +25,11 @@ pub fn layout(meta: &Meta) -> Layout {
 
 /// The scenario and store an image was made for.
 pub fn scenario_of(meta: &Meta) -> anyhow::Result<(Loaded, StoreKind)> {
+    if let Some(topic) = meta.scenario.strip_prefix("kafka:") {
+        return Err(usage(format!(
+            "the image holds `idem kafka consume` state for topic {topic}: rerun that command (with --json) to see it"
+        )));
+    }
     let kind = ScenarioKind::from_name(&meta.scenario).ok_or_else(|| {
         usage(format!(
             "the image names an unknown scenario {:?}",
