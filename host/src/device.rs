@@ -9,10 +9,9 @@ use idem_core::journal::JournalError;
 use idem_core::log::Log;
 use idem_core::scenario::Scenario;
 use idem_core::sim::SIM_LAYOUT;
-use idem_core::store::Store;
 
 use crate::image::{FileFlashError, Image, Meta};
-use crate::select::{self, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use crate::select::{self, HostStore, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 use crate::usage;
 
 /// The journals' places in an image: as on the simulated device, tagged with the run.
@@ -105,14 +104,11 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
     struct Run<'a>(&'a mut Image, Option<Duration>);
     impl Job for Run<'_> {
         type Out = Progress;
-        fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+        fn call<L: Log + Sync, S: HostStore>(
             self,
             s: &Scenario<L>,
             store: S,
-        ) -> anyhow::Result<Progress>
-        where
-            S::State: Send + Sync,
-        {
+        ) -> anyhow::Result<Progress> {
             let Run(image, pace) = self;
             let layout = layout(&image.meta);
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)

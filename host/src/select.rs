@@ -52,14 +52,11 @@ impl StoreKind {
         struct Ask;
         impl Job for Ask {
             type Out = bool;
-            fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+            fn call<L: Log + Sync, S: HostStore>(
                 self,
                 _: &Scenario<L>,
                 _: S,
-            ) -> anyhow::Result<bool>
-            where
-                S::State: Send + Sync,
-            {
+            ) -> anyhow::Result<bool> {
                 Ok(S::IDEMPOTENT)
             }
         }
@@ -396,18 +393,21 @@ pub struct Outcome {
     pub trace: Option<Vec<TraceStep>>,
 }
 
+/// A store the host can run: any core store (each is cloneable and can cross threads).
+pub trait HostStore: Store<State: Send + Sync> + Clone + Send + Sync {}
+
+impl<S: Store<State: Send + Sync> + Clone + Send + Sync> HostStore for S {}
+
 /// Work to do with a scenario and a store, whatever their types.
 pub trait Job {
     /// What the work returns.
     type Out;
     /// Does the work.
-    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+    fn call<L: Log + Sync, S: HostStore>(
         self,
         scenario: &Scenario<L>,
         store: S,
-    ) -> anyhow::Result<Self::Out>
-    where
-        S::State: Send + Sync;
+    ) -> anyhow::Result<Self::Out>;
 }
 
 /// Calls `job` with `loaded`'s scenario and the store `kind` (with `window` for the
@@ -454,14 +454,11 @@ pub fn run(
     struct Simulate(bool);
     impl Job for Simulate {
         type Out = Outcome;
-        fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+        fn call<L: Log + Sync, S: HostStore>(
             self,
             s: &Scenario<L>,
             store: S,
-        ) -> anyhow::Result<Outcome>
-        where
-            S::State: Send + Sync,
-        {
+        ) -> anyhow::Result<Outcome> {
             run_with(s, store, self.0)
         }
     }

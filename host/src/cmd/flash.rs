@@ -12,13 +12,13 @@ use idem_core::consumer::{Position, positions_tag, sink_tag};
 use idem_core::journal::{Journal, PageState, Region};
 use idem_core::log::Log;
 use idem_core::scenario::Scenario;
-use idem_core::store::{Persist, Store};
+use idem_core::store::Persist;
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
 use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
-use crate::select::{self, Job};
+use crate::select::{self, HostStore, Job};
 
 /// Look inside flash images.
 #[derive(Debug, Args)]
@@ -60,14 +60,7 @@ struct Inspect<'a>(&'a mut Image, &'a mut String);
 
 impl Job for Inspect<'_> {
     type Out = ();
-    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
-        self,
-        _: &Scenario<L>,
-        _: S,
-    ) -> anyhow::Result<()>
-    where
-        S::State: Send + Sync,
-    {
+    fn call<L: Log + Sync, S: HostStore>(self, _: &Scenario<L>, _: S) -> anyhow::Result<()> {
         let Inspect(image, text) = self;
         let layout = device::layout(&image.meta);
         if S::PERSIST == Persist::Checkpoint {

@@ -22,7 +22,7 @@ use idem_core::consumer::{Consumer, ConsumerConfig, Layout, Step};
 use idem_core::journal::Region;
 use idem_core::log::{Event, Log, Message, MessageId, Offset};
 use idem_core::scenario::{self, ProducerMode, Scenario};
-use idem_core::store::{Persist, Store};
+use idem_core::store::Persist;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -36,7 +36,7 @@ use serde_json::json;
 
 use crate::device;
 use crate::image::{Image, Meta, PAGE};
-use crate::select::{self, Job, StoreKind, WINDOW_CAPACITY};
+use crate::select::{self, HostStore, Job, StoreKind, WINDOW_CAPACITY};
 use crate::usage;
 
 /// How long a broker may take to answer before it counts as unreachable.
@@ -355,14 +355,11 @@ struct ConsumePartition<'a> {
 
 impl Job for ConsumePartition<'_> {
     type Out = PartitionResult;
-    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
+    fn call<L: Log + Sync, S: HostStore>(
         self,
         _: &Scenario<L>,
         store: S,
-    ) -> anyhow::Result<PartitionResult>
-    where
-        S::State: Send + Sync,
-    {
+    ) -> anyhow::Result<PartitionResult> {
         let p = self.partition as u32;
         let layout = Layout {
             positions: Region {

@@ -11,10 +11,9 @@ use clap::Args;
 use idem_core::log::Log;
 use idem_core::scenario::Scenario;
 use idem_core::sim::{Action, TraceStep};
-use idem_core::store::Store;
 
 use crate::render::action_name;
-use crate::select::{self, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use crate::select::{self, HostStore, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 use crate::usage;
 
 /// The most events a plot draws.
@@ -47,14 +46,7 @@ struct Truth;
 
 impl Job for Truth {
     type Out = Vec<i64>;
-    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
-        self,
-        s: &Scenario<L>,
-        _: S,
-    ) -> anyhow::Result<Vec<i64>>
-    where
-        S::State: Send + Sync,
-    {
+    fn call<L: Log + Sync, S: HostStore>(self, s: &Scenario<L>, _: S) -> anyhow::Result<Vec<i64>> {
         Ok((0..=s.log.len())
             .map(|o| s.log.true_total_before(o))
             .collect())

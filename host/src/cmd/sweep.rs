@@ -19,13 +19,12 @@ use idem_core::log::{Log, Offset};
 use idem_core::rng::SplitMix64;
 use idem_core::scenario::Scenario;
 use idem_core::sim::{Quiet, Run, SIM_LAYOUT, SimFlash, TraceStep};
-use idem_core::store::Store;
 use idem_core::sweep::{self, BranchOutcome, Snapshot, Space};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use crate::select::{self, Job, ScenarioKind, StoreKind, WorkloadArgs};
+use crate::select::{self, HostStore, Job, ScenarioKind, StoreKind, WorkloadArgs};
 use crate::usage;
 
 /// Branches handed to the cores at once.
@@ -226,14 +225,7 @@ struct Sweep<'a>(&'a Options, StoreKind);
 impl Job for Sweep<'_> {
     type Out = Tally;
 
-    fn call<L: Log + Sync, S: Store + Clone + Send + Sync>(
-        self,
-        s: &Scenario<L>,
-        store: S,
-    ) -> anyhow::Result<Tally>
-    where
-        S::State: Send + Sync,
-    {
+    fn call<L: Log + Sync, S: HostStore>(self, s: &Scenario<L>, store: S) -> anyhow::Result<Tally> {
         let Sweep(opts, kind) = self;
         let n = s.log.len();
         let sim = |e: idem_core::sim::SimError| anyhow::anyhow!("the simulated device failed: {e}");
