@@ -224,6 +224,34 @@ impl Demo {
     }
 }
 
+/// The demo on a host: boots, runs to the end, and at the planned crash resets (drops the
+/// device's RAM and boots again from `flash`), reporting every frame the firmware would
+/// send (all but its device statistics).
+pub fn simulate<F: NorFlash>(
+    flash: &mut F,
+    layout: DemoLayout,
+    image_id: u32,
+    planned_crash: bool,
+    mut on_frame: impl FnMut(Frame),
+) -> Result<(), DemoError<F::Error>> {
+    let (mut demo, boot) = Demo::boot(flash, layout, image_id, planned_crash)?;
+    on_frame(boot);
+    loop {
+        match demo.step(flash)? {
+            DemoStep::Progress(f) => on_frame(f),
+            DemoStep::PlannedCrash => {
+                let (rebooted, boot) = Demo::boot(flash, layout, image_id, planned_crash)?;
+                demo = rebooted;
+                on_frame(boot);
+            }
+            DemoStep::Done(f) => {
+                on_frame(f);
+                return Ok(());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,25 +262,11 @@ mod tests {
         page: 1024,
     };
 
-    /// Boots and runs to the end, resetting at the planned crash; the frames in order.
+    /// The frames of a simulated run, in order.
     fn frames(flash: &mut MemFlash<10, 1024>, planned: bool) -> std::vec::Vec<Frame> {
         let mut out = std::vec::Vec::new();
-        let (mut demo, boot) = Demo::boot(flash, LAYOUT, 7, planned).unwrap();
-        out.push(boot);
-        loop {
-            match demo.step(flash).unwrap() {
-                DemoStep::Progress(f) => out.push(f),
-                DemoStep::PlannedCrash => {
-                    let (d, boot) = Demo::boot(flash, LAYOUT, 7, planned).unwrap();
-                    demo = d;
-                    out.push(boot);
-                }
-                DemoStep::Done(f) => {
-                    out.push(f);
-                    return out;
-                }
-            }
-        }
+        simulate(flash, LAYOUT, 7, planned, |f| out.push(f)).unwrap();
+        out
     }
 
     #[test]

@@ -18,7 +18,7 @@ use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
-use crate::consumer::Position;
+use crate::consumer::{Position, checkpoint_after};
 use crate::journal::{Journal, JournalError, Region};
 use crate::log::{Log, Offset};
 
@@ -212,53 +212,48 @@ pub fn run<F: NorFlash, L: Log>(
     k: u64,
     crash_between: Option<Offset>,
 ) -> Result<DualReport, DualError<F::Error>> {
-    let k = k.max(1);
     let mut dev = Device::open(flash, layout, fix)?;
     let mut writes = 0;
     let mut crash = crash_between;
     let mut diverged_at_recovery = None;
     while let Some(e) = log.get(dev.next) {
         let (o, payer, amount) = (e.offset, e.message.producer, e.message.amount);
+        // The first (for the fixes, the only) write.
         match fix {
             DualFix::None => {
                 dev.views.total += amount;
                 dev.total_j.append(flash, &dev.views)?;
                 writes += 1;
-                if crash == Some(o) {
-                    crash = None;
-                    dev = Device::open(flash, layout, fix)?;
-                    let (t, i) = dev.seen(fix);
-                    diverged_at_recovery = (t != i).then_some((t, i));
-                    continue;
+            }
+            DualFix::Atomic | DualFix::Derive if dev.views.stamp.is_none_or(|s| o > s) => {
+                dev.views.add(payer, amount)?;
+                dev.views.stamp = Some(o);
+                if fix == DualFix::Atomic {
+                    dev.views.total += amount;
+                    dev.total_j.append(flash, &dev.views)?;
+                } else {
+                    dev.views.total = dev.views.index_sum();
+                    dev.index_j.append(flash, &dev.views)?;
                 }
-                dev.other.add(payer, amount)?;
-                dev.index_j.append(flash, &dev.other)?;
                 writes += 1;
             }
-            DualFix::Atomic | DualFix::Derive => {
-                if dev.views.stamp.is_none_or(|s| o > s) {
-                    dev.views.add(payer, amount)?;
-                    dev.views.stamp = Some(o);
-                    if fix == DualFix::Atomic {
-                        dev.views.total += amount;
-                        dev.total_j.append(flash, &dev.views)?;
-                    } else {
-                        dev.views.total = dev.views.index_sum();
-                        dev.index_j.append(flash, &dev.views)?;
-                    }
-                    writes += 1;
-                }
-                if crash == Some(o) {
-                    crash = None;
-                    dev = Device::open(flash, layout, fix)?;
-                    let (t, i) = dev.seen(fix);
-                    diverged_at_recovery = (t != i).then_some((t, i));
-                    continue;
-                }
-            }
+            DualFix::Atomic | DualFix::Derive => {}
+        }
+        if crash == Some(o) {
+            crash = None;
+            dev = Device::open(flash, layout, fix)?;
+            let (t, i) = dev.seen(fix);
+            diverged_at_recovery = (t != i).then_some((t, i));
+            continue;
+        }
+        // The second write, for the fix that has one.
+        if fix == DualFix::None {
+            dev.other.add(payer, amount)?;
+            dev.index_j.append(flash, &dev.other)?;
+            writes += 1;
         }
         dev.next = o + 1;
-        if dev.next % k == 0 || dev.next >= log.len() {
+        if checkpoint_after(o, k, log.len()) {
             dev.positions.append(flash, &Position { next: dev.next })?;
             writes += 1;
         }

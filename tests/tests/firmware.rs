@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idem_core::demo::{Demo, DemoLayout, DemoStep};
+use idem_core::demo::{self, DemoLayout};
 use idem_core::flash::MemFlash;
 use idem_core::rng::SplitMix64;
 use idem_core::wire::{Decoder, Frame, Totals};
@@ -122,27 +122,19 @@ fn done_of(frames: &[Frame]) -> (u32, Totals, i64) {
 /// flash that reads all zeros like QEMU's never-written pages.
 fn simulated_planned_run() -> Vec<Frame> {
     let mut flash = MemFlash::<10, 1024>::filled(0);
-    let layout = DemoLayout {
-        start: 0,
-        page: 1024,
-    };
-    let mut out = Vec::new();
-    let (mut demo, boot) = Demo::boot(&mut flash, layout, 1, true).unwrap();
-    out.push(boot);
-    loop {
-        match demo.step(&mut flash).unwrap() {
-            DemoStep::Progress(f) => out.push(f),
-            DemoStep::PlannedCrash => {
-                let (d, boot) = Demo::boot(&mut flash, layout, 1, true).unwrap();
-                demo = d;
-                out.push(boot);
-            }
-            DemoStep::Done(f) => {
-                out.push(f);
-                return out;
-            }
-        }
-    }
+    let mut frames = Vec::new();
+    demo::simulate(
+        &mut flash,
+        DemoLayout {
+            start: 0,
+            page: 1024,
+        },
+        1,
+        true,
+        |f| frames.push(f),
+    )
+    .unwrap();
+    frames
 }
 
 #[test]
