@@ -7,9 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use idem_core::consumer::{Consumer, ConsumerConfig};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
+use idem_core::lab::sim::{SIM_LAYOUT, SimFlash};
 use idem_core::log::GeneratedLog;
-use idem_core::sim::{SIM_LAYOUT, SimFlash};
 use idem_core::store::{
     Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Store, TwoPhase,
 };
@@ -21,7 +21,13 @@ fn consume<S: Store + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
         events: EVENTS,
         amount: 1,
     };
-    let mut c = Consumer::open(flash, SIM_LAYOUT, store, ConsumerConfig::every(10)).unwrap();
+    let mut c = Consumer::open(
+        flash,
+        SIM_LAYOUT,
+        store,
+        ConsumerConfig::every(CheckpointEvery::new(10).unwrap()),
+    )
+    .unwrap();
     c.run(flash, &log).unwrap();
     (c.total(), c.records_written())
 }

@@ -13,8 +13,8 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use embassy_futures::block_on;
-use idem_core::flash::{FlashError, MemFlash};
 use idem_core::journal::{Journal, OffsetTotal, Region};
+use idem_core::lab::flash::{FlashError, MemFlash};
 use sequential_storage::cache::key_pointers::ArrayKeyPointers;
 use sequential_storage::cache::page_pointers::ArrayPagePointers;
 use sequential_storage::cache::page_states::ArrayPageStates;

@@ -12,16 +12,19 @@
 //! BEFORE them (a crash in between loses them). Batches are aligned on offsets: a batch
 //! is `[bK, bK + K - 1]`, and the end of the log closes the last one.
 //!
-//! Where the position lives depends on the store's [`Persist`] policy: in the consumer's
-//! own position journal, inside the store's record, or both, through a two-phase commit.
+//! Where the position lives, and when each sink's record is written, is the sinks'
+//! persistence policy ([`crate::persist`]); the consumer only orders the steps. Inside the
+//! core a position is always the next offset to read (Kafka's convention): "covers
+//! through 39" is "resumes at 40".
+
+use core::num::NonZeroU64;
 
 use embedded_storage::nor_flash::NorFlash;
-use postcard::experimental::max_size::MaxSize;
-use serde::{Deserialize, Serialize};
 
-use crate::journal::{Journal, JournalError, Region};
+use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::store::{Outcome, Persist, Store, StoreError};
+use crate::persist::{Layout, Phase, Sinks};
+use crate::store::{Outcome, StoreError};
 
 /// When the consumer commits its position relative to a batch's effects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,29 +36,57 @@ pub enum Guarantee {
     AtMostOnce,
 }
 
-/// Whether the at-least-once checkpoint falls right after the effect of `offset`:
-/// batches are `[bK, bK + K - 1]`, and the end of a log of `len` events closes the last.
-pub const fn checkpoint_after(offset: Offset, checkpoint_every: u64, len: u64) -> bool {
-    let k = if checkpoint_every == 0 {
-        1
-    } else {
-        checkpoint_every
-    };
-    (offset + 1).is_multiple_of(k) || offset + 1 >= len
+/// A checkpoint interval: commit every K events, K at least 1. Batches are aligned on
+/// offsets, `[bK, bK + K - 1]`, and the end of the log closes the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CheckpointEvery(NonZeroU64);
+
+impl CheckpointEvery {
+    /// Every `k` events; `None` for 0.
+    pub const fn new(k: u64) -> Option<Self> {
+        match NonZeroU64::new(k) {
+            Some(k) => Some(Self(k)),
+            None => None,
+        }
+    }
+
+    /// K.
+    pub const fn get(self) -> u64 {
+        self.0.get()
+    }
+
+    /// The position right after the batch that holds `offset` in a log of `len`
+    /// events: where that batch's checkpoint resumes.
+    pub const fn batch_end(self, offset: Offset, len: u64) -> Offset {
+        let k = self.0.get();
+        let end = (offset / k + 1) * k;
+        if end < len { end } else { len }
+    }
+
+    /// Whether the at-least-once checkpoint falls right after the effect of `offset`.
+    pub const fn closes_batch(self, offset: Offset, len: u64) -> bool {
+        (offset + 1).is_multiple_of(self.0.get()) || offset + 1 >= len
+    }
+}
+
+impl core::fmt::Display for CheckpointEvery {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// Consumer settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerConfig {
-    /// Commit the position every this many events (at least 1).
-    pub checkpoint_every: u64,
+    /// Commit the position every this many events.
+    pub checkpoint_every: CheckpointEvery,
     /// Commit after or before the effects.
     pub guarantee: Guarantee,
 }
 
 impl ConsumerConfig {
     /// At-least-once, committing every `checkpoint_every` events.
-    pub const fn every(checkpoint_every: u64) -> Self {
+    pub const fn every(checkpoint_every: CheckpointEvery) -> Self {
         Self {
             checkpoint_every,
             guarantee: Guarantee::AtLeastOnce,
@@ -63,43 +94,15 @@ impl ConsumerConfig {
     }
 }
 
-/// Where a consumer keeps its journals, and the tag that marks them as this
-/// application's (a different tag, or another store, is refused as foreign).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    /// The consumer's position journal (unused by stores that keep the position).
-    pub positions: Region,
-    /// The store's journal.
-    pub sink: Region,
-    /// Mixed into both journals' tags: an application, scenario or image id.
-    pub tag: u32,
-}
-
-/// The position journal's record: the next offset to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct Position {
-    /// Next offset to read.
-    pub next: Offset,
-}
-
-const POSITIONS_TAG: u32 = 0x5001_0000;
-
-/// The tag of the position journal of a consumer laid out by `layout`.
-pub const fn positions_tag(layout: &Layout) -> u32 {
-    POSITIONS_TAG ^ layout.tag
-}
-
-/// The tag of the journal of store `S` laid out by `layout`.
-pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
-    S::TAG ^ layout.tag
-}
-
 /// One step of the consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// The event at the position was read; its effect is not applied yet.
     Deliver(Event),
-    /// The store applied or skipped the event (and persisted itself when needed).
+    /// Sinks written one after the other ([`crate::persist::Pair`]): the first holds the
+    /// event's effect, the second does not yet.
+    Between(Event),
+    /// The sinks applied or skipped the event (and persisted themselves when needed).
     Effect(Event, Outcome),
     /// Two-phase stores: the prepared record for the commit of `next` is durable; the
     /// decision is not made yet.
@@ -118,6 +121,7 @@ pub enum Step {
 
 /// Errors of the consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ConsumerError<E> {
     /// A journal failed (including the flash under it).
@@ -138,7 +142,7 @@ impl<E> From<StoreError> for ConsumerError<E> {
     }
 }
 
-impl<E: core::fmt::Debug> core::fmt::Display for ConsumerError<E> {
+impl<E: core::fmt::Display> core::fmt::Display for ConsumerError<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::Journal(e) => e.fmt(f),
@@ -147,83 +151,58 @@ impl<E: core::fmt::Debug> core::fmt::Display for ConsumerError<E> {
     }
 }
 
-impl<E: core::fmt::Debug> core::error::Error for ConsumerError<E> {}
+impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for ConsumerError<E> {}
 
-/// A consumer applying a log to the store `S`.
+/// A consumer applying a log to the sinks `K` (one [`Store`](crate::store::Store), or a
+/// [`Pair`](crate::persist::Pair) sharing one position).
 #[derive(Debug, Clone)]
-pub struct Consumer<S: Store> {
-    store: S,
+pub struct Consumer<K: Sinks> {
+    sinks: K,
     config: ConsumerConfig,
-    state: S::State,
-    sink: Journal<S::State>,
-    positions: Option<Journal<Position>>,
+    state: K::State,
+    durable: K::Durable,
     next: Offset,
-    committed: Option<Offset>,
+    resume_at: Offset,
     delivered: Option<Event>,
+    /// Sinks of the delivered event written so far, and whether one of them applied it.
+    written: usize,
+    applied: bool,
     /// A commit to make before anything else: the next offset it records.
     commit_due: Option<Offset>,
-    /// Two-phase: the target whose prepared record is already written.
-    prepared: Option<Offset>,
 }
 
-impl<S: Store> Consumer<S> {
-    /// Recovers a consumer from flash: the store's newest record and the newest
-    /// committed position (nothing on blank flash: it starts at offset 0). A two-phase
-    /// store's in-doubt prepared record is resolved here, and the resolution written.
+impl<K: Sinks> Consumer<K> {
+    /// Recovers a consumer from flash: the sinks' newest records and the durable
+    /// position (on blank flash it starts at offset 0). The policy resolves whatever it
+    /// left in doubt (a two-phase store's prepared record) and writes the resolution.
     pub fn open<F: NorFlash>(
         flash: &mut F,
         layout: Layout,
-        store: S,
+        sinks: K,
         config: ConsumerConfig,
     ) -> Result<Self, ConsumerError<F::Error>> {
-        let (mut sink, record) =
-            Journal::<S::State>::open(flash, layout.sink, sink_tag::<S>(&layout))?;
-        let mut state = record.unwrap_or_default();
-        let (positions, position) = match S::PERSIST {
-            Persist::Checkpoint => (None, None),
-            _ => {
-                let (j, p) =
-                    Journal::<Position>::open(flash, layout.positions, positions_tag(&layout))?;
-                (Some(j), p.map(|p| p.next))
-            }
-        };
-        let committed = match S::PERSIST {
-            Persist::EachEffect => position,
-            Persist::Checkpoint => S::position(&state),
-            Persist::TwoPhase => {
-                if let Some(target) = S::prepared(&state) {
-                    // The position journal holds the decision.
-                    S::resolve(&mut state, position.is_some_and(|p| p >= target));
-                    sink.append(flash, &state)?;
-                }
-                S::position(&state)
-            }
-        };
+        let (durable, state, resume_at) = sinks.open(flash, &layout)?;
         Ok(Self {
-            store,
+            sinks,
             config,
             state,
-            sink,
-            positions,
-            next: committed.unwrap_or(0),
-            committed,
+            durable,
+            next: resume_at,
+            resume_at,
             delivered: None,
+            written: 0,
+            applied: false,
             commit_due: None,
-            prepared: None,
         })
     }
 
-    /// Resumes from a durable position kept outside this consumer's flash, such as a Kafka
-    /// consumer group's committed offset (`None`: nothing committed, start at 0). Only for
-    /// stores whose position is not in their record ([`Persist::EachEffect`]); the others
-    /// keep their own position and ignore this.
-    pub fn resume_from(&mut self, committed: Option<Offset>) {
-        if S::PERSIST == Persist::EachEffect
-            && self.delivered.is_none()
-            && self.commit_due.is_none()
-        {
-            self.committed = committed;
-            self.next = committed.unwrap_or(0);
+    /// Right after [`Consumer::open`]: resumes from a position kept outside this
+    /// consumer's flash, such as a Kafka consumer group's committed offset (the next
+    /// offset to read). Sinks that keep the position in their own record ignore it.
+    pub fn resume_from(&mut self, outside: Offset) {
+        if let Some(at) = K::adopt_position(outside).filter(|_| self.is_idle()) {
+            self.resume_at = at;
+            self.next = at;
         }
     }
 
@@ -233,15 +212,29 @@ impl<S: Store> Consumer<S> {
         flash: &mut F,
         log: &L,
     ) -> Result<Step, ConsumerError<F::Error>> {
-        let k = self.config.checkpoint_every.max(1);
-        if let Some(event) = self.delivered.take() {
-            let outcome = self.store.apply(&mut self.state, &event)?;
-            if outcome == Outcome::Applied && S::PERSIST == Persist::EachEffect {
-                self.sink.append(flash, &self.state)?;
+        let every = self.config.checkpoint_every;
+        if let Some(event) = self.delivered {
+            let outcome = self.sinks.write(
+                &mut self.durable,
+                flash,
+                &mut self.state,
+                &event,
+                self.written,
+            )?;
+            self.applied |= outcome == Outcome::Applied;
+            self.written += 1;
+            if self.written < K::WRITES {
+                return Ok(Step::Between(event));
             }
+            let outcome = if self.applied {
+                Outcome::Applied
+            } else {
+                Outcome::Skipped
+            };
+            (self.delivered, self.written, self.applied) = (None, 0, false);
             self.next = event.offset + 1;
             if self.config.guarantee == Guarantee::AtLeastOnce
-                && checkpoint_after(event.offset, k, log.len())
+                && every.closes_batch(event.offset, log.len())
             {
                 self.commit_due = Some(self.next);
             }
@@ -251,11 +244,8 @@ impl<S: Store> Consumer<S> {
             let Some(event) = log.get(self.next) else {
                 return Ok(Step::Done);
             };
-            if self.config.guarantee == Guarantee::AtMostOnce
-                && self.committed.is_none_or(|c| c <= event.offset)
-            {
-                let batch_end = (event.offset / k + 1) * k;
-                self.commit_due = Some(batch_end.min(log.len()));
+            if self.config.guarantee == Guarantee::AtMostOnce && self.resume_at <= event.offset {
+                self.commit_due = Some(every.batch_end(event.offset, log.len()));
             } else {
                 self.delivered = Some(event);
                 return Ok(Step::Deliver(event));
@@ -264,18 +254,14 @@ impl<S: Store> Consumer<S> {
         let Some(next) = self.commit_due else {
             return Ok(Step::Done);
         };
-        if S::PERSIST == Persist::TwoPhase && self.prepared != Some(next) {
-            let mut record = self.state.clone();
-            S::prepare(&mut record, next);
-            self.sink.append(flash, &record)?;
-            self.state = record;
-            self.prepared = Some(next);
-            return Ok(Step::Prepare { next });
+        match K::commit(&mut self.durable, flash, &mut self.state, next)? {
+            Phase::Prepared => Ok(Step::Prepare { next }),
+            Phase::Committed => {
+                self.resume_at = next;
+                self.commit_due = None;
+                Ok(Step::Commit { next })
+            }
         }
-        self.commit(flash, next)?;
-        self.commit_due = None;
-        self.prepared = None;
-        Ok(Step::Commit { next })
     }
 
     /// Runs to [`Step::Done`].
@@ -288,53 +274,26 @@ impl<S: Store> Consumer<S> {
         Ok(())
     }
 
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        next: Offset,
-    ) -> Result<(), ConsumerError<F::Error>> {
-        match S::PERSIST {
-            Persist::EachEffect => {
-                if let Some(positions) = &mut self.positions {
-                    positions.append(flash, &Position { next })?;
-                }
-            }
-            Persist::Checkpoint => {
-                S::set_position(&mut self.state, next);
-                self.sink.append(flash, &self.state)?;
-            }
-            Persist::TwoPhase => {
-                // The decision: once the position is durable, recovery rolls forward.
-                if let Some(positions) = &mut self.positions {
-                    positions.append(flash, &Position { next })?;
-                }
-                S::resolve(&mut self.state, true);
-                self.sink.append(flash, &self.state)?;
-            }
-        }
-        self.committed = Some(next);
-        Ok(())
-    }
-
-    /// The total the store shows now (for an atomic store: including effects in RAM).
+    /// The total the (first) sink shows now (for an atomic store: including effects in
+    /// RAM).
     pub fn total(&self) -> i64 {
-        S::total(&self.state)
+        K::value(&self.state)
     }
 
-    /// The store's state in RAM.
-    pub fn state(&self) -> &S::State {
+    /// The sinks' state in RAM.
+    pub fn state(&self) -> &K::State {
         &self.state
     }
 
-    /// The store rule.
-    pub fn store(&self) -> &S {
-        &self.store
+    /// The sinks.
+    pub fn sinks(&self) -> &K {
+        &self.sinks
     }
 
-    /// The durable position: the next offset to read after a crash (`None`: nothing
-    /// committed yet, a restart begins at offset 0).
-    pub fn committed(&self) -> Option<Offset> {
-        self.committed
+    /// The durable position: the next offset to read after a crash (0 when nothing was
+    /// committed yet).
+    pub fn resume_at(&self) -> Offset {
+        self.resume_at
     }
 
     /// Whether the consumer is between events: nothing delivered and not yet applied,
@@ -352,16 +311,25 @@ impl<S: Store> Consumer<S> {
     /// Journal records appended since this consumer was opened (sink records and
     /// position commits).
     pub fn records_written(&self) -> u64 {
-        self.sink.appended() + self.positions.as_ref().map_or(0, Journal::appended)
+        K::records_written(&self.durable)
     }
 }
 
-#[cfg(test)]
+/// The last offset a durable position covers (`resume_at` minus one), `None` when it
+/// covers nothing (resumes at 0).
+pub const fn covers_through(resume_at: Offset) -> Option<Offset> {
+    resume_at.checked_sub(1)
+}
+
+#[cfg(all(test, feature = "lab"))]
 mod tests {
     use super::*;
-    use crate::flash::MemFlash;
+    use crate::journal::Region;
+    use crate::lab::flash::MemFlash;
     use crate::log::GeneratedLog;
-    use crate::store::{Atomic, Naive, OffsetStamped};
+    use crate::store::{Atomic, Naive, OffsetStamped, Store};
+
+    const K10: ConsumerConfig = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
 
     type F = MemFlash<8, 1024>;
     const LAYOUT: Layout = Layout {
@@ -374,13 +342,13 @@ mod tests {
     };
 
     /// Runs until the effect of `crash_after`, drops the consumer, reopens and finishes.
-    fn crash_after<S: Store + Copy>(store: S, crash_after: Offset) -> (i64, Option<Offset>, u64) {
+    fn crash_after<S: Store + Copy>(store: S, crash_after: Offset) -> (i64, Offset, u64) {
         let log = GeneratedLog {
             events: 100,
             amount: 1,
         };
         let mut f = F::new();
-        let mut c = Consumer::open(&mut f, LAYOUT, store, ConsumerConfig::every(10)).unwrap();
+        let mut c = Consumer::open(&mut f, LAYOUT, store, K10).unwrap();
         loop {
             if let Step::Effect(e, _) = c.step(&mut f, &log).unwrap()
                 && e.offset == crash_after
@@ -389,8 +357,8 @@ mod tests {
             }
         }
         let mut writes = c.records_written();
-        let mut c = Consumer::open(&mut f, LAYOUT, store, ConsumerConfig::every(10)).unwrap();
-        let resumed = c.committed();
+        let mut c = Consumer::open(&mut f, LAYOUT, store, K10).unwrap();
+        let resumed = c.resume_at();
         c.run(&mut f, &log).unwrap();
         writes += c.records_written();
         (c.total(), resumed, writes)
@@ -398,13 +366,10 @@ mod tests {
 
     #[test]
     fn ddia_figures() {
-        assert_eq!(crash_after(Naive, 49), (110, Some(40), 60 + 4 + 6 + 50));
-        assert_eq!(
-            crash_after(OffsetStamped, 49),
-            (100, Some(40), 50 + 4 + 6 + 50)
-        );
+        assert_eq!(crash_after(Naive, 49), (110, 40, 60 + 4 + 6 + 50));
+        assert_eq!(crash_after(OffsetStamped, 49), (100, 40, 50 + 4 + 6 + 50));
         // Atomic: one record per checkpoint, 4 before the crash and 6 after.
-        assert_eq!(crash_after(Atomic, 49), (100, Some(40), 10));
+        assert_eq!(crash_after(Atomic, 49), (100, 40, 10));
     }
 
     #[test]
@@ -415,15 +380,32 @@ mod tests {
         };
         let mut f = F::new();
         let cfg = ConsumerConfig {
-            checkpoint_every: 10,
+            checkpoint_every: K10.checkpoint_every,
             guarantee: Guarantee::AtMostOnce,
         };
         let mut c = Consumer::open(&mut f, LAYOUT, OffsetStamped, cfg).unwrap();
         assert_eq!(c.step(&mut f, &log).unwrap(), Step::Commit { next: 10 });
         while !matches!(c.step(&mut f, &log).unwrap(), Step::Effect(e, _) if e.offset == 45) {}
         let mut c = Consumer::open(&mut f, LAYOUT, OffsetStamped, cfg).unwrap();
-        assert_eq!(c.committed(), Some(50));
+        assert_eq!(c.resume_at(), 50);
         c.run(&mut f, &log).unwrap();
         assert_eq!(c.total(), 96);
+    }
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+
+    #[test]
+    fn batches_are_aligned_and_the_log_end_closes_the_last() {
+        assert_eq!(CheckpointEvery::new(0), None);
+        let k = CheckpointEvery::new(10).unwrap();
+        assert_eq!((k.batch_end(0, 100), k.batch_end(45, 100)), (10, 50));
+        assert_eq!(k.batch_end(95, 97), 97);
+        assert!(k.closes_batch(39, 100) && !k.closes_batch(40, 100));
+        assert!(k.closes_batch(96, 97));
+        assert_eq!(covers_through(40), Some(39));
+        assert_eq!(covers_through(0), None);
     }
 }

@@ -1,7 +1,12 @@
-//! Crash points and their one textual grammar.
+//! Crash points, their one textual grammar, and the [`Plan`] that says when one fires.
+//!
+//! A point is matched against the consumer's own [`Step`]s, so the simulator, a sweep
+//! and the board's planned crash all crash at the same places.
 //!
 //! ```text
 //! crash@deliver:O   after offset O was delivered, before its effect
+//! crash@between:O   between the two writes of offset O's effect (sinks written one
+//!                   after the other, such as dual writes without a fix)
 //! crash@effect:O    after the effect of offset O (and before its checkpoint)
 //! crash@prepare:O   just after a two-phase store's prepared record for the commit
 //!                   that covers offset O, before the decision
@@ -9,20 +14,26 @@
 //! crash@torn:W      in the middle of the W-th flash word write of the run (from 1)
 //! crash@erase:E     in the middle of the E-th flash page erase of the run (from 1)
 //! ```
-//! `deliver`, `effect`, `prepare` and `commit` take an occurrence suffix `#n` when offset O is seen
+//! `deliver`, `between`, `effect`, `prepare` and `commit` take an occurrence suffix `#n` when offset O is seen
 //! more than once (`crash@effect:45#2` is during the replay; `#1` is the default).
 //! A schedule is several points joined with commas.
 
 use core::fmt;
 use core::str::FromStr;
 
+use crate::consumer::Step;
 use crate::log::Offset;
+
+/// The most crash points one plan holds.
+pub const MAX_CRASHES: usize = 8;
 
 /// Where in a run a crash happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum At {
     /// After the delivery of an offset.
     Deliver(Offset),
+    /// Between the two writes of an offset's effect.
+    Between(Offset),
     /// After the effect of an offset.
     Effect(Offset),
     /// After a two-phase prepare for the commit that covers an offset.
@@ -54,12 +65,144 @@ impl CrashPoint {
     pub const fn after_effect(offset: Offset) -> Self {
         Self::new(At::Effect(offset))
     }
+
+    /// Whether the consumer's `step` is this point's place (any occurrence).
+    pub fn is_at(&self, step: &Step) -> bool {
+        match (self.at, step) {
+            (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
+            (At::Between(o), Step::Between(e)) => e.offset == o,
+            (At::Effect(o), Step::Effect(e, _)) => e.offset == o,
+            (At::Prepare(o), Step::Prepare { next }) => *next == o + 1,
+            (At::Commit(o), Step::Commit { next }) => *next == o + 1,
+            _ => false,
+        }
+    }
+
+    /// Whether this is a flash-level point (a torn word write or an interrupted erase).
+    pub const fn is_flash(&self) -> bool {
+        matches!(self.at, At::Torn(_) | At::Erase(_))
+    }
+}
+
+/// The plan is full: it holds at most [`MAX_CRASHES`] points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanFull;
+
+impl fmt::Display for PlanFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a crash plan holds at most {MAX_CRASHES} points")
+    }
+}
+
+impl core::error::Error for PlanFull {}
+
+/// A crash plan as a run goes: which points have fired, and how often each offset point's
+/// place has been seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    points: heapless::Vec<CrashPoint, MAX_CRASHES>,
+    seen: [u32; MAX_CRASHES],
+    fired: [bool; MAX_CRASHES],
+}
+
+impl Plan {
+    /// A plan of `points`, none fired.
+    pub fn new(points: &[CrashPoint]) -> Result<Self, PlanFull> {
+        Ok(Self {
+            points: heapless::Vec::from_slice(points).map_err(|_| PlanFull)?,
+            ..Self::default()
+        })
+    }
+
+    /// The points, in plan order.
+    pub fn points(&self) -> &[CrashPoint] {
+        &self.points
+    }
+
+    /// Counts `step` against the offset points; the point that fires now, if any.
+    pub fn on_step(&mut self, step: &Step) -> Option<CrashPoint> {
+        let mut crash = None;
+        for (i, p) in self.points.iter().enumerate() {
+            if !self.fired[i] && p.is_at(step) {
+                self.seen[i] += 1;
+                if self.seen[i] == p.occurrence {
+                    self.fired[i] = true;
+                    crash.get_or_insert(*p);
+                }
+            }
+        }
+        crash
+    }
+
+    /// The pending torn-write and erase points: the earliest word write and erase
+    /// (counted from the start of the run) after `writes` and `erases`.
+    pub fn next_flash(&self, writes: u64, erases: u64) -> (Option<u64>, Option<u64>) {
+        let pending = |pick: fn(At) -> Option<u64>, done: u64| {
+            self.pending()
+                .filter_map(|p| pick(p.at))
+                .filter(|&n| n > done)
+                .min()
+        };
+        (
+            pending(|a| if let At::Torn(w) = a { Some(w) } else { None }, writes),
+            pending(
+                |a| if let At::Erase(e) = a { Some(e) } else { None },
+                erases,
+            ),
+        )
+    }
+
+    /// The torn-write or erase point that a power cut at `writes` word writes and
+    /// `erases` erases hit, marked as fired.
+    pub fn fire_flash(&mut self, writes: u64, erases: u64) -> Option<CrashPoint> {
+        let i = self.points.iter().enumerate().position(|(i, p)| {
+            !self.fired[i]
+                && match p.at {
+                    At::Torn(w) => w == writes,
+                    At::Erase(e) => e == erases,
+                    _ => false,
+                }
+        })?;
+        self.fired[i] = true;
+        Some(self.points[i])
+    }
+
+    /// Records a crash at `point` that the plan did not hold, as fired (when it has room).
+    pub fn record(&mut self, point: CrashPoint) {
+        if !self.points.contains(&point) && self.points.push(point).is_ok() {
+            self.fired[self.points.len() - 1] = true;
+        }
+    }
+
+    /// The points that have fired, in plan order.
+    pub fn fired(&self) -> impl Iterator<Item = CrashPoint> + '_ {
+        self.points
+            .iter()
+            .zip(self.fired)
+            .filter(|(_, f)| *f)
+            .map(|(p, _)| *p)
+    }
+
+    /// The points that have not fired.
+    pub fn pending(&self) -> impl Iterator<Item = &CrashPoint> + '_ {
+        self.points
+            .iter()
+            .zip(self.fired)
+            .filter(|(_, f)| !*f)
+            .map(|(p, _)| p)
+    }
+
+    /// Whether every point has fired.
+    pub fn done(&self) -> bool {
+        self.pending().next().is_none()
+    }
 }
 
 impl fmt::Display for CrashPoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (name, n) = match self.at {
             At::Deliver(o) => ("deliver", o),
+            At::Between(o) => ("between", o),
             At::Effect(o) => ("effect", o),
             At::Prepare(o) => ("prepare", o),
             At::Commit(o) => ("commit", o),
@@ -80,7 +223,7 @@ impl fmt::Display for CrashPoint {
 pub enum ParseCrashError {
     /// It does not start with `crash@`.
     Prefix,
-    /// The place is not one of deliver, effect, commit, torn, erase.
+    /// The place is not one of deliver, between, effect, prepare, commit, torn, erase.
     Kind,
     /// The number (or the occurrence) is missing or not a number.
     Number,
@@ -92,7 +235,9 @@ impl fmt::Display for ParseCrashError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Prefix => "a crash point starts with `crash@`",
-            Self::Kind => "a crash point is one of deliver, effect, prepare, commit, torn, erase",
+            Self::Kind => {
+                "a crash point is one of deliver, between, effect, prepare, commit, torn, erase"
+            }
             Self::Number => "a crash point needs a number after `:` (and after `#`)",
             Self::Occurrence => {
                 "occurrences count from #1, torn and erase count from 1 and take no #"
@@ -122,6 +267,7 @@ impl FromStr for CrashPoint {
         let n: u64 = num.parse().map_err(|_| ParseCrashError::Number)?;
         let at = match kind {
             "deliver" => At::Deliver(n),
+            "between" => At::Between(n),
             "effect" => At::Effect(n),
             "prepare" => At::Prepare(n),
             "commit" => At::Commit(n),
@@ -194,6 +340,7 @@ mod tests {
     fn grammar_round_trips() {
         for s in [
             "crash@deliver:0",
+            "crash@between:25",
             "crash@effect:49",
             "crash@effect:45#2",
             "crash@commit:39",

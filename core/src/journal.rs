@@ -79,6 +79,7 @@ pub struct Region {
 
 /// What a journal can fail with; `E` is the flash driver's error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum JournalError<E> {
     /// The flash driver failed (including a power cut).
@@ -103,10 +104,10 @@ pub enum JournalError<E> {
     NoSpace,
 }
 
-impl<E: core::fmt::Debug> core::fmt::Display for JournalError<E> {
+impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::Flash(e) => write!(f, "flash error: {e:?}"),
+            Self::Flash(e) => write!(f, "flash error: {e}"),
             Self::BadRegion => {
                 f.write_str("journal region must be at least two whole pages inside the flash")
             }
@@ -121,7 +122,7 @@ impl<E: core::fmt::Debug> core::fmt::Display for JournalError<E> {
     }
 }
 
-impl<E: core::fmt::Debug> core::error::Error for JournalError<E> {}
+impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for JournalError<E> {}
 
 /// What the recovery scan found in one page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,11 +370,6 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         (self.page_size - HEADER_SIZE as u32) / Self::SLOT as u32
     }
 
-    /// The region this journal owns.
-    pub fn region(&self) -> Region {
-        self.region
-    }
-
     /// Classifies page `page` of the region; a valid header of another journal is an error.
     pub fn page_state<F: NorFlash>(
         &self,
@@ -499,10 +495,10 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "lab"))]
 mod tests {
     use super::*;
-    use crate::flash::{FlashError, MemFlash, PowerCut};
+    use crate::lab::flash::{FlashError, MemFlash, PowerCut};
 
     type F = MemFlash<4, 256>;
     const REGION: Region = Region {

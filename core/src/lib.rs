@@ -2,19 +2,19 @@
 //! microcontroller. `no_std`, no allocation; every capacity is a const generic and
 //! exceeding one is a typed error.
 //!
-//! Follow one event down and back up:
-//! [`log`] holds it at an offset (a [`producer`] may have put it there twice);
-//! the [`consumer`] reads it, lets a [`store`] apply it, and commits its position every
-//! K events; both the store's state and the position are records in a [`journal`] on any
-//! `embedded_storage` [`NorFlash`](embedded_storage::nor_flash::NorFlash) (the strict
-//! in-memory one is [`flash`]); after a crash, the journals are all that is left, and the
-//! consumer resumes from them. [`sim`] runs a [`scenario`] with a plan of [`crash`]
-//! points and [`check`] judges the result; [`sweep`] decides what a sweep of every crash
-//! point tries and when a crashed branch has rejoined the uncrashed run.
+//! Follow one event down and back up. The engine, what a firmware ships, sits at the
+//! root: the [`log`] holds an event at an offset (a [`producer`] may have put it there
+//! twice); the [`consumer`] reads it, lets its sinks (a [`store`], or a
+//! [`Pair`](persist::Pair) of them) apply it, and commits its position every K events;
+//! how each record and the position reach flash is the store's [`persist`]ence policy,
+//! and every record is a slot in a [`journal`] on any `embedded_storage`
+//! [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash, the journals are
+//! all that is left, and the consumer resumes from them. A [`crash`] point names a place
+//! among the consumer's steps; [`ddia`] holds the exercise's parameters.
 //!
-//! The micro:bit firmware is [`demo`] (three sinks side by side) with frames from
-//! [`wire`]; [`dual`] is the dual-write problem and its fixes; [`rng`] is the one seeded
-//! generator everything random uses.
+//! [`lab`] proves it (default feature `lab`): the strict in-memory flash, scenarios, the
+//! simulator, the checker, sweeps of every crash point, dual writes. [`board`] is what
+//! the micro:bit and the host share: the demo device and its wire frames.
 //!
 //! # Your effect, your flash
 //!
@@ -23,16 +23,17 @@
 //! stands in for a chip driver). Nothing in it needs `std` or an allocator:
 //!
 //! ```
-//! use idem_core::consumer::{Consumer, ConsumerConfig, Layout};
-//! use idem_core::flash::MemFlash;
+//! use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 //! use idem_core::journal::Region;
+//! use idem_core::lab::flash::MemFlash;
 //! use idem_core::log::{Event, GeneratedLog};
+//! use idem_core::persist::{EachEffect, Layout};
 //! use idem_core::store::{Outcome, Store, StoreError};
 //! use postcard::experimental::max_size::MaxSize;
 //! use serde::{Deserialize, Serialize};
 //!
 //! /// Sum of amounts, applied at most once per offset.
-//! #[derive(Clone)]
+//! #[derive(Clone, Debug)]
 //! struct Meter;
 //!
 //! #[derive(Clone, Default, PartialEq, Debug, Serialize, Deserialize, MaxSize)]
@@ -40,6 +41,7 @@
 //!
 //! impl Store for Meter {
 //!     type State = MeterState;
+//!     type Persist = EachEffect<Self>; // its record after every effect
 //!     const TAG: u32 = 0x4D45_5445;
 //!     fn apply(&self, s: &mut MeterState, e: &Event) -> Result<Outcome, StoreError> {
 //!         if s.stamp.is_some_and(|o| e.offset <= o) {
@@ -59,30 +61,27 @@
 //! };
 //! let log = GeneratedLog { events: 50, amount: 2 };
 //! let mut flash = MemFlash::<4, 1024>::new(); // your chip's NorFlash driver here
-//! let mut consumer = Consumer::open(&mut flash, layout, Meter, ConsumerConfig::every(10)).unwrap();
+//! let every10 = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
+//! let mut consumer = Consumer::open(&mut flash, layout, Meter, every10).unwrap();
 //! for _ in 0..37 {
 //!     consumer.step(&mut flash, &log).unwrap(); // ... and then the power fails
 //! }
-//! let mut consumer = Consumer::open(&mut flash, layout, Meter, ConsumerConfig::every(10)).unwrap();
-//! assert_eq!(consumer.committed(), Some(10)); // it resumes from the durable position
+//! let mut consumer = Consumer::open(&mut flash, layout, Meter, every10).unwrap();
+//! assert_eq!(consumer.resume_at(), 10); // it resumes from the durable position
 //! consumer.run(&mut flash, &log).unwrap();
 //! assert_eq!(consumer.total(), 100); // and the replay applied nothing twice
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(missing_docs)]
 
-pub mod check;
+pub mod board;
 pub mod consumer;
 pub mod crash;
-pub mod demo;
-pub mod dual;
-pub mod flash;
+pub mod ddia;
 pub mod journal;
+#[cfg(feature = "lab")]
+pub mod lab;
 pub mod log;
+pub mod persist;
 pub mod producer;
-pub mod rng;
-pub mod scenario;
-pub mod sim;
 pub mod store;
-pub mod sweep;
-pub mod wire;

@@ -61,6 +61,7 @@ pub struct Event {
 }
 
 /// Errors of a log.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LogError {
@@ -175,6 +176,12 @@ pub trait Log {
             .sum()
     }
 
+    /// Whether every message id in the log is distinct (each offset is its own
+    /// message), so [`Log::canonical`] is the identity. `false` when not known.
+    fn ids_distinct(&self) -> bool {
+        false
+    }
+
     /// The offset of the first occurrence of the message at `offset`: the offset the
     /// checker knows that message by. The default scans the offsets before it (no memory,
     /// quadratic over a whole log); a log whose ids are known to be distinct returns
@@ -270,6 +277,10 @@ impl Log for GeneratedLog {
 
     fn true_total_before(&self, end: Offset) -> i64 {
         self.amount.saturating_mul(end.min(self.events) as i64)
+    }
+
+    fn ids_distinct(&self) -> bool {
+        true
     }
 
     fn canonical(&self, offset: Offset) -> Offset {

@@ -3,9 +3,10 @@
 //! A [`Store`] is a pure rule: how an event changes its durable state, which is always
 //! ONE record (the value plus whatever the store dedups with), so a crash can never
 //! split them. Writing that record to flash, and when, is the consumer's job
-//! ([`crate::consumer`]), following the store's [`Persist`] policy: after every applied
-//! effect, at checkpoints together with the consumer position, or at checkpoints through
-//! a two-phase commit with the consumer's position journal.
+//! ([`crate::consumer`]), following the policy the store names as [`Store::Persist`]
+//! ([`crate::persist`]): after every applied effect, at checkpoints together with the
+//! consumer position, or at checkpoints through a two-phase commit with the consumer's
+//! position journal.
 //!
 //! | store | rule | replay | producer retry | application resend |
 //! |---|---|---|---|---|
@@ -22,6 +23,7 @@ use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::log::{Event, MessageId, Offset};
+use crate::persist::{Checkpoint, EachEffect, Persistence, Positioned, TwoPhaseRecord};
 
 /// What a store did with one delivered event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,25 +34,14 @@ pub enum Outcome {
     Skipped,
 }
 
-/// When the consumer writes a store's record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persist {
-    /// After every applied effect; the position lives in the consumer's own journal.
-    EachEffect,
-    /// At each checkpoint, value and position in one record; effects in between stay in
-    /// RAM and are replayed after a crash.
-    Checkpoint,
-    /// At each checkpoint, by two-phase commit: a prepared record (value and position),
-    /// then the position in the consumer's journal (the decision), then a committed
-    /// record. Recovery resolves a prepared record: forward if the position was
-    /// committed, back to the previous committed value if not.
-    TwoPhase,
-}
-
 /// A sink's rule over its durable state.
-pub trait Store {
+pub trait Store: Clone + Debug {
     /// The whole durable state: one journal record.
     type State: Serialize + DeserializeOwned + MaxSize + Clone + Default + PartialEq + Debug;
+
+    /// How the consumer makes the record durable: [`EachEffect`], [`Checkpoint`] or
+    /// [`crate::persist::TwoPhase`].
+    type Persist: Persistence<Self>;
 
     /// Names the store in journal page headers, so one store never reads another's pages.
     const TAG: u32;
@@ -59,38 +50,29 @@ pub trait Store {
     /// [`Naive`]); checkers hold such a store to the true total.
     const IDEMPOTENT: bool = true;
 
-    /// When the consumer writes the record.
-    const PERSIST: Persist = Persist::EachEffect;
-
     /// Applies `event` to `state` in RAM. A bounded memory that is full is an error.
     fn apply(&self, state: &mut Self::State, event: &Event) -> Result<Outcome, StoreError>;
 
     /// The value the sink shows.
     fn total(state: &Self::State) -> i64;
 
-    /// The next offset to read, for a store that keeps the position in its record.
-    fn position(_state: &Self::State) -> Option<Offset> {
-        None
-    }
-
-    /// Records the next offset to read, for a store that keeps the position in its record.
-    fn set_position(_state: &mut Self::State, _next: Offset) {}
-
-    /// Two-phase stores: the position a prepared (in-doubt) record would commit.
-    fn prepared(_state: &Self::State) -> Option<Offset> {
-        None
-    }
-
-    /// Two-phase stores: turns the running state into a prepared record for `next`.
-    fn prepare(_state: &mut Self::State, _next: Offset) {}
-
-    /// Two-phase stores: resolves a prepared record, forward (`commit`) or back.
-    fn resolve(_state: &mut Self::State, _commit: bool) {}
-
     /// Entries a bounded memory forgot because it was full (message ids evicted from a
     /// window): a duplicate of one of them would slip through.
     fn evicted(_state: &Self::State) -> u64 {
         0
+    }
+
+    /// For a record that holds two views of one fact (a total and an index): both, as
+    /// (total view, index view).
+    fn views(_state: &Self::State) -> Option<(i64, i64)> {
+        None
+    }
+
+    /// `Some(d)` when a store in state `a` behaves exactly as one in state `b` from here
+    /// on, except that its total stays `d` above: equal states (`d` = 0), or, for a store
+    /// whose rule never reads its total, states equal but for the total.
+    fn total_shift(a: &Self::State, b: &Self::State) -> Option<i64> {
+        (a == b).then_some(0)
     }
 }
 
@@ -107,6 +89,7 @@ pub struct NaiveState {
 
 impl Store for Naive {
     type State = NaiveState;
+    type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0001;
     const IDEMPOTENT: bool = false;
 
@@ -117,6 +100,11 @@ impl Store for Naive {
 
     fn total(state: &NaiveState) -> i64 {
         state.total
+    }
+
+    /// The rule never reads the total: any two states differ by their totals only.
+    fn total_shift(a: &NaiveState, b: &NaiveState) -> Option<i64> {
+        a.total.checked_sub(b.total)
     }
 }
 
@@ -135,6 +123,7 @@ pub struct StampedState {
 
 impl Store for OffsetStamped {
     type State = StampedState;
+    type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0002;
 
     fn apply(&self, state: &mut StampedState, event: &Event) -> Result<Outcome, StoreError> {
@@ -153,6 +142,7 @@ impl Store for OffsetStamped {
 
 /// Errors of store configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum StoreError {
     /// A message-id window must hold between 1 and its capacity ids.
@@ -165,6 +155,11 @@ pub enum StoreError {
     /// The producer-sequence table is full: one more producer than it can remember.
     Producers {
         /// How many producers it remembers.
+        capacity: usize,
+    },
+    /// A per-payer index is full: one more payer than it holds.
+    Payers {
+        /// How many payers it holds.
         capacity: usize,
     },
 }
@@ -183,6 +178,9 @@ impl core::fmt::Display for StoreError {
                     f,
                     "the producer-sequence store remembers at most {capacity} producers"
                 )
+            }
+            Self::Payers { capacity } => {
+                write!(f, "the per-payer index holds at most {capacity} payers")
             }
         }
     }
@@ -257,6 +255,7 @@ const fn varint_len(n: usize) -> usize {
 
 impl<const W: usize> Store for MessageIdWindow<W> {
     type State = WindowState<W>;
+    type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0003;
 
     fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Result<Outcome, StoreError> {
@@ -300,8 +299,8 @@ pub struct CheckpointState {
 
 impl Store for Atomic {
     type State = CheckpointState;
+    type Persist = Checkpoint<Self>;
     const TAG: u32 = 0x5301_0004;
-    const PERSIST: Persist = Persist::Checkpoint;
 
     fn apply(&self, state: &mut CheckpointState, event: &Event) -> Result<Outcome, StoreError> {
         state.total = state.total.wrapping_add(event.message.amount);
@@ -311,9 +310,11 @@ impl Store for Atomic {
     fn total(state: &CheckpointState) -> i64 {
         state.total
     }
+}
 
-    fn position(state: &CheckpointState) -> Option<Offset> {
-        state.next
+impl Positioned for Atomic {
+    fn position(state: &CheckpointState) -> Offset {
+        state.next.unwrap_or(0)
     }
 
     fn set_position(state: &mut CheckpointState, next: Offset) {
@@ -356,6 +357,7 @@ impl<const P: usize> MaxSize for SeqState<P> {
 
 impl<const P: usize> Store for ProducerSeq<P> {
     type State = SeqState<P>;
+    type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0005;
 
     fn apply(&self, state: &mut SeqState<P>, event: &Event) -> Result<Outcome, StoreError> {
@@ -407,8 +409,8 @@ pub struct TwoPhaseState {
 
 impl Store for TwoPhase {
     type State = TwoPhaseState;
+    type Persist = crate::persist::TwoPhase<Self>;
     const TAG: u32 = 0x5301_0006;
-    const PERSIST: Persist = Persist::TwoPhase;
 
     fn apply(&self, state: &mut TwoPhaseState, event: &Event) -> Result<Outcome, StoreError> {
         state.total = state.total.wrapping_add(event.message.amount);
@@ -418,13 +420,11 @@ impl Store for TwoPhase {
     fn total(state: &TwoPhaseState) -> i64 {
         state.total
     }
+}
 
-    fn position(state: &TwoPhaseState) -> Option<Offset> {
-        state.next
-    }
-
-    fn set_position(state: &mut TwoPhaseState, next: Offset) {
-        state.next = Some(next);
+impl TwoPhaseRecord for TwoPhase {
+    fn position(state: &TwoPhaseState) -> Offset {
+        state.next.unwrap_or(0)
     }
 
     fn prepared(state: &TwoPhaseState) -> Option<Offset> {

@@ -5,9 +5,9 @@
 //! word twice (the strict flash refuses that, so any such attempt fails the test).
 //! Counts are printed: run with `--show-output` to see them.
 
-use idem_core::flash::{FlashError, MemFlash, PowerCut};
 use idem_core::journal::{Journal, JournalError, OffsetTotal, Region};
-use idem_core::rng::SplitMix64;
+use idem_core::lab::flash::{FlashError, MemFlash, PowerCut};
+use idem_core::lab::rng::SplitMix64;
 
 type Flash = MemFlash<4, 1024>;
 const TAG: u32 = 0x7E57;

@@ -1,6 +1,6 @@
 //! idem on a BBC micro:bit: the DDIA workload applied to three sinks (naive, offset-stamped,
 //! atomic), each in its own flash partition. A reset is the crash; flash keeps what was
-//! committed. Every rule is `idem_core::demo`'s; this is board glue: the NVMC driver, the
+//! committed. Every rule is `idem_core::board::demo`'s (two core `Consumer`s); this is board glue: the NVMC driver, the
 //! UART that carries the frames, the timer that paces the stream, and the reset.
 #![no_std]
 #![no_main]
@@ -11,8 +11,8 @@ mod timer;
 mod uart;
 
 use cortex_m_rt::entry;
-use idem_core::demo::{Demo, DemoLayout, DemoStep};
-use idem_core::wire::{self, Frame};
+use idem_core::board::demo::{Demo, DemoLayout, DemoStep};
+use idem_core::board::wire::{self, Frame};
 use panic_halt as _;
 
 /// Milliseconds per event: slow enough on a board for a person to press reset mid-stream.
@@ -60,7 +60,9 @@ fn main() -> ! {
     stack::paint();
     let mut uart = uart::Uart::init();
     let timer = timer::Timer::init();
-    let mut flash = nvmc::Nvmc::new();
+    let Some(mut flash) = nvmc::Nvmc::take() else {
+        stop(false)
+    };
     let layout = DemoLayout {
         start: 0,
         page: nvmc::PAGE as u32,

@@ -6,11 +6,13 @@
 
 use core::ptr;
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
     check_write,
 };
-use idem_core::demo::DEMO_PAGES;
+
+use idem_core::board::demo::DEMO_PAGES;
 
 /// The flash page size.
 #[cfg(not(feature = "v2"))]
@@ -53,10 +55,19 @@ impl From<NorFlashErrorKind> for Error {
 /// The NVMC, owning the storage pages.
 pub struct Nvmc(());
 
+/// Whether the one driver has been handed out.
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
 impl Nvmc {
-    /// The driver. There is one NVMC; the firmware makes one driver.
-    pub fn new() -> Self {
-        Self(())
+    /// The driver, once: there is one NVMC, so a second call gets `None`.
+    pub fn take() -> Option<Self> {
+        cortex_m::interrupt::free(|_| {
+            if TAKEN.load(Ordering::Relaxed) {
+                return None;
+            }
+            TAKEN.store(true, Ordering::Relaxed);
+            Some(Self(()))
+        })
     }
 
     fn set_config(&mut self, mode: u32) {

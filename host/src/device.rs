@@ -4,15 +4,16 @@
 
 use std::time::Duration;
 
-use idem_core::consumer::{Consumer, ConsumerError, Layout, Step};
+use idem_core::consumer::{Consumer, ConsumerError, Step};
 use idem_core::journal::JournalError;
+use idem_core::lab::scenario::Scenario;
+use idem_core::lab::sim::SIM_LAYOUT;
 use idem_core::log::Log;
-use idem_core::scenario::Scenario;
-use idem_core::sim::SIM_LAYOUT;
+use idem_core::persist::Layout;
 
+use crate::error::usage;
 use crate::image::{FileFlashError, Image, Meta};
-use crate::select::{self, HostStore, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
-use crate::usage;
+use crate::select::{self, HostSinks, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 
 /// The journals' places in an image: as on the simulated device, tagged with the run.
 pub fn layout(meta: &Meta) -> Layout {
@@ -53,7 +54,7 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
         scenario: loaded.name().into(),
         store: store.name().into(),
         events: loaded.events(),
-        checkpoint_every: loaded.consumer().checkpoint_every,
+        checkpoint_every: loaded.consumer().checkpoint_every.get(),
         window,
         pages: crate::image::PAGES,
     }
@@ -104,7 +105,7 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
     struct Run<'a>(&'a mut Image, Option<Duration>);
     impl Job for Run<'_> {
         type Out = Progress;
-        fn call<L: Log + Sync, S: HostStore>(
+        fn call<L: Log + Sync, S: HostSinks>(
             self,
             s: &Scenario<L>,
             store: S,
@@ -135,5 +136,5 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
     }
     let (loaded, store) = scenario_of(&image.meta)?;
     let window = image.meta.window;
-    select::dispatch(&loaded, store, window, Run(image, pace))
+    select::dispatch(&loaded, store.into(), window, Run(image, pace))
 }

@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use anyhow::Context;
+use idem_core::lab::scenario::ProducerMode;
 use idem_core::log::{AppendLog, LogError, Message, MessageId, VecLog};
 use idem_core::producer::IdempotentLog;
-use idem_core::scenario::ProducerMode;
 use serde::Deserialize;
 
-use crate::usage;
+use crate::error::usage;
 
 /// How many events a log file may hold.
 pub const FILE_LOG_CAPACITY: usize = 4096;
@@ -104,6 +104,6 @@ mod tests {
             e.to_string().starts_with("f.jsonl line 2: not an event"),
             "{e}"
         );
-        assert!(e.is::<crate::Usage>());
+        assert!(e.is::<crate::error::Usage>());
     }
 }

@@ -26,7 +26,7 @@ use embedded_storage::nor_flash::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::usage;
+use crate::error::usage;
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
@@ -83,18 +83,22 @@ impl Meta {
 }
 
 /// Why a file flash operation failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FileFlashError {
     /// Not word- or page-aligned.
+    #[error("a flash access that is not word- or page-aligned")]
     NotAligned,
     /// Outside the flash.
+    #[error("a flash access outside the image")]
     OutOfBounds,
     /// A word that does not read erased was programmed again.
+    #[error("the word at address {address} was programmed twice without an erase")]
     WordWrittenTwice {
         /// Byte address of the word.
         address: u32,
     },
     /// The file could not be read or written.
+    #[error("the image file could not be read or written: {0}")]
     Io(std::io::ErrorKind),
 }
 

@@ -5,6 +5,7 @@
 
 mod cmd;
 mod device;
+mod error;
 mod events;
 mod image;
 mod render;
@@ -50,16 +51,6 @@ enum Command {
     Kafka(cmd::kafka::Cmd),
 }
 
-/// An error in what the user asked for: reported in one sentence, exit status 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Usage(pub String);
-
-/// Shorthand for a usage error.
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    Usage(message.into()).into()
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -87,7 +78,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("idem: {e:#}");
-            if e.is::<Usage>() {
+            if e.is::<error::Usage>() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

@@ -1,11 +1,12 @@
 //! Turning core reports and traces into text for people and JSON for machines.
 
-use idem_core::check::Verdict;
+use idem_core::consumer::covers_through;
+use idem_core::lab::check::{Anomalies, Verdict};
+use idem_core::lab::sim::{Action, FlashUse, Report, TraceStep};
 use idem_core::log::Offset;
-use idem_core::sim::{Action, FlashUse, TraceStep};
 use serde_json::{Value, json};
 
-use crate::select::{Loaded, Outcome, StoreKind};
+use crate::select::{Loaded, Outcome, SinkChoice};
 
 /// Offsets as inclusive runs: `40..49`, `0..1, 5`, or `none`.
 pub fn ranges(offsets: &[Offset]) -> String {
@@ -32,9 +33,13 @@ pub fn ranges(offsets: &[Offset]) -> String {
     }
 }
 
-/// A durable position (next offset to read) as the last offset it covers.
-pub fn covered(next: Option<Offset>) -> Option<Offset> {
-    next.and_then(|n| n.checked_sub(1))
+/// A durable position for people: "covers through 39, resumes at 40", or "nothing
+/// covered, resumes at 0".
+pub fn position_text(resume_at: Offset) -> String {
+    match covers_through(resume_at) {
+        Some(c) => format!("covers through {c}, resumes at {resume_at}"),
+        None => format!("nothing covered, resumes at {resume_at}"),
+    }
 }
 
 /// The action's name in traces: `deliver`, `redeliver`, `apply`, `skip`, `commit`,
@@ -43,6 +48,7 @@ pub fn action_name(action: Action) -> String {
     match action {
         Action::Deliver { redelivery: false } => "deliver".into(),
         Action::Deliver { redelivery: true } => "redeliver".into(),
+        Action::Between => "between".into(),
         Action::Apply => "apply".into(),
         Action::Skip => "skip".into(),
         Action::Prepare => "prepare".into(),
@@ -52,16 +58,13 @@ pub fn action_name(action: Action) -> String {
     }
 }
 
-/// One trace step as a text line: step, offset, action, total, committed.
+/// One trace step as a text line: step, offset, action, total, and where a restart
+/// would resume.
 pub fn trace_line(t: &TraceStep) -> String {
     let offset = t.offset.map_or("-".into(), |o| o.to_string());
-    let committed = covered(t.committed).map_or("none".into(), |o| o.to_string());
     let marker = match t.action {
         Action::Crash(_) => "  *** CRASH: RAM lost, flash kept ***".to_string(),
-        Action::Recover => format!(
-            "  recovered from flash, resume at {}",
-            t.committed.unwrap_or(0)
-        ),
+        Action::Recover => format!("  recovered from flash: {}", position_text(t.resume_at)),
         _ => String::new(),
     };
     format!(
@@ -70,12 +73,12 @@ pub fn trace_line(t: &TraceStep) -> String {
         offset,
         action_name(t.action),
         t.total,
-        committed
+        t.resume_at
     )
 }
 
 /// The header of [`trace_line`]'s columns.
-pub const TRACE_HEADER: &str = "  step   offset  action               total  committed";
+pub const TRACE_HEADER: &str = "  step   offset  action               total  resume at";
 
 /// One trace step as JSON.
 pub fn trace_json(t: &TraceStep) -> Value {
@@ -84,7 +87,7 @@ pub fn trace_json(t: &TraceStep) -> Value {
         "offset": t.offset,
         "action": action_name(t.action),
         "total": t.total,
-        "committed": covered(t.committed),
+        "resume_at": t.resume_at,
     })
 }
 
@@ -102,19 +105,38 @@ pub fn verdict_text(v: Verdict) -> String {
     }
 }
 
+/// The checker's anomalies as JSON, by their Jepsen names.
+pub fn anomalies_json(a: &Anomalies) -> Value {
+    json!({
+        "duplicate": a.duplicate,
+        "lost-write": a.lost_write,
+        "nonmonotonic": a.nonmonotonic,
+        "diverged": a.diverged,
+    })
+}
+
+/// The verdict of a run: `diverged` when its two views disagree at the end, else the
+/// total's.
+pub fn verdict_name(r: &Report) -> &'static str {
+    match r.views {
+        Some((total, index)) if total != index => "diverged",
+        _ => Verdict::of(r.final_total, r.true_total).name(),
+    }
+}
+
 /// The JSON object of `idem run --json`.
-pub fn run_json(loaded: &Loaded, store: StoreKind, o: &Outcome) -> Value {
+pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
     let r = &o.report;
     let mut v = json!({
         "scenario": loaded.name(),
-        "store": store.name(),
         "events": loaded.events(),
-        "checkpoint_every": loaded.consumer().checkpoint_every,
+        "checkpoint_every": loaded.consumer().checkpoint_every.get(),
         "crashes": loaded.crashes().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "true_total": r.true_total,
         "final_total": r.final_total,
-        "verdict": Verdict::of(r.final_total, r.true_total).name(),
-        "committed_at_crash": r.committed_at_crash,
+        "verdict": verdict_name(r),
+        "committed_at_crash": r.committed_at_crash(),
+        "resume_at": r.resume_at_crash,
         "redelivered": o.redelivered,
         "skipped": o.skipped,
         "lost": o.lost,
@@ -123,15 +145,26 @@ pub fn run_json(loaded: &Loaded, store: StoreKind, o: &Outcome) -> Value {
             idem_core::consumer::Guarantee::AtMostOnce => "at-most-once",
         },
         "evicted": r.evicted,
-        "anomalies": {
-            "duplicate": r.anomalies.duplicate,
-            "lost-write": r.anomalies.lost_write,
-            "nonmonotonic": r.anomalies.nonmonotonic,
-        },
+        "anomalies": anomalies_json(&r.anomalies),
         "delivered": r.delivered,
         "applied": r.applied,
         "flash": flash_json(&r.flash),
     });
+    match choice {
+        SinkChoice::Store(kind) => v["store"] = kind.name().into(),
+        SinkChoice::Dual(fix) => {
+            v["fix"] = fix.name().into();
+            if let Some((total, index)) = r.views {
+                v["total"] = total.into();
+                v["index_sum"] = index.into();
+                v["diverged"] = (total != index).into();
+            }
+            v["diverged_at_recovery"] = r
+                .diverged_at_recovery
+                .map(|(t, i)| json!({ "total": t, "index_sum": i }))
+                .into();
+        }
+    }
     if let Some(trace) = &o.trace {
         v["trace"] = trace.iter().map(trace_json).collect();
     }

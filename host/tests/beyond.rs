@@ -172,6 +172,61 @@ fn dual_writes_diverge_without_a_fix() {
 }
 
 #[test]
+fn dual_writes_are_swept_and_the_checker_names_the_divergence() {
+    let sweep = |fix: &str| -> Value {
+        let out = idem()
+            .args(["sweep", "dual-write", "--fix", fix, "--json", "--quiet"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["stores"][0].clone()
+    };
+    let none = sweep("none");
+    // 30 deliveries, 30 writes between the two views, 30 effects, 3 commits.
+    assert_eq!(none["schedules"], 93);
+    // Each crash between the two writes of an offset leaves the views apart for good.
+    assert_eq!(none["anomalies"]["diverged"], 30);
+    assert_eq!(
+        none["rerun"][0],
+        "idem run dual-write --fix none --schedule \"crash@between:0\""
+    );
+    for fix in ["atomic", "derive"] {
+        let s = sweep(fix);
+        assert_eq!(
+            (
+                s["schedules"].as_u64(),
+                s["exact"].as_u64(),
+                s["failing"].as_u64()
+            ),
+            (Some(63), Some(63), Some(0)),
+            "{fix}"
+        );
+    }
+    // The rerun line runs, with a trace that shows the crash between the two writes.
+    let v = run(&[
+        "dual-write",
+        "--fix",
+        "none",
+        "--schedule",
+        "crash@between:0",
+    ]);
+    assert_eq!(
+        (
+            v["total"].as_i64(),
+            v["index_sum"].as_i64(),
+            v["verdict"].as_str()
+        ),
+        (Some(91), Some(90), Some("diverged"))
+    );
+    assert_eq!(v["anomalies"]["diverged"], 1);
+    idem()
+        .args(["run", "dual-write", "--fix", "none", "--trace"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("crash@between:25"))
+        .stdout(predicates::str::contains("between"));
+}
+
+#[test]
 fn matrix_has_every_store_against_every_fault() {
     let out = idem().args(["matrix", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

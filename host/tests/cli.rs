@@ -224,7 +224,9 @@ fn trace_shows_every_step_with_crash_and_recovery() {
     );
     let totals: Vec<i64> = trace.iter().map(|t| t["total"].as_i64().unwrap()).collect();
     assert_eq!(totals, [0, 5, 5, 8, 8, 8, 8, 13, 13, 16, 16, 20, 20]);
-    assert_eq!(trace.last().unwrap()["committed"], 2);
+    // Positions are the next offset to read: the last commit covers 0..2.
+    assert_eq!(trace.last().unwrap()["resume_at"], 3);
+    assert_eq!(trace[5]["resume_at"], 0, "the crash found nothing covered");
 
     idem()
         .args(["run", "ddia", "--store", "offset", "--trace"])
@@ -232,7 +234,7 @@ fn trace_shows_every_step_with_crash_and_recovery() {
         .success()
         .stdout(predicate::str::contains("crash@effect:49"))
         .stdout(predicate::str::contains(
-            "recovered from flash, resume at 40",
+            "recovered from flash: covers through 39, resumes at 40",
         ));
 }
 

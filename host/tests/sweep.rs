@@ -39,7 +39,7 @@ fn every_single_crash_point_of_ddia() {
         );
         assert_eq!(
             s["anomalies"],
-            serde_json::json!({"duplicate": 0, "lost-write": 0, "nonmonotonic": 0}),
+            serde_json::json!({"duplicate": 0, "lost-write": 0, "nonmonotonic": 0, "diverged": 0}),
             "{name}"
         );
     }
@@ -194,7 +194,7 @@ fn bad_sweep_and_schedule_input_is_exit_2() {
                 "--schedule",
                 "crash@apply:3",
             ],
-            "a crash point is one of deliver, effect, prepare, commit, torn, erase",
+            "a crash point is one of deliver, between, effect, prepare, commit, torn, erase",
         ),
         (
             &[

@@ -1,9 +1,9 @@
 //! The README's figures table, checked row by row against runs of the core simulator,
 //! so the documentation cannot drift from what idem computes.
 
+use idem_core::lab::scenario::{self, Scenario};
+use idem_core::lab::sim::{self, Action, Report, TraceStep};
 use idem_core::log::Log;
-use idem_core::scenario::{self, Scenario};
-use idem_core::sim::{self, Action, Report, TraceStep};
 use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
 
 fn ranges(offsets: &[u64]) -> String {
@@ -48,7 +48,7 @@ fn row<L: Log>(s: &Scenario<L>, store: &str) -> Vec<String> {
         other => panic!("README names an unknown store {other}"),
     };
     let committed = r
-        .committed_at_crash
+        .committed_at_crash()
         .map_or("null".to_string(), |c| c.to_string());
     vec![
         r.final_total.to_string(),
@@ -78,10 +78,13 @@ fn readme_figures_match_the_core() {
             .map(|c| c.trim().to_string())
             .collect();
         let got = match cells[0].as_str() {
-            "ddia" => row(&scenario::ddia(100, 10, Some(49)).unwrap(), &cells[1]),
-            "worked-example" => row(&scenario::worked_example(), &cells[1]),
+            "ddia" => row(
+                &scenario::ddia(100, idem_core::ddia::CHECKPOINT_EVERY, Some(49)).unwrap(),
+                &cells[1],
+            ),
+            "worked-example" => row(&scenario::worked_example().unwrap(), &cells[1]),
             "payments" => row(
-                &scenario::payments(scenario::ProducerMode::Plain),
+                &scenario::payments(scenario::ProducerMode::Plain).unwrap(),
                 &cells[1],
             ),
             other => panic!("README names an unknown scenario {other}"),

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use idem_core::rng::SplitMix64;
+use idem_core::lab::rng::SplitMix64;
 use serde_json::Value;
 
 /// A tansu broker for one test; dropped, it is killed.

@@ -2,8 +2,8 @@
 //! arbitrary flash bytes never panics, never returns a record whose slot CRC does not
 //! match, and leaves a journal that can append without programming a word twice.
 
-use idem_core::flash::{FlashError, MemFlash};
 use idem_core::journal::{HEADER_SIZE, Journal, JournalError, OffsetTotal, Region};
+use idem_core::lab::flash::{FlashError, MemFlash};
 
 /// Pages of 256 bytes keep inputs small for the fuzzer.
 pub type FuzzFlash = MemFlash<3, 256>;

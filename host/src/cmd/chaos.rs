@@ -11,15 +11,15 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use idem_core::check::Verdict;
-use idem_core::rng::SplitMix64;
+use idem_core::lab::check::Verdict;
+use idem_core::lab::rng::SplitMix64;
 use serde_json::json;
 
 use crate::device;
+use crate::error::usage;
 use crate::image::Image;
 use crate::render::verdict_text;
 use crate::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
-use crate::usage;
 
 /// The longest the kill loop runs.
 const KILL_BUDGET: Duration = Duration::from_secs(120);

@@ -5,13 +5,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::check::Verdict;
-use idem_core::sim::{Action, TraceStep};
+use idem_core::lab::check::Verdict;
+use idem_core::lab::sim::{Action, TraceStep};
 
-use crate::render::{covered, ranges};
+use crate::render::ranges;
 use crate::select::{
     self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
 };
+use idem_core::consumer::covers_through;
 
 /// Tell the DDIA exercise step by step.
 #[derive(Debug, Args)]
@@ -108,14 +109,15 @@ fn chapter(title: &str, o: &Outcome) -> String {
         "  first run    applied offsets {}, total {}, last checkpoint covers {}\n",
         ranges(&applied(before)),
         last.map_or(0, |t| t.total),
-        covered(last.and_then(|t| t.committed)).map_or("nothing".into(), |c| format!("offset {c}"))
+        last.and_then(|t| covers_through(t.resume_at))
+            .map_or("nothing".into(), |c| format!("offset {c}"))
     );
     if let (Some(crash), Some(recover)) = (after.first(), after.get(1)) {
         s += &format!(
             "  *** CRASH *** ({}) RAM is lost; flash keeps total {} and resume position {}\n",
             crate::render::action_name(crash.action),
             recover.total,
-            recover.committed.unwrap_or(0)
+            recover.resume_at
         );
         let fresh: Vec<u64> = after
             .iter()
@@ -124,7 +126,7 @@ fn chapter(title: &str, o: &Outcome) -> String {
             .collect();
         s += &format!(
             "  restart      resumes at offset {}: redelivers {} ({} events), then {}\n",
-            recover.committed.unwrap_or(0),
+            recover.resume_at,
             ranges(&o.redelivered),
             o.redelivered.len(),
             ranges(&fresh)

@@ -8,17 +8,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::consumer::{Position, positions_tag, sink_tag};
 use idem_core::journal::{Journal, PageState, Region};
-use idem_core::log::Log;
-use idem_core::scenario::Scenario;
-use idem_core::store::Persist;
+use idem_core::persist::{Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
 use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
-use crate::select::{self, HostStore, Job};
+use crate::select::{self, HostSinks, StoreJob};
+use idem_core::persist::sink_tag;
+use idem_core::store::Store;
 
 /// Look inside flash images.
 #[derive(Debug, Args)]
@@ -41,7 +40,7 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let Action::Inspect { file } = self.action;
         let mut image = Image::open(&file, false)?;
-        let (loaded, store) = device::scenario_of(&image.meta)?;
+        let (_, store) = device::scenario_of(&image.meta)?;
         let mut text = format!(
             "{}: {}\nimage: {} pages of {PAGE} bytes, erased {} times in all\n",
             file.display(),
@@ -50,7 +49,7 @@ impl Cmd {
             image.flash.erase_counts().iter().sum::<u32>()
         );
         let window = image.meta.window;
-        select::dispatch(&loaded, store, window, Inspect(&mut image, &mut text))?;
+        select::with_store(store, window, Inspect(&mut image, &mut text))?;
         std::io::stdout().lock().write_all(text.as_bytes())?;
         Ok(ExitCode::SUCCESS)
     }
@@ -58,12 +57,12 @@ impl Cmd {
 
 struct Inspect<'a>(&'a mut Image, &'a mut String);
 
-impl Job for Inspect<'_> {
+impl StoreJob for Inspect<'_> {
     type Out = ();
-    fn call<L: Log + Sync, S: HostStore>(self, _: &Scenario<L>, _: S) -> anyhow::Result<()> {
+    fn call<S: Store + HostSinks>(self, _: S) -> anyhow::Result<()> {
         let Inspect(image, text) = self;
         let layout = device::layout(&image.meta);
-        if S::PERSIST == Persist::Checkpoint {
+        if !S::POSITION_JOURNAL {
             writeln!(
                 text,
                 "position journal: unused (this store keeps the position in its record)"
@@ -77,7 +76,7 @@ impl Job for Inspect<'_> {
                 text,
             )?;
         }
-        journal::<S::State>(
+        journal::<<S as Store>::State>(
             image,
             "store journal",
             layout.sink,

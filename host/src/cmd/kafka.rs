@@ -18,11 +18,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use idem_core::consumer::{Consumer, ConsumerConfig, Layout, Step};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
 use idem_core::log::{Event, Log, Message, MessageId, Offset};
-use idem_core::scenario::{self, ProducerMode, Scenario};
-use idem_core::store::Persist;
+use idem_core::persist::Layout;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -35,9 +34,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::device;
+use crate::error::usage;
 use crate::image::{Image, Meta, PAGE};
-use crate::select::{self, HostStore, Job, StoreKind, WINDOW_CAPACITY};
-use crate::usage;
+use crate::select::dispatch::{SinksJob, with_sinks};
+use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
 
 /// How long a broker may take to answer before it counts as unreachable.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -348,18 +348,14 @@ struct ConsumePartition<'a> {
     kafka: &'a BaseConsumer,
     topic: &'a str,
     partition: i32,
-    checkpoint_every: u64,
+    checkpoint_every: CheckpointEvery,
     pace: Duration,
     brokers: &'a str,
 }
 
-impl Job for ConsumePartition<'_> {
+impl SinksJob for ConsumePartition<'_> {
     type Out = PartitionResult;
-    fn call<L: Log + Sync, S: HostStore>(
-        self,
-        _: &Scenario<L>,
-        store: S,
-    ) -> anyhow::Result<PartitionResult> {
+    fn call<S: HostSinks>(self, store: S) -> anyhow::Result<PartitionResult> {
         let p = self.partition as u32;
         let layout = Layout {
             positions: Region {
@@ -375,7 +371,7 @@ impl Job for ConsumePartition<'_> {
         let config = ConsumerConfig::every(self.checkpoint_every);
         let mut c = Consumer::open(&mut self.image.flash, layout, store, config)
             .map_err(|e| device::consumer_error(self.image, e))?;
-        let own_position = S::PERSIST != Persist::EachEffect;
+        let own_position = S::BATCHED;
         if !own_position {
             // The group's committed offset is the position (the next offset to read).
             let mut tpl = TopicPartitionList::new();
@@ -388,8 +384,8 @@ impl Job for ConsumePartition<'_> {
                 .find_partition(self.topic, self.partition)
                 .map(|e| e.offset());
             c.resume_from(match at {
-                Some(KOffset::Offset(n)) if n >= 0 => Some(n as u64),
-                _ => None,
+                Some(KOffset::Offset(n)) if n >= 0 => n as u64,
+                _ => 0,
             });
         }
         // The whole partition, so the true total counts every record, not just the rest.
@@ -442,9 +438,8 @@ fn consume(
             "kafka consume takes the naive, offset, message-id or atomic store",
         ));
     }
-    if checkpoint_every == 0 {
-        return Err(usage("the checkpoint interval must be at least 1 record"));
-    }
+    let every = CheckpointEvery::new(checkpoint_every)
+        .ok_or_else(|| usage("the checkpoint interval must be at least 1 record"))?;
     let kafka = consumer(brokers, group)?;
     let n = partitions(&kafka, brokers, topic)?
         .ok_or_else(|| usage(format!("the broker has no topic {topic}")))?;
@@ -462,8 +457,6 @@ fn consume(
         pages: 4 * n as u32,
     };
     let mut image = Image::open_or_create(flash, &meta)?;
-    // The store's type comes from a scenario of the core; the log is the partition's.
-    let probe = select::Loaded::Small(Box::new(scenario::payments(ProducerMode::Plain)));
     let (mut total, mut truth, mut next) = (0, 0, Vec::new());
     for partition in 0..n {
         let job = ConsumePartition {
@@ -471,11 +464,11 @@ fn consume(
             kafka: &kafka,
             topic,
             partition,
-            checkpoint_every,
+            checkpoint_every: every,
             pace,
             brokers,
         };
-        let r = select::dispatch(&probe, store, WINDOW_CAPACITY, job)?;
+        let r = with_sinks(store.into(), WINDOW_CAPACITY, job)?;
         total += r.total;
         truth += r.true_total;
         next.push(r.next_offset);
@@ -509,7 +502,9 @@ impl Cmd {
             } => {
                 anyhow::ensure!(
                     (1..=MAX_PARTITIONS).contains(&n),
-                    crate::Usage(format!("a topic here has 1 to {MAX_PARTITIONS} partitions"))
+                    crate::error::Usage(format!(
+                        "a topic here has 1 to {MAX_PARTITIONS} partitions"
+                    ))
                 );
                 let c = consumer(&broker.brokers, "idem-produce")?;
                 let created = match partitions(&c, &broker.brokers, &topic)? {

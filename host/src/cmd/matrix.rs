@@ -4,13 +4,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::check::Verdict;
-use idem_core::dual::{DualFix, DualReport};
-use idem_core::sim::Report;
+use idem_core::lab::check::Verdict;
+use idem_core::lab::sim::Report;
 use serde_json::json;
 
-use crate::cmd::run::dual;
-use crate::select::{self, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::render::verdict_name;
+use crate::select::{
+    self, FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WINDOW_CAPACITY,
+};
 
 /// A fault of the matrix: a name, a column title, and the run that shows it.
 struct Fault {
@@ -59,12 +60,6 @@ const FAULTS: [Fault; 6] = [
     },
 ];
 
-const FIXES: [(&str, DualFix); 3] = [
-    ("none", DualFix::None),
-    ("atomic", DualFix::Atomic),
-    ("derive", DualFix::Derive),
-];
-
 /// Every store against every fault.
 #[derive(Debug, Args)]
 pub struct Cmd {
@@ -98,14 +93,17 @@ impl Cmd {
             }
             rows.push((store, cells));
         }
-        let dual_args = ScenarioArgs {
-            crash_after: Some(idem_core::scenario::DUAL_CRASH),
-            ..ScenarioArgs::default()
-        };
-        let dual_loaded = select::load(Some(ScenarioKind::DualWrite), &dual_args)?;
-        let duals: Vec<(&str, DualReport)> = FIXES
+        let duals: Vec<(&str, Report)> = FixArg::ALL
             .iter()
-            .map(|(name, fix)| Ok((*name, dual(&dual_loaded, *fix)?)))
+            .map(|&fix| {
+                let args = ScenarioArgs {
+                    fix: Some(fix),
+                    ..ScenarioArgs::default()
+                };
+                let loaded = select::load(Some(ScenarioKind::DualWrite), &args)?;
+                let r = select::run(&loaded, SinkChoice::Dual(fix), WINDOW_CAPACITY, false)?;
+                Ok((fix.name(), r.report))
+            })
             .collect::<anyhow::Result<_>>()?;
         if self.json {
             let rows: Vec<_> = rows
@@ -131,11 +129,11 @@ impl Cmd {
                     json!({
                         "fault": "dual-write-crash",
                         "fix": fix,
-                        "verdict": r.verdict_name(),
-                        "total": r.total,
-                        "index_sum": r.index_sum,
+                        "verdict": verdict_name(r),
+                        "total": r.views.map(|v| v.0),
+                        "index_sum": r.views.map(|v| v.1),
                         "true_total": r.true_total,
-                        "flash_writes": r.writes,
+                        "flash_writes": r.flash.writes,
                     })
                 })
                 .collect();
@@ -169,16 +167,16 @@ impl Cmd {
         writeln!(
             out,
             "dual writes (a crash between the two writes of offset {}):",
-            idem_core::scenario::DUAL_CRASH
+            idem_core::lab::dual::DUAL_CRASH
         )?;
         for (fix, r) in &duals {
             writeln!(
                 out,
                 "  --fix {fix:<7} total {:>4}  index {:>4}  true {:>4}  {}",
-                r.total,
-                r.index_sum,
+                r.views.map_or(r.final_total, |v| v.0),
+                r.views.map_or(r.final_total, |v| v.1),
                 r.true_total,
-                r.verdict_name()
+                verdict_name(r)
             )?;
         }
         writeln!(

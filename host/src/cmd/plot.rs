@@ -8,13 +8,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use idem_core::log::Log;
-use idem_core::scenario::Scenario;
-use idem_core::sim::{Action, TraceStep};
+use idem_core::lab::sim::{Action, TraceStep};
 
+use crate::error::usage;
 use crate::render::action_name;
-use crate::select::{self, HostStore, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
-use crate::usage;
+use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 
 /// The most events a plot draws.
 const MAX_EVENTS: u64 = 20_000;
@@ -41,18 +39,6 @@ pub struct Cmd {
     args: ScenarioArgs,
 }
 
-/// The true total of the first `o` events, for every `o` from 0 to the log's length.
-struct Truth;
-
-impl Job for Truth {
-    type Out = Vec<i64>;
-    fn call<L: Log + Sync, S: HostStore>(self, s: &Scenario<L>, _: S) -> anyhow::Result<Vec<i64>> {
-        Ok((0..=s.log.len())
-            .map(|o| s.log.true_total_before(o))
-            .collect())
-    }
-}
-
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
@@ -63,7 +49,7 @@ impl Cmd {
                 loaded.events()
             )));
         }
-        let truth = select::dispatch(&loaded, StoreKind::Naive, self.args.window, Truth)?;
+        let truth = loaded.truth_by_prefix();
         let mut series = Vec::new();
         for store in &self.store {
             let o = select::run(&loaded, *store, self.args.window, true)?;
@@ -98,10 +84,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     };
     let max_y = series
         .iter()
-        .flat_map(|(_, t, _)| {
-            t.iter()
-                .map(|s| s.total.max(s.committed.unwrap_or(0) as i64))
-        })
+        .flat_map(|(_, t, _)| t.iter().map(|s| s.total.max(s.resume_at as i64)))
         .chain(truth.iter().copied())
         .max()
         .unwrap_or(1)
@@ -192,7 +175,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
         let c: Vec<(f64, f64)> = trace
             .iter()
             .enumerate()
-            .map(|(i, st)| (i as f64, st.committed.unwrap_or(0) as f64))
+            .map(|(i, st)| (i as f64, st.resume_at as f64))
             .collect();
         let _ = writeln!(s, "{}", line(&c, "#ff7f0e", "2 3", 1.5));
     }

@@ -4,62 +4,13 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::check::Verdict;
+use idem_core::crash::{At, CrashPoint};
+use idem_core::lab::check::Verdict;
 
 use crate::render;
-use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
-use idem_core::crash::{At, CrashPoint};
-use idem_core::dual::{DUAL_LAYOUT, DualFix, DualReport};
-use idem_core::scenario::DUAL_CRASH;
-use idem_core::sim::SimFlash;
-
-/// `--fix` of the dual-write scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FixArg {
-    /// Two records, one after the other.
-    None,
-    /// One record for both views.
-    Atomic,
-    /// Only the index is written; the total is derived from it.
-    Derive,
-}
-
-impl FixArg {
-    /// The core's fix.
-    pub fn fix(self) -> DualFix {
-        match self {
-            Self::None => DualFix::None,
-            Self::Atomic => DualFix::Atomic,
-            Self::Derive => DualFix::Derive,
-        }
-    }
-}
-
-/// Runs the dual-write scenario of `loaded` with `fix`.
-pub fn dual(loaded: &Loaded, fix: DualFix) -> anyhow::Result<DualReport> {
-    let Loaded::Small(s) = loaded else {
-        return Err(crate::usage("dual-write runs its own log"));
-    };
-    let crash = match s.crashes.first().map(|p| p.at) {
-        None => None,
-        Some(At::Effect(o)) => Some(o),
-        Some(_) => {
-            return Err(crate::usage(
-                "dual-write crashes between the two writes of an offset: use --crash-after",
-            ));
-        }
-    };
-    let mut flash = Box::new(SimFlash::new());
-    idem_core::dual::run(
-        &mut *flash,
-        DUAL_LAYOUT,
-        &s.log,
-        fix,
-        s.consumer.checkpoint_every,
-        crash,
-    )
-    .map_err(|e| anyhow::anyhow!("the simulated device failed: {e}"))
-}
+use crate::select::{
+    self, FixArg, Loaded, Outcome, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
+};
 
 /// Run one scenario with one store.
 #[derive(Debug, Args)]
@@ -69,12 +20,13 @@ pub struct Cmd {
     /// Where the effects land.
     #[arg(long, value_enum)]
     store: Option<StoreKind>,
-    /// How dual-write writes its two views (dual-write only).
+    /// How dual-write writes its two views (dual-write only; its default crash is
+    /// crash@between:25, or crash@effect:25 for the fixes that write once).
     #[arg(long, value_enum)]
     fix: Option<FixArg>,
     #[command(flatten)]
     args: ScenarioArgs,
-    /// Print every step: offset, action, total, committed.
+    /// Print every step: offset, action, total, and where a restart resumes.
     #[arg(long)]
     trace: bool,
     /// Print one JSON object instead of text.
@@ -86,35 +38,50 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        if self.scenario == Some(ScenarioKind::DualWrite) {
-            return self.run_dual(&mut out);
-        }
-        let Some(store) = self.store else {
-            return Err(crate::usage(
-                "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
-            ));
+        let dual = self.scenario == Some(ScenarioKind::DualWrite);
+        let choice = match (dual, self.store, self.fix) {
+            (true, Some(_), _) => {
+                return Err(crate::error::usage(
+                    "dual-write writes its own two views: give --fix, not --store",
+                ));
+            }
+            (true, None, None) => {
+                return Err(crate::error::usage(
+                    "dual-write needs --fix none, atomic or derive",
+                ));
+            }
+            (true, None, Some(fix)) => SinkChoice::Dual(fix),
+            (false, _, Some(_)) => {
+                return Err(crate::error::usage(
+                    "--fix applies to the dual-write scenario only",
+                ));
+            }
+            (false, None, None) => {
+                return Err(crate::error::usage(
+                    "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
+                ));
+            }
+            (false, Some(store), None) => SinkChoice::Store(store),
         };
-        if self.fix.is_some() {
-            return Err(crate::usage(
-                "--fix applies to the dual-write scenario only",
-            ));
-        }
-        let loaded = select::load(self.scenario, &self.args)?;
-        let o = select::run(&loaded, store, self.args.window, self.trace)?;
+        let args = ScenarioArgs {
+            fix: self.fix,
+            ..self.args.clone()
+        };
+        let loaded = select::load(self.scenario, &args)?;
+        let o = select::run(&loaded, choice, self.args.window, self.trace)?;
         if o.report.unfired > 0 {
             let plan: Vec<String> = loaded.crashes().iter().map(ToString::to_string).collect();
-            return Err(crate::usage(format!(
+            return Err(crate::error::usage(format!(
                 "{} of the crash points {} were never reached: the run ended before them",
                 o.report.unfired,
                 plan.join(",")
             )));
         }
         if self.json {
-            writeln!(out, "{}", render::run_json(&loaded, store, &o))?;
+            writeln!(out, "{}", render::run_json(&loaded, choice, &o))?;
             out.flush()?;
             return Ok(ExitCode::SUCCESS);
         }
-        let r = &o.report;
         if let Some(trace) = &o.trace {
             writeln!(out, "{}", render::TRACE_HEADER)?;
             for t in trace {
@@ -122,132 +89,128 @@ impl Cmd {
             }
             writeln!(out)?;
         }
-        let crashes: Vec<String> = loaded.crashes().iter().map(ToString::to_string).collect();
-        writeln!(
-            out,
-            "{} with the {} store: {} events, checkpoint every {}, {}",
-            loaded.name(),
-            store.name(),
-            loaded.events(),
-            loaded.consumer().checkpoint_every,
-            if crashes.is_empty() {
-                "no crash".to_string()
-            } else {
-                crashes.join(", ")
-            }
-        )?;
-        writeln!(
-            out,
-            "  final total         {} ({})",
-            r.final_total,
-            render::verdict_text(Verdict::of(r.final_total, r.true_total))
-        )?;
-        writeln!(out, "  true total          {}", r.true_total)?;
-        let at_crash = match (r.crashes, r.committed_at_crash) {
-            (0, _) => "no crash".to_string(),
-            (_, None) => "nothing committed".to_string(),
-            (_, Some(o)) => format!("offset {o} (resumed at {})", o + 1),
-        };
-        writeln!(out, "  committed at crash  {at_crash}")?;
-        writeln!(
-            out,
-            "  redelivered         {} ({} events)",
-            render::ranges(&o.redelivered),
-            o.redelivered.len()
-        )?;
-        writeln!(
-            out,
-            "  skipped             {} ({} events)",
-            render::ranges(&o.skipped),
-            o.skipped.len()
-        )?;
-        writeln!(
-            out,
-            "  flash               {} records written, {} erases, {} bytes programmed",
-            r.flash.writes, r.flash.erases, r.flash.bytes_written
-        )?;
+        match choice {
+            SinkChoice::Store(store) => summary(&mut out, &loaded, store, &o)?,
+            SinkChoice::Dual(fix) => dual_summary(&mut out, &loaded, fix, &o)?,
+        }
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     }
+}
 
-    fn run_dual(&self, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-        let Some(fix) = self.fix else {
-            return Err(crate::usage(
-                "dual-write needs --fix none, atomic or derive",
-            ));
-        };
-        if self.store.is_some() {
-            return Err(crate::usage(
-                "dual-write writes its own two views: give --fix, not --store",
-            ));
-        }
-        if self.args.schedule.is_some() || self.trace {
-            return Err(crate::usage(
-                "dual-write takes --crash-after or --no-crash, not --schedule or --trace",
-            ));
-        }
-        let mut args = self.args.clone();
-        if args.crash_after.is_none() && !args.no_crash {
-            args.crash_after = Some(DUAL_CRASH);
-        }
-        let loaded = select::load(self.scenario, &args)?;
-        let r = dual(&loaded, fix.fix())?;
-        let crash = loaded.crashes().first().map(|p: &CrashPoint| match p.at {
-            At::Effect(o) => o,
-            _ => 0,
-        });
-        if self.json {
-            let v = serde_json::json!({
-                "scenario": "dual-write",
-                "fix": format!("{fix:?}").to_lowercase(),
-                "events": loaded.events(),
-                "checkpoint_every": loaded.consumer().checkpoint_every,
-                "crash_between": crash,
-                "true_total": r.true_total,
-                "total": r.total,
-                "index_sum": r.index_sum,
-                "diverged": r.diverged(),
-                "verdict": r.verdict_name(),
-                "diverged_at_recovery": r.diverged_at_recovery.map(|(t, i)| serde_json::json!({"total": t, "index_sum": i})),
-                "flash": {"writes": r.writes},
-            });
-            writeln!(out, "{v}")?;
-            out.flush()?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        writeln!(
-            out,
-            "dual-write with --fix {}: {} payments by 3 payers, checkpoint every {}, {}",
-            format!("{fix:?}").to_lowercase(),
-            loaded.events(),
-            loaded.consumer().checkpoint_every,
-            crash.map_or("no crash".into(), |o| format!(
-                "a crash between the two writes of offset {o}"
-            ))
-        )?;
-        writeln!(
-            out,
-            "  total view          {} (true total {})",
-            r.total, r.true_total
-        )?;
-        writeln!(out, "  index view (sum)    {}", r.index_sum)?;
-        match r.diverged_at_recovery {
-            Some((t, i)) => writeln!(
-                out,
-                "  after recovery      total {t}, index {i}: the views disagreed"
-            )?,
-            None => writeln!(out, "  after recovery      the views agreed")?,
-        }
-        let why = match r.verdict_name() {
-            "diverged" => format!(
-                "diverged: the views disagree by {} for good",
-                r.total - r.index_sum
-            ),
-            v => format!("{v}: the views agree"),
-        };
-        writeln!(out, "  verdict             {why}")?;
-        writeln!(out, "  flash               {} records written", r.writes)?;
-        out.flush()?;
-        Ok(ExitCode::SUCCESS)
+/// The crash plan in words.
+fn crashes_text(loaded: &Loaded) -> String {
+    let crashes: Vec<String> = loaded.crashes().iter().map(ToString::to_string).collect();
+    if crashes.is_empty() {
+        "no crash".to_string()
+    } else {
+        crashes.join(", ")
     }
+}
+
+fn summary(
+    out: &mut impl Write,
+    loaded: &Loaded,
+    store: StoreKind,
+    o: &Outcome,
+) -> anyhow::Result<()> {
+    let r = &o.report;
+    writeln!(
+        out,
+        "{} with the {} store: {} events, checkpoint every {}, {}",
+        loaded.name(),
+        store.name(),
+        loaded.events(),
+        loaded.consumer().checkpoint_every,
+        crashes_text(loaded)
+    )?;
+    writeln!(
+        out,
+        "  final total         {} ({})",
+        r.final_total,
+        render::verdict_text(Verdict::of(r.final_total, r.true_total))
+    )?;
+    writeln!(out, "  true total          {}", r.true_total)?;
+    let at_crash = r
+        .resume_at_crash
+        .map_or("no crash".to_string(), render::position_text);
+    writeln!(out, "  position at crash   {at_crash}")?;
+    writeln!(
+        out,
+        "  redelivered         {} ({} events)",
+        render::ranges(&o.redelivered),
+        o.redelivered.len()
+    )?;
+    writeln!(
+        out,
+        "  skipped             {} ({} events)",
+        render::ranges(&o.skipped),
+        o.skipped.len()
+    )?;
+    writeln!(
+        out,
+        "  flash               {} records written, {} erases, {} bytes programmed",
+        r.flash.writes, r.flash.erases, r.flash.bytes_written
+    )?;
+    Ok(())
+}
+
+fn dual_summary(
+    out: &mut impl Write,
+    loaded: &Loaded,
+    fix: FixArg,
+    o: &Outcome,
+) -> anyhow::Result<()> {
+    let r = &o.report;
+    let crash = match loaded.crashes() {
+        [] => "no crash".to_string(),
+        [
+            CrashPoint {
+                at: At::Between(offset),
+                occurrence: 1,
+            },
+        ] => format!("a crash between the two writes of offset {offset}"),
+        [
+            CrashPoint {
+                at: At::Effect(offset),
+                occurrence: 1,
+            },
+        ] if fix != FixArg::None => {
+            format!("a crash right after the one write of offset {offset}")
+        }
+        _ => crashes_text(loaded),
+    };
+    writeln!(
+        out,
+        "dual-write with --fix {}: {} payments by 3 payers, checkpoint every {}, {crash}",
+        fix.name(),
+        loaded.events(),
+        loaded.consumer().checkpoint_every,
+    )?;
+    let (total, index) = r.views.unwrap_or((r.final_total, r.final_total));
+    writeln!(
+        out,
+        "  total view          {total} (true total {})",
+        r.true_total
+    )?;
+    writeln!(out, "  index view (sum)    {index}")?;
+    match r.diverged_at_recovery {
+        Some((t, i)) => writeln!(
+            out,
+            "  after recovery      total {t}, index {i}: the views disagreed"
+        )?,
+        None if r.crashes > 0 => writeln!(out, "  after recovery      the views agreed")?,
+        None => {}
+    }
+    let why = match render::verdict_name(r) {
+        "diverged" => format!("diverged: the views disagree by {} for good", total - index),
+        v => format!("{v}: the views agree"),
+    };
+    writeln!(out, "  verdict             {why}")?;
+    writeln!(
+        out,
+        "  flash               {} records written",
+        r.flash.writes
+    )?;
+    Ok(())
 }

@@ -2,9 +2,9 @@
 //! store; a result matrix, the anomalies the checker named, and for every failure a line
 //! that reruns it (and a minimized one).
 //!
-//! The core decides what a crash point is, how a branch ends and how a schedule shrinks
-//! (`idem_core::sweep`); this command walks the clean run, spreads the branches over the
-//! cores (rayon) and reports.
+//! The core decides what a crash point is, in what order the branches come, how a
+//! branch ends and how a schedule shrinks (`idem_core::lab::sweep`); this command spreads
+//! the branches over the cores (rayon) and reports.
 
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
@@ -13,19 +13,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use idem_core::check::{Anomalies, AppliedSet, CheckError, Verdict};
-use idem_core::crash::{At, CrashPoint};
+use idem_core::crash::{At, CrashPoint, MAX_CRASHES};
+use idem_core::lab::check::{Anomalies, AppliedSet, CheckError, Verdict};
+use idem_core::lab::rng::SplitMix64;
+use idem_core::lab::scenario::Scenario;
+use idem_core::lab::sim::{Run, SIM_LAYOUT, SimFlash};
+use idem_core::lab::sweep::{self, BranchOutcome, Branches, Snapshot, Space};
 use idem_core::log::{Log, Offset};
-use idem_core::rng::SplitMix64;
-use idem_core::scenario::Scenario;
-use idem_core::sim::{Quiet, Run, SIM_LAYOUT, SimFlash, TraceStep};
-use idem_core::sweep::{self, BranchOutcome, Snapshot, Space};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use crate::select::{self, HostStore, Job, ScenarioKind, StoreKind, WorkloadArgs};
-use crate::usage;
+use crate::error::usage;
+use crate::render::anomalies_json;
+use crate::select::{
+    self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, StoreKind, WorkloadArgs,
+};
 
 /// Branches handed to the cores at once.
 const BATCH: usize = 1024;
@@ -37,9 +40,12 @@ const LISTED: usize = 3;
 pub struct Cmd {
     /// The scenario.
     scenario: ScenarioKind,
-    /// One store, or `all`.
-    #[arg(long, default_value = "all")]
-    store: String,
+    /// One store, or `all` (not for dual-write, which takes --fix).
+    #[arg(long)]
+    store: Option<String>,
+    /// dual-write: how it writes its two views.
+    #[arg(long, value_enum)]
+    fix: Option<FixArg>,
     /// Crashes per schedule: 1 sweeps every point; 2 or 3 runs seeded random schedules.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     crashes: u8,
@@ -131,6 +137,8 @@ impl AppliedSet for Overlay {
 #[derive(Debug, Default)]
 struct Tally {
     store: &'static str,
+    /// The flag that names the store (or the dual-write fix) in a rerun line.
+    flag: String,
     idempotent: bool,
     schedules: u64,
     exact: u64,
@@ -139,7 +147,7 @@ struct Tally {
     worst_over: Option<(i64, String)>,
     worst_under: Option<(i64, String)>,
     anomalies: Anomalies,
-    examples: [Option<String>; 3],
+    examples: [Option<String>; 4],
     failing: u64,
     listed: Vec<String>,
     minimized: Option<(String, String)>,
@@ -161,8 +169,8 @@ impl Tally {
         let schedule = schedule_text(&o.fired);
         if let Some((total, _, a)) = &self.clean {
             let b = &o.anomalies;
-            let same = (b.duplicate, b.lost_write, b.nonmonotonic)
-                == (a.duplicate, a.lost_write, a.nonmonotonic);
+            let same = (b.duplicate, b.lost_write, b.nonmonotonic, b.diverged)
+                == (a.duplicate, a.lost_write, a.nonmonotonic, a.diverged);
             self.worse += u64::from(o.final_total != *total || !same);
         }
         self.schedules += 1;
@@ -183,7 +191,7 @@ impl Tally {
             }
         }
         let a = &o.anomalies;
-        for (i, n) in [a.duplicate, a.lost_write, a.nonmonotonic]
+        for (i, n) in [a.duplicate, a.lost_write, a.nonmonotonic, a.diverged]
             .into_iter()
             .enumerate()
         {
@@ -220,15 +228,16 @@ impl Options {
     }
 }
 
-struct Sweep<'a>(&'a Options, StoreKind);
+struct Sweep<'a>(&'a Options, SinkChoice);
 
 impl Job for Sweep<'_> {
     type Out = Tally;
 
-    fn call<L: Log + Sync, S: HostStore>(self, s: &Scenario<L>, store: S) -> anyhow::Result<Tally> {
-        let Sweep(opts, kind) = self;
+    fn call<L: Log + Sync, K: HostSinks>(self, s: &Scenario<L>, sinks: K) -> anyhow::Result<Tally> {
+        let Sweep(opts, choice) = self;
         let n = s.log.len();
-        let sim = |e: idem_core::sim::SimError| anyhow::anyhow!("the simulated device failed: {e}");
+        let sim =
+            |e: idem_core::lab::sim::SimError| anyhow::anyhow!("the simulated device failed: {e}");
 
         // Pass 1: the clean run, its snapshot at every offset, its size, and the order in
         // which it applied messages.
@@ -237,27 +246,9 @@ impl Job for Sweep<'_> {
             count: 0,
         };
         let mut clean =
-            Run::new(SimFlash::new(), SIM_LAYOUT, s, store.clone(), recorder).map_err(sim)?;
-        let mut snaps: Vec<Snapshot<S>> = Vec::with_capacity(n as usize + 1);
-        let mut points = 0u64;
-        loop {
-            if clean.is_idle() && snaps.len() as u64 == clean.next_offset() {
-                let p = clean.next_offset();
-                snaps.push(Snapshot {
-                    logical: clean.logical(),
-                    anomalies: clean.finish_at(p).anomalies,
-                });
-            }
-            let mut last = None;
-            let more = clean
-                .step(&mut |t: &TraceStep| last = Some(*t))
-                .map_err(sim)?;
-            points += u64::from(last.as_ref().and_then(sweep::point_of).is_some());
-            if !more {
-                break;
-            }
-        }
-        let (writes, erases) = clean.flash_ops();
+            Run::new(SimFlash::new(), SIM_LAYOUT, s, sinks.clone(), recorder).map_err(sim)?;
+        let mut snaps: Vec<Snapshot<K>> = Vec::with_capacity(n as usize + 1);
+        let pass = sweep::clean_pass(&mut clean, |snap| snaps.push(snap)).map_err(sim)?;
         let order = Arc::new(clean.applied().order.clone());
         let end = clean.finish();
         let fresh = || {
@@ -266,80 +257,60 @@ impl Job for Sweep<'_> {
                 known: 0,
                 extra: HashSet::new(),
             };
-            Run::new(SimFlash::new(), SIM_LAYOUT, s, store.clone(), applied)
+            Run::new(SimFlash::new(), SIM_LAYOUT, s, sinks.clone(), applied)
         };
         let clean_final = (end.final_total, end.anomalies);
         let snapshot = |q: Offset| snaps.get(q as usize);
         let mut tally = Tally {
-            store: kind.name(),
-            idempotent: S::IDEMPOTENT,
+            store: choice.name(),
+            flag: choice.flag(),
+            idempotent: K::IDEMPOTENT,
             steps: end.steps,
             clean: Some((end.final_total, end.true_total, end.anomalies)),
             ..Tally::default()
         };
 
         let finish = |b| sweep::finish_branch(b, snapshot, clean_final);
+        let settle = |outcomes: Vec<BranchOutcome>, tally: &mut Tally| {
+            outcomes.iter().for_each(|o| tally.add(o));
+            opts.tick(outcomes.len() as u64);
+        };
         if opts.crashes == 1 {
-            let total = points + if opts.torn { writes + erases } else { 0 };
-            opts.bar.set_length(total);
+            let cuts = if opts.torn {
+                pass.word_writes + pass.erases
+            } else {
+                0
+            };
+            opts.bar.set_length(pass.points + cuts);
             // Pass 2: the clean run again, branching off at every point.
-            let mut clean = fresh().map_err(sim)?;
-            let mut batch = Vec::with_capacity(BATCH);
+            let mut branches = Branches::new(fresh().map_err(sim)?, opts.torn);
             loop {
-                if clean.is_idle() {
-                    // Judge lost writes as the clean run goes, so a branch inherits a
-                    // settled prefix instead of judging it again.
-                    clean.finish_at(clean.next_offset());
-                }
-                let pre = opts.torn.then(|| clean.clone());
-                let (w0, e0) = clean.flash_ops();
-                let mut last = None;
-                let more = clean
-                    .step(&mut |t: &TraceStep| last = Some(*t))
+                let batch: Vec<_> = branches
+                    .by_ref()
+                    .take(BATCH)
+                    .collect::<Result<_, _>>()
                     .map_err(sim)?;
-                if let Some((point, step)) = last
-                    .as_ref()
-                    .and_then(|t| sweep::point_of(t).map(|p| (p, t)))
-                {
-                    let mut b = clean.clone();
-                    b.crash(point, step.offset, &mut Quiet).map_err(sim)?;
-                    batch.push(b);
-                }
-                if let Some(pre) = pre {
-                    let (w1, e1) = clean.flash_ops();
-                    let cuts = (w0 + 1..=w1)
-                        .map(At::Torn)
-                        .chain((e0 + 1..=e1).map(At::Erase));
-                    for at in cuts {
-                        let mut b = pre.clone();
-                        b.set_plan(&[CrashPoint::new(at)]).map_err(sim)?;
-                        batch.push(b);
-                    }
-                }
-                if batch.len() >= BATCH || !more {
-                    let outcomes: Vec<_> = batch
-                        .par_drain(..)
-                        .map(finish)
-                        .collect::<Result<_, _>>()
-                        .map_err(sim)?;
-                    outcomes.iter().for_each(|o| tally.add(o));
-                    opts.tick(outcomes.len() as u64);
-                }
-                if !more {
+                if batch.is_empty() {
                     break;
                 }
+                let outcomes = batch
+                    .into_par_iter()
+                    .map(finish)
+                    .collect::<Result<_, _>>()
+                    .map_err(sim)?;
+                settle(outcomes, &mut tally);
             }
         } else {
             opts.bar.set_length(u64::from(opts.schedules));
             let space = Space {
                 events: n,
                 checkpoint_every: s.consumer.checkpoint_every,
-                word_writes: if opts.torn { writes } else { 0 },
-                erases: if opts.torn { erases } else { 0 },
+                word_writes: if opts.torn { pass.word_writes } else { 0 },
+                erases: if opts.torn { pass.erases } else { 0 },
             };
             let seeds: Vec<u64> = (0..u64::from(opts.schedules)).collect();
             for chunk in seeds.chunks(BATCH) {
-                let outcomes: Vec<_> = chunk
+                let outcomes = chunk
                     .par_iter()
                     .map(|&i| {
                         let mut rng =
@@ -352,18 +323,17 @@ impl Job for Sweep<'_> {
                     })
                     .collect::<Result<_, _>>()
                     .map_err(sim)?;
-                outcomes.iter().for_each(|o| tally.add(o));
-                opts.tick(outcomes.len() as u64);
+                settle(outcomes, &mut tally);
             }
         }
 
         // Shrink the first failing schedule to a smallest one that still fails.
         if let Some(first) = tally.listed.first().cloned() {
-            let mut points = [CrashPoint::new(At::Deliver(0)); 8];
+            let mut points = [CrashPoint::new(At::Deliver(0)); MAX_CRASHES];
             let len = idem_core::crash::parse_schedule(&first, &mut points).unwrap_or(0);
             let fails = |plan: &[CrashPoint]| {
                 let Ok(mut r) = fresh() else { return false };
-                r.set_plan(plan).is_ok() && finish(r).is_ok_and(|o| o.fails() && o.unfired == 0)
+                r.set_plan(plan).is_ok() && finish(r).is_ok_and(|o| o.fails_as_planned())
             };
             let small = sweep::shrink(&points[..len], fails);
             tally.minimized = Some((first, schedule_text(&small)));
@@ -375,15 +345,31 @@ impl Job for Sweep<'_> {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let stores: Vec<StoreKind> = match self.store.as_str() {
-            "all" => StoreKind::ALL.to_vec(),
-            name => vec![StoreKind::from_name(name).ok_or_else(|| {
-                usage(format!(
-                    "unknown store {name:?}: one of naive, offset, message-id, atomic, all"
-                ))
-            })?],
+        let dual = self.scenario == ScenarioKind::DualWrite;
+        let choices: Vec<SinkChoice> = match (dual, self.store.as_deref(), self.fix) {
+            (true, Some(_), _) => {
+                return Err(usage(
+                    "dual-write writes its own two views: give --fix, not --store",
+                ));
+            }
+            (true, None, None) => return Err(usage("dual-write needs --fix none, atomic or derive")),
+            (true, None, Some(fix)) => vec![SinkChoice::Dual(fix)],
+            (false, _, Some(_)) => {
+                return Err(usage("--fix applies to the dual-write scenario only"));
+            }
+            (false, None | Some("all"), None) => {
+                StoreKind::ALL.into_iter().map(SinkChoice::Store).collect()
+            }
+            (false, Some(name), None) => vec![SinkChoice::Store(
+                StoreKind::from_name(name).ok_or_else(|| {
+                    usage(format!(
+                        "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, all"
+                    ))
+                })?,
+            )],
         };
-        let args = self.workload.scenario_args();
+        let mut args = self.workload.scenario_args();
+        args.fix = self.fix;
         let loaded = select::load(Some(self.scenario), &args)?;
         let show = !self.quiet && !self.json && std::io::stdout().is_terminal();
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
@@ -405,14 +391,14 @@ impl Cmd {
             show,
         };
         let mut tallies = Vec::new();
-        for store in &stores {
+        for choice in &choices {
             opts.bar.reset();
-            opts.bar.set_prefix(store.name());
+            opts.bar.set_prefix(choice.name());
             tallies.push(select::dispatch(
                 &loaded,
-                *store,
+                *choice,
                 self.workload.window,
-                Sweep(&opts, *store),
+                Sweep(&opts, *choice),
             )?);
         }
         opts.bar.finish_and_clear();
@@ -424,7 +410,7 @@ impl Cmd {
             let v = json!({
                 "scenario": loaded.name(),
                 "events": loaded.events(),
-                "checkpoint_every": loaded.consumer().checkpoint_every,
+                "checkpoint_every": loaded.consumer().checkpoint_every.get(),
                 "crashes": self.crashes,
                 "torn_writes": self.torn_writes,
                 "seed": (self.crashes > 1).then_some(self.seed),
@@ -535,13 +521,13 @@ impl Cmd {
                 )?;
             }
             for s in &t.listed {
-                writeln!(out, "  {rerun} --store {} --schedule \"{s}\"", t.store)?;
+                writeln!(out, "  {rerun} {} --schedule \"{s}\"", t.flag)?;
             }
             match &t.minimized {
                 Some((from, to)) if from == to => writeln!(out, "  {from} is already minimal")?,
                 Some((from, to)) => {
                     writeln!(out, "  minimized from {from}:")?;
-                    writeln!(out, "  {rerun} --store {} --schedule \"{to}\"", t.store)?;
+                    writeln!(out, "  {rerun} {} --schedule \"{to}\"", t.flag)?;
                 }
                 None => {}
             }
@@ -582,13 +568,20 @@ fn anomaly_text(a: &Anomalies) -> String {
     if a.nonmonotonic > 0 {
         parts.push(format!("nonmonotonic {}", a.nonmonotonic));
     }
+    if a.diverged > 0 {
+        parts.push(format!(
+            "diverged {} (first: resumed at {})",
+            a.diverged,
+            a.first_diverged.unwrap_or(0)
+        ));
+    }
     parts.join(", ")
 }
 
 fn tally_json(t: &Tally, rerun: &str) -> Value {
     let worst =
         |w: &Option<(i64, String)>| w.as_ref().map(|(d, s)| json!({ "by": d, "schedule": s }));
-    let line = |s: &str| format!("{rerun} --store {} --schedule \"{s}\"", t.store);
+    let line = |s: &str| format!("{rerun} {} --schedule \"{s}\"", t.flag);
     json!({
         "store": t.store,
         "idempotent": t.idempotent,
@@ -598,15 +591,12 @@ fn tally_json(t: &Tally, rerun: &str) -> Value {
         "under": t.under,
         "worst_over": worst(&t.worst_over),
         "worst_under": worst(&t.worst_under),
-        "anomalies": {
-            "duplicate": t.anomalies.duplicate,
-            "lost-write": t.anomalies.lost_write,
-            "nonmonotonic": t.anomalies.nonmonotonic,
-        },
+        "anomalies": anomalies_json(&t.anomalies),
         "examples": {
             "duplicate": t.examples[0],
             "lost-write": t.examples[1],
             "nonmonotonic": t.examples[2],
+            "diverged": t.examples[3],
         },
         "failing": t.failing,
         "worse_than_clean": t.worse,

@@ -10,6 +10,7 @@ use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
 /// The three sinks of the demo device, side by side.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct Totals {
     /// `total += 1`.
@@ -21,6 +22,7 @@ pub struct Totals {
 }
 
 /// One message from the device.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub enum Frame {
     /// The device booted and recovered from flash.
@@ -63,6 +65,7 @@ pub const MAX_ENCODED: usize = (Frame::POSTCARD_MAX_SIZE + 4) * 255 / 254 + 3;
 const CRC: crc::Crc<u32, crc::NoTable> = crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISO_HDLC);
 
 /// What the decoder skipped or could not read.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireError {

@@ -2,11 +2,13 @@
 //! three sinks side by side, each in its own flash partition, so one reset shows all three
 //! outcomes.
 //!
-//! The naive and offset-stamped sinks share one consumer position (in its own journal,
-//! as in the DDIA exercise); the atomic sink keeps its position inside its record. After a
-//! reset each consumer resumes from its own position. A boot counter lives in a journal
-//! too. With a planned crash, the first boot resets itself right after applying offset
-//! 49, before its checkpoint: naive 110, offset 100, atomic 100.
+//! Two [`Consumer`]s run it, the same consumer the simulator and the sweeps run: one over
+//! a [`Pair`] of the naive and offset-stamped stores sharing one position (in its own
+//! journal, as in the DDIA exercise), one over the atomic store, which keeps its position
+//! inside its record. After a reset each resumes from its own position. A boot counter
+//! lives in a journal too. With a planned crash, the first boot resets itself right after
+//! applying offset 49, before its checkpoint (the [`Plan`] `crash@effect:49`, matched
+//! against the consumers' steps as in the simulator): naive 110, offset 100, atomic 100.
 //!
 //! This is the firmware's whole behaviour; the firmware only supplies the flash driver,
 //! the UART, the timer and the reset. The host runs the same code on the simulated flash
@@ -16,19 +18,20 @@ use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
-use crate::consumer::{Position, checkpoint_after};
+use crate::board::wire::{Frame, Totals};
+use crate::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
+use crate::crash::{CrashPoint, Plan};
+use crate::ddia;
 use crate::journal::{Journal, JournalError, Region};
 use crate::log::{GeneratedLog, Log, Offset};
-use crate::scenario::{DDIA_CHECKPOINT_EVERY, DDIA_CRASH_AFTER, DDIA_EVENTS};
-use crate::store::{
-    Atomic, CheckpointState, Naive, NaiveState, OffsetStamped, StampedState, Store, StoreError,
-};
-use crate::wire::{Frame, Totals};
+use crate::persist::{Layout, Pair, Sinks};
+use crate::store::{Atomic, Naive, OffsetStamped, Store};
 
-/// Pages the demo's storage takes: five journals of two pages.
+/// Pages the demo's storage takes: the boot counter, the shared position, the pair's two
+/// journals and the atomic store's journal, two pages each.
 pub const DEMO_PAGES: u32 = 10;
 
-/// Where the demo's five journals live: `DEMO_PAGES` pages from `start`.
+/// Where the demo's journals live: `DEMO_PAGES` pages from `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DemoLayout {
     /// First byte of the storage (page-aligned).
@@ -38,10 +41,11 @@ pub struct DemoLayout {
 }
 
 impl DemoLayout {
-    fn region(&self, i: u32) -> Region {
+    /// `pages` pages from page `first` of the storage.
+    fn pages(&self, first: u32, pages: u32) -> Region {
         Region {
-            start: self.start + 2 * i * self.page,
-            pages: 2,
+            start: self.start + first * self.page,
+            pages,
         }
     }
 }
@@ -66,41 +70,46 @@ pub enum DemoStep {
 
 /// Why the demo stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum DemoError<E> {
-    /// A journal failed.
-    Journal(JournalError<E>),
-    /// A store refused an event.
-    Store(StoreError),
+    /// A consumer (its journals, or a store) failed.
+    Consumer(ConsumerError<E>),
 }
 
 impl<E> From<JournalError<E>> for DemoError<E> {
     fn from(e: JournalError<E>) -> Self {
-        Self::Journal(e)
+        Self::Consumer(ConsumerError::Journal(e))
     }
 }
 
-impl<E> From<StoreError> for DemoError<E> {
-    fn from(e: StoreError) -> Self {
-        Self::Store(e)
+impl<E> From<ConsumerError<E>> for DemoError<E> {
+    fn from(e: ConsumerError<E>) -> Self {
+        Self::Consumer(e)
     }
 }
+
+impl<E: core::fmt::Display> core::fmt::Display for DemoError<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Consumer(e) => write!(f, "the demo device stopped: {e}"),
+        }
+    }
+}
+
+impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for DemoError<E> {}
+
+/// The naive and offset-stamped sinks, sharing one position.
+type Shared = Pair<Naive, OffsetStamped>;
 
 /// The demo device's RAM.
 #[derive(Debug, Clone)]
 pub struct Demo {
     boots: u32,
-    planned_crash: bool,
+    plan: Plan,
     log: GeneratedLog,
-    positions: Journal<Position>,
-    naive_j: Journal<NaiveState>,
-    offset_j: Journal<StampedState>,
-    atomic_j: Journal<CheckpointState>,
-    naive: NaiveState,
-    offset: StampedState,
-    atomic: CheckpointState,
-    next: Offset,
-    next_atomic: Offset,
+    shared: Consumer<Shared>,
+    atomic: Consumer<Atomic>,
 }
 
 impl Demo {
@@ -113,63 +122,70 @@ impl Demo {
         image_id: u32,
         planned_crash: bool,
     ) -> Result<(Self, Frame), DemoError<F::Error>> {
+        let counter = layout.pages(0, 2);
         let (mut boot_j, boot) =
-            match Journal::<BootRecord>::open(flash, layout.region(0), image_id ^ 0xB007) {
+            match Journal::<BootRecord>::open(flash, counter, image_id ^ 0xB007) {
                 Err(JournalError::Foreign { .. }) => {
                     let end = layout.start + DEMO_PAGES * layout.page;
                     flash
                         .erase(layout.start, end)
                         .map_err(JournalError::Flash)?;
-                    Journal::open(flash, layout.region(0), image_id ^ 0xB007)?
+                    Journal::open(flash, counter, image_id ^ 0xB007)?
                 }
                 other => other?,
             };
         let boots = boot.map_or(0, |b| b.boots) + 1;
         boot_j.append(flash, &BootRecord { boots })?;
-        let (positions, p) = Journal::<Position>::open(flash, layout.region(1), image_id ^ 0x9051)?;
-        let (naive_j, n) =
-            Journal::<NaiveState>::open(flash, layout.region(2), image_id ^ Naive::TAG)?;
-        let (offset_j, o) =
-            Journal::<StampedState>::open(flash, layout.region(3), image_id ^ OffsetStamped::TAG)?;
-        let (atomic_j, a) =
-            Journal::<CheckpointState>::open(flash, layout.region(4), image_id ^ Atomic::TAG)?;
-        let atomic = a.unwrap_or_default();
+        let config = ConsumerConfig::every(ddia::CHECKPOINT_EVERY);
+        let positions = layout.pages(2, 2);
+        let shared = Layout {
+            positions,
+            sink: layout.pages(4, 4),
+            tag: image_id,
+        };
+        let atomic = Layout {
+            positions,
+            sink: layout.pages(8, 2),
+            tag: image_id,
+        };
+        let planned = [CrashPoint::after_effect(ddia::CRASH_AFTER)];
+        let plan = if planned_crash && boots == 1 {
+            Plan::new(&planned)
+        } else {
+            Plan::new(&[])
+        };
         let demo = Self {
             boots,
-            planned_crash,
+            // One point always fits a plan.
+            plan: plan.unwrap_or_default(),
             log: GeneratedLog {
-                events: DDIA_EVENTS,
+                events: ddia::EVENTS,
                 amount: 1,
             },
-            positions,
-            naive_j,
-            offset_j,
-            atomic_j,
-            naive: n.unwrap_or_default(),
-            offset: o.unwrap_or_default(),
-            next: p.map_or(0, |p| p.next),
-            next_atomic: Atomic::position(&atomic).unwrap_or(0),
-            atomic,
+            shared: Consumer::open(
+                flash,
+                shared,
+                Pair::side_by_side(Naive, OffsetStamped),
+                config,
+            )?,
+            atomic: Consumer::open(flash, atomic, Atomic, config)?,
         };
-        let frame = demo.boot_frame();
+        let frame = Frame::Boot {
+            boots,
+            resume: demo.shared.resume_at(),
+            resume_atomic: demo.atomic.resume_at(),
+            totals: demo.totals(),
+        };
         Ok((demo, frame))
-    }
-
-    fn boot_frame(&self) -> Frame {
-        Frame::Boot {
-            boots: self.boots,
-            resume: self.next,
-            resume_atomic: self.next_atomic,
-            totals: self.totals(),
-        }
     }
 
     /// The three sinks' totals now.
     pub fn totals(&self) -> Totals {
+        let (naive, offset) = self.shared.state();
         Totals {
-            naive: Naive::total(&self.naive),
-            offset: OffsetStamped::total(&self.offset),
-            atomic: Atomic::total(&self.atomic),
+            naive: Naive::total(naive),
+            offset: OffsetStamped::total(offset),
+            atomic: self.atomic.total(),
         }
     }
 
@@ -178,49 +194,50 @@ impl Demo {
         self.boots
     }
 
-    /// Applies the next event to each consumer that has it next, and checkpoints.
+    /// Applies the next event with each consumer that reads it next, and their
+    /// checkpoints.
     pub fn step<F: NorFlash>(&mut self, flash: &mut F) -> Result<DemoStep, DemoError<F::Error>> {
-        let len = self.log.len();
-        let o = self.next.min(self.next_atomic);
-        let Some(event) = self.log.get(o) else {
-            let totals = self.totals();
+        let o = self.shared.next_offset().min(self.atomic.next_offset());
+        if self.log.get(o).is_none() {
             return Ok(DemoStep::Done(Frame::Done {
                 boots: self.boots,
-                totals,
+                totals: self.totals(),
                 true_total: self.log.true_total(),
             }));
-        };
-        let shared = self.next == o;
-        let atomic = self.next_atomic == o;
-        if shared {
-            Naive.apply(&mut self.naive, &event)?;
-            self.naive_j.append(flash, &self.naive)?;
-            if OffsetStamped.apply(&mut self.offset, &event)? == crate::store::Outcome::Applied {
-                self.offset_j.append(flash, &self.offset)?;
-            }
-            self.next = o + 1;
         }
-        if atomic {
-            Atomic.apply(&mut self.atomic, &event)?;
-            self.next_atomic = o + 1;
-        }
-        if self.planned_crash && self.boots == 1 && o == DDIA_CRASH_AFTER {
+        let crashed = advance(&mut self.shared, flash, &self.log, &mut self.plan, o)?
+            || advance(&mut self.atomic, flash, &self.log, &mut self.plan, o)?;
+        if crashed {
             return Ok(DemoStep::PlannedCrash);
-        }
-        if checkpoint_after(o, DDIA_CHECKPOINT_EVERY, len) {
-            if shared {
-                self.positions
-                    .append(flash, &Position { next: self.next })?;
-            }
-            if atomic {
-                Atomic::set_position(&mut self.atomic, self.next_atomic);
-                self.atomic_j.append(flash, &self.atomic)?;
-            }
         }
         Ok(DemoStep::Progress(Frame::Progress {
             offset: o,
             totals: self.totals(),
         }))
+    }
+}
+
+/// Steps `c` through the effect of offset `o` (if `o` is what it reads next) and the
+/// checkpoint that may follow; `true` when the plan says the device crashes at a step.
+fn advance<K: Sinks, F: NorFlash>(
+    c: &mut Consumer<K>,
+    flash: &mut F,
+    log: &GeneratedLog,
+    plan: &mut Plan,
+    o: Offset,
+) -> Result<bool, ConsumerError<F::Error>> {
+    if c.next_offset() != o {
+        return Ok(false);
+    }
+    loop {
+        let step = c.step(flash, log)?;
+        if plan.on_step(&step).is_some() {
+            return Ok(true);
+        }
+        let effect_done = !matches!(step, Step::Deliver(_) | Step::Between(_));
+        if step == Step::Done || (effect_done && c.is_idle()) {
+            return Ok(false);
+        }
     }
 }
 
@@ -252,10 +269,10 @@ pub fn simulate<F: NorFlash>(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "lab"))]
 mod tests {
     use super::*;
-    use crate::flash::MemFlash;
+    use crate::lab::flash::MemFlash;
 
     const LAYOUT: DemoLayout = DemoLayout {
         start: 0,

@@ -1,7 +1,7 @@
 //! The deterministic simulator: runs a scenario with a crash plan on a device made of a
 //! strict in-memory flash and RAM.
 //!
-//! A crash drops everything in RAM (the consumer, the store state it holds, the journal
+//! A crash drops everything in RAM (the consumer, the sinks' state it holds, the journal
 //! cursors) and recovers from flash alone. A crash at a `torn` or `erase` point cuts the
 //! power in the middle of that flash operation. The same scenario and plan always give
 //! the same trace: there is no clock and no randomness. Each step is reported to an
@@ -11,22 +11,23 @@
 //! one (what a sweep does), and compare a branch's [`Logical`] state with the uncrashed
 //! run's to know when the two have become the same.
 
-use crate::check::{AppliedSet, BitSet, CheckError, Checker};
-use crate::consumer::{Consumer, ConsumerConfig, ConsumerError, Layout, Step};
-use crate::crash::{At, CrashPoint};
-use crate::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+use crate::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
+use crate::crash::{CrashPoint, MAX_CRASHES, Plan, PlanFull};
 use crate::journal::{JournalError, Region};
+use crate::lab::check::{AppliedSet, BitSet, CheckError, Checker};
+use crate::lab::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+use crate::lab::scenario::Scenario;
 use crate::log::{Log, Offset};
-use crate::scenario::{MAX_CRASHES, Scenario};
-use crate::store::{Outcome, Persist, Store, StoreError};
+use crate::persist::{Layout, Sinks};
+use crate::store::{Outcome, StoreError};
 
-pub use crate::check::Anomalies;
+pub use crate::lab::check::Anomalies;
 
 /// The simulated device's flash: 8 pages of 1 KiB, as on a micro:bit v1.
 pub type SimFlash = MemFlash<8, 1024>;
 
 /// The simulated device's partitions: the position journal on pages 0..4, the store's
-/// journal on pages 4..8.
+/// journal on pages 4..8 (a pair of sinks: 4..6 and 6..8).
 pub const SIM_LAYOUT: Layout = Layout {
     positions: Region { start: 0, pages: 4 },
     sink: Region {
@@ -47,17 +48,19 @@ pub enum Action {
         /// Whether this offset was delivered before.
         redelivery: bool,
     },
+    /// The first of two sinks wrote the event's effect; the second has not yet.
+    Between,
     /// The store applied the event.
     Apply,
     /// The store skipped the event as a duplicate.
     Skip,
     /// A two-phase store's prepared record is durable (the decision is not).
     Prepare,
-    /// The position was committed: the next offset to read is the step's `committed`.
+    /// The position was committed: the step's `resume_at` is the new one.
     Commit,
     /// The device crashed at this point.
     Crash(CrashPoint),
-    /// The device restarted and recovered from flash; it resumes at the step's `committed`.
+    /// The device restarted and recovered from flash; it resumes at the step's `resume_at`.
     Recover,
 }
 
@@ -66,14 +69,16 @@ pub enum Action {
 pub struct TraceStep {
     /// Step number, from 0.
     pub index: u64,
-    /// The offset the step is about (none for a recovery or a flash-level crash).
+    /// The offset the step is about (the last offset a prepare or commit covers; none
+    /// for a recovery or a flash-level crash).
     pub offset: Option<Offset>,
     /// What happened.
     pub action: Action,
     /// The store's total after the step.
     pub total: i64,
-    /// The durable position after the step (next offset to read; `None`: nothing committed).
-    pub committed: Option<Offset>,
+    /// The durable position after the step: where a restart resumes (0 when nothing is
+    /// covered yet).
+    pub resume_at: Offset,
 }
 
 /// Receives every step of a run.
@@ -114,9 +119,9 @@ pub struct Report {
     pub true_total: i64,
     /// The store's total at the end.
     pub final_total: i64,
-    /// The last offset covered by the durable position when the last crash hit
-    /// (`None`: no crash, or nothing committed by then).
-    pub committed_at_crash: Option<Offset>,
+    /// Where the device resumed after its last crash (the durable position then);
+    /// `None` without a crash.
+    pub resume_at_crash: Option<Offset>,
     /// Crashes that happened.
     pub crashes: u32,
     /// Crash points of the plan that the run never reached.
@@ -137,6 +142,19 @@ pub struct Report {
     pub anomalies: Anomalies,
     /// Entries the store's bounded memory forgot because it was full.
     pub evicted: u64,
+    /// Sinks that are two views of one fact: (total view, index view) at the end.
+    pub views: Option<(i64, i64)>,
+    /// The two views as the last recovery that found them disagreeing read them.
+    pub diverged_at_recovery: Option<(i64, i64)>,
+}
+
+impl Report {
+    /// The last offset the durable position covered when the last crash hit (`None`:
+    /// no crash, or nothing covered by then).
+    pub fn committed_at_crash(&self) -> Option<Offset> {
+        self.resume_at_crash
+            .and_then(crate::consumer::covers_through)
+    }
 }
 
 /// Why a run stopped short.
@@ -149,6 +167,8 @@ pub enum SimError {
     Check(CheckError),
     /// The store refused an event (a bounded memory is full).
     Store(StoreError),
+    /// More crash points than a plan holds.
+    Plan(PlanFull),
 }
 
 impl core::fmt::Display for SimError {
@@ -157,6 +177,7 @@ impl core::fmt::Display for SimError {
             Self::Journal(e) => e.fmt(f),
             Self::Check(e) => e.fmt(f),
             Self::Store(e) => e.fmt(f),
+            Self::Plan(e) => e.fmt(f),
         }
     }
 }
@@ -184,31 +205,35 @@ impl From<CheckError> for SimError {
     }
 }
 
+impl From<PlanFull> for SimError {
+    fn from(e: PlanFull) -> Self {
+        Self::Plan(e)
+    }
+}
+
 /// What decides the rest of a run: two idle runs with equal logical state behave the
 /// same from there on (the flash layout may differ, the outcome does not).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Logical<S: Store> {
-    /// The store's state.
-    pub state: S::State,
-    /// The durable position.
-    pub committed: Option<Offset>,
+pub struct Logical<K: Sinks> {
+    /// The sinks' state.
+    pub state: K::State,
+    /// The durable position (next offset to read after a crash).
+    pub resume_at: Offset,
     /// The next offset to read.
     pub next: Offset,
 }
 
 /// One run of a scenario on a simulated device, a step at a time.
 #[derive(Debug)]
-pub struct Run<'l, S: Store, L, A, const P: usize, const PS: usize> {
+pub struct Run<'l, K: Sinks, L, A, const P: usize, const PS: usize> {
     flash: MemFlash<P, PS>,
     layout: Layout,
     log: &'l L,
-    store: S,
+    sinks: K,
     config: ConsumerConfig,
-    plan: heapless::Vec<CrashPoint, MAX_CRASHES>,
-    seen: [u32; MAX_CRASHES],
-    fired: [bool; MAX_CRASHES],
+    plan: Plan,
     base: FlashStats,
-    consumer: Consumer<S>,
+    consumer: Consumer<K>,
     high_water: Option<Offset>,
     checker: Checker<A>,
     report: Report,
@@ -216,19 +241,15 @@ pub struct Run<'l, S: Store, L, A, const P: usize, const PS: usize> {
 }
 
 // By hand: a derived Clone would ask the log to be Clone, and a run only borrows it.
-impl<S: Store + Clone, L, A: Clone, const P: usize, const PS: usize> Clone
-    for Run<'_, S, L, A, P, PS>
-{
+impl<K: Sinks, L, A: Clone, const P: usize, const PS: usize> Clone for Run<'_, K, L, A, P, PS> {
     fn clone(&self) -> Self {
         Self {
             flash: self.flash.clone(),
             layout: self.layout,
             log: self.log,
-            store: self.store.clone(),
+            sinks: self.sinks.clone(),
             config: self.config,
             plan: self.plan.clone(),
-            seen: self.seen,
-            fired: self.fired,
             base: self.base,
             consumer: self.consumer.clone(),
             high_water: self.high_water,
@@ -239,36 +260,32 @@ impl<S: Store + Clone, L, A: Clone, const P: usize, const PS: usize> Clone
     }
 }
 
-impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usize>
-    Run<'l, S, L, A, P, PS>
-{
-    /// Starts `scenario` with `store` on `flash`, checking with the empty set `applied`.
+impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'l, K, L, A, P, PS> {
+    /// Starts `scenario` with `sinks` on `flash`, checking with the empty set `applied`.
     pub fn new(
         mut flash: MemFlash<P, PS>,
         layout: Layout,
         scenario: &'l Scenario<L>,
-        store: S,
+        sinks: K,
         applied: A,
     ) -> Result<Self, SimError> {
         let base = flash.stats();
-        let consumer = Consumer::open(&mut flash, layout, store.clone(), scenario.consumer)?;
+        let consumer = Consumer::open(&mut flash, layout, sinks.clone(), scenario.consumer)?;
         let mut run = Self {
             flash,
             layout,
             log: &scenario.log,
-            store,
+            sinks,
             config: scenario.consumer,
-            plan: scenario.crashes.clone(),
-            seen: [0; MAX_CRASHES],
-            fired: [false; MAX_CRASHES],
+            plan: Plan::new(&scenario.crashes)?,
             base,
             consumer,
             high_water: None,
-            checker: Checker::new(applied, S::PERSIST != Persist::EachEffect),
+            checker: Checker::new(applied, K::BATCHED),
             report: Report {
                 true_total: scenario.log.true_total(),
                 final_total: 0,
-                committed_at_crash: None,
+                resume_at_crash: None,
                 crashes: 0,
                 unfired: 0,
                 steps: 0,
@@ -279,6 +296,8 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 flash: FlashUse::default(),
                 anomalies: Anomalies::default(),
                 evicted: 0,
+                views: None,
+                diverged_at_recovery: None,
             },
             done: false,
         };
@@ -300,15 +319,13 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             Ok(step) => {
                 let (offset, action) = self.account(&step)?;
                 self.emit(observer, offset, action);
-                if let Some(point) = self.match_point(&step) {
+                if let Some(point) = self.plan.on_step(&step) {
                     self.crash(point, offset, observer)?;
                 }
                 Ok(true)
             }
             Err(ConsumerError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
-                let point = self
-                    .fired_flash_point()
-                    .ok_or(JournalError::Flash(FlashError::PowerCut))?;
+                let point = self.fired_flash_point()?;
                 self.crash(point, None, observer)?;
                 Ok(true)
             }
@@ -324,11 +341,9 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         offset: Option<Offset>,
         observer: &mut impl Observer,
     ) -> Result<(), SimError> {
-        if !self.plan.contains(&point) && self.plan.push(point).is_ok() {
-            self.fired[self.plan.len() - 1] = true;
-        }
+        self.plan.record(point);
         self.report.crashes += 1;
-        self.report.committed_at_crash = self.consumer.committed().and_then(|n| n.checked_sub(1));
+        self.report.resume_at_crash = Some(self.consumer.resume_at());
         self.report.flash.writes += self.consumer.records_written();
         self.emit(observer, offset, Action::Crash(point));
         loop {
@@ -337,7 +352,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             match Consumer::open(
                 &mut self.flash,
                 self.layout,
-                self.store.clone(),
+                self.sinks.clone(),
                 self.config,
             ) {
                 Ok(consumer) => {
@@ -346,9 +361,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 }
                 // A crash during recovery: a two-phase resolution was being written.
                 Err(ConsumerError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
-                    let point = self
-                        .fired_flash_point()
-                        .ok_or(JournalError::Flash(FlashError::PowerCut))?;
+                    let point = self.fired_flash_point()?;
                     self.report.crashes += 1;
                     self.emit(observer, None, Action::Crash(point));
                 }
@@ -356,26 +369,25 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             }
         }
         let log = self.log;
-        self.checker
-            .recovered(self.consumer.committed(), |o| log.canonical(o))?;
+        let resume_at = self.consumer.resume_at();
+        self.checker.recovered(resume_at, |o| log.canonical(o))?;
+        if let Some((total, index)) = self.sinks.view_pair(self.consumer.state())
+            && total != index
+        {
+            self.checker.diverged(resume_at);
+            self.report.diverged_at_recovery = Some((total, index));
+        }
         self.emit(observer, None, Action::Recover);
         Ok(())
     }
 
     /// The plan's torn-write or erase point that the flash's power cut just hit,
     /// marked as fired.
-    fn fired_flash_point(&mut self) -> Option<CrashPoint> {
+    fn fired_flash_point(&mut self) -> Result<CrashPoint, SimError> {
         let (writes, erases) = self.flash_ops();
-        let i = self.plan.iter().enumerate().position(|(i, p)| {
-            !self.fired[i]
-                && match p.at {
-                    At::Torn(w) => w == writes,
-                    At::Erase(e) => e == erases,
-                    _ => false,
-                }
-        })?;
-        self.fired[i] = true;
-        Some(self.plan[i])
+        self.plan
+            .fire_flash(writes, erases)
+            .ok_or(SimError::Journal(JournalError::Flash(FlashError::PowerCut)))
     }
 
     /// Runs to the end.
@@ -396,34 +408,38 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
 
     /// The crash points of the plan that have happened, in plan order.
     pub fn fired_points(&self) -> heapless::Vec<CrashPoint, MAX_CRASHES> {
-        self.plan
-            .iter()
-            .zip(self.fired)
-            .filter(|(_, f)| *f)
-            .map(|(p, _)| *p)
-            .collect()
+        self.plan.fired().collect()
     }
 
     /// Whether every crash point of the plan has happened.
     pub fn plan_done(&self) -> bool {
-        self.fired[..self.plan.len()].iter().all(|f| *f)
+        self.plan.done()
     }
 
     /// The state that decides the rest of the run.
-    pub fn logical(&self) -> Logical<S> {
+    pub fn logical(&self) -> Logical<K> {
         Logical {
             state: self.consumer.state().clone(),
-            committed: self.consumer.committed(),
+            resume_at: self.consumer.resume_at(),
             next: self.consumer.next_offset(),
         }
     }
 
-    /// Whether the run is idle in exactly the logical state `other`.
-    pub fn same_as(&self, other: &Logical<S>) -> bool {
-        self.is_idle()
-            && self.consumer.next_offset() == other.next
-            && self.consumer.committed() == other.committed
-            && *self.consumer.state() == other.state
+    /// Whether this run, idle, behaves from here on as one in the logical state
+    /// `other` would: `Some(d)` when it does with its total `d` above. A shift other than
+    /// 0 counts only once the run has read past everything it delivered before (no
+    /// replay under way) and on a log whose ids are distinct, where the two runs' futures
+    /// apply the same messages for the first time.
+    pub fn rejoins(&self, other: &Logical<K>) -> Option<i64> {
+        if !self.is_idle()
+            || self.consumer.next_offset() != other.next
+            || self.consumer.resume_at() != other.resume_at
+        {
+            return None;
+        }
+        let d = K::shift(self.consumer.state(), &other.state)?;
+        let settled = self.high_water.is_none_or(|h| h < other.next) && self.log.ids_distinct();
+        (d == 0 || settled).then_some(d)
     }
 
     /// The next offset the consumer will read.
@@ -443,13 +459,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
     /// Replaces the crash plan of a run that has not crashed yet (torn and erase points
     /// count from the start of the run).
     pub fn set_plan(&mut self, plan: &[CrashPoint]) -> Result<(), SimError> {
-        self.plan.clear();
-        for p in plan {
-            // Plans come from a Scenario, which holds at most MAX_CRASHES points.
-            let _ = self.plan.push(*p);
-        }
-        self.seen = [0; MAX_CRASHES];
-        self.fired = [false; MAX_CRASHES];
+        self.plan = Plan::new(plan)?;
         self.arm();
         Ok(())
     }
@@ -464,11 +474,9 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
         r.flash.erases = erases;
         r.flash.bytes_written = self.flash.stats().bytes_written - self.base.bytes_written;
         r.anomalies = self.checker.anomalies();
-        r.evicted = S::evicted(self.consumer.state());
-        r.unfired = self.fired[..self.plan.len()]
-            .iter()
-            .filter(|f| !**f)
-            .count() as u32;
+        r.evicted = K::evictions(self.consumer.state());
+        r.views = self.sinks.view_pair(self.consumer.state());
+        r.unfired = self.plan.pending().count() as u32;
         r
     }
 
@@ -508,6 +516,7 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
                 self.report.redelivered += u64::from(redelivery);
                 (Some(e.offset), Action::Deliver { redelivery })
             }
+            Step::Between(e) => (Some(e.offset), Action::Between),
             Step::Effect(e, Outcome::Applied) => {
                 self.report.applied += 1;
                 self.checker.applied(e.offset, log.canonical(e.offset))?;
@@ -532,50 +541,15 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
             offset,
             action,
             total: self.consumer.total(),
-            committed: self.consumer.committed(),
+            resume_at: self.consumer.resume_at(),
         });
         self.report.steps += 1;
-    }
-
-    /// Counts `step` against the plan's offset points; the point that fires now, if any.
-    fn match_point(&mut self, step: &Step) -> Option<CrashPoint> {
-        let mut crash = None;
-        for (i, p) in self.plan.iter().enumerate() {
-            let hit = match (p.at, step) {
-                (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
-                (At::Effect(o), Step::Effect(e, _)) => e.offset == o,
-                (At::Prepare(o), Step::Prepare { next }) => *next == o + 1,
-                (At::Commit(o), Step::Commit { next }) => *next == o + 1,
-                _ => false,
-            };
-            if hit && !self.fired[i] {
-                self.seen[i] += 1;
-                if self.seen[i] == p.occurrence {
-                    self.fired[i] = true;
-                    crash.get_or_insert(*p);
-                }
-            }
-        }
-        crash
     }
 
     /// Arms the flash with the next pending torn-write and erase points.
     fn arm(&mut self) {
         let (writes, erases) = self.flash_ops();
-        let pending = |f: fn(At) -> Option<u64>, done: u64| {
-            self.plan
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| !self.fired[i])
-                .filter_map(|(_, p)| f(p.at))
-                .filter(|&n| n > done)
-                .min()
-        };
-        let torn = pending(|a| if let At::Torn(w) = a { Some(w) } else { None }, writes);
-        let erase = pending(
-            |a| if let At::Erase(e) = a { Some(e) } else { None },
-            erases,
-        );
+        let (torn, erase) = self.plan.next_flash(writes, erases);
         self.flash.cancel_power_cut();
         if let Some(w) = torn {
             self.flash
@@ -587,17 +561,17 @@ impl<'l, S: Store + Clone, L: Log, A: AppliedSet, const P: usize, const PS: usiz
     }
 }
 
-/// Runs `scenario` with `store` on a fresh [`SimFlash`] and [`SIM_LAYOUT`].
-pub fn run<S: Store + Clone, L: Log>(
+/// Runs `scenario` with `sinks` on a fresh [`SimFlash`] and [`SIM_LAYOUT`].
+pub fn run<K: Sinks, L: Log>(
     scenario: &Scenario<L>,
-    store: S,
+    sinks: K,
     observer: &mut impl Observer,
 ) -> Result<Report, SimError> {
     let mut r = Run::new(
         SimFlash::new(),
         SIM_LAYOUT,
         scenario,
-        store,
+        sinks,
         DefaultApplied::new(),
     )?;
     r.run_to_end(observer)?;
@@ -606,19 +580,23 @@ pub fn run<S: Store + Clone, L: Log>(
 
 #[cfg(test)]
 mod tests {
+    fn every(k: u64) -> crate::consumer::CheckpointEvery {
+        crate::consumer::CheckpointEvery::new(k).unwrap()
+    }
     use super::*;
-    use crate::scenario;
+    use crate::crash::At;
+    use crate::lab::scenario;
     use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
 
     #[test]
     fn ddia_naive_and_offset() {
-        let s = scenario::ddia(100, 10, Some(49)).unwrap();
+        let s = scenario::ddia(100, every(10), Some(49)).unwrap();
         let naive = run(&s, Naive, &mut Quiet).unwrap();
         assert_eq!(
             (
                 naive.final_total,
                 naive.true_total,
-                naive.committed_at_crash
+                naive.committed_at_crash()
             ),
             (110, 100, Some(39))
         );
@@ -646,7 +624,7 @@ mod tests {
             (
                 atomic.final_total,
                 atomic.flash.writes,
-                atomic.committed_at_crash
+                atomic.committed_at_crash()
             ),
             (100, 10, Some(39))
         );
@@ -655,7 +633,7 @@ mod tests {
 
     #[test]
     fn payments_retry_is_a_duplicate_for_naive_only_message_id_catches_it() {
-        let s = scenario::payments(scenario::ProducerMode::Plain);
+        let s = scenario::payments(scenario::ProducerMode::Plain).unwrap();
         let naive = run(&s, Naive, &mut Quiet).unwrap();
         assert_eq!(
             (naive.anomalies.duplicate, naive.anomalies.first_duplicate),
@@ -667,7 +645,7 @@ mod tests {
 
     #[test]
     fn producer_faults_against_every_store() {
-        use crate::scenario::ProducerMode::{Idempotent, Plain};
+        use crate::lab::scenario::ProducerMode::{Idempotent, Plain};
         use crate::store::ProducerSeq;
         type Mid = MessageIdWindow<32>;
         type Seq = ProducerSeq<8>;
@@ -682,26 +660,35 @@ mod tests {
             ]
         };
         //                                          naive offset m-id seq atomic 2pc
-        assert_eq!(totals(&scenario::payments(Plain)), [13, 13, 8, 8, 13, 13]);
-        assert_eq!(totals(&scenario::payments(Idempotent)), [8; 6]);
-        assert_eq!(totals(&scenario::resend(Plain)), [13, 13, 8, 13, 13, 13]);
         assert_eq!(
-            totals(&scenario::resend(Idempotent)),
+            totals(&scenario::payments(Plain).unwrap()),
+            [13, 13, 8, 8, 13, 13]
+        );
+        assert_eq!(totals(&scenario::payments(Idempotent).unwrap()), [8; 6]);
+        assert_eq!(
+            totals(&scenario::resend(Plain).unwrap()),
             [13, 13, 8, 13, 13, 13]
         );
-        assert_eq!(totals(&scenario::zombie(Plain)), [15, 15, 12, 12, 15, 15]);
-        assert_eq!(totals(&scenario::zombie(Idempotent)), [12; 6]);
+        assert_eq!(
+            totals(&scenario::resend(Idempotent).unwrap()),
+            [13, 13, 8, 13, 13, 13]
+        );
+        assert_eq!(
+            totals(&scenario::zombie(Plain).unwrap()),
+            [15, 15, 12, 12, 15, 15]
+        );
+        assert_eq!(totals(&scenario::zombie(Idempotent).unwrap()), [12; 6]);
         // The retry of r0 arrives 40 messages late: a 32-id window has evicted r0.
         assert_eq!(
-            totals(&scenario::late_retry(Plain)),
+            totals(&scenario::late_retry(Plain).unwrap()),
             [41, 41, 41, 40, 41, 41]
         );
-        assert_eq!(totals(&scenario::late_retry(Idempotent)), [40; 6]);
+        assert_eq!(totals(&scenario::late_retry(Idempotent).unwrap()), [40; 6]);
     }
 
     #[test]
     fn trace_marks_the_crash_and_the_recovery() {
-        let s = scenario::worked_example();
+        let s = scenario::worked_example().unwrap();
         let mut totals = heapless::Vec::<(Action, i64), 32>::new();
         let r = run(&s, Naive, &mut |t: &TraceStep| {
             if !matches!(t.action, Action::Deliver { .. }) {
@@ -727,8 +714,8 @@ mod tests {
     }
 
     /// Cuts power at every word write and erase of `store`'s clean run, one cut a run.
-    fn every_cut<S: Store + Clone>(store: S) -> u64 {
-        let clean = scenario::ddia(200, 10, None).unwrap();
+    fn every_cut<S: crate::store::Store>(store: S) -> u64 {
+        let clean = scenario::ddia(200, every(10), None).unwrap();
         let mut r = Run::new(
             SimFlash::new(),
             SIM_LAYOUT,
@@ -776,7 +763,7 @@ mod tests {
 
     #[test]
     fn two_phase_is_exact_whichever_phase_a_crash_hits() {
-        let clean = scenario::ddia(100, 10, None).unwrap();
+        let clean = scenario::ddia(100, every(10), None).unwrap();
         for batch_end in (9..100).step_by(10) {
             for at in [
                 At::Prepare(batch_end),
@@ -795,7 +782,7 @@ mod tests {
 
     #[test]
     fn a_point_the_run_never_reaches_is_reported() {
-        let s = scenario::ddia(100, 10, None)
+        let s = scenario::ddia(100, every(10), None)
             .unwrap()
             .with_crashes(&[CrashPoint::new(At::Commit(35))])
             .unwrap();
@@ -805,7 +792,7 @@ mod tests {
 
     #[test]
     fn at_most_once_loses_and_the_checker_names_the_lost_writes() {
-        let mut s = scenario::ddia(100, 10, Some(45)).unwrap();
+        let mut s = scenario::ddia(100, every(10), Some(45)).unwrap();
         s.consumer.guarantee = crate::consumer::Guarantee::AtMostOnce;
         let r = run(&s, OffsetStamped, &mut Quiet).unwrap();
         assert_eq!(

@@ -6,7 +6,8 @@
 //!
 //! The [`Checker`] names anomalies as Jepsen's Kafka checker does: `duplicate` (a
 //! message's effect made durable more than once), `lost-write` (a message in the log
-//! never durably applied), `nonmonotonic` (the durable position moved backwards). It
+//! never durably applied), `nonmonotonic` (the durable position moved backwards), and
+//! `diverged` (two views of one fact disagreed when a recovery read them back). It
 //! follows durability, not RAM: a store that keeps effects in RAM until its checkpoint
 //! (an atomic checkpoint) has them counted at the commit, and loses them at a crash.
 //! Messages are known by their canonical offset (the first offset that carries their id,
@@ -125,18 +126,22 @@ pub struct Anomalies {
     pub lost_write: u64,
     /// Times the durable position moved backwards.
     pub nonmonotonic: u64,
+    /// Recoveries that found two views of one fact disagreeing.
+    pub diverged: u64,
     /// The first duplicated message (canonical offset).
     pub first_duplicate: Option<Offset>,
     /// The first lost message (canonical offset).
     pub first_lost: Option<Offset>,
     /// The first backwards move: from, to (next offsets to read).
     pub first_nonmonotonic: Option<(Offset, Offset)>,
+    /// Where the first recovery that found the views disagreeing resumed.
+    pub first_diverged: Option<Offset>,
 }
 
 impl Anomalies {
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
-        self.duplicate == 0 && self.lost_write == 0 && self.nonmonotonic == 0
+        self.duplicate == 0 && self.lost_write == 0 && self.nonmonotonic == 0 && self.diverged == 0
     }
 
     /// Adds `other`'s counts (and its firsts, where this has none).
@@ -144,9 +149,34 @@ impl Anomalies {
         self.duplicate += other.duplicate;
         self.lost_write += other.lost_write;
         self.nonmonotonic += other.nonmonotonic;
+        self.diverged += other.diverged;
         self.first_duplicate = self.first_duplicate.or(other.first_duplicate);
         self.first_lost = self.first_lost.or(other.first_lost);
         self.first_nonmonotonic = self.first_nonmonotonic.or(other.first_nonmonotonic);
+        self.first_diverged = self.first_diverged.or(other.first_diverged);
+    }
+
+    /// The anomalies found after `earlier` was taken, when this is a later tally of the
+    /// same run: counts only, and the firsts that fall in that suffix.
+    pub fn since(&self, earlier: &Anomalies) -> Anomalies {
+        Anomalies {
+            duplicate: self.duplicate - earlier.duplicate,
+            lost_write: self.lost_write - earlier.lost_write,
+            nonmonotonic: self.nonmonotonic - earlier.nonmonotonic,
+            diverged: self.diverged - earlier.diverged,
+            first_duplicate: self
+                .first_duplicate
+                .filter(|_| self.duplicate > earlier.duplicate),
+            first_lost: self
+                .first_lost
+                .filter(|_| self.lost_write > earlier.lost_write),
+            first_nonmonotonic: self
+                .first_nonmonotonic
+                .filter(|_| self.nonmonotonic > earlier.nonmonotonic),
+            first_diverged: self
+                .first_diverged
+                .filter(|_| self.diverged > earlier.diverged),
+        }
     }
 }
 
@@ -156,7 +186,7 @@ pub struct Checker<A> {
     applied: A,
     in_record: bool,
     pending: Option<(Offset, Offset)>,
-    committed: Option<Offset>,
+    resume_at: Offset,
     settled: Offset,
     found: Anomalies,
 }
@@ -169,7 +199,7 @@ impl<A: AppliedSet> Checker<A> {
             applied,
             in_record,
             pending: None,
-            committed: None,
+            resume_at: 0,
             settled: 0,
             found: Anomalies::default(),
         }
@@ -191,7 +221,7 @@ impl<A: AppliedSet> Checker<A> {
         next: Offset,
         canonical: impl Fn(Offset) -> Offset,
     ) -> Result<(), CheckError> {
-        self.moved_to(Some(next));
+        self.moved_to(next);
         if let Some((from, to)) = self.pending.take() {
             for o in from..=to {
                 self.mark(canonical(o))?;
@@ -200,18 +230,19 @@ impl<A: AppliedSet> Checker<A> {
         Ok(())
     }
 
-    /// The device recovered with durable position `committed`. Effects that were in RAM
-    /// are gone, unless the recovered position covers them: a commit that was complete
-    /// when the power failed (a two-phase commit rolled forward) made them durable.
+    /// The device recovered and resumes at `resume_at`. Effects that were in RAM are
+    /// gone, unless the recovered position covers them: a commit that was complete when
+    /// the power failed (a two-phase commit rolled forward) made them durable.
     pub fn recovered(
         &mut self,
-        committed: Option<Offset>,
+        resume_at: Offset,
         canonical: impl Fn(Offset) -> Offset,
     ) -> Result<(), CheckError> {
-        let before = self.committed;
-        self.moved_to(committed);
-        if let (Some((from, to)), Some(now)) = (self.pending.take(), committed)
-            && before.is_none_or(|b| now > b)
+        let before = self.resume_at;
+        self.moved_to(resume_at);
+        let now = resume_at;
+        if let Some((from, to)) = self.pending.take()
+            && now > before
         {
             for o in (from..=to).filter(|&o| o < now) {
                 self.mark(canonical(o))?;
@@ -253,16 +284,19 @@ impl<A: AppliedSet> Checker<A> {
         Ok(())
     }
 
-    fn moved_to(&mut self, next: Option<Offset>) {
-        let from = self.committed.unwrap_or(0);
-        let to = next.unwrap_or(0);
+    /// A recovery that resumed at `resume_at` read two views of one fact that disagree.
+    pub fn diverged(&mut self, resume_at: Offset) {
+        self.found.diverged += 1;
+        self.found.first_diverged.get_or_insert(resume_at);
+    }
+
+    fn moved_to(&mut self, to: Offset) {
+        let from = self.resume_at;
         if to < from {
             self.found.nonmonotonic += 1;
             self.found.first_nonmonotonic.get_or_insert((from, to));
         }
-        if next.is_some() {
-            self.committed = next;
-        }
+        self.resume_at = to;
     }
 }
 
@@ -285,7 +319,7 @@ mod tests {
             c.applied(o, o).unwrap();
         }
         c.committed(3, |o| o).unwrap();
-        c.recovered(Some(1), |o| o).unwrap();
+        c.recovered(1, |o| o).unwrap();
         c.settle(5, |_| true);
         let a = c.anomalies();
         assert_eq!((a.duplicate, a.first_duplicate), (1, Some(1)));
@@ -302,7 +336,7 @@ mod tests {
         let mut c = Checker::new(BitSet::<1>::new(), true);
         c.applied(0, 0).unwrap();
         c.applied(1, 1).unwrap();
-        c.recovered(None, |o| o).unwrap();
+        c.recovered(0, |o| o).unwrap();
         for o in 0..3 {
             c.applied(o, o).unwrap();
         }

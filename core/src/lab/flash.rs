@@ -11,7 +11,7 @@
 //!
 //! It owns no journal logic: that lives in [`crate::journal`].
 
-use crate::rng::SplitMix64;
+use crate::lab::rng::SplitMix64;
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
     check_write,

@@ -16,22 +16,12 @@
 //! The last four take a [`ProducerMode`]: a plain producer, or an idempotent one (the log
 //! refuses retries, gaps and zombies, [`crate::producer::IdempotentLog`]).
 //!
-//! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::sim`] runs it.
+//! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::lab::sim`] runs it.
 
-use crate::consumer::ConsumerConfig;
-use crate::crash::{At, CrashPoint};
+use crate::consumer::{CheckpointEvery, ConsumerConfig};
+use crate::crash::{At, CrashPoint, MAX_CRASHES};
 use crate::log::{AppendLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog};
 use crate::producer::{Ack, IdempotentLog, Producer};
-
-/// The most crash points one plan holds.
-pub const MAX_CRASHES: usize = 8;
-
-/// The DDIA exercise's number of events.
-pub const DDIA_EVENTS: u64 = 100;
-/// The DDIA exercise's checkpoint interval.
-pub const DDIA_CHECKPOINT_EVERY: u64 = 10;
-/// The DDIA exercise's crash: after the effect of this offset.
-pub const DDIA_CRASH_AFTER: Offset = 49;
 
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 64;
@@ -94,8 +84,6 @@ pub struct Scenario<L> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ScenarioError {
-    /// A checkpoint interval of 0.
-    CheckpointEveryZero,
     /// A crash at an offset the log does not have.
     CrashPastLog {
         /// The offset asked for.
@@ -112,9 +100,6 @@ pub enum ScenarioError {
 impl core::fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::CheckpointEveryZero => {
-                f.write_str("the checkpoint interval must be at least 1 event")
-            }
             Self::CrashPastLog { offset, len: 0 } => {
                 write!(f, "cannot crash at offset {offset}: the log is empty")
             }
@@ -135,20 +120,13 @@ impl core::error::Error for ScenarioError {}
 
 impl<L: Log> Scenario<L> {
     /// A scenario over `log` with no crash.
-    pub fn new(
-        name: &'static str,
-        log: L,
-        consumer: ConsumerConfig,
-    ) -> Result<Self, ScenarioError> {
-        if consumer.checkpoint_every == 0 {
-            return Err(ScenarioError::CheckpointEveryZero);
-        }
-        Ok(Self {
+    pub fn new(name: &'static str, log: L, consumer: ConsumerConfig) -> Self {
+        Self {
             name,
             log,
             consumer,
             crashes: heapless::Vec::new(),
-        })
+        }
     }
 
     /// Replaces the crash plan; offset points must name offsets the log has.
@@ -175,14 +153,14 @@ impl<L: Log> Scenario<L> {
 /// crash after the effect of `crash_after` (none with `None`).
 pub fn ddia(
     events: u64,
-    checkpoint_every: u64,
+    checkpoint_every: CheckpointEvery,
     crash_after: Option<Offset>,
 ) -> Result<Scenario<GeneratedLog>, ScenarioError> {
     let s = Scenario::new(
         "ddia",
         GeneratedLog { events, amount: 1 },
         ConsumerConfig::every(checkpoint_every),
-    )?;
+    );
     match crash_after {
         Some(o) => s.with_crashes(&[CrashPoint::after_effect(o)]),
         None => Ok(s),
@@ -191,27 +169,21 @@ pub fn ddia(
 
 /// The lesson's worked example: amounts 5, 3, 4, a crash after handling offset 1 with
 /// nothing committed yet (checkpoint every 10 events).
-pub fn worked_example() -> Scenario<VecLog<SMALL_LOG>> {
+pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let mut log = VecLog::new();
     let mut producer = Producer::new(1, 0);
     for (id, amount) in [(b"w0", 5), (b"w1", 3), (b"w2", 4)] {
-        // Three sends into an empty log of capacity 8 cannot fail.
-        let _ = producer.send(&mut log, MessageId::from_key(id), amount, Ack::Received);
+        producer
+            .send(&mut log, MessageId::from_key(id), amount, Ack::Received)
+            .map_err(ScenarioError::Log)?;
     }
-    let mut crashes = heapless::Vec::new();
-    let _ = crashes.push(CrashPoint::after_effect(1));
-    Scenario {
-        name: "worked-example",
-        log,
-        consumer: ConsumerConfig::every(10),
-        crashes,
-    }
+    small("worked-example", Ok(log))?.with_crashes(&[CrashPoint::after_effect(1)])
 }
 
 /// The lesson's payments: p17 (5) whose ack is lost and which the producer retries
 /// (same id, same sequence, a new offset), then p18 (3). No consumer crash. With an
 /// idempotent producer the retry never reaches the log.
-pub fn payments(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
         let p17 = p.message(MessageId::from_key(b"p17"), 5);
@@ -225,7 +197,7 @@ pub fn payments(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
 
 /// An application resend: the application sends p17 (5) again with a second send call
 /// (a new sequence), then p18 (3). The idempotent producer cannot tell: both land.
-pub fn resend(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
         land(p.message(MessageId::from_key(b"p17"), 5))?;
@@ -239,7 +211,7 @@ pub fn resend(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
 /// A zombie producer: instance A (epoch 0) sends p41 (5) and p42 (3) and stalls before
 /// p42's ack; a restarted instance B (epoch 1) sends p43 (4); then A wakes and retries
 /// p42. A plain log lands the retry; an idempotent log fences it (epoch 0 < 1).
-pub fn zombie(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut a = Producer::new(7, 0);
         land(a.message(MessageId::from_key(b"p41"), 5))?;
@@ -255,7 +227,7 @@ pub fn zombie(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
 
 /// A late retry: r0 .. r39 (1 each), and the retry of r0 (same id, same sequence) lands
 /// after all of them, 40 messages after its original.
-pub fn late_retry(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
+pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(3, 0);
         let mut first = None;
@@ -273,9 +245,9 @@ pub fn late_retry(mode: ProducerMode) -> Scenario<VecLog<SMALL_LOG>> {
 }
 
 /// The dual-write workload: 30 payments (1 to 5 each) by 3 payers (the producer id is
-/// the payer), a checkpoint every 10; [`crate::dual`] crashes it between the two writes
-/// of [`DUAL_CRASH`] by default.
-pub fn dual_write() -> Scenario<VecLog<SMALL_LOG>> {
+/// the payer), a checkpoint every 10; see [`crate::lab::dual`] for its sinks and its
+/// default crash.
+pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(ProducerMode::Plain, |land| {
         let mut payers = [
             Producer::new(0, 0),
@@ -292,21 +264,19 @@ pub fn dual_write() -> Scenario<VecLog<SMALL_LOG>> {
     small("dual-write", log)
 }
 
-/// Where the dual-write scenario crashes by default: between the two writes of this offset.
-pub const DUAL_CRASH: Offset = 25;
+/// Checkpoints of the small scenarios: every 10 events.
+const SMALL_EVERY: CheckpointEvery = CheckpointEvery::new(10).unwrap();
 
-/// A small scenario over `log`: checkpoint every 10, no crash. The built-in sends fit
-/// their log and their producer table, so `log` is never an error for them.
+/// A small scenario over `log`: checkpoint every 10, no crash.
 fn small(
     name: &'static str,
     log: Result<VecLog<SMALL_LOG>, LogError>,
-) -> Scenario<VecLog<SMALL_LOG>> {
-    Scenario {
+) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    Ok(Scenario::new(
         name,
-        log: log.unwrap_or_default(),
-        consumer: ConsumerConfig::every(10),
-        crashes: heapless::Vec::new(),
-    }
+        log.map_err(ScenarioError::Log)?,
+        ConsumerConfig::every(SMALL_EVERY),
+    ))
 }
 
 #[cfg(test)]
@@ -316,37 +286,36 @@ mod tests {
     #[test]
     fn impossible_parameters_are_refused() {
         assert_eq!(
-            ddia(100, 0, None).unwrap_err(),
-            ScenarioError::CheckpointEveryZero
-        );
-        assert_eq!(
-            ddia(100, 10, Some(100)).unwrap_err(),
+            ddia(100, SMALL_EVERY, Some(100)).unwrap_err(),
             ScenarioError::CrashPastLog {
                 offset: 100,
                 len: 100
             }
         );
         assert_eq!(
-            ddia(0, 10, Some(0)).unwrap_err(),
+            ddia(0, SMALL_EVERY, Some(0)).unwrap_err(),
             ScenarioError::CrashPastLog { offset: 0, len: 0 }
         );
         let many = [CrashPoint::after_effect(1); MAX_CRASHES + 1];
         assert_eq!(
-            ddia(10, 1, None).unwrap().with_crashes(&many).unwrap_err(),
+            ddia(10, CheckpointEvery::new(1).unwrap(), None)
+                .unwrap()
+                .with_crashes(&many)
+                .unwrap_err(),
             ScenarioError::TooManyCrashes
         );
     }
 
     #[test]
     fn payments_log_holds_the_retry_at_a_new_offset() {
-        let s = payments(ProducerMode::Plain);
+        let s = payments(ProducerMode::Plain).unwrap();
         assert_eq!(s.log.len(), 3);
         let (a, b) = (s.log.get(0).unwrap().message, s.log.get(1).unwrap().message);
         assert_eq!((a.id, a.seq), (b.id, b.seq));
         assert_eq!(s.log.true_total(), 8);
-        assert_eq!(worked_example().log.true_total(), 12);
+        assert_eq!(worked_example().unwrap().log.true_total(), 12);
         assert_eq!(
-            payments(ProducerMode::Idempotent).log.len(),
+            payments(ProducerMode::Idempotent).unwrap().log.len(),
             2,
             "the retry never lands"
         );
@@ -355,25 +324,25 @@ mod tests {
     #[test]
     fn resend_zombie_and_late_retry_logs() {
         for mode in [ProducerMode::Plain, ProducerMode::Idempotent] {
-            let r = resend(mode);
+            let r = resend(mode).unwrap();
             assert_eq!(
                 (r.log.len(), r.log.true_total()),
                 (3, 8),
                 "{mode:?}: a resend always lands"
             );
         }
-        let z = zombie(ProducerMode::Plain);
+        let z = zombie(ProducerMode::Plain).unwrap();
         assert_eq!((z.log.len(), z.log.true_total()), (4, 12));
         assert_eq!(
-            zombie(ProducerMode::Idempotent).log.len(),
+            zombie(ProducerMode::Idempotent).unwrap().log.len(),
             3,
             "the zombie is fenced"
         );
-        let l = late_retry(ProducerMode::Plain);
+        let l = late_retry(ProducerMode::Plain).unwrap();
         assert_eq!(
             (l.log.len(), l.log.true_total(), l.log.canonical(40)),
             (41, 40, 0)
         );
-        assert_eq!(late_retry(ProducerMode::Idempotent).log.len(), 40);
+        assert_eq!(late_retry(ProducerMode::Idempotent).unwrap().log.len(), 40);
     }
 }

@@ -1,0 +1,599 @@
+//! How a consumer makes its sinks durable: one type per persistence policy, each owning
+//! its recovery (open), effect and commit steps, so the consumer never asks which policy
+//! it runs.
+//!
+//! | policy | a store's record is written | the position lives in | recovery |
+//! |---|---|---|---|
+//! | [`EachEffect`] | after every applied effect | the consumer's position journal | newest record, newest position |
+//! | [`Checkpoint`] | at each checkpoint, with the position in it | the store's record | newest record |
+//! | [`TwoPhase`] | prepared, then committed, at each checkpoint | both (the journal holds the decision) | resolves an in-doubt prepared record |
+//!
+//! A store names its policy as [`Store::Persist`]; a policy that needs more of the store
+//! than its rule asks for it by trait: [`Checkpoint`] needs [`Positioned`], [`TwoPhase`]
+//! needs [`TwoPhaseRecord`]. A store that names [`TwoPhase`] without being a
+//! [`TwoPhaseRecord`] does not compile:
+//!
+//! ```compile_fail
+//! use idem_core::log::Event;
+//! use idem_core::persist::TwoPhase;
+//! use idem_core::store::{NaiveState, Outcome, Store, StoreError};
+//!
+//! /// Claims two-phase commit but has no prepare and no resolve.
+//! #[derive(Debug, Clone)]
+//! struct Careless;
+//!
+//! impl Store for Careless {
+//!     type State = NaiveState;
+//!     type Persist = TwoPhase<Self>;
+//!     const TAG: u32 = 1;
+//!     fn apply(&self, s: &mut NaiveState, e: &Event) -> Result<Outcome, StoreError> {
+//!         s.total += e.message.amount;
+//!         Ok(Outcome::Applied)
+//!     }
+//!     fn total(s: &NaiveState) -> i64 { s.total }
+//! }
+//! ```
+//!
+//! Several sinks can share one position ([`Pair`]): each effect writes them one after the
+//! other, so a crash can fall between the two writes ([`crate::consumer::Step::Between`]).
+
+use core::fmt::Debug;
+
+use embedded_storage::nor_flash::NorFlash;
+use postcard::experimental::max_size::MaxSize;
+use serde::{Deserialize, Serialize};
+
+use crate::consumer::ConsumerError;
+use crate::journal::{Journal, JournalError, Region};
+use crate::log::{Event, Offset};
+use crate::store::{Outcome, Store};
+
+/// Where a consumer keeps its journals, and the tag that marks them as this
+/// application's (a different tag, or another store, is refused as foreign).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The consumer's position journal (unused by a [`Checkpoint`] store).
+    pub positions: Region,
+    /// The store's journal ([`Pair`] splits it in two halves, one per sink).
+    pub sink: Region,
+    /// Mixed into every journal's tag: an application, scenario or image id.
+    pub tag: u32,
+}
+
+/// The position journal's record: the next offset to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct Position {
+    /// Next offset to read.
+    pub next: Offset,
+}
+
+const POSITIONS_TAG: u32 = 0x5001_0000;
+
+/// The tag of the position journal of a consumer laid out by `layout`.
+pub const fn positions_tag(layout: &Layout) -> u32 {
+    POSITIONS_TAG ^ layout.tag
+}
+
+/// The tag of the journal of store `S` laid out by `layout`.
+pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
+    S::TAG ^ layout.tag
+}
+
+/// How far a commit got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// A two-phase store's prepared record is durable; the decision is not.
+    Prepared,
+    /// The position is durable.
+    Committed,
+}
+
+/// A store that keeps the consumer's position inside its own record ([`Checkpoint`]).
+pub trait Positioned: Store {
+    /// The next offset to read, as of the record (0: nothing committed).
+    fn position(state: &Self::State) -> Offset;
+    /// Records the next offset to read.
+    fn set_position(state: &mut Self::State, next: Offset);
+}
+
+/// A store whose record can be prepared and resolved ([`TwoPhase`]).
+pub trait TwoPhaseRecord: Store {
+    /// The committed position (next offset to read; 0: nothing committed).
+    fn position(state: &Self::State) -> Offset;
+    /// The position a prepared (in-doubt) record would commit.
+    fn prepared(state: &Self::State) -> Option<Offset>;
+    /// Turns the running state into a prepared record for `next`.
+    fn prepare(state: &mut Self::State, next: Offset);
+    /// Resolves a prepared record, forward (`commit`) or back; a record that is not
+    /// prepared is already committed, which is a success.
+    fn resolve(state: &mut Self::State, commit: bool);
+}
+
+/// A persistence policy for the store `S`: the RAM it needs (journal cursors) and its
+/// three steps.
+pub trait Persistence<S: Store>: Sized + Clone + Debug {
+    /// Whether effects reach flash only at a commit (the store's record carries the
+    /// position): effects between checkpoints live in RAM and vanish at a crash.
+    const BATCHED: bool;
+    /// Whether the consumer's own position journal is used.
+    const POSITION_JOURNAL: bool;
+
+    /// Recovers from flash: the policy's RAM, the store's state and the next offset to
+    /// read.
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        sink: Region,
+    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>>;
+
+    /// Makes an effect durable, if the policy writes one (`outcome` says whether the
+    /// state changed). By default effects stay in RAM until the commit.
+    fn effect<F: NorFlash>(
+        &mut self,
+        _flash: &mut F,
+        _state: &S::State,
+        _outcome: Outcome,
+    ) -> Result<(), JournalError<F::Error>> {
+        Ok(())
+    }
+
+    /// Makes the position `next` durable, or takes the next phase towards it.
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        state: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>>;
+
+    /// Journal records appended since [`Persistence::open`].
+    fn records_written(&self) -> u64;
+}
+
+fn open_positions<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+) -> Result<(Journal<Position>, Offset), JournalError<F::Error>> {
+    let (j, p) = Journal::<Position>::open(flash, layout.positions, positions_tag(layout))?;
+    Ok((j, p.map_or(0, |p| p.next)))
+}
+
+/// A store's journal and its newest record (the default state on blank flash).
+type OpenSink<S> = (Journal<<S as Store>::State>, <S as Store>::State);
+
+fn open_sink<S: Store, F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    region: Region,
+) -> Result<OpenSink<S>, JournalError<F::Error>> {
+    let (j, record) = Journal::<S::State>::open(flash, region, sink_tag::<S>(layout))?;
+    Ok((j, record.unwrap_or_default()))
+}
+
+/// The store's record is written after every applied effect; the position is committed
+/// in the consumer's own journal every K events.
+#[derive(Debug, Clone)]
+pub struct EachEffect<S: Store> {
+    sink: Journal<S::State>,
+    positions: Journal<Position>,
+}
+
+impl<S: Store> Persistence<S> for EachEffect<S> {
+    const BATCHED: bool = false;
+    const POSITION_JOURNAL: bool = true;
+
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        sink: Region,
+    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
+        let (sink, state) = open_sink::<S, F>(flash, layout, sink)?;
+        let (positions, next) = open_positions(flash, layout)?;
+        Ok((Self { sink, positions }, state, next))
+    }
+
+    fn effect<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        state: &S::State,
+        outcome: Outcome,
+    ) -> Result<(), JournalError<F::Error>> {
+        if outcome == Outcome::Applied {
+            self.sink.append(flash, state)?;
+        }
+        Ok(())
+    }
+
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        _: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        self.positions.append(flash, &Position { next })?;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(&self) -> u64 {
+        self.sink.appended() + self.positions.appended()
+    }
+}
+
+/// An atomic checkpoint: value and position in one record, written at each checkpoint.
+/// Effects in between stay in RAM and are replayed after a crash.
+#[derive(Debug, Clone)]
+pub struct Checkpoint<S: Store> {
+    sink: Journal<S::State>,
+}
+
+impl<S: Positioned> Persistence<S> for Checkpoint<S> {
+    const BATCHED: bool = true;
+    const POSITION_JOURNAL: bool = false;
+
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        sink: Region,
+    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
+        let (sink, state) = open_sink::<S, F>(flash, layout, sink)?;
+        let next = S::position(&state);
+        Ok((Self { sink }, state, next))
+    }
+
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        state: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        S::set_position(state, next);
+        self.sink.append(flash, state)?;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(&self) -> u64 {
+        self.sink.appended()
+    }
+}
+
+/// Two-phase commit at each checkpoint: a prepared record (new value and position, and
+/// the last committed ones), then the position in the consumer's journal (the decision),
+/// then the committed record. Recovery resolves a prepared record by the decision:
+/// forward if the position was committed, back if not.
+#[derive(Debug, Clone)]
+pub struct TwoPhase<S: Store> {
+    sink: Journal<S::State>,
+    positions: Journal<Position>,
+    /// The commit whose prepared record is already written.
+    prepared: Option<Offset>,
+}
+
+impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
+    const BATCHED: bool = true;
+    const POSITION_JOURNAL: bool = true;
+
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        sink: Region,
+    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
+        let (mut sink, mut state) = open_sink::<S, F>(flash, layout, sink)?;
+        let (positions, decided) = open_positions(flash, layout)?;
+        if let Some(target) = S::prepared(&state) {
+            // The position journal holds the decision.
+            S::resolve(&mut state, decided >= target);
+            sink.append(flash, &state)?;
+        }
+        let next = S::position(&state);
+        Ok((
+            Self {
+                sink,
+                positions,
+                prepared: None,
+            },
+            state,
+            next,
+        ))
+    }
+
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        state: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        if self.prepared != Some(next) {
+            let mut record = state.clone();
+            S::prepare(&mut record, next);
+            self.sink.append(flash, &record)?;
+            *state = record;
+            self.prepared = Some(next);
+            return Ok(Phase::Prepared);
+        }
+        // The decision: once the position is durable, recovery rolls forward.
+        self.positions.append(flash, &Position { next })?;
+        S::resolve(state, true);
+        self.sink.append(flash, state)?;
+        self.prepared = None;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(&self) -> u64 {
+        self.sink.appended() + self.positions.appended()
+    }
+}
+
+/// What recovery hands the consumer: the policy's RAM, the sinks' state, and the next
+/// offset to read.
+pub type Recovered<D, S> = (D, S, Offset);
+
+/// What recovery of the sinks `K` hands the consumer.
+pub type SinksRecovered<K> = Recovered<<K as Sinks>::Durable, <K as Sinks>::State>;
+
+/// What a consumer drives: one store, or several sinks sharing one position. Every
+/// [`Store`] is a set of one.
+pub trait Sinks: Clone + Debug {
+    /// The sinks' state in RAM.
+    type State: Clone + PartialEq + Debug;
+    /// The persistence policy's RAM (journal cursors).
+    type Durable: Clone + Debug;
+    /// Whether every sink promises an exact total under replay.
+    const IDEMPOTENT: bool;
+    /// Whether effects reach flash only at a commit ([`Persistence::BATCHED`]).
+    const BATCHED: bool;
+    /// Whether the consumer's position journal is used.
+    const POSITION_JOURNAL: bool;
+    /// How many sinks each effect writes, one after the other.
+    const WRITES: usize;
+
+    /// Recovers the sinks and the next offset to read from flash.
+    fn open<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error>>;
+
+    /// Applies `event` to sink number `sink` (`0..WRITES`) and makes it durable as the
+    /// policy says.
+    fn write<F: NorFlash>(
+        &self,
+        durable: &mut Self::Durable,
+        flash: &mut F,
+        state: &mut Self::State,
+        event: &Event,
+        sink: usize,
+    ) -> Result<Outcome, ConsumerError<F::Error>>;
+
+    /// Commits the position `next` (or takes the next phase towards it).
+    fn commit<F: NorFlash>(
+        durable: &mut Self::Durable,
+        flash: &mut F,
+        state: &mut Self::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>>;
+
+    /// Journal records appended since [`Sinks::open`].
+    fn records_written(durable: &Self::Durable) -> u64;
+
+    /// The total the (first) sink shows.
+    fn value(state: &Self::State) -> i64;
+
+    /// Entries a bounded memory forgot because it was full.
+    fn evictions(state: &Self::State) -> u64;
+
+    /// Two views of one fact, as a reader of the flash would see them (total view,
+    /// index view); `None` for sinks that are not views of one fact.
+    fn view_pair(&self, state: &Self::State) -> Option<(i64, i64)>;
+
+    /// `Some(d)` when `a` behaves as `b` from here on, except that its total stays `d`
+    /// above (see [`Store::total_shift`]).
+    fn shift(a: &Self::State, b: &Self::State) -> Option<i64>;
+
+    /// A position kept outside the flash (a Kafka group's committed offset): the next
+    /// offset to read to adopt, or `None` when these sinks keep their position in their
+    /// own record and an outside one must not move them.
+    fn adopt_position(outside: Offset) -> Option<Offset>;
+}
+
+impl<S: Store> Sinks for S {
+    type State = S::State;
+    type Durable = S::Persist;
+    const IDEMPOTENT: bool = S::IDEMPOTENT;
+    const BATCHED: bool = <S::Persist as Persistence<S>>::BATCHED;
+    const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
+    const WRITES: usize = 1;
+
+    fn open<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<Recovered<S::Persist, S::State>, ConsumerError<F::Error>> {
+        Ok(S::Persist::open(flash, layout, layout.sink)?)
+    }
+
+    #[inline]
+    fn write<F: NorFlash>(
+        &self,
+        durable: &mut S::Persist,
+        flash: &mut F,
+        state: &mut S::State,
+        event: &Event,
+        _: usize,
+    ) -> Result<Outcome, ConsumerError<F::Error>> {
+        let outcome = self.apply(state, event)?;
+        durable.effect(flash, state, outcome)?;
+        Ok(outcome)
+    }
+
+    fn commit<F: NorFlash>(
+        durable: &mut S::Persist,
+        flash: &mut F,
+        state: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        durable.commit(flash, state, next)
+    }
+
+    fn records_written(durable: &S::Persist) -> u64 {
+        durable.records_written()
+    }
+
+    fn value(state: &S::State) -> i64 {
+        S::total(state)
+    }
+
+    fn evictions(state: &S::State) -> u64 {
+        S::evicted(state)
+    }
+
+    fn view_pair(&self, state: &S::State) -> Option<(i64, i64)> {
+        S::views(state)
+    }
+
+    fn shift(a: &S::State, b: &S::State) -> Option<i64> {
+        S::total_shift(a, b)
+    }
+
+    fn adopt_position(outside: Offset) -> Option<Offset> {
+        (!<S::Persist as Persistence<S>>::BATCHED).then_some(outside)
+    }
+}
+
+/// Two sinks written after every effect, one after the other, sharing one position:
+/// the first sink's journal in the first half of [`Layout::sink`], the second's in the
+/// second half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair<A, B> {
+    /// Written first.
+    pub first: A,
+    /// Written second.
+    pub second: B,
+    views: bool,
+}
+
+impl<A, B> Pair<A, B> {
+    /// Two independent sinks side by side (the board demo's naive and offset-stamped).
+    pub const fn side_by_side(first: A, second: B) -> Self {
+        Self {
+            first,
+            second,
+            views: false,
+        }
+    }
+
+    /// Two views of one fact (a total and an index): sinks that must agree, so a
+    /// checker names their disagreement.
+    pub const fn views(first: A, second: B) -> Self {
+        Self {
+            first,
+            second,
+            views: true,
+        }
+    }
+}
+
+/// [`Pair`]'s RAM: both sinks' journals and the shared position journal.
+#[derive(Debug, Clone)]
+pub struct PairJournals<A: Store, B: Store> {
+    first: Journal<A::State>,
+    second: Journal<B::State>,
+    positions: Journal<Position>,
+}
+
+impl<A, B> Sinks for Pair<A, B>
+where
+    A: Store<Persist = EachEffect<A>>,
+    B: Store<Persist = EachEffect<B>>,
+{
+    type State = (A::State, B::State);
+    type Durable = PairJournals<A, B>;
+    const IDEMPOTENT: bool = A::IDEMPOTENT && B::IDEMPOTENT;
+    const BATCHED: bool = false;
+    const POSITION_JOURNAL: bool = true;
+    const WRITES: usize = 2;
+
+    fn open<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error>> {
+        let half = layout.sink.pages / 2;
+        let a = Region {
+            start: layout.sink.start,
+            pages: half,
+        };
+        let b = Region {
+            start: layout.sink.start + half * F::ERASE_SIZE as u32,
+            pages: layout.sink.pages - half,
+        };
+        let (first, sa) = open_sink::<A, F>(flash, layout, a)?;
+        let (second, sb) = open_sink::<B, F>(flash, layout, b)?;
+        let (positions, next) = open_positions(flash, layout)?;
+        Ok((
+            PairJournals {
+                first,
+                second,
+                positions,
+            },
+            (sa, sb),
+            next,
+        ))
+    }
+
+    fn write<F: NorFlash>(
+        &self,
+        durable: &mut Self::Durable,
+        flash: &mut F,
+        state: &mut Self::State,
+        event: &Event,
+        sink: usize,
+    ) -> Result<Outcome, ConsumerError<F::Error>> {
+        let (outcome, appended) = match sink {
+            0 => {
+                let o = self.first.apply(&mut state.0, event)?;
+                let r = (o == Outcome::Applied).then(|| durable.first.append(flash, &state.0));
+                (o, r)
+            }
+            _ => {
+                let o = self.second.apply(&mut state.1, event)?;
+                let r = (o == Outcome::Applied).then(|| durable.second.append(flash, &state.1));
+                (o, r)
+            }
+        };
+        appended.transpose()?;
+        Ok(outcome)
+    }
+
+    fn commit<F: NorFlash>(
+        durable: &mut Self::Durable,
+        flash: &mut F,
+        _: &mut Self::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        durable.positions.append(flash, &Position { next })?;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(durable: &Self::Durable) -> u64 {
+        durable.first.appended() + durable.second.appended() + durable.positions.appended()
+    }
+
+    fn value(state: &Self::State) -> i64 {
+        A::total(&state.0)
+    }
+
+    fn evictions(state: &Self::State) -> u64 {
+        A::evicted(&state.0) + B::evicted(&state.1)
+    }
+
+    fn view_pair(&self, state: &Self::State) -> Option<(i64, i64)> {
+        self.views.then(|| (A::total(&state.0), B::total(&state.1)))
+    }
+
+    fn shift(a: &Self::State, b: &Self::State) -> Option<i64> {
+        (a == b).then_some(0)
+    }
+
+    fn adopt_position(outside: Offset) -> Option<Offset> {
+        Some(outside)
+    }
+}

@@ -1,0 +1,297 @@
+//! The command-line choices: which scenario or log, which store (or dual-write fix),
+//! and the options of a run.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use idem_core::crash::CrashPoint;
+use idem_core::lab::scenario::ProducerMode;
+use idem_core::log::Offset;
+
+use super::dispatch::WINDOW_CAPACITY;
+
+/// The stores a run can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// total += amount.
+    Naive,
+    /// Apply only if the offset is newer than the stamp.
+    Offset,
+    /// Skip message ids seen in a bounded window.
+    MessageId,
+    /// Per producer, apply only if (epoch, sequence) is newer.
+    ProducerSeq,
+    /// Value and consumer position in one record, written at checkpoints.
+    Atomic,
+    /// Two-phase commit of value and position at each checkpoint.
+    TwoPhase,
+}
+
+impl StoreKind {
+    /// The store named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether the core holds this store to the true total under replay.
+    pub fn idempotent(self) -> bool {
+        super::dispatch::idempotent(SinkChoice::Store(self))
+    }
+
+    /// Every store, in table order.
+    pub const ALL: [StoreKind; 6] = [
+        Self::Naive,
+        Self::Offset,
+        Self::MessageId,
+        Self::ProducerSeq,
+        Self::Atomic,
+        Self::TwoPhase,
+    ];
+
+    /// The name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Naive => "naive",
+            Self::Offset => "offset",
+            Self::MessageId => "message-id",
+            Self::ProducerSeq => "producer-seq",
+            Self::Atomic => "atomic",
+            Self::TwoPhase => "two-phase",
+        }
+    }
+}
+
+/// The built-in scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioKind {
+    /// DDIA ch. 12: n events of +1, checkpoint every k, crash after one offset.
+    Ddia,
+    /// The lesson's worked example: 5, 3, 4, crash after offset 1, nothing committed.
+    WorkedExample,
+    /// The lesson's payments: p17 retried after a lost ack, then p18.
+    Payments,
+    /// An application resend of p17 (a new sequence), then p18.
+    Resend,
+    /// A stalled producer instance retries after a restarted one took over.
+    Zombie,
+    /// A retry that lands 40 messages after its original.
+    LateRetry,
+    /// One fact written to two views; a crash between the two writes (give --fix).
+    DualWrite,
+}
+
+impl ScenarioKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ddia => "ddia",
+            Self::WorkedExample => "worked-example",
+            Self::Payments => "payments",
+            Self::Resend => "resend",
+            Self::Zombie => "zombie",
+            Self::LateRetry => "late-retry",
+            Self::DualWrite => "dual-write",
+        }
+    }
+
+    /// The scenario named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        <Self as ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .find(|k| k.name() == name)
+    }
+}
+
+/// Scenario options shared by the commands that run one.
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Commit the consumer position every K events (at least 1) [default: 10]
+    #[arg(long, value_name = "K")]
+    pub checkpoint_every: Option<u64>,
+    /// Crash after the effect of this offset, before its checkpoint [ddia default: 49]
+    #[arg(long, value_name = "OFFSET", conflicts_with = "no_crash")]
+    pub crash_after: Option<Offset>,
+    /// Run without a crash.
+    #[arg(long)]
+    pub no_crash: bool,
+    /// Crash at these points, e.g. "crash@effect:49,crash@effect:45#2" (see README)
+    #[arg(long, value_name = "POINTS", conflicts_with_all = ["crash_after", "no_crash"])]
+    pub schedule: Option<String>,
+    /// Read the log from a JSON Lines file instead of a built-in scenario.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// How many message ids the message-id store remembers (1 to 32)
+    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    pub window: usize,
+    /// Commit the position after the effects (at-least-once) or before (at-most-once)
+    #[arg(long, value_enum, default_value = "at-least-once")]
+    pub guarantee: GuaranteeArg,
+    /// A plain producer, or an idempotent one (the log refuses retries, gaps, zombies)
+    #[arg(long, value_enum, default_value = "plain")]
+    pub producer: ProducerArg,
+    /// The dual-write fix the run is for (set by the command; it picks the default crash).
+    #[arg(skip)]
+    pub fix: Option<FixArg>,
+}
+
+/// `--guarantee`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GuaranteeArg {
+    /// Commit after the effects: a crash replays.
+    AtLeastOnce,
+    /// Commit before the effects: a crash loses.
+    AtMostOnce,
+}
+
+/// `--producer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProducerArg {
+    /// A plain producer: its retries land twice.
+    Plain,
+    /// Kafka's idempotent producer.
+    Idempotent,
+}
+
+impl ProducerArg {
+    /// The core's producer mode.
+    pub fn mode(self) -> ProducerMode {
+        match self {
+            Self::Plain => ProducerMode::Plain,
+            Self::Idempotent => ProducerMode::Idempotent,
+        }
+    }
+}
+
+impl Default for ScenarioArgs {
+    /// The scenario's own defaults, with the full message-id window.
+    fn default() -> Self {
+        Self {
+            events: None,
+            checkpoint_every: None,
+            crash_after: None,
+            no_crash: false,
+            schedule: None,
+            log: None,
+            window: WINDOW_CAPACITY,
+            guarantee: GuaranteeArg::AtLeastOnce,
+            producer: ProducerArg::Plain,
+            fix: None,
+        }
+    }
+}
+
+/// The workload options of the commands that run a built-in scenario without choosing
+/// its crashes (`consume`, `chaos`, `sweep`).
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Commit the consumer position every K events (at least 1) [default: 10]
+    #[arg(long, value_name = "K")]
+    pub checkpoint_every: Option<u64>,
+    /// How many message ids the message-id store remembers (1 to 32)
+    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    pub window: usize,
+}
+
+impl WorkloadArgs {
+    /// The scenario options: these, and no crash.
+    pub fn scenario_args(&self) -> ScenarioArgs {
+        ScenarioArgs {
+            events: self.events,
+            checkpoint_every: self.checkpoint_every,
+            no_crash: true,
+            window: self.window,
+            ..ScenarioArgs::default()
+        }
+    }
+
+    /// The command-line flags that repeat these options where they differ from the
+    /// defaults (for a child process, or a line that reruns a result).
+    pub fn flags(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if let Some(n) = self.events {
+            f.extend(["--events".to_string(), n.to_string()]);
+        }
+        if let Some(k) = self.checkpoint_every {
+            f.extend(["--checkpoint-every".to_string(), k.to_string()]);
+        }
+        if self.window != WINDOW_CAPACITY {
+            f.extend(["--window".to_string(), self.window.to_string()]);
+        }
+        f
+    }
+}
+
+/// `--fix` of the dual-write scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FixArg {
+    /// Two records, one after the other.
+    None,
+    /// One record for both views.
+    Atomic,
+    /// Only the index is written; the total is derived from it.
+    Derive,
+}
+
+impl FixArg {
+    /// The name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Atomic => "atomic",
+            Self::Derive => "derive",
+        }
+    }
+
+    /// Every fix, in table order.
+    pub const ALL: [FixArg; 3] = [Self::None, Self::Atomic, Self::Derive];
+
+    /// Where the dual-write scenario crashes by default: between the two writes of
+    /// offset 25, or, for a fix that writes once, right after that write.
+    pub fn default_crash(self) -> CrashPoint {
+        let o = idem_core::lab::dual::DUAL_CRASH;
+        match self {
+            Self::None => CrashPoint::new(idem_core::crash::At::Between(o)),
+            Self::Atomic | Self::Derive => CrashPoint::after_effect(o),
+        }
+    }
+}
+
+/// What consumes a run: one store, or the sinks of a dual-write fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkChoice {
+    /// A store.
+    Store(StoreKind),
+    /// The dual-write sinks of a fix.
+    Dual(FixArg),
+}
+
+impl SinkChoice {
+    /// The name in rerun lines and JSON: the store, or `dual-write --fix F`'s fix.
+    pub fn flag(self) -> String {
+        match self {
+            Self::Store(k) => format!("--store {}", k.name()),
+            Self::Dual(f) => format!("--fix {}", f.name()),
+        }
+    }
+
+    /// The store's or the fix's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Store(k) => k.name(),
+            Self::Dual(f) => f.name(),
+        }
+    }
+}
+
+impl From<StoreKind> for SinkChoice {
+    fn from(kind: StoreKind) -> Self {
+        Self::Store(kind)
+    }
+}

@@ -1,0 +1,154 @@
+//! Loading the log a run consumes: a built-in scenario or the user's JSON Lines file,
+//! with the user's checkpoint interval and crash plan.
+
+use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
+use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
+use idem_core::ddia;
+use idem_core::lab::scenario::{self, SMALL_LOG, Scenario};
+use idem_core::log::{GeneratedLog, Log, VecLog};
+
+use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
+use crate::error::usage;
+use crate::events::{self, FileLog};
+
+/// A scenario ready to run, whatever its log.
+pub enum Loaded {
+    /// A generated workload.
+    Generated(Box<Scenario<GeneratedLog>>),
+    /// A small built-in log.
+    Small(Box<Scenario<VecLog<SMALL_LOG>>>),
+    /// The user's log file.
+    File(Box<Scenario<FileLog>>),
+}
+
+impl Loaded {
+    /// The scenario's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Generated(s) => s.name,
+            Self::Small(s) => s.name,
+            Self::File(s) => s.name,
+        }
+    }
+
+    /// Events in the log.
+    pub fn events(&self) -> u64 {
+        match self {
+            Self::Generated(s) => s.log.len(),
+            Self::Small(s) => s.log.len(),
+            Self::File(s) => s.log.len(),
+        }
+    }
+
+    /// The true total of the first `end` events, for every `end` from 0 to the log's
+    /// length.
+    pub fn truth_by_prefix(&self) -> Vec<i64> {
+        fn prefix<L: Log>(log: &L) -> Vec<i64> {
+            (0..=log.len()).map(|n| log.true_total_before(n)).collect()
+        }
+        match self {
+            Self::Generated(s) => prefix(&s.log),
+            Self::Small(s) => prefix(&s.log),
+            Self::File(s) => prefix(&s.log),
+        }
+    }
+
+    /// Consumer settings.
+    pub fn consumer(&self) -> ConsumerConfig {
+        match self {
+            Self::Generated(s) => s.consumer,
+            Self::Small(s) => s.consumer,
+            Self::File(s) => s.consumer,
+        }
+    }
+
+    /// The crash plan.
+    pub fn crashes(&self) -> &[CrashPoint] {
+        match self {
+            Self::Generated(s) => &s.crashes,
+            Self::Small(s) => &s.crashes,
+            Self::File(s) => &s.crashes,
+        }
+    }
+}
+
+/// Builds the scenario the user asked for; impossible choices are usage errors.
+pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {
+    if a.events.is_some() && kind != Some(ScenarioKind::Ddia) {
+        return Err(usage("--events applies to the ddia scenario only"));
+    }
+    Ok(match (kind, &a.log) {
+        (Some(_), Some(_)) => return Err(usage("give either a scenario or --log FILE, not both")),
+        (None, None) => {
+            return Err(usage(
+                "name a scenario (ddia, worked-example, payments, resend, zombie, late-retry, dual-write) or give --log FILE",
+            ));
+        }
+        (Some(ScenarioKind::Ddia), None) => {
+            let events = a.events.unwrap_or(ddia::EVENTS);
+            let base = scenario::ddia(events, ddia::CHECKPOINT_EVERY, None)
+                .map_err(|e| usage(e.to_string()))?;
+            let default = [CrashPoint::after_effect(ddia::CRASH_AFTER)];
+            Loaded::Generated(Box::new(configure(base, &default, a)?))
+        }
+        (Some(ScenarioKind::WorkedExample), None) => {
+            let base = scenario::worked_example().map_err(|e| usage(e.to_string()))?;
+            let default = base.crashes.clone();
+            Loaded::Small(Box::new(configure(base, &default, a)?))
+        }
+        (Some(kind), None) => {
+            let mode = a.producer.mode();
+            let base = match kind {
+                ScenarioKind::Payments => scenario::payments(mode),
+                ScenarioKind::Resend => scenario::resend(mode),
+                ScenarioKind::Zombie => scenario::zombie(mode),
+                ScenarioKind::LateRetry => scenario::late_retry(mode),
+                ScenarioKind::DualWrite => scenario::dual_write(),
+                ScenarioKind::Ddia | ScenarioKind::WorkedExample => scenario::worked_example(),
+            }
+            .map_err(|e| usage(e.to_string()))?;
+            let default = match (kind, a.fix) {
+                (ScenarioKind::DualWrite, Some(fix)) => vec![fix.default_crash()],
+                _ => base.crashes.to_vec(),
+            };
+            Loaded::Small(Box::new(configure(base, &default, a)?))
+        }
+        (None, Some(path)) => {
+            let log = *events::load(path, a.producer.mode())?;
+            let base = Scenario::new("log", log, ConsumerConfig::every(ddia::CHECKPOINT_EVERY));
+            Loaded::File(Box::new(configure(base, &[], a)?))
+        }
+    })
+}
+
+/// Applies the user's checkpoint interval and crash choice to `base`; `default` is the
+/// crash plan when the user chose none.
+fn configure<L: Log>(
+    base: Scenario<L>,
+    default: &[CrashPoint],
+    a: &ScenarioArgs,
+) -> anyhow::Result<Scenario<L>> {
+    let mut consumer = base.consumer;
+    if let Some(k) = a.checkpoint_every {
+        consumer.checkpoint_every = CheckpointEvery::new(k)
+            .ok_or_else(|| usage("the checkpoint interval must be at least 1 event"))?;
+    }
+    consumer.guarantee = match a.guarantee {
+        GuaranteeArg::AtLeastOnce => Guarantee::AtLeastOnce,
+        GuaranteeArg::AtMostOnce => Guarantee::AtMostOnce,
+    };
+    let crashes = match (&a.schedule, a.no_crash, a.crash_after) {
+        (Some(text), _, _) => {
+            let mut points = [CrashPoint::after_effect(0); MAX_CRASHES];
+            let n = parse_schedule(text, &mut points)
+                .map_err(|e| usage(format!("--schedule {text:?}: {e}")))?;
+            points[..n].to_vec()
+        }
+        (None, true, _) => Vec::new(),
+        (None, false, Some(o)) => vec![CrashPoint::after_effect(o)],
+        (None, false, None) => default.to_vec(),
+    };
+    Scenario::new(base.name, base.log, consumer)
+        .with_crashes(&crashes)
+        .map_err(|e| usage(e.to_string()))
+}

@@ -1,0 +1,15 @@
+//! From command-line choices to core values: the choices themselves ([`mod@args`]), the
+//! log they load ([`mod@load`]), the sinks type they name ([`mod@dispatch`]), and a
+//! simulated run that collects what the renderers need ([`mod@simulate`]).
+
+pub mod args;
+pub mod dispatch;
+pub mod load;
+pub mod simulate;
+
+pub use args::{
+    FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WorkloadArgs,
+};
+pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, dispatch, with_store};
+pub use load::{Loaded, load};
+pub use simulate::{Outcome, run};

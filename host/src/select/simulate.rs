@@ -1,0 +1,82 @@
+//! A simulated run of a loaded scenario with the chosen sinks, and what the renderers
+//! list of it.
+
+use idem_core::lab::scenario::Scenario;
+use idem_core::lab::sim::{
+    Action, DefaultApplied, Report, Run, SIM_LAYOUT, SimError, SimFlash, TraceStep,
+};
+use idem_core::log::{Log, Offset};
+use idem_core::persist::Sinks;
+
+use super::args::SinkChoice;
+use super::dispatch::{HostSinks, Job, dispatch};
+use super::load::Loaded;
+use crate::error::usage;
+
+/// A finished run: the core's report and what the renderers list.
+pub struct Outcome {
+    /// The core's report.
+    pub report: Report,
+    /// Offsets delivered a second time, in order.
+    pub redelivered: Vec<Offset>,
+    /// Offsets the store skipped as duplicates, in order.
+    pub skipped: Vec<Offset>,
+    /// Messages (by first offset) never durably applied: lost writes.
+    pub lost: Vec<Offset>,
+    /// Every step, when asked for.
+    pub trace: Option<Vec<TraceStep>>,
+}
+
+/// Runs `loaded` with the sinks `choice` names; keeps the whole trace when `trace` is
+/// set.
+pub fn run(
+    loaded: &Loaded,
+    choice: impl Into<SinkChoice>,
+    window: usize,
+    trace: bool,
+) -> anyhow::Result<Outcome> {
+    struct Simulate(bool);
+    impl Job for Simulate {
+        type Out = Outcome;
+        fn call<L: Log + Sync, K: HostSinks>(
+            self,
+            s: &Scenario<L>,
+            sinks: K,
+        ) -> anyhow::Result<Outcome> {
+            run_with(s, sinks, self.0)
+        }
+    }
+    dispatch(loaded, choice.into(), window, Simulate(trace))
+}
+
+fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::Result<Outcome> {
+    let (mut redelivered, mut skipped, mut trace) = (Vec::new(), Vec::new(), Vec::new());
+    let failed = |e: SimError| match e {
+        SimError::Store(e) => usage(e.to_string()),
+        e => anyhow::anyhow!("the simulated device failed: {e}"),
+    };
+    let mut r = Box::new(
+        Run::new(SimFlash::new(), SIM_LAYOUT, s, sinks, DefaultApplied::new()).map_err(failed)?,
+    );
+    r.run_to_end(&mut |t: &TraceStep| {
+        match (t.action, t.offset) {
+            (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
+            (Action::Skip, Some(o)) => skipped.push(o),
+            _ => {}
+        }
+        if keep {
+            trace.push(*t);
+        }
+    })
+    .map_err(failed)?;
+    let mut lost = Vec::new();
+    r.for_each_lost(|o| lost.push(o));
+    let report: Report = r.finish();
+    Ok(Outcome {
+        report,
+        redelivered,
+        skipped,
+        lost,
+        trace: keep.then_some(trace),
+    })
+}
