@@ -96,20 +96,17 @@ impl Store for PayerIndex {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StampedViews;
 
-/// [`StampedViews`]'s record.
+/// [`StampedViews`]'s record: the total view beside the stamped index.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewsState {
     /// The total view.
     pub total: i64,
-    /// The index view.
-    pub index: Index,
-    /// The highest offset applied.
-    pub stamp: Option<Offset>,
+    /// The index view and the highest offset applied.
+    pub indexed: StampedIndex,
 }
 
 impl MaxSize for ViewsState {
-    const POSTCARD_MAX_SIZE: usize =
-        i64::POSTCARD_MAX_SIZE + INDEX_MAX + Option::<Offset>::POSTCARD_MAX_SIZE;
+    const POSTCARD_MAX_SIZE: usize = i64::POSTCARD_MAX_SIZE + StampedIndex::POSTCARD_MAX_SIZE;
 }
 
 impl Store for StampedViews {
@@ -117,18 +114,13 @@ impl Store for StampedViews {
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0xD0A1_0002;
 
+    /// The index's stamped rule, and the total beside it when the index applied.
     fn apply(&self, state: &mut ViewsState, event: &Event) -> Result<Outcome, StoreError> {
-        if state.stamp.is_some_and(|s| event.offset <= s) {
-            return Ok(Outcome::Skipped);
+        let outcome = DerivedTotal.apply(&mut state.indexed, event)?;
+        if outcome == Outcome::Applied {
+            state.total = state.total.wrapping_add(event.message.amount);
         }
-        add(
-            &mut state.index,
-            event.message.producer,
-            event.message.amount,
-        )?;
-        state.total = state.total.wrapping_add(event.message.amount);
-        state.stamp = Some(event.offset);
-        Ok(Outcome::Applied)
+        Ok(outcome)
     }
 
     fn total(state: &ViewsState) -> i64 {
@@ -136,7 +128,7 @@ impl Store for StampedViews {
     }
 
     fn views(state: &ViewsState) -> Option<(i64, i64)> {
-        Some((state.total, sum(&state.index)))
+        Some((state.total, sum(&state.indexed.index)))
     }
 }
 
