@@ -37,12 +37,13 @@ pub const HEADER_SIZE: usize = 16;
 pub const MAX_SLOT_SIZE: usize = 512;
 
 /// CRC-32C. On bare metal it is computed bit by bit (no table: 1 KiB less flash, and a
-/// slot is a few dozen bytes); hosted builds use the 256-entry table for speed. Both
-/// give the same checksums, so images move freely between the two.
+/// slot is a few dozen bytes); hosted builds use sixteen 256-entry tables (slice-by-16,
+/// 16 KiB of RAM) for speed, since the simulator and the sweeps append millions of
+/// records. All give the same checksums, so images move freely between the two.
 #[cfg(target_os = "none")]
 const CRC: crc::Crc<u32, crc::NoTable> = crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISCSI);
 #[cfg(not(target_os = "none"))]
-const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+const CRC: crc::Crc<u32, crc::Table<16>> = crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
 const ERASED_WORD: u32 = u32::MAX;
 
 /// The size in bytes of the slot that holds a record of type `T`: a sequence word, the
@@ -162,18 +163,29 @@ pub struct SlotAddr {
 /// A typed journal of `T` records over a [`Region`] of a [`NorFlash`].
 ///
 /// The journal keeps only its cursor in RAM; every call takes the flash, so several
-/// journals can share one flash driver.
+/// journals can share one flash driver. Only encoding and decoding depend on `T`: the
+/// scan, the slot walk and the page format are one [`Ring`] for every record type, so a
+/// firmware with five journals carries that code once.
 #[derive(Debug, Clone)]
 pub struct Journal<T> {
+    ring: Ring,
+    _record: PhantomData<fn() -> T>,
+}
+
+/// The untyped part of a journal: its pages, slot size, sequence and cursor.
+#[derive(Debug, Clone)]
+struct Ring {
     region: Region,
-    page_size: u32,
+    slot: u32,
+    /// Slots in one page, worked out at compile time per record type (no run-time
+    /// division, which would pull a software divider into a Cortex-M0 image).
+    per_page: u32,
     tag: u32,
     next_seq: u32,
     newest: Option<SlotAddr>,
     cursor: SlotAddr,
     cursor_page_ready: bool,
     appended: u64,
-    _record: PhantomData<fn() -> T>,
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -201,65 +213,27 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
                 "journal slot larger than a page"
             );
         }
-        let page_size = F::ERASE_SIZE as u32;
-        let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
-        if region.pages < 2
-            || !(region.start as usize).is_multiple_of(F::ERASE_SIZE)
-            || end > flash.capacity() as u64
-        {
-            return Err(JournalError::BadRegion);
-        }
-        let mut j = Self {
-            region,
-            page_size,
-            tag,
-            next_seq: 1,
-            newest: None,
-            cursor: SlotAddr { page: 0, slot: 0 },
-            cursor_page_ready: false,
-            appended: 0,
-            _record: PhantomData,
-        };
-        let mut newest: Option<(u32, SlotAddr)> = None;
-        let mut first_valid_page = None;
         let mut buf = [0u8; MAX_SLOT_SIZE];
-        for page in 0..region.pages {
-            if j.page_state(flash, page)? != PageState::Valid {
-                continue;
-            }
-            first_valid_page.get_or_insert(page);
-            for slot in 0..j.slots_per_page() {
-                let at = SlotAddr { page, slot };
-                if let Some(seq) = j.read_slot(flash, at, &mut buf)?
-                    && newest.is_none_or(|(s, _)| seq > s)
-                {
-                    newest = Some((seq, at));
-                }
-            }
-        }
-        let record = match newest {
-            Some((seq, at)) => {
-                j.next_seq = seq.wrapping_add(1);
-                j.newest = Some(at);
-                j.cursor = j.after(at);
-                j.cursor_page_ready = j.cursor.page == at.page;
-                j.read_slot(flash, at, &mut buf)?;
-                let payload = &buf[4..Self::SLOT - 4];
-                Some(
-                    postcard::take_from_bytes(payload)
-                        .map_err(|_| JournalError::Decode)?
-                        .0,
-                )
-            }
-            None => {
-                if let Some(page) = first_valid_page {
-                    j.cursor = SlotAddr { page, slot: 0 };
-                    j.cursor_page_ready = true;
-                }
-                None
-            }
+        let per_page = ((F::ERASE_SIZE - HEADER_SIZE) / Self::SLOT) as u32;
+        let (ring, found) =
+            Ring::open(flash, region, tag, (Self::SLOT as u32, per_page), &mut buf)?;
+        let record = if found {
+            let payload = &buf[4..Self::SLOT - 4];
+            Some(
+                postcard::take_from_bytes(payload)
+                    .map_err(|_| JournalError::Decode)?
+                    .0,
+            )
+        } else {
+            None
         };
-        Ok((j, record))
+        Ok((
+            Self {
+                ring,
+                _record: PhantomData,
+            },
+            record,
+        ))
     }
 
     /// Appends `record` as the new newest record. `Ok` only once its CRC word is written.
@@ -268,9 +242,133 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         flash: &mut F,
         record: &T,
     ) -> Result<(), JournalError<F::Error>> {
-        let slot = Self::SLOT;
+        // Only the slot's bytes are initialised: a journal of small records does not pay
+        // for clearing a whole `MAX_SLOT_SIZE` buffer on every append.
         let mut buf = [0xFFu8; MAX_SLOT_SIZE];
-        postcard::to_slice(record, &mut buf[4..slot - 4]).map_err(|_| JournalError::Encode)?;
+        postcard::to_slice(record, &mut buf[4..Self::SLOT - 4])
+            .map_err(|_| JournalError::Encode)?;
+        self.ring.append(flash, &mut buf[..Self::SLOT])
+    }
+
+    /// What page `page` of the region holds.
+    pub fn summarize<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        self.ring.summarize(flash, page)
+    }
+
+    /// The sequence number of the newest record, if any.
+    pub fn newest_seq(&self) -> Option<u32> {
+        self.ring.newest.map(|_| self.ring.next_seq.wrapping_sub(1))
+    }
+
+    /// Records appended through this handle since it was opened.
+    pub fn appended(&self) -> u64 {
+        self.ring.appended
+    }
+
+    /// Where the newest valid record is, if any.
+    pub fn newest(&self) -> Option<SlotAddr> {
+        self.ring.newest
+    }
+
+    /// The slot the next append will try first.
+    pub fn cursor(&self) -> SlotAddr {
+        self.ring.cursor
+    }
+
+    /// Slots in one page.
+    pub fn slots_per_page(&self) -> u32 {
+        self.ring.slots_per_page()
+    }
+
+    /// Classifies page `page` of the region; a valid header of another journal is an error.
+    pub fn page_state<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageState, JournalError<F::Error>> {
+        self.ring.page_state(flash, page)
+    }
+}
+
+impl Ring {
+    /// Scans `region` of slots `(size, per page)`: the ring with its cursor after the
+    /// newest valid record, and whether there is one (then `buf` holds its slot).
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        (slot, per_page): (u32, u32),
+        buf: &mut [u8; MAX_SLOT_SIZE],
+    ) -> Result<(Self, bool), JournalError<F::Error>> {
+        let page_size = F::ERASE_SIZE as u32;
+        let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
+        if region.pages < 2
+            || !(region.start as usize).is_multiple_of(F::ERASE_SIZE)
+            || end > flash.capacity() as u64
+        {
+            return Err(JournalError::BadRegion);
+        }
+        let mut r = Self {
+            region,
+            slot,
+            per_page,
+            tag,
+            next_seq: 1,
+            newest: None,
+            cursor: SlotAddr { page: 0, slot: 0 },
+            cursor_page_ready: false,
+            appended: 0,
+        };
+        let mut newest: Option<(u32, SlotAddr)> = None;
+        let mut first_valid_page = None;
+        for page in 0..region.pages {
+            if r.page_state(flash, page)? != PageState::Valid {
+                continue;
+            }
+            first_valid_page.get_or_insert(page);
+            for slot in 0..r.slots_per_page() {
+                let at = SlotAddr { page, slot };
+                if let Some(seq) = r.read_slot(flash, at, buf)?
+                    && newest.is_none_or(|(s, _)| seq > s)
+                {
+                    newest = Some((seq, at));
+                }
+            }
+        }
+        match newest {
+            Some((seq, at)) => {
+                r.next_seq = seq.wrapping_add(1);
+                r.newest = Some(at);
+                r.cursor = r.after(at);
+                r.cursor_page_ready = r.cursor.page == at.page;
+                r.read_slot(flash, at, buf)?;
+                Ok((r, true))
+            }
+            None => {
+                if let Some(page) = first_valid_page {
+                    r.cursor = SlotAddr { page, slot: 0 };
+                    r.cursor_page_ready = true;
+                }
+                Ok((r, false))
+            }
+        }
+    }
+
+    /// Writes the slot in `buf` (one slot long, the payload in place, padded with `0xFF`)
+    /// as the new newest record: fills in its sequence and CRC words, then programs it at
+    /// the cursor. Inlined into each typed journal's append, so a host build sees the
+    /// slot size as a constant (the firmware, built for size, keeps one copy).
+    #[inline]
+    fn append<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        buf: &mut [u8],
+    ) -> Result<(), JournalError<F::Error>> {
+        let slot = buf.len();
         // Never write a sequence or CRC word that reads erased: such a slot is not valid.
         let crc = loop {
             if self.next_seq == ERASED_WORD {
@@ -285,17 +383,13 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         };
         buf[slot - 4..slot].copy_from_slice(&crc.to_le_bytes());
 
-        let mut check = [0u8; MAX_SLOT_SIZE];
         let attempts = self.region.pages * self.slots_per_page() + 1;
         for _ in 0..attempts {
             if !self.cursor_page_ready {
                 self.enter_page(flash, self.cursor.page)?;
             }
-            let addr = self.slot_address(self.cursor);
-            flash
-                .read(addr, &mut check[..slot])
-                .map_err(JournalError::Flash)?;
-            if check[..slot].iter().all(|&b| b == 0xFF) {
+            let addr = self.slot_address::<F>(self.cursor);
+            if blank(flash, addr, slot as u32)? {
                 flash
                     .write(addr, &buf[..slot - 4])
                     .map_err(JournalError::Flash)?;
@@ -314,8 +408,7 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         Err(JournalError::NoSpace)
     }
 
-    /// What page `page` of the region holds.
-    pub fn summarize<F: NorFlash>(
+    fn summarize<F: NorFlash>(
         &self,
         flash: &mut F,
         page: u32,
@@ -338,61 +431,34 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
                     sum.valid += 1;
                     sum.newest_seq = Some(sum.newest_seq.map_or(seq, |s| s.max(seq)));
                 }
-                None if buf[..Self::SLOT].iter().all(|&b| b == 0xFF) => sum.blank += 1,
+                None if buf[..self.slot as usize].iter().all(|&b| b == 0xFF) => sum.blank += 1,
                 None => sum.torn += 1,
             }
         }
         Ok(sum)
     }
 
-    /// The sequence number of the newest record, if any.
-    pub fn newest_seq(&self) -> Option<u32> {
-        self.newest.map(|_| self.next_seq.wrapping_sub(1))
+    fn slots_per_page(&self) -> u32 {
+        self.per_page
     }
 
-    /// Records appended through this handle since it was opened.
-    pub fn appended(&self) -> u64 {
-        self.appended
-    }
-
-    /// Where the newest valid record is, if any.
-    pub fn newest(&self) -> Option<SlotAddr> {
-        self.newest
-    }
-
-    /// The slot the next append will try first.
-    pub fn cursor(&self) -> SlotAddr {
-        self.cursor
-    }
-
-    /// Slots in one page.
-    pub fn slots_per_page(&self) -> u32 {
-        (self.page_size - HEADER_SIZE as u32) / Self::SLOT as u32
-    }
-
-    /// Classifies page `page` of the region; a valid header of another journal is an error.
-    pub fn page_state<F: NorFlash>(
+    fn page_state<F: NorFlash>(
         &self,
         flash: &mut F,
         page: u32,
     ) -> Result<PageState, JournalError<F::Error>> {
-        let base = self.region.start + page * self.page_size;
+        let base = self.region.start + page * (F::ERASE_SIZE as u32);
         let mut h = [0u8; HEADER_SIZE];
         flash.read(base, &mut h).map_err(JournalError::Flash)?;
         if h.iter().all(|&b| b == 0xFF) {
-            let mut chunk = [0u8; 64];
-            let mut at = HEADER_SIZE as u32;
-            while at < self.page_size {
-                let n = (self.page_size - at).min(64) as usize;
-                flash
-                    .read(base + at, &mut chunk[..n])
-                    .map_err(JournalError::Flash)?;
-                if chunk[..n].iter().any(|&b| b != 0xFF) {
-                    return Ok(PageState::Unformatted);
-                }
-                at += n as u32;
-            }
-            return Ok(PageState::Blank);
+            let rest = base + HEADER_SIZE as u32;
+            return Ok(
+                if blank(flash, rest, (F::ERASE_SIZE as u32) - HEADER_SIZE as u32)? {
+                    PageState::Blank
+                } else {
+                    PageState::Unformatted
+                },
+            );
         }
         let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         if word(0) != MAGIC || CRC.checksum(&h[..12]) != word(12) {
@@ -400,7 +466,7 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         }
         let version = (word(4) & 0xFFFF) as u16;
         let slot = word(4) >> 16;
-        if version != FORMAT_VERSION || slot != Self::SLOT as u32 || word(8) != self.tag {
+        if version != FORMAT_VERSION || slot != self.slot || word(8) != self.tag {
             return Err(JournalError::Foreign {
                 page,
                 tag: word(8),
@@ -417,15 +483,18 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         at: SlotAddr,
         buf: &mut [u8; MAX_SLOT_SIZE],
     ) -> Result<Option<u32>, JournalError<F::Error>> {
-        let slot = Self::SLOT;
+        // A slot holds at least its sequence and CRC words, and fits the buffer.
+        let slot = (self.slot as usize).clamp(8, MAX_SLOT_SIZE);
+        let bytes = &mut buf[..slot];
         flash
-            .read(self.slot_address(at), &mut buf[..slot])
+            .read(self.slot_address::<F>(at), bytes)
             .map_err(JournalError::Flash)?;
-        let seq = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-        let crc = u32::from_le_bytes([buf[slot - 4], buf[slot - 3], buf[slot - 2], buf[slot - 1]]);
+        let (body, tail) = bytes.split_at(slot - 4);
+        let seq = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let crc = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
         // A sequence or CRC word that reads erased was never written, whatever the CRC
         // says: CRC-32C over four 0xFF bytes and zeros is itself 0xFFFF_FFFF.
-        if seq == ERASED_WORD || crc == ERASED_WORD || CRC.checksum(&buf[..slot - 4]) != crc {
+        if seq == ERASED_WORD || crc == ERASED_WORD || CRC.checksum(body) != crc {
             return Ok(None);
         }
         Ok(Some(seq))
@@ -439,18 +508,16 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         if self.newest.is_some_and(|n| n.page == page) {
             return Err(JournalError::NoSpace);
         }
-        let base = self.region.start + page * self.page_size;
+        let base = self.region.start + page * (F::ERASE_SIZE as u32);
         // Refuse another journal's page; then erase even a page that reads blank: after
         // interrupted erases a page can read all ones without being reliably erased.
         self.page_state(flash, page)?;
         flash
-            .erase(base, base + self.page_size)
+            .erase(base, base + (F::ERASE_SIZE as u32))
             .map_err(JournalError::Flash)?;
         let mut h = [0u8; HEADER_SIZE];
         h[..4].copy_from_slice(&MAGIC.to_le_bytes());
-        h[4..8].copy_from_slice(
-            &(u32::from(FORMAT_VERSION) | ((Self::SLOT as u32) << 16)).to_le_bytes(),
-        );
+        h[4..8].copy_from_slice(&(u32::from(FORMAT_VERSION) | (self.slot << 16)).to_le_bytes());
         h[8..12].copy_from_slice(&self.tag.to_le_bytes());
         let crc = CRC.checksum(&h[..12]);
         h[12..].copy_from_slice(&crc.to_le_bytes());
@@ -487,12 +554,29 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.cursor = next;
     }
 
-    fn slot_address(&self, at: SlotAddr) -> u32 {
+    fn slot_address<F: NorFlash>(&self, at: SlotAddr) -> u32 {
         self.region.start
-            + at.page * self.page_size
+            + at.page * (F::ERASE_SIZE as u32)
             + HEADER_SIZE as u32
-            + at.slot * Self::SLOT as u32
+            + at.slot * self.slot
     }
+}
+
+/// Whether the `len` bytes at `addr` all read erased (`0xFF`); read in small chunks.
+fn blank<F: NorFlash>(flash: &mut F, addr: u32, len: u32) -> Result<bool, JournalError<F::Error>> {
+    let mut chunk = [0u8; 64];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(64) as usize;
+        flash
+            .read(addr + at, &mut chunk[..n])
+            .map_err(JournalError::Flash)?;
+        if chunk[..n].iter().any(|&b| b != 0xFF) {
+            return Ok(false);
+        }
+        at += n as u32;
+    }
+    Ok(true)
 }
 
 #[cfg(all(test, feature = "lab"))]
