@@ -164,7 +164,7 @@ pub struct SlotAddr {
 ///
 /// The journal keeps only its cursor in RAM; every call takes the flash, so several
 /// journals can share one flash driver. Only encoding and decoding depend on `T`: the
-/// scan, the slot walk and the page format are one [`Ring`] for every record type, so a
+/// scan, the slot walk and the page format are one `Ring` for every record type, so a
 /// firmware with five journals carries that code once.
 #[derive(Debug, Clone)]
 pub struct Journal<T> {
