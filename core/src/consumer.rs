@@ -23,7 +23,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::persist::{Layout, Phase, Sinks};
+use crate::persist::{Disagreement, Layout, Phase, Sinks};
 use crate::store::{Outcome, StoreError};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -128,6 +128,8 @@ pub enum ConsumerError<E> {
     Journal(JournalError<E>),
     /// The store refused an event (a bounded memory is full).
     Store(StoreError),
+    /// Recovery found the consumer's journals out of step (damage, not a crash).
+    Disagree(Disagreement),
 }
 
 impl<E> From<JournalError<E>> for ConsumerError<E> {
@@ -147,6 +149,7 @@ impl<E: core::fmt::Display> core::fmt::Display for ConsumerError<E> {
         match self {
             Self::Journal(e) => e.fmt(f),
             Self::Store(e) => e.fmt(f),
+            Self::Disagree(e) => e.fmt(f),
         }
     }
 }

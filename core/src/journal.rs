@@ -103,6 +103,13 @@ pub enum JournalError<E> {
     Encode,
     /// No blank slot could be found without erasing the page of the newest record.
     NoSpace,
+    /// The page at byte `address` has a damaged header but holds a record newer than
+    /// every readable one: recovering without it would lose committed data. Nothing was
+    /// changed.
+    Damaged {
+        /// Byte address of the page in the flash.
+        address: u32,
+    },
 }
 
 impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
@@ -119,6 +126,10 @@ impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
             Self::Decode => f.write_str("the newest journal record does not decode"),
             Self::Encode => f.write_str("a record does not fit its journal slot"),
             Self::NoSpace => f.write_str("no blank journal slot is left"),
+            Self::Damaged { address } => write!(
+                f,
+                "the journal page at flash address {address:#x} has a damaged header but holds its newest record"
+            ),
         }
     }
 }
@@ -136,7 +147,8 @@ pub enum PageState {
     Unformatted,
 }
 
-/// What one page of a journal holds, for inspection.
+/// What one page of a journal holds, for inspection (for an unformatted page too: valid
+/// records there are what a damaged header hides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageSummary {
     /// Blank, valid or unformatted.
@@ -186,6 +198,8 @@ struct Ring {
     cursor: SlotAddr,
     cursor_page_ready: bool,
     appended: u64,
+    /// Made by [`Journal::for_inspection`]: never writes.
+    inspect_only: bool,
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -214,9 +228,7 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
             );
         }
         let mut buf = [0u8; MAX_SLOT_SIZE];
-        let per_page = ((F::ERASE_SIZE - HEADER_SIZE) / Self::SLOT) as u32;
-        let (ring, found) =
-            Ring::open(flash, region, tag, (Self::SLOT as u32, per_page), &mut buf)?;
+        let (ring, found) = Ring::open(flash, region, tag, Self::geometry::<F>(), &mut buf)?;
         let record = if found {
             let payload = &buf[4..Self::SLOT - 4];
             Some(
@@ -242,12 +254,40 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         flash: &mut F,
         record: &T,
     ) -> Result<(), JournalError<F::Error>> {
+        self.append_view(flash, record)
+    }
+
+    /// Appends a value that encodes exactly as a `T` (a struct of borrowed fields beside
+    /// the owned one), so a large record need not be cloned to be written.
+    pub(crate) fn append_view<F: NorFlash, V: Serialize + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        record: &V,
+    ) -> Result<(), JournalError<F::Error>> {
         // Only the slot's bytes are initialised: a journal of small records does not pay
         // for clearing a whole `MAX_SLOT_SIZE` buffer on every append.
         let mut buf = [0xFFu8; MAX_SLOT_SIZE];
         postcard::to_slice(record, &mut buf[4..Self::SLOT - 4])
             .map_err(|_| JournalError::Encode)?;
         self.ring.append(flash, &mut buf[..Self::SLOT])
+    }
+
+    /// The slot size and slots per page on the flash `F`, worked out at compile time.
+    const fn geometry<F: NorFlash>() -> (u32, u32) {
+        (
+            Self::SLOT as u32,
+            ((F::ERASE_SIZE - HEADER_SIZE) / Self::SLOT) as u32,
+        )
+    }
+
+    /// A handle on `region` for [`Journal::summarize`] and [`Journal::page_state`] only,
+    /// without the scan [`Journal::open`] does (which refuses a damaged journal). Reads
+    /// nothing; appending through it is refused.
+    pub fn for_inspection<F: NorFlash>(region: Region, tag: u32) -> Self {
+        Self {
+            ring: Ring::new(region, tag, Self::geometry::<F>(), true),
+            _record: PhantomData,
+        }
     }
 
     /// What page `page` of the region holds.
@@ -295,6 +335,22 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 }
 
 impl Ring {
+    /// A ring on `region` with slots `(size, per page)`, before any scan.
+    fn new(region: Region, tag: u32, (slot, per_page): (u32, u32), inspect_only: bool) -> Self {
+        Self {
+            region,
+            slot,
+            per_page,
+            tag,
+            next_seq: 1,
+            newest: None,
+            cursor: SlotAddr { page: 0, slot: 0 },
+            cursor_page_ready: false,
+            appended: 0,
+            inspect_only,
+        }
+    }
+
     /// Scans `region` of slots `(size, per page)`: the ring with its cursor after the
     /// newest valid record, and whether there is one (then `buf` holds its slot).
     fn open<F: NorFlash>(
@@ -312,32 +368,43 @@ impl Ring {
         {
             return Err(JournalError::BadRegion);
         }
-        let mut r = Self {
-            region,
-            slot,
-            per_page,
-            tag,
-            next_seq: 1,
-            newest: None,
-            cursor: SlotAddr { page: 0, slot: 0 },
-            cursor_page_ready: false,
-            appended: 0,
-        };
+        let mut r = Self::new(region, tag, (slot, per_page), false);
         let mut newest: Option<(u32, SlotAddr)> = None;
+        // The newest record found in a page whose header does not read valid.
+        let mut stray: Option<(u32, u32)> = None;
         let mut first_valid_page = None;
         for page in 0..region.pages {
-            if r.page_state(flash, page)? != PageState::Valid {
+            let state = r.page_state(flash, page)?;
+            if state == PageState::Blank {
                 continue;
             }
-            first_valid_page.get_or_insert(page);
+            if state == PageState::Valid {
+                first_valid_page.get_or_insert(page);
+            }
             for slot in 0..r.slots_per_page() {
                 let at = SlotAddr { page, slot };
-                if let Some(seq) = r.read_slot(flash, at, buf)?
-                    && newest.is_none_or(|(s, _)| seq > s)
-                {
-                    newest = Some((seq, at));
+                let Some(seq) = r.read_slot(flash, at, buf)? else {
+                    continue;
+                };
+                if state == PageState::Valid {
+                    if newest.is_none_or(|(s, _)| seq > s) {
+                        newest = Some((seq, at));
+                    }
+                } else if stray.is_none_or(|(s, _)| seq > s) {
+                    stray = Some((seq, page));
                 }
             }
+        }
+        // An erase cut short leaves a page unformatted, but only ever one that held older
+        // records (the page of the newest record is never erased). A record newer than
+        // every readable one in such a page means its header was damaged afterwards:
+        // recovering without it would roll the journal back.
+        if let Some((seq, page)) = stray
+            && newest.is_none_or(|(s, _)| seq > s)
+        {
+            return Err(JournalError::Damaged {
+                address: region.start + page * page_size,
+            });
         }
         match newest {
             Some((seq, at)) => {
@@ -369,6 +436,9 @@ impl Ring {
         buf: &mut [u8],
     ) -> Result<(), JournalError<F::Error>> {
         let slot = buf.len();
+        if self.inspect_only {
+            return Err(JournalError::NoSpace);
+        }
         // Never write a sequence or CRC word that reads erased: such a slot is not valid.
         let crc = loop {
             if self.next_seq == ERASED_WORD {
@@ -421,9 +491,10 @@ impl Ring {
             blank: 0,
             newest_seq: None,
         };
-        if state != PageState::Valid {
+        if state == PageState::Blank {
             return Ok(sum);
         }
+        // An unformatted page is counted too: records in it are damage to show.
         let mut buf = [0u8; MAX_SLOT_SIZE];
         for slot in 0..self.slots_per_page() {
             match self.read_slot(flash, SlotAddr { page, slot }, &mut buf)? {

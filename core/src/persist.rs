@@ -60,12 +60,100 @@ pub struct Layout {
     pub tag: u32,
 }
 
-/// The position journal's record: the next offset to read.
+/// The position journal's record: the next offset to read, and how far each sink's
+/// journal had got when it was committed (the sequence number of its newest record, 0
+/// for none), so recovery can tell a sink journal that lost records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct Position {
     /// Next offset to read.
     pub next: Offset,
+    /// The newest record of each sink's journal at the commit (a single store uses the
+    /// first).
+    pub sinks: [u32; 2],
 }
+
+/// A sink's record under [`EachEffect`]: the store's state and the position the
+/// consumer had committed when it was written (the next offset to read), so recovery
+/// can tell a position journal that lost records. No store reads it: the naive store
+/// still replays.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Covered<T> {
+    /// The committed position when the record was written.
+    pub covered: Offset,
+    /// The store's state.
+    pub state: T,
+}
+
+/// [`Covered`] with the state borrowed: encodes exactly as a `Covered<T>`.
+#[derive(Serialize)]
+struct CoveredRef<'a, T> {
+    covered: Offset,
+    state: &'a T,
+}
+
+impl<T: MaxSize> MaxSize for Covered<T> {
+    const POSTCARD_MAX_SIZE: usize = Offset::POSTCARD_MAX_SIZE + T::POSTCARD_MAX_SIZE;
+}
+
+/// Why recovery refused to go on: the journals of one consumer disagree, which no crash
+/// can cause (a crash only ever loses the write in progress). Nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Disagreement {
+    /// Sink `sink`'s journal ends at record `newest` (0: none), older than record
+    /// `committed`, which it held when the position was committed: store records were
+    /// lost.
+    SinkBehind {
+        /// Which sink (0 or 1).
+        sink: u8,
+        /// Sequence number of its newest readable record.
+        newest: u32,
+        /// Sequence number the position journal recorded.
+        committed: u32,
+    },
+    /// The position journal resumes at `resume_at`, but a sink record was written
+    /// after position `covered` had been committed: position records were lost.
+    PositionBehind {
+        /// The next offset to read, as the position journal says.
+        resume_at: Offset,
+        /// The committed position the newest sink record carries.
+        covered: Offset,
+    },
+    /// A two-phase store's committed position and the consumer's decision differ, and
+    /// no prepared record explains it.
+    TwoPhase {
+        /// The position the store's record says is committed.
+        store: Offset,
+        /// The position the consumer's journal says was decided.
+        decided: Offset,
+    },
+}
+
+impl core::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::SinkBehind {
+                sink,
+                newest,
+                committed,
+            } => write!(
+                f,
+                "store journal {sink} ends at record {newest}, but the committed position recorded record {committed}: store records were lost"
+            ),
+            Self::PositionBehind { resume_at, covered } => write!(
+                f,
+                "the position journal resumes at offset {resume_at}, but the store holds a record written after offset {covered} was committed: position records were lost"
+            ),
+            Self::TwoPhase { store, decided } => write!(
+                f,
+                "the two-phase store's record is committed at offset {store} but the consumer's journal decided offset {decided}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for Disagreement {}
 
 const POSITIONS_TAG: u32 = 0x5001_0000;
 
@@ -117,14 +205,16 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
     const BATCHED: bool;
     /// Whether the consumer's own position journal is used.
     const POSITION_JOURNAL: bool;
+    /// The record of the store's journal.
+    type Record: Serialize + serde::de::DeserializeOwned + MaxSize + Debug;
 
     /// Recovers from flash: the policy's RAM, the store's state and the next offset to
-    /// read.
+    /// read. Journals that disagree are refused before anything is written.
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>>;
+    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>>;
 
     /// Makes an effect durable, if the policy writes one (`outcome` says whether the
     /// state changed). By default effects stay in RAM until the commit.
@@ -152,43 +242,114 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
 fn open_positions<F: NorFlash>(
     flash: &mut F,
     layout: &Layout,
-) -> Result<(Journal<Position>, Offset), JournalError<F::Error>> {
+) -> Result<(Journal<Position>, Position), JournalError<F::Error>> {
     let (j, p) = Journal::<Position>::open(flash, layout.positions, positions_tag(layout))?;
-    Ok((j, p.map_or(0, |p| p.next)))
+    Ok((
+        j,
+        p.unwrap_or(Position {
+            next: 0,
+            sinks: [0; 2],
+        }),
+    ))
 }
 
 /// A store's journal and its newest record (the default state on blank flash).
-type OpenSink<S> = (Journal<<S as Store>::State>, <S as Store>::State);
+type OpenSink<R> = (Journal<R>, R);
 
-fn open_sink<S: Store, F: NorFlash>(
+fn open_sink<S: Store, R, F: NorFlash>(
     flash: &mut F,
     layout: &Layout,
     region: Region,
-) -> Result<OpenSink<S>, JournalError<F::Error>> {
-    let (j, record) = Journal::<S::State>::open(flash, region, sink_tag::<S>(layout))?;
+) -> Result<OpenSink<R>, JournalError<F::Error>>
+where
+    R: Serialize + serde::de::DeserializeOwned + MaxSize + Default,
+{
+    let (j, record) = Journal::<R>::open(flash, region, sink_tag::<S>(layout))?;
     Ok((j, record.unwrap_or_default()))
 }
 
+/// Checks one [`EachEffect`] sink's journal against the position journal.
+fn cross_check<R, E>(
+    sink: u8,
+    journal: &Journal<R>,
+    covered: Offset,
+    position: &Position,
+) -> Result<(), ConsumerError<E>>
+where
+    R: Serialize + serde::de::DeserializeOwned + MaxSize,
+{
+    let newest = journal.newest_seq().unwrap_or(0);
+    let committed = position.sinks[usize::from(sink)];
+    if newest < committed {
+        return Err(ConsumerError::Disagree(Disagreement::SinkBehind {
+            sink,
+            newest,
+            committed,
+        }));
+    }
+    if covered > position.next {
+        return Err(ConsumerError::Disagree(Disagreement::PositionBehind {
+            resume_at: position.next,
+            covered,
+        }));
+    }
+    Ok(())
+}
+
 /// The store's record is written after every applied effect; the position is committed
-/// in the consumer's own journal every K events.
+/// in the consumer's own journal every K events. Each store record carries the position
+/// committed when it was written, and each position record the store journal's newest
+/// record, so recovery refuses journals that one-sided damage has put out of step.
 #[derive(Debug, Clone)]
 pub struct EachEffect<S: Store> {
-    sink: Journal<S::State>,
+    sink: Journal<Covered<S::State>>,
     positions: Journal<Position>,
+    /// The durable position (next offset to read).
+    committed: Offset,
+}
+
+impl<S: Store> EachEffect<S> {
+    fn append<F: NorFlash>(
+        sink: &mut Journal<Covered<S::State>>,
+        flash: &mut F,
+        committed: Offset,
+        state: &S::State,
+    ) -> Result<(), JournalError<F::Error>> {
+        // Borrowed, not cloned: a large state (a message-id window) would cost more to
+        // copy than to append.
+        sink.append_view(
+            flash,
+            &CoveredRef {
+                covered: committed,
+                state,
+            },
+        )
+    }
 }
 
 impl<S: Store> Persistence<S> for EachEffect<S> {
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
+    type Record = Covered<S::State>;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
-        let (sink, state) = open_sink::<S, F>(flash, layout, sink)?;
-        let (positions, next) = open_positions(flash, layout)?;
-        Ok((Self { sink, positions }, state, next))
+    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
+        let (sink, record) = open_sink::<S, Covered<S::State>, F>(flash, layout, sink)?;
+        let (positions, position) = open_positions(flash, layout)?;
+        cross_check(0, &sink, record.covered, &position)?;
+        let committed = position.next;
+        Ok((
+            Self {
+                sink,
+                positions,
+                committed,
+            },
+            record.state,
+            committed,
+        ))
     }
 
     fn effect<F: NorFlash>(
@@ -198,7 +359,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         if outcome == Outcome::Applied {
-            self.sink.append(flash, state)?;
+            Self::append(&mut self.sink, flash, self.committed, state)?;
         }
         Ok(())
     }
@@ -209,7 +370,9 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         _: &mut S::State,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
-        self.positions.append(flash, &Position { next })?;
+        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
+        self.positions.append(flash, &Position { next, sinks })?;
+        self.committed = next;
         Ok(Phase::Committed)
     }
 
@@ -228,13 +391,14 @@ pub struct Checkpoint<S: Store> {
 impl<S: Positioned> Persistence<S> for Checkpoint<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = false;
+    type Record = S::State;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
-        let (sink, state) = open_sink::<S, F>(flash, layout, sink)?;
+    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
+        let (sink, state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
         let next = S::position(&state);
         Ok((Self { sink }, state, next))
     }
@@ -270,14 +434,25 @@ pub struct TwoPhase<S: Store> {
 impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = true;
+    type Record = S::State;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, JournalError<F::Error>> {
-        let (mut sink, mut state) = open_sink::<S, F>(flash, layout, sink)?;
+    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
+        let (mut sink, mut state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
         let (positions, decided) = open_positions(flash, layout)?;
+        let decided = decided.next;
+        // The decision is written between the prepared and the committed record: it is
+        // the store's committed position, or the position a prepared record waits for.
+        let store = S::position(&state);
+        if decided != store && S::prepared(&state) != Some(decided) {
+            return Err(ConsumerError::Disagree(Disagreement::TwoPhase {
+                store,
+                decided,
+            }));
+        }
         if let Some(target) = S::prepared(&state) {
             // The position journal holds the decision.
             S::resolve(&mut state, decided >= target);
@@ -310,7 +485,13 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
             return Ok(Phase::Prepared);
         }
         // The decision: once the position is durable, recovery rolls forward.
-        self.positions.append(flash, &Position { next })?;
+        self.positions.append(
+            flash,
+            &Position {
+                next,
+                sinks: [self.sink.newest_seq().unwrap_or(0), 0],
+            },
+        )?;
         S::resolve(state, true);
         self.sink.append(flash, state)?;
         self.prepared = None;
@@ -407,7 +588,7 @@ impl<S: Store> Sinks for S {
         flash: &mut F,
         layout: &Layout,
     ) -> Result<Recovered<S::Persist, S::State>, ConsumerError<F::Error>> {
-        Ok(S::Persist::open(flash, layout, layout.sink)?)
+        S::Persist::open(flash, layout, layout.sink)
     }
 
     #[inline]
@@ -494,9 +675,11 @@ impl<A, B> Pair<A, B> {
 /// [`Pair`]'s RAM: both sinks' journals and the shared position journal.
 #[derive(Debug, Clone)]
 pub struct PairJournals<A: Store, B: Store> {
-    first: Journal<A::State>,
-    second: Journal<B::State>,
+    first: Journal<Covered<A::State>>,
+    second: Journal<Covered<B::State>>,
     positions: Journal<Position>,
+    /// The durable position (next offset to read).
+    committed: Offset,
 }
 
 impl<A, B> Sinks for Pair<A, B>
@@ -525,17 +708,21 @@ where
             start: layout.sink.start + half * F::ERASE_SIZE as u32,
             pages: layout.sink.pages - half,
         };
-        let (first, sa) = open_sink::<A, F>(flash, layout, a)?;
-        let (second, sb) = open_sink::<B, F>(flash, layout, b)?;
-        let (positions, next) = open_positions(flash, layout)?;
+        let (first, sa) = open_sink::<A, Covered<A::State>, F>(flash, layout, a)?;
+        let (second, sb) = open_sink::<B, Covered<B::State>, F>(flash, layout, b)?;
+        let (positions, position) = open_positions(flash, layout)?;
+        cross_check(0, &first, sa.covered, &position)?;
+        cross_check(1, &second, sb.covered, &position)?;
+        let committed = position.next;
         Ok((
             PairJournals {
                 first,
                 second,
                 positions,
+                committed,
             },
-            (sa, sb),
-            next,
+            (sa.state, sb.state),
+            committed,
         ))
     }
 
@@ -550,12 +737,16 @@ where
         let (outcome, appended) = match sink {
             0 => {
                 let o = self.first.apply(&mut state.0, event)?;
-                let r = (o == Outcome::Applied).then(|| durable.first.append(flash, &state.0));
+                let r = (o == Outcome::Applied).then(|| {
+                    EachEffect::<A>::append(&mut durable.first, flash, durable.committed, &state.0)
+                });
                 (o, r)
             }
             _ => {
                 let o = self.second.apply(&mut state.1, event)?;
-                let r = (o == Outcome::Applied).then(|| durable.second.append(flash, &state.1));
+                let r = (o == Outcome::Applied).then(|| {
+                    EachEffect::<B>::append(&mut durable.second, flash, durable.committed, &state.1)
+                });
                 (o, r)
             }
         };
@@ -569,7 +760,12 @@ where
         _: &mut Self::State,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
-        durable.positions.append(flash, &Position { next })?;
+        let sinks = [
+            durable.first.newest_seq().unwrap_or(0),
+            durable.second.newest_seq().unwrap_or(0),
+        ];
+        durable.positions.append(flash, &Position { next, sinks })?;
+        durable.committed = next;
         Ok(Phase::Committed)
     }
 

@@ -65,6 +65,10 @@ pub fn consumer_error(image: &Image, e: ConsumerError<FileFlashError>) -> anyhow
     match e {
         ConsumerError::Journal(e) => journal_error(image, e),
         ConsumerError::Store(e) => usage(e.to_string()),
+        ConsumerError::Disagree(d) => anyhow::anyhow!(
+            "{name}: its journals disagree, which no crash can cause: {d}; it was left untouched (`idem flash inspect {name}` shows its pages)",
+            name = image.path.display()
+        ),
         other => anyhow::anyhow!("{}: {other}", image.path.display()),
     }
 }
@@ -79,6 +83,10 @@ pub fn journal_error(image: &Image, e: JournalError<FileFlashError>) -> anyhow::
         JournalError::Decode => usage(format!(
             "{name} holds a record that does not decode; it was left untouched"
         )),
+        JournalError::Damaged { address } => anyhow::anyhow!(
+            "{name}: page {} has a damaged header but holds a journal's newest record; it was left untouched (`idem flash inspect {name}` shows its pages)",
+            address / crate::image::PAGE as u32
+        ),
         JournalError::Flash(FileFlashError::Io(kind)) => {
             anyhow::anyhow!("reading or writing {name}: {kind}")
         }

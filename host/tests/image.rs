@@ -98,12 +98,69 @@ fn flash_inspect_names_the_winning_record() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "winner: page 0 slot 9, seq 10: Position { next: 100 }",
+            "winner: page 0 slot 9, seq 10: Position { next: 100, sinks: [100, 0] }",
         ))
         .stdout(predicate::str::contains(
-            "winner: page 7 slot 6, seq 100: StampedState { total: 100, stamp: Some(99) }",
+            "winner: page 7 slot 24, seq 100: Covered { covered: 90, state: StampedState { total: 100, stamp: Some(99) } }",
         ))
         .stdout(predicate::str::contains("erased 5 times in all"));
+}
+
+/// `idem consume ddia --store STORE --flash PATH`.
+fn consume_ddia(store: &str, path: &std::path::Path) -> assert_cmd::Command {
+    let mut c = idem();
+    c.args(["consume", "ddia", "--store", store, "--flash"])
+        .arg(path);
+    c
+}
+
+/// One flipped bit in the header of the page that holds the store's newest records: the
+/// run stops with exit 1 and a sentence naming the page, the file is unchanged, and
+/// `flash inspect` shows the damage. (It used to end at "total 93", exit 0.)
+#[test]
+fn a_damaged_page_header_is_refused_and_shown() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("f.bin");
+    let consume = || consume_ddia("offset", img.path());
+    consume().assert().success();
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    // The image header is 512 bytes; page 7 is the store journal's last page.
+    bytes[512 + 7 * 1024 + 2] ^= 0x10;
+    std::fs::write(img.path(), &bytes).unwrap();
+    consume().assert().code(1).stderr(predicate::str::contains(
+        "page 7 has a damaged header but holds a journal's newest record; it was left untouched",
+    ));
+    assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
+    idem()
+        .args(["flash", "inspect"])
+        .arg(img.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "page  7  unformatted   25 records in a page with a damaged header, newest seq 100",
+        ))
+        .stdout(predicate::str::contains("DAMAGED: page 7"));
+}
+
+/// A message-id image whose position journal is lost (erased, as a lost page would be):
+/// the store's records were written after offset 90 was committed, so the image is
+/// refused instead of replayed from offset 0 (which ended at 200, exit 0).
+#[test]
+fn a_lost_position_journal_is_refused() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("m.bin");
+    let consume = || consume_ddia("message-id", img.path());
+    consume().assert().success();
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    bytes[512..512 + 4 * 1024].fill(0xFF);
+    std::fs::write(img.path(), &bytes).unwrap();
+    consume()
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "its journals disagree, which no crash can cause: the position journal resumes at offset 0, but the store holds a record written after offset 90 was committed",
+        ));
+    assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::lab::check::{AppliedSet, BitSet, CheckError, Checker};
 use crate::lab::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use crate::lab::scenario::Scenario;
 use crate::log::{Log, Offset};
-use crate::persist::{Layout, Sinks};
+use crate::persist::{Disagreement, Layout, Sinks};
 use crate::store::{Outcome, StoreError};
 
 pub use crate::lab::check::Anomalies;
@@ -169,6 +169,8 @@ pub enum SimError {
     Store(StoreError),
     /// More crash points than a plan holds.
     Plan(PlanFull),
+    /// Recovery found the journals out of step.
+    Disagree(Disagreement),
 }
 
 impl core::fmt::Display for SimError {
@@ -178,6 +180,7 @@ impl core::fmt::Display for SimError {
             Self::Check(e) => e.fmt(f),
             Self::Store(e) => e.fmt(f),
             Self::Plan(e) => e.fmt(f),
+            Self::Disagree(e) => e.fmt(f),
         }
     }
 }
@@ -195,6 +198,7 @@ impl From<ConsumerError<FlashError>> for SimError {
         match e {
             ConsumerError::Journal(e) => Self::Journal(e),
             ConsumerError::Store(e) => Self::Store(e),
+            ConsumerError::Disagree(e) => Self::Disagree(e),
         }
     }
 }
@@ -746,19 +750,19 @@ mod tests {
     #[test]
     fn torn_writes_and_interrupted_erases_recover_exactly() {
         // Word writes + erases of 200 events, a commit every 10 (position records: 20 of
-        // 5 words on one page). Offset: 200 records of 8 words on 7 pages of 31 slots,
-        // 4-word page headers: 1600 + 28 + 100 + 4 words, 7 + 1 erases.
-        assert_eq!(every_cut(OffsetStamped), 1732 + 8);
-        // Message-id (16 ids): 200 records of 48 words, 5 to a page, on 40 pages.
+        // 7 words on one page). Offset: 200 records of 10 words on 8 pages of 25 slots,
+        // 4-word page headers: 2000 + 32 + 140 + 4 words, 8 + 1 erases.
+        assert_eq!(every_cut(OffsetStamped), 2176 + 9);
+        // Message-id (16 ids): 200 records of 50 words, 5 to a page, on 40 pages.
         assert_eq!(
             every_cut(MessageIdWindow::<16>::default()),
-            9600 + 160 + 104 + 41
+            10000 + 160 + 144 + 41
         );
         // Atomic: 20 records of 8 words on one page, and no position journal.
         assert_eq!(every_cut(Atomic), 160 + 4 + 1);
         // Two-phase: 20 prepared and 20 committed records of 13 words, 19 to a page
-        // (3 pages), and the 20 position records.
-        assert_eq!(every_cut(TwoPhase), 40 * 13 + 12 + 104 + 4);
+        // (3 pages), and the 20 position records of 7 words.
+        assert_eq!(every_cut(TwoPhase), 40 * 13 + 12 + 144 + 4);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The property shared by the `recover` fuzz target and the corpus test: recovery over
 //! arbitrary flash bytes never panics, never returns a record whose slot CRC does not
-//! match, and leaves a journal that can append without programming a word twice.
+//! match, and leaves a journal that can append without programming a word twice (or
+//! refuses the image as foreign or damaged).
 
 use idem_core::journal::{HEADER_SIZE, Journal, JournalError, OffsetTotal, Region};
 use idem_core::lab::flash::{FlashError, MemFlash};
@@ -54,7 +55,8 @@ pub fn check_recovery(image: &[u8]) {
     let mut flash = FuzzFlash::from_image(image);
     let (mut journal, record) = match Journal::<OffsetTotal>::open(&mut flash, REGION, TAG) {
         Ok(opened) => opened,
-        Err(JournalError::Foreign { .. }) => return,
+        // Refusals: another journal's page, or a damaged header over the newest record.
+        Err(JournalError::Foreign { .. } | JournalError::Damaged { .. }) => return,
         Err(e) => panic!("recovery failed: {e:?}"),
     };
     if let Some(record) = record {

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::journal::{Journal, PageState, Region};
-use idem_core::persist::{Position, positions_tag};
+use idem_core::journal::{Journal, JournalError, PageState, Region};
+use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
@@ -76,7 +76,7 @@ impl StoreJob for Inspect<'_> {
                 text,
             )?;
         }
-        journal::<<S as Store>::State>(
+        journal::<<S::Persist as Persistence<S>>::Record>(
             image,
             "store journal",
             layout.sink,
@@ -94,8 +94,16 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
     text: &mut String,
 ) -> anyhow::Result<()> {
     let first = region.start / PAGE as u32;
-    let (j, newest) = Journal::<T>::open(&mut image.flash, region, tag)
-        .map_err(|e| device::journal_error(image, e))?;
+    // A damaged journal is still shown page by page: that is what inspect is for.
+    let (j, newest, damage) = match Journal::<T>::open(&mut image.flash, region, tag) {
+        Ok((j, newest)) => (j, newest, None),
+        Err(JournalError::Damaged { address }) => (
+            Journal::<T>::for_inspection::<FileFlash>(region, tag),
+            None,
+            Some(address / PAGE as u32),
+        ),
+        Err(e) => return Err(device::journal_error(image, e)),
+    };
     writeln!(
         text,
         "{title}: pages {first}..={}, {}-byte slots, {} per page",
@@ -124,6 +132,14 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
                 s.blank,
                 s.newest_seq.map_or("-".into(), |q| q.to_string()),
             )?;
+        } else if s.valid > 0 {
+            writeln!(
+                text,
+                "  page {:>2}  {state:<11}  {:>3} records in a page with a damaged header, newest seq {:<8}  erased {erased}x",
+                first + page,
+                s.valid,
+                s.newest_seq.map_or("-".into(), |q| q.to_string()),
+            )?;
         } else {
             writeln!(
                 text,
@@ -132,6 +148,13 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
                 ""
             )?;
         }
+    }
+    if let Some(page) = damage {
+        writeln!(
+            text,
+            "  DAMAGED: page {page} has a damaged header but holds this journal's newest record; recovery refuses the image"
+        )?;
+        return Ok(());
     }
     match (j.newest(), newest) {
         (Some(at), Some(record)) => writeln!(
