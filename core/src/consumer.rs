@@ -177,7 +177,8 @@ pub struct Consumer<K: Sinks> {
 impl<K: Sinks> Consumer<K> {
     /// Recovers a consumer from flash: the sinks' newest records and the durable
     /// position (on blank flash it starts at offset 0). The policy resolves whatever it
-    /// left in doubt (a two-phase store's prepared record) and writes the resolution.
+    /// left in doubt (a two-phase store's prepared record) in RAM; opening never writes.
+    /// Journals that disagree are refused ([`ConsumerError::Disagree`]).
     pub fn open<F: NorFlash>(
         flash: &mut F,
         layout: Layout,
@@ -373,6 +374,28 @@ mod tests {
         assert_eq!(crash_after(OffsetStamped, 49), (100, 40, 50 + 4 + 6 + 50));
         // Atomic: one record per checkpoint, 4 before the crash and 6 after.
         assert_eq!(crash_after(Atomic, 49), (100, 40, 10));
+    }
+
+    #[test]
+    fn recovering_a_prepared_two_phase_record_writes_nothing() {
+        use crate::store::TwoPhase;
+        let log = GeneratedLog {
+            events: 100,
+            amount: 1,
+        };
+        let mut f = F::new();
+        let mut c = Consumer::open(&mut f, LAYOUT, TwoPhase, K10).unwrap();
+        while c.step(&mut f, &log).unwrap() != (Step::Prepare { next: 50 }) {}
+        let before = (f.stats(), f.pages().to_vec());
+        // The decision was not made: recovery rolls back to 40, in RAM only.
+        let c = Consumer::open(&mut f, LAYOUT, TwoPhase, K10).unwrap();
+        assert_eq!((c.resume_at(), c.total()), (40, 40));
+        assert_eq!((f.stats(), f.pages().to_vec()), before, "nothing written");
+        // And it goes on from there to the exact total.
+        let mut c = c;
+        c.run(&mut f, &log).unwrap();
+        let c = Consumer::open(&mut f, LAYOUT, TwoPhase, K10).unwrap();
+        assert_eq!((c.resume_at(), c.total()), (100, 100));
     }
 
     #[test]

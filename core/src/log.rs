@@ -173,7 +173,9 @@ pub trait Log {
             .filter(|&o| self.canonical(o) == o)
             .filter_map(|o| self.get(o))
             .map(|e| e.message.amount)
-            .sum()
+            // Saturates rather than wraps (a debug build would panic); a log whose
+            // amounts could overflow is refused where it is read.
+            .fold(0i64, i64::saturating_add)
     }
 
     /// Whether every message id in the log is distinct (each offset is its own
@@ -272,11 +274,13 @@ impl Log for GeneratedLog {
     }
 
     fn true_total(&self) -> i64 {
-        self.amount.saturating_mul(self.events as i64)
+        self.true_total_before(self.events)
     }
 
     fn true_total_before(&self, end: Offset) -> i64 {
-        self.amount.saturating_mul(end.min(self.events) as i64)
+        // Saturates rather than wraps; callers bound `events` so this is exact.
+        let n = i64::try_from(end.min(self.events)).unwrap_or(i64::MAX);
+        self.amount.saturating_mul(n)
     }
 
     fn ids_distinct(&self) -> bool {

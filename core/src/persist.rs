@@ -441,7 +441,7 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
         layout: &Layout,
         sink: Region,
     ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
-        let (mut sink, mut state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
+        let (sink, mut state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
         let (positions, decided) = open_positions(flash, layout)?;
         let decided = decided.next;
         // The decision is written between the prepared and the committed record: it is
@@ -454,9 +454,11 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
             }));
         }
         if let Some(target) = S::prepared(&state) {
-            // The position journal holds the decision.
+            // The position journal holds the decision. The resolution stays in RAM:
+            // until the next prepared record supersedes the one in doubt, every recovery
+            // reads the same decision and resolves it the same way, so opening an image
+            // never writes (a read-only `status` can recover a two-phase store).
             S::resolve(&mut state, decided >= target);
-            sink.append(flash, &state)?;
         }
         let next = S::position(&state);
         Ok((

@@ -94,7 +94,7 @@ impl Store for Naive {
     const IDEMPOTENT: bool = false;
 
     fn apply(&self, state: &mut NaiveState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = state.total.wrapping_add(event.message.amount);
+        state.total = add_amount(state.total, event.message.amount, event.offset)?;
         Ok(Outcome::Applied)
     }
 
@@ -130,7 +130,7 @@ impl Store for OffsetStamped {
         if state.stamp.is_some_and(|s| event.offset <= s) {
             return Ok(Outcome::Skipped);
         }
-        state.total = state.total.wrapping_add(event.message.amount);
+        state.total = add_amount(state.total, event.message.amount, event.offset)?;
         state.stamp = Some(event.offset);
         Ok(Outcome::Applied)
     }
@@ -162,6 +162,19 @@ pub enum StoreError {
         /// How many payers it holds.
         capacity: usize,
     },
+    /// Applying the event at `offset` would take a 64-bit total past its range.
+    Overflow {
+        /// The event's offset.
+        offset: Offset,
+    },
+}
+
+/// `total + amount` for the event at `offset`, or [`StoreError::Overflow`]: a total
+/// never wraps into a wrong value.
+pub fn add_amount(total: i64, amount: i64, offset: Offset) -> Result<i64, StoreError> {
+    total
+        .checked_add(amount)
+        .ok_or(StoreError::Overflow { offset })
 }
 
 impl core::fmt::Display for StoreError {
@@ -182,6 +195,10 @@ impl core::fmt::Display for StoreError {
             Self::Payers { capacity } => {
                 write!(f, "the per-payer index holds at most {capacity} payers")
             }
+            Self::Overflow { offset } => write!(
+                f,
+                "the event at offset {offset} would take the total past the range of a 64-bit integer"
+            ),
         }
     }
 }
@@ -269,7 +286,7 @@ impl<const W: usize> Store for MessageIdWindow<W> {
         }
         // Cannot fail: the loop above made room (window <= W).
         let _ = state.seen.push(id);
-        state.total = state.total.wrapping_add(event.message.amount);
+        state.total = add_amount(state.total, event.message.amount, event.offset)?;
         Ok(Outcome::Applied)
     }
 
@@ -303,7 +320,7 @@ impl Store for Atomic {
     const TAG: u32 = 0x5301_0004;
 
     fn apply(&self, state: &mut CheckpointState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = state.total.wrapping_add(event.message.amount);
+        state.total = add_amount(state.total, event.message.amount, event.offset)?;
         Ok(Outcome::Applied)
     }
 
@@ -377,7 +394,7 @@ impl<const P: usize> Store for ProducerSeq<P> {
                     .map_err(|_| StoreError::Producers { capacity: P })?;
             }
         }
-        state.total = state.total.wrapping_add(m.amount);
+        state.total = add_amount(state.total, m.amount, event.offset)?;
         Ok(Outcome::Applied)
     }
 
@@ -413,7 +430,7 @@ impl Store for TwoPhase {
     const TAG: u32 = 0x5301_0006;
 
     fn apply(&self, state: &mut TwoPhaseState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = state.total.wrapping_add(event.message.amount);
+        state.total = add_amount(state.total, event.message.amount, event.offset)?;
         Ok(Outcome::Applied)
     }
 

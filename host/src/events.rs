@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use std::io::{BufRead, Read};
+
 use anyhow::Context;
 use idem_core::lab::scenario::ProducerMode;
 use idem_core::log::{AppendLog, LogError, Message, MessageId, VecLog};
@@ -31,18 +33,35 @@ struct Line {
     amount: i64,
 }
 
-/// Parses `text` (the contents of `name`) into a log; the first bad line is refused
-/// with its line number. With an idempotent producer each line is a send: a repeated
+/// Parses the lines of `name`, as they are read, into a log; the first bad line (or one
+/// that could not be read) is refused with its line number. With an idempotent producer each line is a send: a repeated
 /// sequence (a retry) and a fenced epoch (a zombie) do not land; a gap is refused.
-pub fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
+fn parse_lines<'a>(
+    name: &str,
+    lines: impl Iterator<Item = Result<&'a str, String>>,
+    mode: ProducerMode,
+) -> anyhow::Result<Box<FileLog>> {
     let mut plain = Box::new(FileLog::new());
     let mut idempotent = Box::new(IdempotentLog::<FileLog, FILE_PRODUCERS>::new(FileLog::new()));
-    for (i, line) in text.lines().enumerate() {
+    // The sum of |amount| bounds every total a replay-free run can reach.
+    let mut magnitude: u64 = 0;
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(|e| usage(format!("{name} line {}: {e}", i + 1)))?;
         if line.trim().is_empty() {
             continue;
         }
         let l: Line = serde_json::from_str(line)
             .map_err(|e| usage(format!("{name} line {}: not an event ({e})", i + 1)))?;
+        magnitude = magnitude
+            .checked_add(l.amount.unsigned_abs())
+            .filter(|&m| m <= i64::MAX as u64)
+            .ok_or_else(|| {
+                usage(format!(
+                    "{name} line {}: the amounts add up past what a 64-bit total holds ({})",
+                    i + 1,
+                    i64::MAX
+                ))
+            })?;
         let message = Message {
             id: MessageId::from_key(l.id.as_bytes()),
             producer: l.producer,
@@ -71,17 +90,78 @@ pub fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<F
     })
 }
 
-/// Reads and parses the file at `path`.
+/// The longest line an event file may have, in bytes.
+pub const MAX_LINE: usize = 1024;
+
+/// Reads and parses the file at `path` as it is read: a line longer than [`MAX_LINE`],
+/// text that is not UTF-8, or more lines than a log holds events stop the read, so
+/// `/dev/zero` or a huge file is refused after at most one log's worth of input.
 pub fn load(path: &Path, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading event file {}", path.display()))?;
-    parse(&path.display().to_string(), &text, mode)
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("reading event file {name}"))
+        .map_err(|e| usage(format!("{e:#}")))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    let mut texts = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading event file {name}"))?;
+        if n == 0 {
+            break;
+        }
+        let line = texts.len() + 1;
+        if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
+            return Err(usage(format!(
+                "{name} line {line}: longer than {MAX_LINE} bytes; an event file holds one short JSON object a line"
+            )));
+        }
+        if texts.len() >= MAX_LINES {
+            return Err(usage(format!(
+                "{name}: more than {MAX_LINES} lines; a log holds at most {FILE_LOG_CAPACITY} events"
+            )));
+        }
+        texts.push(
+            String::from_utf8(std::mem::take(&mut buf))
+                .map_err(|_| "not UTF-8 text (is this a binary file?)".to_string()),
+        );
+    }
+    parse_lines(
+        &name,
+        texts.iter().map(|t| {
+            t.as_deref()
+                .map(|l| l.trim_end_matches(['\n', '\r']))
+                .map_err(Clone::clone)
+        }),
+        mode,
+    )
 }
+
+/// The most lines an event file may have (blank lines included).
+pub const MAX_LINES: usize = 2 * FILE_LOG_CAPACITY;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use idem_core::log::Log;
+
+    fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
+        parse_lines(name, text.lines().map(Ok), mode)
+    }
+
+    #[test]
+    fn amounts_that_would_overflow_a_total_are_refused() {
+        let text = "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":9223372036854775807}\n{\"id\":\"b\",\"producer\":1,\"seq\":2,\"amount\":9223372036854775807}\n";
+        let e = parse("big.jsonl", text, ProducerMode::Plain).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "big.jsonl line 2: the amounts add up past what a 64-bit total holds (9223372036854775807)"
+        );
+        assert!(e.is::<crate::error::Usage>());
+    }
 
     #[test]
     fn parses_events_and_counts_ids_once() {

@@ -10,10 +10,11 @@
 //! 512..      the flash: page count x page size bytes, as a chip would hold them
 //! ```
 //!
-//! The header is written once, through a temporary file renamed into place, so a run
+//! The header is written once, through a temporary file linked into place, so a run
 //! killed while creating an image leaves no half-written one. A missing file is created
 //! erased; a file of the wrong size, with a bad header, or made for another run is
-//! refused and left untouched.
+//! refused and left untouched. An open image is locked (`flock`): one process writes it,
+//! or any number read it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -163,6 +164,7 @@ impl Image {
                     anyhow::anyhow!("opening flash image {name}: {e}")
                 }
             })?;
+        lock(&file, path, writable)?;
         let len = file.metadata()?.len();
         let mut header = [0u8; HEADER as usize];
         if len < HEADER || file.read_exact_at(&mut header, 0).is_err() || &header[..8] != MAGIC {
@@ -221,8 +223,15 @@ impl Image {
     /// Opens the image at `path` for `meta`'s run, creating an erased one when the file
     /// does not exist. An image made for another run is refused.
     pub fn open_or_create(path: &Path, meta: &Meta) -> anyhow::Result<Self> {
-        if !path.exists() {
-            create(path, meta)?;
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path, meta)?,
+            Ok(m) if m.file_type().is_symlink() && !path.exists() => {
+                return Err(usage(format!(
+                    "{} is a symbolic link to a file that does not exist; it was left untouched",
+                    path.display()
+                )));
+            }
+            _ => {}
         }
         let image = Self::open(path, true)?;
         if image.meta != *meta {
@@ -255,13 +264,44 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = File::create(&tmp)
-        .map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))?;
-    f.write_all(&header)?;
-    f.write_all(&vec![0xFF; meta.pages as usize * PAGE])?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    let written = write_new(&tmp, &header, meta.pages as usize * PAGE)
+        // Link, never rename: a link fails when the name exists, so of two processes
+        // creating one image, one creates it and the other opens that one (and finds it
+        // locked) instead of replacing the file under the first.
+        .and_then(|()| match std::fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        });
+    let _ = std::fs::remove_file(&tmp);
+    written.map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))
+}
+
+/// Writes a new file at `tmp`: `header`, then `flash` bytes of erased flash, synced.
+fn write_new(tmp: &Path, header: &[u8], flash: usize) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+    f.write_all(header)?;
+    f.write_all(&vec![0xFF; flash])?;
+    f.sync_all()
+}
+
+/// Takes the image's advisory lock for this process (shared to read, exclusive to
+/// write), held until the file is closed, so two idem processes never write one image.
+fn lock(file: &File, path: &Path, writable: bool) -> anyhow::Result<()> {
+    let taken = if writable {
+        file.try_lock()
+    } else {
+        file.try_lock_shared()
+    };
+    match taken {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(anyhow::anyhow!(
+            "{} is in use by another idem process; it was left untouched",
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(anyhow::anyhow!("locking {}: {e}", path.display()))
+        }
+    }
 }
 
 impl FileFlash {

@@ -272,3 +272,65 @@ fn bad_images_are_refused_and_left_untouched() {
         "has a damaged header",
     );
 }
+
+/// Two `consume`s of one image at once, creating it and then resuming it: each time one
+/// runs and ends exact, the other is refused as in use (exit 1) and writes nothing.
+/// (Both used to exit 0 over one run, or end at 299,997 of 300,000.)
+#[test]
+fn one_image_is_written_by_one_process() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("shared.bin");
+    let bin = env!("CARGO_BIN_EXE_idem");
+    let spawn = || {
+        std::process::Command::new(bin)
+            .args([
+                "consume",
+                "ddia",
+                "--store",
+                "message-id",
+                "--pace-ms",
+                "10",
+            ])
+            .arg("--flash")
+            .arg(img.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    for round in ["creating", "resuming"] {
+        if round == "resuming" {
+            // Cut the first run short so the second round resumes mid-stream.
+            let _ = std::fs::remove_file(img.path());
+            let mut first = spawn();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            first.kill().unwrap();
+            first.wait().unwrap();
+        }
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let ok = outs.iter().filter(|o| o.status.success()).count();
+        let refused: Vec<_> = outs
+            .iter()
+            .filter(|o| o.status.code() == Some(1))
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .collect();
+        assert_eq!((ok, refused.len()), (1, 1), "{round}: {outs:?}");
+        assert!(
+            refused[0].contains("is in use by another idem process"),
+            "{round}: {}",
+            refused[0]
+        );
+        let v = json(idem().args(["status", "--json", "--flash"]).arg(img.path()));
+        assert_eq!(
+            (v["next_offset"].as_u64(), v["total"].as_i64()),
+            (Some(100), Some(100)),
+            "{round}"
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers, ["shared.bin"], "no temporary files left");
+}

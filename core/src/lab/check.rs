@@ -62,6 +62,9 @@ pub struct BitSet<const WORDS: usize> {
 }
 
 impl<const WORDS: usize> BitSet<WORDS> {
+    /// How many offsets (`0..CAPACITY`) the set follows.
+    pub const CAPACITY: u64 = 64 * WORDS as u64;
+
     /// An empty set.
     pub const fn new() -> Self {
         Self { words: [0; WORDS] }
@@ -76,7 +79,7 @@ impl<const WORDS: usize> Default for BitSet<WORDS> {
 
 impl<const WORDS: usize> AppliedSet for BitSet<WORDS> {
     fn insert(&mut self, offset: Offset) -> Result<bool, CheckError> {
-        let capacity = 64 * WORDS as u64;
+        let capacity = Self::CAPACITY;
         let word = self
             .words
             .get_mut((offset / 64) as usize)

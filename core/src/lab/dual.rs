@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::log::{Event, Offset};
 use crate::persist::{EachEffect, Pair};
-use crate::store::{Naive, Outcome, Store, StoreError};
+use crate::store::{Naive, Outcome, Store, StoreError, add_amount};
 
 /// How many payers the index holds.
 pub const PAYERS: usize = 4;
@@ -43,9 +43,9 @@ pub type Index = heapless::Vec<(u32, i64), PAYERS>;
 
 const INDEX_MAX: usize = 1 + PAYERS * (u32::POSTCARD_MAX_SIZE + i64::POSTCARD_MAX_SIZE);
 
-fn add(index: &mut Index, payer: u32, amount: i64) -> Result<(), StoreError> {
+fn add(index: &mut Index, payer: u32, amount: i64, offset: Offset) -> Result<(), StoreError> {
     match index.iter_mut().find(|(p, _)| *p == payer) {
-        Some((_, v)) => *v = v.wrapping_add(amount),
+        Some((_, v)) => *v = add_amount(*v, amount, offset)?,
         None => index
             .push((payer, amount))
             .map_err(|_| StoreError::Payers { capacity: PAYERS })?,
@@ -54,7 +54,8 @@ fn add(index: &mut Index, payer: u32, amount: i64) -> Result<(), StoreError> {
 }
 
 fn sum(index: &Index) -> i64 {
-    index.iter().fold(0, |s, (_, v)| s.wrapping_add(*v))
+    // The total sink adds the same amounts with checked arithmetic and stops first.
+    index.iter().fold(0, |s, (_, v)| s.saturating_add(*v))
 }
 
 /// The index view alone, a plain per-payer sum with no memory of what it applied.
@@ -83,6 +84,7 @@ impl Store for PayerIndex {
             &mut state.index,
             event.message.producer,
             event.message.amount,
+            event.offset,
         )?;
         Ok(Outcome::Applied)
     }
@@ -118,7 +120,7 @@ impl Store for StampedViews {
     fn apply(&self, state: &mut ViewsState, event: &Event) -> Result<Outcome, StoreError> {
         let outcome = DerivedTotal.apply(&mut state.indexed, event)?;
         if outcome == Outcome::Applied {
-            state.total = state.total.wrapping_add(event.message.amount);
+            state.total = add_amount(state.total, event.message.amount, event.offset)?;
         }
         Ok(outcome)
     }
@@ -163,6 +165,7 @@ impl Store for DerivedTotal {
             &mut state.index,
             event.message.producer,
             event.message.amount,
+            event.offset,
         )?;
         state.stamp = Some(event.offset);
         Ok(Outcome::Applied)

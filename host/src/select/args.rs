@@ -106,7 +106,7 @@ impl ScenarioKind {
 /// Scenario options shared by the commands that run one.
 #[derive(Debug, Clone, Args)]
 pub struct ScenarioArgs {
-    /// Number of +1 events (ddia only) [default: 100]
+    /// Number of +1 events (ddia only, at most 1048576) [default: 100]
     #[arg(long)]
     pub events: Option<u64>,
     /// Commit the consumer position every K events (at least 1) [default: 10]
@@ -188,7 +188,7 @@ impl Default for ScenarioArgs {
 /// its crashes (`consume`, `chaos`, `sweep`).
 #[derive(Debug, Clone, Args)]
 pub struct WorkloadArgs {
-    /// Number of +1 events (ddia only) [default: 100]
+    /// Number of +1 events (ddia only, at most 1048576) [default: 100]
     #[arg(long)]
     pub events: Option<u64>,
     /// Commit the consumer position every K events (at least 1) [default: 10]

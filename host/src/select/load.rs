@@ -72,6 +72,10 @@ impl Loaded {
     }
 }
 
+/// The most events a generated log may have: the checker's capacity (one bit per offset),
+/// which also keeps a sweep's snapshots (about 120 bytes per event) well inside 2 GiB.
+pub const MAX_EVENTS: u64 = idem_core::lab::sim::DefaultApplied::CAPACITY;
+
 /// Builds the scenario the user asked for; impossible choices are usage errors.
 pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {
     if a.events.is_some() && kind != Some(ScenarioKind::Ddia) {
@@ -86,6 +90,11 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
         }
         (Some(ScenarioKind::Ddia), None) => {
             let events = a.events.unwrap_or(ddia::EVENTS);
+            if events > MAX_EVENTS {
+                return Err(usage(format!(
+                    "--events {events}: idem runs logs of up to {MAX_EVENTS} events (the checker follows each one)"
+                )));
+            }
             let base = scenario::ddia(events, ddia::CHECKPOINT_EVERY, None)
                 .map_err(|e| usage(e.to_string()))?;
             let default = [CrashPoint::after_effect(ddia::CRASH_AFTER)];
