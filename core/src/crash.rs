@@ -227,6 +227,8 @@ pub enum ParseCrashError {
     Kind,
     /// The number (or the occurrence) is missing or not a number.
     Number,
+    /// The number (or the occurrence) is too large for its type.
+    TooLarge,
     /// Occurrence 0, or an occurrence on torn/erase, or torn/erase 0.
     Occurrence,
 }
@@ -239,6 +241,9 @@ impl fmt::Display for ParseCrashError {
                 "a crash point is one of deliver, between, effect, prepare, commit, torn, erase"
             }
             Self::Number => "a crash point needs a number after `:` (and after `#`)",
+            Self::TooLarge => {
+                "a crash point's offset is at most 18446744073709551615, its occurrence at most 4294967295"
+            }
             Self::Occurrence => {
                 "occurrences count from #1, torn and erase count from 1 and take no #"
             }
@@ -257,14 +262,15 @@ impl FromStr for CrashPoint {
             .strip_prefix("crash@")
             .ok_or(ParseCrashError::Prefix)?;
         let (kind, num) = rest.split_once(':').ok_or(ParseCrashError::Number)?;
+        let number = |e: core::num::ParseIntError| match e.kind() {
+            core::num::IntErrorKind::PosOverflow => ParseCrashError::TooLarge,
+            _ => ParseCrashError::Number,
+        };
         let (num, occurrence) = match num.split_once('#') {
-            Some((n, occ)) => (
-                n,
-                Some(occ.parse::<u32>().map_err(|_| ParseCrashError::Number)?),
-            ),
+            Some((n, occ)) => (n, Some(occ.parse::<u32>().map_err(number)?)),
             None => (num, None),
         };
-        let n: u64 = num.parse().map_err(|_| ParseCrashError::Number)?;
+        let n: u64 = num.parse().map_err(number)?;
         let at = match kind {
             "deliver" => At::Deliver(n),
             "between" => At::Between(n),
@@ -292,9 +298,19 @@ impl FromStr for CrashPoint {
 /// More points than `out` holds is [`ScheduleError::TooMany`].
 pub fn parse_schedule(s: &str, out: &mut [CrashPoint]) -> Result<usize, ScheduleError> {
     let (mut n, capacity) = (0, out.len());
-    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+    if s.trim().is_empty() {
+        return Err(ScheduleError::Empty);
+    }
+    for (i, part) in s.split(',').enumerate() {
+        if part.trim().is_empty() {
+            return Err(ScheduleError::EmptyPart { index: i + 1 });
+        }
+        let point: CrashPoint = part.parse().map_err(ScheduleError::Point)?;
+        if out[..n].contains(&point) {
+            return Err(ScheduleError::Duplicate(point));
+        }
         let slot = out.get_mut(n).ok_or(ScheduleError::TooMany { capacity })?;
-        *slot = part.parse().map_err(ScheduleError::Point)?;
+        *slot = point;
         n += 1;
     }
     if n == 0 {
@@ -316,6 +332,13 @@ pub enum ScheduleError {
     },
     /// No point at all.
     Empty,
+    /// Nothing between two commas (or before or after one): point number `index`.
+    EmptyPart {
+        /// Which comma-separated part, from 1.
+        index: usize,
+    },
+    /// The same point twice: a crash happens once at a given point.
+    Duplicate(CrashPoint),
 }
 
 impl fmt::Display for ScheduleError {
@@ -326,6 +349,13 @@ impl fmt::Display for ScheduleError {
                 write!(f, "a schedule holds at most {capacity} crash points")
             }
             Self::Empty => f.write_str("a schedule needs at least one crash point"),
+            Self::EmptyPart { index } => {
+                write!(f, "part {index} of the schedule is empty (a stray comma?)")
+            }
+            Self::Duplicate(p) => write!(
+                f,
+                "{p} is in the schedule twice (a point happens once; `#N` names its Nth occurrence)"
+            ),
         }
     }
 }

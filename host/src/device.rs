@@ -2,6 +2,7 @@
 //! `chaos` share. The consumer and its rules are the core's; this module only opens
 //! the image, picks the scenario and store it was made for, and words the errors.
 
+use std::path::Path;
 use std::time::Duration;
 
 use idem_core::consumer::{Consumer, ConsumerError, Step};
@@ -23,21 +24,26 @@ pub fn layout(meta: &Meta) -> Layout {
     }
 }
 
-/// The scenario and store an image was made for.
-pub fn scenario_of(meta: &Meta) -> anyhow::Result<(Loaded, StoreKind)> {
+/// The scenario and store the image at `path` was made for.
+pub fn scenario_of(meta: &Meta, path: &Path) -> anyhow::Result<(Loaded, StoreKind)> {
+    let name = path.display();
     if let Some(topic) = meta.scenario.strip_prefix("kafka:") {
         return Err(usage(format!(
-            "the image holds `idem kafka consume` state for topic {topic}: rerun that command (with --json) to see it"
+            "{name} holds `idem kafka consume` state for topic {topic}: rerun that command (with --json) to see it"
         )));
     }
     let kind = ScenarioKind::from_name(&meta.scenario).ok_or_else(|| {
         usage(format!(
-            "the image names an unknown scenario {:?}",
+            "{name} names an unknown scenario {:?}; it was left untouched",
             meta.scenario
         ))
     })?;
-    let store = StoreKind::from_name(&meta.store)
-        .ok_or_else(|| usage(format!("the image names an unknown store {:?}", meta.store)))?;
+    let store = StoreKind::from_name(&meta.store).ok_or_else(|| {
+        usage(format!(
+            "{name} names an unknown store {:?}; it was left untouched",
+            meta.store
+        ))
+    })?;
     let args = ScenarioArgs {
         events: (kind == ScenarioKind::Ddia).then_some(meta.events),
         checkpoint_every: Some(meta.checkpoint_every),
@@ -48,14 +54,20 @@ pub fn scenario_of(meta: &Meta) -> anyhow::Result<(Loaded, StoreKind)> {
     Ok((select::load(Some(kind), &args)?, store))
 }
 
-/// The image header for a run of `loaded` with `store`.
+/// The image header for a run of `loaded` with `store`. The window is recorded for the
+/// message-id store only (0 for the others, which have none), so a rerun that passes
+/// another `--window` to a store without one is not refused.
 pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
     Meta {
         scenario: loaded.name().into(),
         store: store.name().into(),
         events: loaded.events(),
         checkpoint_every: loaded.consumer().checkpoint_every.get(),
-        window,
+        window: if store == StoreKind::MessageId {
+            window
+        } else {
+            0
+        },
         pages: crate::image::PAGES,
     }
 }
@@ -142,7 +154,7 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
             })
         }
     }
-    let (loaded, store) = scenario_of(&image.meta)?;
+    let (loaded, store) = scenario_of(&image.meta, &image.path)?;
     let window = image.meta.window;
     select::dispatch(&loaded, store.into(), window, Run(image, pace))
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! 0..512     header: "IDEMFLSH", format version, page size, page count, the run it
 //!            belongs to (JSON: scenario, store, events, checkpoint interval, window),
-//!            and one erase counter per page
+//!            a CRC-32C of all that (at 380), and one erase counter per page (from 384)
 //! 512..      the flash: page count x page size bytes, as a chip would hold them
 //! ```
 //!
@@ -32,7 +32,11 @@ use crate::error::usage;
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
 const MAGIC: &[u8; 8] = b"IDEMFLSH";
-const VERSION: u32 = 1;
+/// Version 2: a header checksum, and journal records that carry what the recovery
+/// cross-check needs (images of version 1 hold records this idem does not read).
+const VERSION: u32 = 2;
+/// CRC-32C of the header's bytes before it (the erase counters after it change).
+const HEADER_CRC_AT: usize = 380;
 const META_AT: usize = 24;
 const META_MAX: usize = 320;
 const COUNTERS_AT: u64 = 384;
@@ -69,9 +73,14 @@ pub struct Meta {
 impl Meta {
     /// One line for messages: `the offset store of ddia (100 events, checkpoint every 10)`.
     pub fn describe(&self) -> String {
+        let window = if self.store == "message-id" {
+            format!(", window {}", self.window)
+        } else {
+            String::new()
+        };
         format!(
-            "the {} store of {} ({} events, checkpoint every {}, window {})",
-            self.store, self.scenario, self.events, self.checkpoint_every, self.window
+            "the {} store of {} ({} events, checkpoint every {}{window})",
+            self.store, self.scenario, self.events, self.checkpoint_every
         )
     }
 
@@ -180,6 +189,12 @@ impl Image {
                 word(8)
             )));
         }
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
+        if crc != word(HEADER_CRC_AT) {
+            return Err(usage(format!(
+                "{name} has a damaged header (its checksum does not match); it was left untouched"
+            )));
+        }
         let (page, pages) = (word(12), word(16));
         if page as usize != PAGE || !(2..=MAX_PAGES).contains(&pages) {
             return Err(usage(format!(
@@ -263,17 +278,54 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
     header[16..20].copy_from_slice(&meta.pages.to_le_bytes());
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let written = write_new(&tmp, &header, meta.pages as usize * PAGE)
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
+    header[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+    remove_stale_temporaries(path);
+    let tmp =
+        crate::cleanup::Temp::new(&path.with_extension(format!("tmp.{}", std::process::id())));
+    write_new(tmp.path(), &header, meta.pages as usize * PAGE)
         // Link, never rename: a link fails when the name exists, so of two processes
         // creating one image, one creates it and the other opens that one (and finds it
         // locked) instead of replacing the file under the first.
-        .and_then(|()| match std::fs::hard_link(&tmp, path) {
+        .and_then(|()| match std::fs::hard_link(tmp.path(), path) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
             _ => Ok(()),
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "creating flash image {}: {e}; nothing was created",
+                path.display()
+            )
+        })
+}
+
+/// Removes `NAME.tmp.PID` files beside `path` whose process is gone: what a SIGKILL
+/// during an earlier creation left (a signal that can be caught removes its own).
+fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.tmp.", stem.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let gone = pid.parse::<u32>().is_ok_and(|pid| {
+            pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
         });
-    let _ = std::fs::remove_file(&tmp);
-    written.map_err(|e| anyhow::anyhow!("creating flash image {}: {e}", path.display()))
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Writes a new file at `tmp`: `header`, then `flash` bytes of erased flash, synced.
@@ -343,7 +395,8 @@ impl NorFlash for FileFlash {
         for page in from / PAGE as u32..to / PAGE as u32 {
             self.file
                 .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
-            self.erases[page as usize] += 1;
+            // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
+            self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
             let count = self.erases[page as usize].to_le_bytes();
             self.file
                 .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;

@@ -3,6 +3,7 @@
 //! Every rule comes from `idem-core`; this binary parses arguments, loads event files,
 //! and renders reports for a person (text) or a machine (`--json`).
 
+mod cleanup;
 mod cmd;
 mod device;
 mod error;
@@ -52,6 +53,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    cleanup::install();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(c) => c.run(),
@@ -80,6 +82,8 @@ fn main() -> ExitCode {
             eprintln!("idem: {e:#}");
             if e.is::<error::Usage>() {
                 ExitCode::from(2)
+            } else if e.is::<cleanup::Interrupted>() {
+                ExitCode::from(cleanup::INTERRUPTED)
             } else {
                 ExitCode::from(1)
             }

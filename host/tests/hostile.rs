@@ -85,6 +85,60 @@ fn refused_up_front_with_one_sentence() {
             .stderr(predicate::str::contains("panicked").not());
     }
     image.assert(predicate::path::missing());
+    // A window the store cannot have is refused before the image is created.
+    idem()
+        .args([
+            "consume",
+            "ddia",
+            "--store",
+            "message-id",
+            "--window",
+            "0",
+            "--flash",
+        ])
+        .arg(image.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "a message-id window must hold 1 to 32 ids, not 0",
+        ));
+    image.assert(predicate::path::missing());
+    // What a SIGKILL during an earlier creation left is removed by the next one.
+    let stale = dir.child("new.tmp.4000000");
+    stale.write_str("half an image").unwrap();
+    idem()
+        .args(["consume", "ddia", "--store", "offset", "--flash"])
+        .arg(image.path())
+        .assert()
+        .success();
+    stale.assert(predicate::path::missing());
+    // `--window` is part of the run only for the message-id store: a rerun with another
+    // value resumes an offset image instead of refusing it.
+    idem()
+        .args([
+            "consume", "ddia", "--store", "offset", "--window", "5", "--flash",
+        ])
+        .arg(image.path())
+        .assert()
+        .success();
+}
+
+/// `monitor` on a device that is not a serial port, or a file that does not exist.
+#[test]
+fn monitor_names_what_it_cannot_read() {
+    for (source, message) in [
+        ("/dev/null", "/dev/null is a device but not a serial port"),
+        (
+            "/nonexistent/frames.bin",
+            "/nonexistent/frames.bin does not exist",
+        ),
+    ] {
+        idem()
+            .args(["monitor", source])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
 }
 
 /// A dangling symbolic link given as `--flash` is refused, not replaced by a new file.
@@ -107,4 +161,223 @@ fn a_dangling_symlink_is_not_replaced() {
             .file_type()
             .is_symlink()
     );
+}
+
+/// Crash schedules: each mistake gets its own sentence, and a long one is not echoed
+/// whole.
+#[test]
+fn schedule_mistakes_are_named() {
+    let long = "x".repeat(100_000);
+    let rows: [(&str, &str); 6] = [
+        (
+            "crash@effect:99999999999999999999999",
+            "a crash point's offset is at most 18446744073709551615",
+        ),
+        (
+            "crash@commit:0",
+            "the crash point crash@commit:0 never happened in this run: commits and prepares come after offsets 9, 19, 29, ... (a checkpoint every 10) and after the last, 99",
+        ),
+        (
+            "crash@effect:3,crash@effect:3",
+            "crash@effect:3 is in the schedule twice",
+        ),
+        (
+            "crash@effect:3,,crash@effect:4",
+            "part 2 of the schedule is empty (a stray comma?)",
+        ),
+        (
+            "crash@effect:2#5,crash@effect:7",
+            "1 of the 2 crash points in the schedule never happened in this run: the run ended first",
+        ),
+        (
+            &long,
+            "... (100000 characters): a crash point starts with `crash@`",
+        ),
+    ];
+    for (schedule, message) in rows {
+        let out = idem()
+            .args(["run", "ddia", "--store", "naive", "--schedule", schedule])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(message), "{schedule:.40}: {err}");
+        assert!(err.len() < 400, "a short sentence: {err:.400}");
+    }
+    // `plot` refuses what `run` refuses, and writes nothing.
+    let dir = assert_fs::TempDir::new().unwrap();
+    let svg = dir.child("p.svg");
+    idem()
+        .args([
+            "plot",
+            "ddia",
+            "--store",
+            "naive",
+            "--schedule",
+            "crash@effect:2#5",
+            "--svg",
+        ])
+        .arg(svg.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("never happened in this run"));
+    svg.assert(predicate::path::missing());
+}
+
+/// `plot --svg` replaces the file whole (temporary file, rename) and leaves nothing else.
+#[test]
+fn plot_writes_its_file_atomically() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let svg = dir.child("p.svg");
+    svg.write_str("an older plot").unwrap();
+    idem()
+        .args(["plot", "ddia", "--store", "naive", "--svg"])
+        .arg(svg.path())
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(svg.path()).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["p.svg"]);
+}
+
+/// `chaos` checks what its consume runs would refuse before it starts one, and says it
+/// once (it used to print "idem: idem consume failed: idem: ...", exit 1).
+#[test]
+fn chaos_refuses_up_front() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let rows: [(Vec<String>, &str); 2] = [
+        (
+            ["chaos", "ddia", "--store", "message-id", "--window", "0"]
+                .map(String::from)
+                .to_vec(),
+            "idem: a message-id window must hold 1 to 32 ids, not 0\n",
+        ),
+        (
+            vec![
+                "chaos".into(),
+                "ddia".into(),
+                "--store".into(),
+                "offset".into(),
+                "--flash".into(),
+                dir.path()
+                    .join("no/such/folder/x.bin")
+                    .display()
+                    .to_string(),
+            ],
+            "the folder",
+        ),
+    ];
+    for (args, message) in rows {
+        idem()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message))
+            .stderr(predicate::str::contains("failed").not());
+    }
+}
+
+/// SIGTERM to `chaos` kills its consume child and removes its temporary image (exit
+/// 130); they used to be left running and on disk.
+#[test]
+fn a_signal_to_chaos_leaves_no_process_and_no_file() {
+    let chaos = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args([
+            "chaos",
+            "ddia",
+            "--store",
+            "naive",
+            "--kills",
+            "500",
+            "--pace-ms",
+            "20",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = chaos.id();
+    let image = std::env::temp_dir().join(format!("idem-chaos-{pid}-1.bin"));
+    // Wait (at most 10 s) for a consume child of this chaos.
+    let child = (0..1000).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        children_of(pid).into_iter().next()
+    });
+    let child = child.expect("chaos started a consume run");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = chaos.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted by a signal"));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{child}")).exists(),
+        "the consume child {child} is gone"
+    );
+    assert!(!image.exists(), "{} removed", image.display());
+}
+
+/// Processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A damaged image header (here one flipped bit in the page count, then in the events)
+/// is called damaged, not "truncated" or "another journal", and left untouched.
+#[test]
+fn a_damaged_image_header_is_called_damaged() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("h.bin");
+    idem()
+        .args(["consume", "ddia", "--store", "offset", "--flash"])
+        .arg(img.path())
+        .assert()
+        .success();
+    let good = std::fs::read(img.path()).unwrap();
+    let events = good
+        .windows(12)
+        .position(|w| w == b"\"events\":100")
+        .unwrap();
+    for at in [16, events + 10] {
+        let mut bytes = good.clone();
+        bytes[at] ^= 0x01;
+        std::fs::write(img.path(), &bytes).unwrap();
+        for cmd in [
+            &["status", "--flash"][..],
+            &["consume", "ddia", "--store", "offset", "--flash"],
+        ] {
+            idem()
+                .args(cmd)
+                .arg(img.path())
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(
+                    "has a damaged header (its checksum does not match); it was left untouched",
+                ));
+        }
+        assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
+    }
 }

@@ -225,7 +225,7 @@ fn bad_images_are_refused_and_left_untouched() {
     refused(
         img.path(),
         &other,
-        "holds the offset store of ddia (100 events, checkpoint every 10, window 32), not the naive store",
+        "holds the offset store of ddia (100 events, checkpoint every 10), not the naive store",
     );
     let longer = [
         "consume", "ddia", "--store", "offset", "--events", "200", "--flash",

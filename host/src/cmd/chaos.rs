@@ -15,6 +15,7 @@ use idem_core::lab::check::Verdict;
 use idem_core::lab::rng::SplitMix64;
 use serde_json::json;
 
+use crate::cleanup;
 use crate::device;
 use crate::error::usage;
 use crate::image::Image;
@@ -58,23 +59,36 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
+        // Everything a consume run would refuse is refused here, before any process.
+        select::check_window(self.store, self.workload.window)?;
         let (path, temporary) = match &self.flash {
-            Some(p) if p.exists() => {
+            Some(p) if std::fs::symlink_metadata(p).is_ok() => {
                 return Err(usage(format!(
                     "{} exists; chaos starts from a new image",
                     p.display()
                 )));
             }
-            Some(p) => (p.clone(), false),
+            Some(p) => {
+                let folder = p.parent().filter(|d| !d.as_os_str().is_empty());
+                if folder.is_some_and(|d| !d.is_dir()) {
+                    return Err(usage(format!(
+                        "{}: the folder {} does not exist",
+                        p.display(),
+                        folder.map_or_else(String::new, |d| d.display().to_string())
+                    )));
+                }
+                (p.clone(), None)
+            }
             None => {
                 let name = format!("idem-chaos-{}-{}.bin", std::process::id(), self.seed);
-                (std::env::temp_dir().join(name), true)
+                let path = std::env::temp_dir().join(name);
+                (path.clone(), Some(cleanup::Temp::new(&path)))
             }
         };
+        // SIGINT/SIGTERM/SIGHUP: kill the child, remove the temporary image, exit 130.
+        cleanup::defer_signals();
         let result = self.kill_loop(&loaded, &path);
-        if temporary {
-            let _ = std::fs::remove_file(&path);
-        }
+        drop(temporary);
         result
     }
 
@@ -115,6 +129,7 @@ impl Cmd {
                 if Instant::now() >= deadline {
                     break None;
                 }
+                interrupted(&mut child)?;
                 std::thread::sleep(Duration::from_millis(1));
             };
             match exited {
@@ -131,13 +146,17 @@ impl Cmd {
                 }
             }
         }
-        // One last run, unpaced and never killed, finishes the stream.
-        let last = self.consume(path, 0)?.wait_with_output()?;
-        if !last.status.success() {
-            anyhow::bail!(
-                "the last consume failed: {}",
-                String::from_utf8_lossy(&last.stderr).trim()
-            );
+        // One last run, unpaced and never killed (but for a signal), finishes the stream.
+        let mut last = self.consume(path, 0)?;
+        let status = loop {
+            if let Some(status) = last.try_wait()? {
+                break status;
+            }
+            interrupted(&mut last)?;
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if !status.success() {
+            return Err(failed(last));
         }
         let p = device::recover(&mut Image::open(path, false)?, None)?;
         let verdict = Verdict::of(p.total, p.true_total);
@@ -184,9 +203,33 @@ impl Cmd {
     }
 }
 
+/// A consume run that exited with an error: its own sentence, and its exit status's
+/// meaning (2: the input was refused).
 fn failed(child: Child) -> anyhow::Error {
-    let out = child
-        .wait_with_output()
-        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string());
-    anyhow::anyhow!("idem consume failed: {}", out.unwrap_or_default())
+    if cleanup::stop_requested() {
+        // The same signal reached the child (Ctrl-C signals the whole group).
+        return anyhow::Error::new(cleanup::Interrupted);
+    }
+    let (code, text) = child.wait_with_output().map_or((None, String::new()), |o| {
+        let text = String::from_utf8_lossy(&o.stderr).trim().to_string();
+        (o.status.code(), text)
+    });
+    let text = text.strip_prefix("idem: ").unwrap_or(&text).to_string();
+    let text = format!("a consume run failed: {text}");
+    if code == Some(2) {
+        usage(text)
+    } else {
+        anyhow::anyhow!(text)
+    }
+}
+
+/// When a signal asked idem to stop: kills `child` and returns the error that ends the
+/// run (exit 130; the temporary image is removed as the stack unwinds).
+fn interrupted(child: &mut Child) -> anyhow::Result<()> {
+    if !cleanup::stop_requested() {
+        return Ok(());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(anyhow::Error::new(cleanup::Interrupted))
 }

@@ -38,6 +38,7 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
+        select::check_window(self.store, self.workload.window)?;
         let meta = device::meta_for(&loaded, self.store, self.workload.window);
         let mut image = Image::open_or_create(&self.flash, &meta)?;
         let p = device::recover(&mut image, Some(Duration::from_millis(self.pace_ms)))?;

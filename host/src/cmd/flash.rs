@@ -40,7 +40,7 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let Action::Inspect { file } = self.action;
         let mut image = Image::open(&file, false)?;
-        let (_, store) = device::scenario_of(&image.meta)?;
+        let (_, store) = device::scenario_of(&image.meta, &image.path)?;
         let mut text = format!(
             "{}: {}\nimage: {} pages of {PAGE} bytes, erased {} times in all\n",
             file.display(),

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::error::usage;
 use anyhow::Context;
 use clap::Args;
 use idem_core::board::wire::{Decoder, Frame, Totals};
@@ -96,12 +97,22 @@ impl Cmd {
             return Ok(Box::new(std::io::stdin()));
         }
         let name = self.source.display().to_string();
-        let meta = std::fs::metadata(&self.source).with_context(|| format!("opening {name}"))?;
+        let meta = std::fs::metadata(&self.source).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                usage(format!("{name} does not exist"))
+            } else {
+                anyhow::anyhow!("opening {name}: {e}")
+            }
+        })?;
         if meta.file_type().is_char_device() {
             let port = serialport::new(name.as_str(), self.baud)
                 .timeout(Duration::from_secs(3600))
                 .open()
-                .with_context(|| format!("opening serial port {name}"))?;
+                .map_err(|e| {
+                    usage(format!(
+                        "{name} is a device but not a serial port ({e}); give the board's serial port, a file of frames, or - for standard input"
+                    ))
+                })?;
             Ok(port)
         } else {
             Ok(Box::new(

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 use idem_core::lab::sim::{Action, TraceStep};
 
@@ -53,11 +52,11 @@ impl Cmd {
         let mut series = Vec::new();
         for store in &self.store {
             let o = select::run(&loaded, *store, self.args.window, true)?;
+            select::ensure_every_crash_happened(&loaded, &o.report)?;
             series.push((*store, o.trace.unwrap_or_default(), o.report.final_total));
         }
         let svg = draw(&loaded, &series, &truth);
-        std::fs::write(&self.svg, svg)
-            .with_context(|| format!("writing {}", self.svg.display()))?;
+        crate::cleanup::write_atomically(&self.svg, svg.as_bytes())?;
         eprintln!("wrote {}", self.svg.display());
         Ok(ExitCode::SUCCESS)
     }

@@ -69,14 +69,7 @@ impl Cmd {
         };
         let loaded = select::load(self.scenario, &args)?;
         let o = select::run(&loaded, choice, self.args.window, self.trace)?;
-        if o.report.unfired > 0 {
-            let plan: Vec<String> = loaded.crashes().iter().map(ToString::to_string).collect();
-            return Err(crate::error::usage(format!(
-                "{} of the crash points {} were never reached: the run ended before them",
-                o.report.unfired,
-                plan.join(",")
-            )));
-        }
+        select::ensure_every_crash_happened(&loaded, &o.report)?;
         if self.json {
             writeln!(out, "{}", render::run_json(&loaded, choice, &o))?;
             out.flush()?;

@@ -52,6 +52,15 @@ pub trait StoreJob {
     fn call<S: Store + HostSinks>(self, store: S) -> anyhow::Result<Self::Out>;
 }
 
+/// Refuses (exit 2) a window the store `kind` cannot have; only the message-id store
+/// has one. Check this before any file is created.
+pub fn check_window(kind: StoreKind, window: usize) -> anyhow::Result<()> {
+    if kind == StoreKind::MessageId {
+        MessageIdWindow::<WINDOW_CAPACITY>::new(window).map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// Calls `job` with the store `kind` names (with `window` for the message-id store).
 pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow::Result<J::Out> {
     match kind {

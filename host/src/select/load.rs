@@ -150,7 +150,7 @@ fn configure<L: Log>(
         (Some(text), _, _) => {
             let mut points = [CrashPoint::after_effect(0); MAX_CRASHES];
             let n = parse_schedule(text, &mut points)
-                .map_err(|e| usage(format!("--schedule {text:?}: {e}")))?;
+                .map_err(|e| usage(format!("--schedule {}: {e}", quote_short(text))))?;
             points[..n].to_vec()
         }
         (None, true, _) => Vec::new(),
@@ -160,4 +160,16 @@ fn configure<L: Log>(
     Scenario::new(base.name, base.log, consumer)
         .with_crashes(&crashes)
         .map_err(|e| usage(e.to_string()))
+}
+
+/// `text` quoted for a message, cut to its first 60 characters.
+fn quote_short(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((cut, _)) => format!(
+            "{:?}... ({} characters)",
+            &text[..cut],
+            text.chars().count()
+        ),
+        None => format!("{text:?}"),
+    }
 }

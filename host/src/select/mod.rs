@@ -10,6 +10,6 @@ pub mod simulate;
 pub use args::{
     FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WorkloadArgs,
 };
-pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, dispatch, with_store};
+pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, check_window, dispatch, with_store};
 pub use load::{Loaded, load};
-pub use simulate::{Outcome, run};
+pub use simulate::{Outcome, ensure_every_crash_happened, run};

@@ -80,3 +80,37 @@ fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::
         trace: keep.then_some(trace),
     })
 }
+
+/// Refuses a run whose crash schedule did not all happen (exit 2): a planned crash that
+/// never came would make the run look as if it had survived it.
+pub fn ensure_every_crash_happened(loaded: &Loaded, report: &Report) -> anyhow::Result<()> {
+    if report.unfired == 0 {
+        return Ok(());
+    }
+    let plan = loaded.crashes();
+    let (n, of) = (report.unfired as usize, plan.len());
+    let mut text = if of == 1 {
+        format!("the crash point {} never happened in this run", plan[0])
+    } else {
+        format!("{n} of the {of} crash points in the schedule never happened in this run")
+    };
+    let k = loaded.consumer().checkpoint_every;
+    let events = loaded.events();
+    let off_batch = plan.iter().any(|p| {
+        matches!(p.at, idem_core::crash::At::Commit(o) | idem_core::crash::At::Prepare(o)
+            if !k.closes_batch(o, events))
+    });
+    if off_batch {
+        let k = k.get();
+        text.push_str(&format!(
+            ": commits and prepares come after offsets {}, {}, {}, ... (a checkpoint every {k}) and after the last, {}",
+            k - 1,
+            2 * k - 1,
+            3 * k - 1,
+            events.saturating_sub(1)
+        ));
+    } else {
+        text.push_str(": the run ended first");
+    }
+    Err(usage(text))
+}
