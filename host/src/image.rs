@@ -459,6 +459,15 @@ mod tests {
             1,
             "erase counts persist"
         );
+        // An erase counter saturates instead of wrapping to 0.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = COUNTERS_AT as usize + 4;
+        bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let mut image = Image::open(&path, true).unwrap();
+        image.flash.erase(1024, 2048).unwrap();
+        assert_eq!(image.flash.erase_counts()[1], u32::MAX);
+        drop(image);
         let other = Meta {
             store: "naive".into(),
             ..meta()

@@ -381,3 +381,78 @@ fn a_damaged_image_header_is_called_damaged() {
         assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
     }
 }
+
+/// An image whose header is intact (its checksum matches) but names a store or scenario
+/// this idem does not know: the file is named and left untouched.
+#[test]
+fn an_unknown_name_in_a_sound_header_names_the_file() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("u.bin");
+    idem()
+        .args(["consume", "ddia", "--store", "offset", "--flash"])
+        .arg(img.path())
+        .assert()
+        .success();
+    let good = std::fs::read(img.path()).unwrap();
+    for (from, to, what) in [
+        (
+            &b"\"offset\""[..],
+            &b"\"offsez\""[..],
+            "names an unknown store \"offsez\"",
+        ),
+        (
+            b"\"ddia\"",
+            b"\"ddix\"",
+            "names an unknown scenario \"ddix\"",
+        ),
+    ] {
+        let mut bytes = good.clone();
+        let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
+        bytes[at..at + to.len()].copy_from_slice(to);
+        // A sound header: the CRC-32C of its first 380 bytes, at 380.
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&bytes[..380]);
+        bytes[380..384].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(img.path(), &bytes).unwrap();
+        idem()
+            .args(["status", "--flash"])
+            .arg(img.path())
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "{} {what}; it was left untouched",
+                img.path().display()
+            )));
+        assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
+    }
+}
+
+/// `sweep --store` with a name it does not know lists every store; a rerun line that a
+/// dual-write sweep prints is a command `run` accepts.
+#[test]
+fn sweep_names_every_store_and_its_rerun_lines_run() {
+    idem()
+        .args(["sweep", "ddia", "--store", "nosuch"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "naive, offset, message-id, producer-seq, atomic, two-phase, all",
+        ));
+    let out = idem()
+        .args(["sweep", "dual-write", "--fix", "none"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("idem run "))
+        .expect("a rerun line");
+    let schedule = line.split('"').nth(1).unwrap();
+    assert_eq!(
+        line,
+        format!("dual-write --fix none --schedule \"{schedule}\"")
+    );
+    idem()
+        .args(["run", "dual-write", "--fix", "none", "--schedule", schedule])
+        .assert()
+        .success();
+}
