@@ -98,9 +98,10 @@ fn a_stream_that_ends_before_done_is_exit_1() {
         .stderr(predicate::str::contains(
             "the stream ended before the done frame (0 damaged or partial frames skipped)",
         ));
+    // A source that does not exist is bad input: exit 2, before anything is read.
     idem()
         .args(["monitor", "/nonexistent/tty"])
         .assert()
-        .code(1)
-        .stderr(predicate::str::contains("opening /nonexistent/tty"));
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent/tty does not exist"));
 }
