@@ -23,7 +23,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::persist::{Disagreement, Layout, Phase, Sinks};
+use crate::persist::{Disagreement, Layout, Phase, Resolution, Sinks};
 use crate::store::{Outcome, StoreError};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -310,6 +310,12 @@ impl<K: Sinks> Consumer<K> {
     /// The next offset this consumer will read.
     pub fn next_offset(&self) -> Offset {
         self.next
+    }
+
+    /// What recovery did with a record in doubt when this consumer was opened (a
+    /// two-phase store's prepared record: rolled forward or back).
+    pub fn resolution(&self) -> Option<Resolution> {
+        K::resolution(&self.durable)
     }
 
     /// Journal records appended since this consumer was opened (sink records and

@@ -167,6 +167,23 @@ pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
     S::TAG ^ layout.tag
 }
 
+/// What recovery did with a prepared (in-doubt) two-phase record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The consumer's journal held the decision: the prepared values were kept and the
+    /// consumer resumes at `next`.
+    RolledForward {
+        /// The next offset to read.
+        next: Offset,
+    },
+    /// No decision was written: the last committed values were kept and the consumer
+    /// resumes at `next`, replaying the batch.
+    RolledBack {
+        /// The next offset to read.
+        next: Offset,
+    },
+}
+
 /// How far a commit got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -237,6 +254,11 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
 
     /// Journal records appended since [`Persistence::open`].
     fn records_written(&self) -> u64;
+
+    /// What recovery did with a record in doubt, if it found one.
+    fn resolution(&self) -> Option<Resolution> {
+        None
+    }
 }
 
 fn open_positions<F: NorFlash>(
@@ -429,6 +451,8 @@ pub struct TwoPhase<S: Store> {
     positions: Journal<Position>,
     /// The commit whose prepared record is already written.
     prepared: Option<Offset>,
+    /// What recovery did with a prepared record it found.
+    resolved: Option<Resolution>,
 }
 
 impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
@@ -453,7 +477,8 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
                 decided,
             }));
         }
-        if let Some(target) = S::prepared(&state) {
+        let prepared = S::prepared(&state);
+        if let Some(target) = prepared {
             // The position journal holds the decision. The resolution stays in RAM:
             // until the next prepared record supersedes the one in doubt, every recovery
             // reads the same decision and resolves it the same way, so opening an image
@@ -461,11 +486,19 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
             S::resolve(&mut state, decided >= target);
         }
         let next = S::position(&state);
+        let resolved = prepared.map(|target| {
+            if decided >= target {
+                Resolution::RolledForward { next }
+            } else {
+                Resolution::RolledBack { next }
+            }
+        });
         Ok((
             Self {
                 sink,
                 positions,
                 prepared: None,
+                resolved,
             },
             state,
             next,
@@ -502,6 +535,10 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
 
     fn records_written(&self) -> u64 {
         self.sink.appended() + self.positions.appended()
+    }
+
+    fn resolution(&self) -> Option<Resolution> {
+        self.resolved
     }
 }
 
@@ -556,6 +593,11 @@ pub trait Sinks: Clone + Debug {
 
     /// Journal records appended since [`Sinks::open`].
     fn records_written(durable: &Self::Durable) -> u64;
+
+    /// What recovery did with a record in doubt ([`Persistence::resolution`]).
+    fn resolution(_durable: &Self::Durable) -> Option<Resolution> {
+        None
+    }
 
     /// The total the (first) sink shows.
     fn value(state: &Self::State) -> i64;
@@ -618,6 +660,10 @@ impl<S: Store> Sinks for S {
 
     fn records_written(durable: &S::Persist) -> u64 {
         durable.records_written()
+    }
+
+    fn resolution(durable: &S::Persist) -> Option<Resolution> {
+        durable.resolution()
     }
 
     fn value(state: &S::State) -> i64 {

@@ -31,7 +31,7 @@ fn decoding_seeded_streams() {
             match rng.range(0, 3) {
                 0 => {
                     let frame = Frame::Progress {
-                        offset: rng.next_u64() >> rng.range(0, 64),
+                        offset: rng.next_u64() >> rng.range(0, 63),
                         totals: Totals {
                             naive: rng.next_u64() as i64,
                             offset: rng.range(0, 200) as i64,
@@ -50,7 +50,7 @@ fn decoding_seeded_streams() {
                 _ => {
                     if !stream.is_empty() {
                         let at = rng.range(0, stream.len() as u64 - 1) as usize;
-                        stream[at] ^= 1 << rng.range(0, 8);
+                        stream[at] ^= 1 << rng.range(0, 7);
                     }
                 }
             }

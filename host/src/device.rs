@@ -9,7 +9,7 @@ use idem_core::consumer::{Consumer, ConsumerError, Step};
 use idem_core::journal::JournalError;
 use idem_core::lab::scenario::Scenario;
 use idem_core::lab::sim::SIM_LAYOUT;
-use idem_core::log::Log;
+use idem_core::log::{Log, Offset};
 use idem_core::persist::Layout;
 
 use crate::error::usage;
@@ -122,15 +122,37 @@ pub struct Progress {
 /// Recovers the consumer from `image` and, when `pace` is given, consumes to the end of
 /// the log, sleeping `pace` after each effect. Without `pace` it only reads.
 pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Progress> {
-    struct Run<'a>(&'a mut Image, Option<Duration>);
-    impl Job for Run<'_> {
+    drive(image, pace, None)
+}
+
+/// [`recover`], then consume to the end sleeping `pace` after each effect, calling
+/// `on_commit(next, total)` after each durable checkpoint.
+pub fn consume(
+    image: &mut Image,
+    pace: Duration,
+    on_commit: &mut dyn FnMut(Offset, i64),
+) -> anyhow::Result<Progress> {
+    drive(image, Some(pace), Some(on_commit))
+}
+
+fn drive(
+    image: &mut Image,
+    pace: Option<Duration>,
+    on_commit: Option<&mut dyn FnMut(Offset, i64)>,
+) -> anyhow::Result<Progress> {
+    struct Run<'a, 'f>(
+        &'a mut Image,
+        Option<Duration>,
+        Option<&'f mut dyn FnMut(Offset, i64)>,
+    );
+    impl Job for Run<'_, '_> {
         type Out = Progress;
         fn call<L: Log + Sync, S: HostSinks>(
             self,
             s: &Scenario<L>,
             store: S,
         ) -> anyhow::Result<Progress> {
-            let Run(image, pace) = self;
+            let Run(image, pace, mut on_commit) = self;
             let layout = layout(&image.meta);
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
                 .map_err(|e| consumer_error(image, e))?;
@@ -142,6 +164,11 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
                     {
                         Step::Done => break,
                         Step::Effect(..) if !pace.is_zero() => std::thread::sleep(pace),
+                        Step::Commit { next } => {
+                            if let Some(f) = on_commit.as_mut() {
+                                f(next, c.total());
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -156,7 +183,7 @@ pub fn recover(image: &mut Image, pace: Option<Duration>) -> anyhow::Result<Prog
     }
     let (loaded, store) = scenario_of(&image.meta, &image.path)?;
     let window = image.meta.window;
-    select::dispatch(&loaded, store.into(), window, Run(image, pace))
+    select::dispatch(&loaded, store.into(), window, Run(image, pace, on_commit))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use idem_core::consumer::covers_through;
 use idem_core::lab::check::{Anomalies, Verdict};
 use idem_core::lab::sim::{Action, FlashUse, Report, TraceStep};
 use idem_core::log::Offset;
+use idem_core::persist::Resolution;
 use serde_json::{Value, json};
 
 use crate::select::{Loaded, Outcome, SinkChoice};
@@ -30,6 +31,28 @@ pub fn ranges(offsets: &[Offset]) -> String {
         "none".into()
     } else {
         parts.join(", ")
+    }
+}
+
+/// Offsets for people, named as offsets and counted: `none`, `offset 1 (1 event)`,
+/// `offsets 40..49 (10 events)`.
+pub fn offsets_text(offsets: &[Offset]) -> String {
+    match offsets {
+        [] => "none".into(),
+        [o] => format!("offset {o} (1 event)"),
+        _ => format!("offsets {} ({} events)", ranges(offsets), offsets.len()),
+    }
+}
+
+/// What recovery did with a prepared two-phase record, for people.
+pub fn resolution_text(res: Resolution) -> String {
+    match res {
+        Resolution::RolledForward { next } => {
+            format!("prepared record found, position committed: rolled forward, resumes at {next}")
+        }
+        Resolution::RolledBack { next } => {
+            format!("prepared record found, position not committed: rolled back, resumes at {next}")
+        }
     }
 }
 
@@ -150,6 +173,13 @@ pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
         "applied": r.applied,
         "flash": flash_json(&r.flash),
     });
+    if let Some(res) = r.resolution {
+        let (name, next) = match res {
+            Resolution::RolledForward { next } => ("rolled-forward", next),
+            Resolution::RolledBack { next } => ("rolled-back", next),
+        };
+        v["recovery"] = json!({ "prepared_record": name, "resume_at": next });
+    }
     match choice {
         SinkChoice::Store(kind) => v["store"] = kind.name().into(),
         SinkChoice::Dual(fix) => {

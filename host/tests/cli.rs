@@ -370,3 +370,78 @@ fn matrix_shows_stores_against_faults() {
         .success()
         .stdout(predicate::str::contains("over 110 (+10)"));
 }
+
+/// Offsets are named as offsets, lost ones too, and two-phase recovery says what it did
+/// with a prepared record.
+#[test]
+fn runs_say_which_offsets_and_what_recovery_did() {
+    let text = |args: &[&str]| {
+        let out = idem().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let payments = text(&["run", "payments", "--store", "message-id"]);
+    assert!(
+        payments.contains("  skipped             offset 1 (1 event)\n"),
+        "{payments}"
+    );
+    let amo = text(&[
+        "run",
+        "ddia",
+        "--store",
+        "offset",
+        "--guarantee",
+        "at-most-once",
+        "--crash-after",
+        "45",
+    ]);
+    assert!(
+        amo.contains("  lost                offsets 46..49 (4 events), never applied\n"),
+        "{amo}"
+    );
+    let back = text(&[
+        "run",
+        "ddia",
+        "--store",
+        "two-phase",
+        "--schedule",
+        "crash@prepare:49",
+    ]);
+    assert!(
+        back.contains(
+            "  recovery            prepared record found, position not committed: rolled back, resumes at 40\n"
+        ),
+        "{back}"
+    );
+    assert!(back.contains("  redelivered         offsets 40..49 (10 events)\n"));
+    // A cut in the middle of the 29th word write lands between the decision and the
+    // committed record of the first checkpoint.
+    let forward = text(&[
+        "run",
+        "ddia",
+        "--store",
+        "two-phase",
+        "--schedule",
+        "crash@torn:29",
+    ]);
+    assert!(
+        forward.contains(
+            "  recovery            prepared record found, position committed: rolled forward, resumes at 10\n"
+        ),
+        "{forward}"
+    );
+    let v: Value = serde_json::from_str(&text(&[
+        "run",
+        "ddia",
+        "--store",
+        "two-phase",
+        "--schedule",
+        "crash@prepare:49",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        v["recovery"],
+        json!({"prepared_record": "rolled-back", "resume_at": 40})
+    );
+}

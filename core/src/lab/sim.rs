@@ -18,7 +18,7 @@ use crate::lab::check::{AppliedSet, BitSet, CheckError, Checker};
 use crate::lab::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use crate::lab::scenario::Scenario;
 use crate::log::{Log, Offset};
-use crate::persist::{Disagreement, Layout, Sinks};
+use crate::persist::{Disagreement, Layout, Resolution, Sinks};
 use crate::store::{Outcome, StoreError};
 
 pub use crate::lab::check::Anomalies;
@@ -146,6 +146,9 @@ pub struct Report {
     pub views: Option<(i64, i64)>,
     /// The two views as the last recovery that found them disagreeing read them.
     pub diverged_at_recovery: Option<(i64, i64)>,
+    /// What the last recovery did with a record in doubt (two-phase: rolled forward or
+    /// back); `None` when it found none.
+    pub resolution: Option<Resolution>,
 }
 
 impl Report {
@@ -302,6 +305,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
                 evicted: 0,
                 views: None,
                 diverged_at_recovery: None,
+                resolution: None,
             },
             done: false,
         };
@@ -372,6 +376,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
                 Err(e) => return Err(e.into()),
             }
         }
+        self.report.resolution = self.consumer.resolution();
         let log = self.log;
         let resume_at = self.consumer.resume_at();
         self.checker.recovered(resume_at, |o| log.canonical(o))?;

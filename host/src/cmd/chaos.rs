@@ -97,7 +97,9 @@ impl Cmd {
         cmd.arg("consume")
             .arg(self.scenario.name())
             .args(["--store", self.store.name()]);
-        cmd.arg("--flash")
+        // Quiet: its stderr is a pipe read only if it fails.
+        cmd.arg("--quiet")
+            .arg("--flash")
             .arg(path)
             .args(["--pace-ms", &pace_ms.to_string()])
             .args(self.workload.flags());

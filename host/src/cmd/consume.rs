@@ -10,6 +10,7 @@ use clap::Args;
 
 use crate::device;
 use crate::image::Image;
+use crate::render;
 use crate::select::{self, ScenarioKind, StoreKind, WorkloadArgs};
 
 /// Consume a scenario into a flash image, from its committed position to the end.
@@ -31,6 +32,9 @@ pub struct Cmd {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// No progress lines on stderr (one per checkpoint by default).
+    #[arg(long)]
+    quiet: bool,
 }
 
 impl Cmd {
@@ -41,7 +45,24 @@ impl Cmd {
         select::check_window(self.store, self.workload.window)?;
         let meta = device::meta_for(&loaded, self.store, self.workload.window);
         let mut image = Image::open_or_create(&self.flash, &meta)?;
-        let p = device::recover(&mut image, Some(Duration::from_millis(self.pace_ms)))?;
+        // One line per durable checkpoint on stderr, as it happens: something to watch
+        // (and to interrupt) while stdout keeps the one final report.
+        let events = loaded.events();
+        let quiet = self.quiet;
+        let mut progress = |next: u64, total: i64| {
+            if quiet {
+                return;
+            }
+            eprintln!(
+                "checkpoint: {} of {events}; total {total}",
+                render::position_text(next)
+            );
+        };
+        let p = device::consume(
+            &mut image,
+            Duration::from_millis(self.pace_ms),
+            &mut progress,
+        )?;
         let mut out = std::io::stdout().lock();
         if self.json {
             writeln!(

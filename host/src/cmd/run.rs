@@ -128,18 +128,30 @@ fn summary(
         .resume_at_crash
         .map_or("no crash".to_string(), render::position_text);
     writeln!(out, "  position at crash   {at_crash}")?;
+    if let Some(res) = r.resolution {
+        writeln!(
+            out,
+            "  recovery            {}",
+            render::resolution_text(res)
+        )?;
+    }
     writeln!(
         out,
-        "  redelivered         {} ({} events)",
-        render::ranges(&o.redelivered),
-        o.redelivered.len()
+        "  redelivered         {}",
+        render::offsets_text(&o.redelivered)
     )?;
     writeln!(
         out,
-        "  skipped             {} ({} events)",
-        render::ranges(&o.skipped),
-        o.skipped.len()
+        "  skipped             {}",
+        render::offsets_text(&o.skipped)
     )?;
+    if !o.lost.is_empty() {
+        writeln!(
+            out,
+            "  lost                {}, never applied",
+            render::offsets_text(&o.lost)
+        )?;
+    }
     writeln!(
         out,
         "  flash               {} records written, {} erases, {} bytes programmed",
