@@ -315,3 +315,48 @@ fn bad_input_for_the_new_options_is_exit_2() {
         refuses(args, msg);
     }
 }
+
+/// The README's matrix is the program's: every cell of its table (verdict and total)
+/// equals `idem matrix --json`'s, column by column.
+#[test]
+fn the_readme_matrix_is_idem_matrix() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let faults = [
+        "consumer-crash",
+        "producer-retry",
+        "producer-retry-idempotent",
+        "application-resend",
+        "zombie-producer",
+        "late-retry",
+    ];
+    let mut rows = 0;
+    for line in readme
+        .lines()
+        .skip_while(|l| !l.starts_with("| store | rule | consumer crash"))
+    {
+        let cells: Vec<&str> = line
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
+        if !line.starts_with("| ") || cells.len() != 8 || cells[0] == "store" {
+            if rows > 0 {
+                break;
+            }
+            continue;
+        }
+        for (fault, cell) in faults.iter().zip(&cells[2..]) {
+            let (verdict, total) = matrix_cell(&v, cells[0], fault);
+            assert_eq!(
+                *cell,
+                format!("{verdict} {total}"),
+                "{} / {fault}",
+                cells[0]
+            );
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, 6, "one README row per store");
+}
