@@ -53,6 +53,16 @@ impl Producer {
         }
     }
 
+    /// The producer id.
+    pub const fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The epoch of this instance.
+    pub const fn epoch(&self) -> u16 {
+        self.epoch
+    }
+
     /// The next message this producer would send: `id` and `amount` with the next
     /// sequence (taken now, as a send call does).
     pub fn message(&mut self, id: MessageId, amount: i64) -> Message {

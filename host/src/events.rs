@@ -71,7 +71,7 @@ fn parse_lines<'a>(
         };
         let landed = match mode {
             ProducerMode::Plain => plain.append(message),
-            ProducerMode::Idempotent => idempotent.append(message),
+            ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.append(message),
         };
         match landed {
             Ok(_) | Err(LogError::Duplicate { .. } | LogError::Fenced { .. }) => {}
@@ -86,7 +86,7 @@ fn parse_lines<'a>(
     }
     Ok(match mode {
         ProducerMode::Plain => plain,
-        ProducerMode::Idempotent => Box::new(idempotent.into_inner()),
+        ProducerMode::Idempotent | ProducerMode::Transactional => Box::new(idempotent.into_inner()),
     })
 }
 

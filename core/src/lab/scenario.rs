@@ -8,13 +8,14 @@
 //!   consumer crash (naive 13, offset-stamped 13, message-id 8).
 //! - [`resend`]: the application sends p17 twice (a new sequence each time), then p18:
 //!   only the message-id store is exact, even with an idempotent producer.
-//! - [`zombie`]: a producer instance stalls with a send unacknowledged, a restarted
-//!   instance (a new epoch) takes over, and the old one wakes up and retries.
+//! - [`zombie`]: a producer instance stalls with a send in flight, a restarted instance
+//!   takes over and sends the same payment again, and the old send lands late.
 //! - [`late_retry`]: a retry that lands 40 messages after its original: further back
 //!   than a message-id window of 32 remembers.
 //!
-//! The last four take a [`ProducerMode`]: a plain producer, or an idempotent one (the log
-//! refuses retries, gaps and zombies, [`crate::producer::IdempotentLog`]).
+//! The last four take a [`ProducerMode`]: a plain producer, Kafka's idempotent one (the
+//! log refuses retries and gaps per producer id, [`crate::producer::IdempotentLog`]), or
+//! its transactional one (a restart bumps the epoch, and the log fences the old one).
 //!
 //! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::lab::sim`] runs it.
 
@@ -29,14 +30,33 @@ pub const SMALL_LOG: usize = 64;
 /// How many producers the built-in scenarios' idempotent log remembers.
 pub const SCENARIO_PRODUCERS: usize = 4;
 
-/// How the built-in scenarios produce their log.
+/// How the built-in scenarios produce their log, as Kafka's producer settings have it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProducerMode {
     /// A plain log keeps whatever is sent, retries included.
     #[default]
     Plain,
-    /// Kafka's idempotent producer: the log refuses retries, gaps and zombies.
+    /// Kafka's idempotent producer (`enable.idempotence`): the log refuses a repeated
+    /// sequence (a retry) and a gap per producer id. A restarted instance gets a fresh
+    /// producer id, so nothing fences the instance it replaced: a zombie's sends land.
     Idempotent,
+    /// Kafka's transactional producer (`transactional.id`): as idempotent, and a restart
+    /// keeps the producer id and bumps its epoch, so the log fences every send of the
+    /// instance it replaced.
+    Transactional,
+}
+
+impl ProducerMode {
+    /// The instance that replaces `old` after a restart: a fresh producer id (`fresh`)
+    /// for an idempotent producer, the same id in the next epoch otherwise (the
+    /// transactional producer's fencing; a plain producer's application keeps its own
+    /// epoch, which the producer-seq store can read).
+    pub fn restart(self, old: &Producer, fresh: u32) -> Producer {
+        match self {
+            Self::Idempotent => Producer::new(fresh, 0),
+            Self::Plain | Self::Transactional => Producer::new(old.id(), old.epoch() + 1),
+        }
+    }
 }
 
 /// Sends with `send` into a log that `mode` chooses; what landed.
@@ -50,7 +70,7 @@ fn produce(
             send(&mut |m| retry_or_land(&mut log, m))?;
             Ok(log)
         }
-        ProducerMode::Idempotent => {
+        ProducerMode::Idempotent | ProducerMode::Transactional => {
             let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
             send(&mut |m| retry_or_land(&mut log, m))?;
             Ok(log.into_inner())
@@ -208,18 +228,21 @@ pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
     small("resend", log)
 }
 
-/// A zombie producer: instance A (epoch 0) sends p41 (5) and p42 (3) and stalls before
-/// p42's ack; a restarted instance B (epoch 1) sends p43 (4); then A wakes and retries
-/// p42. A plain log lands the retry; an idempotent log fences it (epoch 0 < 1).
+/// A zombie producer: instance A sends p41 (5), then p42 (3), whose send stalls in
+/// flight. A restarted instance B takes over, sends p42 again (it cannot know whether
+/// A's landed) and p43 (4). Then A's stalled p42 arrives. A plain log lands it (15); so
+/// does an idempotent producer's log, since B came back under a fresh producer id and
+/// A's send is the next in A's own sequence (15); a transactional producer's restart
+/// bumped the epoch, and the log fences A (12).
 pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut a = Producer::new(7, 0);
         land(a.message(MessageId::from_key(b"p41"), 5))?;
-        let p42 = a.message(MessageId::from_key(b"p42"), 3);
-        land(p42)?;
-        let mut b = Producer::new(7, 1);
+        let stalled = a.message(MessageId::from_key(b"p42"), 3);
+        let mut b = mode.restart(&a, 8);
+        land(b.message(MessageId::from_key(b"p42"), 3))?;
         land(b.message(MessageId::from_key(b"p43"), 4))?;
-        land(p42)?; // the zombie's late retry
+        land(stalled)?; // the zombie's send, late
         Ok(())
     });
     small("zombie", log)
@@ -335,8 +358,13 @@ mod tests {
         assert_eq!((z.log.len(), z.log.true_total()), (4, 12));
         assert_eq!(
             zombie(ProducerMode::Idempotent).unwrap().log.len(),
+            4,
+            "a fresh producer id: the zombie's send lands"
+        );
+        assert_eq!(
+            zombie(ProducerMode::Transactional).unwrap().log.len(),
             3,
-            "the zombie is fenced"
+            "a bumped epoch: the zombie is fenced"
         );
         let l = late_retry(ProducerMode::Plain).unwrap();
         assert_eq!(

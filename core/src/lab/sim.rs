@@ -654,7 +654,7 @@ mod tests {
 
     #[test]
     fn producer_faults_against_every_store() {
-        use crate::lab::scenario::ProducerMode::{Idempotent, Plain};
+        use crate::lab::scenario::ProducerMode::{Idempotent, Plain, Transactional};
         use crate::store::ProducerSeq;
         type Mid = MessageIdWindow<32>;
         type Seq = ProducerSeq<8>;
@@ -674,6 +674,7 @@ mod tests {
             [13, 13, 8, 8, 13, 13]
         );
         assert_eq!(totals(&scenario::payments(Idempotent).unwrap()), [8; 6]);
+        assert_eq!(totals(&scenario::payments(Transactional).unwrap()), [8; 6]);
         assert_eq!(
             totals(&scenario::resend(Plain).unwrap()),
             [13, 13, 8, 13, 13, 13]
@@ -686,7 +687,14 @@ mod tests {
             totals(&scenario::zombie(Plain).unwrap()),
             [15, 15, 12, 12, 15, 15]
         );
-        assert_eq!(totals(&scenario::zombie(Idempotent).unwrap()), [12; 6]);
+        // A restarted idempotent producer has a fresh producer id: nothing fences the
+        // zombie, whose p42 is the next in its own sequence. Only the message-id store
+        // sees the same payment twice. A transactional restart bumps the epoch: fenced.
+        assert_eq!(
+            totals(&scenario::zombie(Idempotent).unwrap()),
+            [15, 15, 12, 15, 15, 15]
+        );
+        assert_eq!(totals(&scenario::zombie(Transactional).unwrap()), [12; 6]);
         // The retry of r0 arrives 40 messages late: a 32-id window has evicted r0.
         assert_eq!(
             totals(&scenario::late_retry(Plain).unwrap()),

@@ -72,7 +72,7 @@ pub enum ScenarioKind {
     Payments,
     /// An application resend of p17 (a new sequence), then p18.
     Resend,
-    /// A stalled producer instance retries after a restarted one took over.
+    /// A stalled producer instance's send lands after a restarted one took over and sent it again.
     Zombie,
     /// A retry that lands 40 messages after its original.
     LateRetry,
@@ -130,7 +130,7 @@ pub struct ScenarioArgs {
     /// Commit the position after the effects (at-least-once) or before (at-most-once)
     #[arg(long, value_enum, default_value = "at-least-once")]
     pub guarantee: GuaranteeArg,
-    /// A plain producer, or an idempotent one (the log refuses retries, gaps, zombies)
+    /// The producer, as Kafka configures it: plain, idempotent (retries refused per producer id), or transactional (also fences a replaced instance)
     #[arg(long, value_enum, default_value = "plain")]
     pub producer: ProducerArg,
     /// The dual-write fix the run is for (set by the command; it picks the default crash).
@@ -152,8 +152,12 @@ pub enum GuaranteeArg {
 pub enum ProducerArg {
     /// A plain producer: its retries land twice.
     Plain,
-    /// Kafka's idempotent producer.
+    /// Kafka's idempotent producer: retries deduplicated per producer id; a restart
+    /// gets a fresh producer id, so a zombie instance is not fenced.
     Idempotent,
+    /// Kafka's transactional producer: as idempotent, and a restart bumps the epoch of
+    /// its transactional id, which fences the instance it replaced.
+    Transactional,
 }
 
 impl ProducerArg {
@@ -162,6 +166,7 @@ impl ProducerArg {
         match self {
             Self::Plain => ProducerMode::Plain,
             Self::Idempotent => ProducerMode::Idempotent,
+            Self::Transactional => ProducerMode::Transactional,
         }
     }
 }
