@@ -176,7 +176,7 @@ fn drive(
             Ok(Progress {
                 next_offset: c.next_offset(),
                 total: c.total(),
-                true_total: s.log.true_total(),
+                true_total: s.true_total(),
                 events: s.log.len(),
             })
         }

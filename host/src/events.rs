@@ -70,7 +70,8 @@ fn parse_lines<'a>(
             amount: l.amount,
         };
         let landed = match mode {
-            ProducerMode::Plain => plain.append(message),
+            // A file holds what landed: without retries that is a plain log.
+            ProducerMode::Plain | ProducerMode::NoRetry => plain.append(message),
             ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.append(message),
         };
         match landed {
@@ -85,7 +86,7 @@ fn parse_lines<'a>(
         }
     }
     Ok(match mode {
-        ProducerMode::Plain => plain,
+        ProducerMode::Plain | ProducerMode::NoRetry => plain,
         ProducerMode::Idempotent | ProducerMode::Transactional => Box::new(idempotent.into_inner()),
     })
 }

@@ -34,13 +34,26 @@ pub fn ranges(offsets: &[Offset]) -> String {
     }
 }
 
+/// `n` things, with the plural when `n` is not 1: `1 event`, `3 events`.
+pub fn count(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// Offsets for people, named as offsets and counted: `none`, `offset 1 (1 event)`,
 /// `offsets 40..49 (10 events)`.
 pub fn offsets_text(offsets: &[Offset]) -> String {
     match offsets {
         [] => "none".into(),
         [o] => format!("offset {o} (1 event)"),
-        _ => format!("offsets {} ({} events)", ranges(offsets), offsets.len()),
+        _ => format!(
+            "offsets {} ({})",
+            ranges(offsets),
+            count(offsets.len() as u64, "event")
+        ),
     }
 }
 
@@ -163,6 +176,7 @@ pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
         "redelivered": o.redelivered,
         "skipped": o.skipped,
         "lost": o.lost,
+        "lost_sends": loaded.lost_sends().names.iter().collect::<Vec<_>>(),
         "guarantee": match loaded.consumer().guarantee {
             idem_core::consumer::Guarantee::AtLeastOnce => "at-least-once",
             idem_core::consumer::Guarantee::AtMostOnce => "at-most-once",

@@ -85,6 +85,9 @@ fn producer_faults_against_every_store() {
     );
     assert_eq!(totals(&["zombie", "--producer", "transactional"]), [12; 6]);
     assert_eq!(totals(&["payments", "--producer", "transactional"]), [8; 6]);
+    // A producer that never retries: p17's send was lost, and no store can bring it
+    // back (at-most-once on the producer's side).
+    assert_eq!(totals(&["payments", "--producer", "no-retry"]), [3; 6]);
     assert_eq!(totals(&["late-retry"]), [41, 41, 41, 40, 41, 41]);
 }
 
@@ -366,4 +369,39 @@ fn the_readme_matrix_is_idem_matrix() {
         rows += 1;
     }
     assert_eq!(rows, 6, "one README row per store");
+}
+
+/// The producer's at-most-once: the send of p17 is lost and never retried, so the log
+/// holds p18 only; the truth is what the application sent (8), and the loss is named.
+#[test]
+fn a_producer_that_never_retries_loses_a_payment() {
+    let v = run(&["payments", "--store", "naive", "--producer", "no-retry"]);
+    assert_eq!(
+        (
+            v["events"].as_u64(),
+            v["final_total"].as_i64(),
+            v["true_total"].as_i64(),
+            v["verdict"].as_str()
+        ),
+        (Some(1), Some(3), Some(8), Some("under"))
+    );
+    assert_eq!(v["lost_sends"], serde_json::json!(["p17"]));
+    let out = idem()
+        .args([
+            "run",
+            "payments",
+            "--store",
+            "message-id",
+            "--producer",
+            "no-retry",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "  lost sends          p17 (5 in all): sent, lost before the log, never retried\n"
+        ),
+        "{text}"
+    );
 }

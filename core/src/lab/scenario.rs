@@ -44,6 +44,9 @@ pub enum ProducerMode {
     /// keeps the producer id and bumps its epoch, so the log fences every send of the
     /// instance it replaced.
     Transactional,
+    /// A producer that never retries (`retries=0`): at-most-once on the producer's side.
+    /// A send that is lost is simply gone; the application meant it all the same.
+    NoRetry,
 }
 
 impl ProducerMode {
@@ -54,7 +57,9 @@ impl ProducerMode {
     pub fn restart(self, old: &Producer, fresh: u32) -> Producer {
         match self {
             Self::Idempotent => Producer::new(fresh, 0),
-            Self::Plain | Self::Transactional => Producer::new(old.id(), old.epoch() + 1),
+            Self::Plain | Self::Transactional | Self::NoRetry => {
+                Producer::new(old.id(), old.epoch() + 1)
+            }
         }
     }
 }
@@ -65,7 +70,7 @@ fn produce(
     send: impl Fn(&mut dyn FnMut(Message) -> Result<Option<Offset>, LogError>) -> Result<(), LogError>,
 ) -> Result<VecLog<SMALL_LOG>, LogError> {
     match mode {
-        ProducerMode::Plain => {
+        ProducerMode::Plain | ProducerMode::NoRetry => {
             let mut log = VecLog::new();
             send(&mut |m| retry_or_land(&mut log, m))?;
             Ok(log)
@@ -98,6 +103,18 @@ pub struct Scenario<L> {
     pub consumer: ConsumerConfig,
     /// Where the device crashes.
     pub crashes: heapless::Vec<CrashPoint, MAX_CRASHES>,
+    /// Messages the application sent that never reached the log (a producer that does
+    /// not retry lost them): part of the truth, never of any total.
+    pub lost_sends: LostSends,
+}
+
+/// Sends lost before the log: their names and the sum of their amounts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LostSends {
+    /// The messages' names, as the lessons call them.
+    pub names: heapless::Vec<&'static str, 4>,
+    /// Their amounts, summed.
+    pub amount: i64,
 }
 
 /// An impossible scenario.
@@ -146,7 +163,14 @@ impl<L: Log> Scenario<L> {
             log,
             consumer,
             crashes: heapless::Vec::new(),
+            lost_sends: LostSends::default(),
         }
+    }
+
+    /// What the consumer should reach: what landed, each message once, plus what the
+    /// application sent that never landed.
+    pub fn true_total(&self) -> i64 {
+        self.log.true_total().saturating_add(self.lost_sends.amount)
     }
 
     /// Replaces the crash plan; offset points must name offsets the log has.
@@ -202,17 +226,27 @@ pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
 
 /// The lesson's payments: p17 (5) whose ack is lost and which the producer retries
 /// (same id, same sequence, a new offset), then p18 (3). No consumer crash. With an
-/// idempotent producer the retry never reaches the log.
+/// idempotent producer the retry never reaches the log. With a producer that never
+/// retries, p17's send itself is lost: the log holds p18 only, 3 against the 8 the
+/// application sent ([`Scenario::lost_sends`]).
 pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
         let p17 = p.message(MessageId::from_key(b"p17"), 5);
-        land(p17)?;
-        land(p17)?; // the retry after the lost ack
+        if mode != ProducerMode::NoRetry {
+            land(p17)?;
+            land(p17)?; // the retry after the lost ack
+        }
         land(p.message(MessageId::from_key(b"p18"), 3))?;
         Ok(())
     });
-    small("payments", log)
+    let mut s = small("payments", log)?;
+    if mode == ProducerMode::NoRetry {
+        // p17's send itself was lost, and this producer never retries.
+        let _ = s.lost_sends.names.push("p17"); // one name in an empty list of four
+        s.lost_sends.amount = 5;
+    }
+    Ok(s)
 }
 
 /// An application resend: the application sends p17 (5) again with a second send call
@@ -259,7 +293,9 @@ pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sce
             first.get_or_insert(m);
             land(m)?;
         }
-        if let Some(m) = first {
+        if let Some(m) = first
+            && mode != ProducerMode::NoRetry
+        {
             land(m)?;
         }
         Ok(())

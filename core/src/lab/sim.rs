@@ -290,7 +290,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
             high_water: None,
             checker: Checker::new(applied, K::BATCHED),
             report: Report {
-                true_total: scenario.log.true_total(),
+                true_total: scenario.true_total(),
                 final_total: 0,
                 resume_at_crash: None,
                 crashes: 0,

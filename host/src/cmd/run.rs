@@ -110,10 +110,10 @@ fn summary(
     let r = &o.report;
     writeln!(
         out,
-        "{} with the {} store: {} events, checkpoint every {}, {}",
+        "{} with the {} store: {}, checkpoint every {}, {}",
         loaded.name(),
         store.name(),
-        loaded.events(),
+        render::count(loaded.events(), "event"),
         loaded.consumer().checkpoint_every,
         crashes_text(loaded)
     )?;
@@ -124,6 +124,15 @@ fn summary(
         render::verdict_text(Verdict::of(r.final_total, r.true_total))
     )?;
     writeln!(out, "  true total          {}", r.true_total)?;
+    let lost = loaded.lost_sends();
+    if !lost.names.is_empty() {
+        writeln!(
+            out,
+            "  lost sends          {} ({} in all): sent, lost before the log, never retried",
+            lost.names.join(", "),
+            lost.amount
+        )?;
+    }
     let at_crash = r
         .resume_at_crash
         .map_or("no crash".to_string(), render::position_text);

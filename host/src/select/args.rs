@@ -158,6 +158,8 @@ pub enum ProducerArg {
     /// Kafka's transactional producer: as idempotent, and a restart bumps the epoch of
     /// its transactional id, which fences the instance it replaced.
     Transactional,
+    /// A producer that never retries: a send that is lost is gone (at-most-once).
+    NoRetry,
 }
 
 impl ProducerArg {
@@ -167,6 +169,7 @@ impl ProducerArg {
             Self::Plain => ProducerMode::Plain,
             Self::Idempotent => ProducerMode::Idempotent,
             Self::Transactional => ProducerMode::Transactional,
+            Self::NoRetry => ProducerMode::NoRetry,
         }
     }
 }

@@ -4,7 +4,7 @@
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
-use idem_core::lab::scenario::{self, SMALL_LOG, Scenario};
+use idem_core::lab::scenario::{self, LostSends, SMALL_LOG, Scenario};
 use idem_core::log::{GeneratedLog, Log, VecLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
@@ -59,6 +59,15 @@ impl Loaded {
             Self::Generated(s) => s.consumer,
             Self::Small(s) => s.consumer,
             Self::File(s) => s.consumer,
+        }
+    }
+
+    /// Sends the application made that never reached the log.
+    pub fn lost_sends(&self) -> &LostSends {
+        match self {
+            Self::Generated(s) => &s.lost_sends,
+            Self::Small(s) => &s.lost_sends,
+            Self::File(s) => &s.lost_sends,
         }
     }
 
@@ -157,9 +166,12 @@ fn configure<L: Log>(
         (None, false, Some(o)) => vec![CrashPoint::after_effect(o)],
         (None, false, None) => default.to_vec(),
     };
-    Scenario::new(base.name, base.log, consumer)
+    let lost_sends = base.lost_sends.clone();
+    let mut s = Scenario::new(base.name, base.log, consumer)
         .with_crashes(&crashes)
-        .map_err(|e| usage(e.to_string()))
+        .map_err(|e| usage(e.to_string()))?;
+    s.lost_sends = lost_sends;
+    Ok(s)
 }
 
 /// `text` quoted for a message, cut to its first 60 characters.
