@@ -292,6 +292,58 @@ impl Log for GeneratedLog {
     }
 }
 
+/// A gauge's readings: message `o` carries the reading `o + 1` (the running count of
+/// the DDIA workload, as a value rather than as +1), with id `o`. With `late` set, one
+/// more message follows the last: the reading of offset `late` delivered again (the same
+/// message, so the same id). The truth is the last reading, `events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GaugeLog {
+    /// Readings.
+    pub events: u64,
+    /// The offset whose reading arrives again after the last one.
+    pub late: Option<Offset>,
+}
+
+impl Log for GaugeLog {
+    fn len(&self) -> u64 {
+        self.events + u64::from(self.late.is_some_and(|l| l < self.events))
+    }
+
+    fn get(&self, offset: Offset) -> Option<Event> {
+        let of = match self.late {
+            Some(l) if offset == self.events && l < self.events => l,
+            _ if offset < self.events => offset,
+            _ => return None,
+        };
+        Some(Event {
+            offset,
+            message: Message {
+                id: MessageId(of),
+                producer: 0,
+                epoch: 0,
+                seq: of as u32,
+                amount: i64::try_from(of + 1).unwrap_or(i64::MAX),
+            },
+        })
+    }
+
+    /// The last reading among the first `end` events (a late old reading is not newer).
+    fn true_total_before(&self, end: Offset) -> i64 {
+        i64::try_from(end.min(self.events)).unwrap_or(i64::MAX)
+    }
+
+    fn ids_distinct(&self) -> bool {
+        self.late.is_none()
+    }
+
+    fn canonical(&self, offset: Offset) -> Offset {
+        match self.late {
+            Some(l) if offset == self.events => l,
+            _ => offset,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

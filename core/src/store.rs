@@ -108,6 +108,58 @@ impl Store for Naive {
     }
 }
 
+/// A gauge's state: the value it shows (none before the first reading).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct GaugeState {
+    /// The value; `None` before the first reading.
+    pub value: Option<i64>,
+}
+
+/// `value = reading`: naturally idempotent (applying a reading twice leaves the same
+/// value), so a replay is harmless with no stamp at all; but not commutative: an old
+/// reading that arrives late overwrites a newer one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Set;
+
+impl Store for Set {
+    type State = GaugeState;
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x5301_0007;
+
+    fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
+        state.value = Some(event.message.amount);
+        Ok(Outcome::Applied)
+    }
+
+    fn total(state: &GaugeState) -> i64 {
+        state.value.unwrap_or(0)
+    }
+}
+
+/// `value = max(value, reading)`: idempotent and commutative, so neither a replay nor a
+/// late old reading changes it (for a quantity that only grows, such as a count).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Max;
+
+impl Store for Max {
+    type State = GaugeState;
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x5301_0008;
+
+    fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
+        let reading = event.message.amount;
+        if state.value.is_some_and(|v| v >= reading) {
+            return Ok(Outcome::Skipped);
+        }
+        state.value = Some(reading);
+        Ok(Outcome::Applied)
+    }
+
+    fn total(state: &GaugeState) -> i64 {
+        state.value.unwrap_or(0)
+    }
+}
+
 /// Set-if-newer: remembers the highest offset applied and skips anything not newer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OffsetStamped;

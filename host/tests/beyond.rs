@@ -405,3 +405,51 @@ fn a_producer_that_never_retries_loses_a_payment() {
         "{text}"
     );
 }
+
+/// The DDIA boundary, a naturally idempotent operation: a gauge. `set` and `max` end
+/// exact under the consumer crash with no stamp at all; an old reading that arrives
+/// after the last sends `set` back to 60, while `max` stays at 100. The matrix prints
+/// the same as its second table.
+#[test]
+fn a_gauge_needs_no_stamp_until_a_reading_arrives_late() {
+    let total = |args: &[&str]| run(args)["final_total"].as_i64().unwrap();
+    assert_eq!(total(&["gauge", "--store", "set"]), 100);
+    assert_eq!(total(&["gauge", "--store", "max"]), 100);
+    assert_eq!(total(&["late-reading", "--store", "set"]), 60);
+    assert_eq!(total(&["late-reading", "--store", "max"]), 100);
+    let v = run(&["gauge", "--store", "set"]);
+    assert_eq!(
+        (
+            v["true_total"].as_i64(),
+            v["redelivered"].as_array().map(Vec::len)
+        ),
+        (Some(100), Some(10)),
+        "the replay of 40..49 happened and did no harm"
+    );
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells: Vec<(String, String, i64)> = m["gauges"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["cells"].as_array().unwrap().iter().map(move |c| {
+                (
+                    r["store"].as_str().unwrap().to_string(),
+                    c["verdict"].as_str().unwrap().to_string(),
+                    c["final_total"].as_i64().unwrap(),
+                )
+            })
+        })
+        .collect();
+    let expect = [
+        ("set", "exact", 100),
+        ("set", "under", 60),
+        ("max", "exact", 100),
+        ("max", "exact", 100),
+    ];
+    assert_eq!(
+        cells,
+        expect.map(|(s, v, t)| (s.to_string(), v.to_string(), t))
+    );
+}

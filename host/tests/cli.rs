@@ -313,7 +313,7 @@ fn impossible_input_is_one_sentence_and_exit_2() {
         ),
         (
             &["run", "payments", "--store", "naive", "--events", "3"],
-            "--events applies to the ddia scenario only",
+            "--events applies to the ddia and gauge scenarios only",
         ),
         (
             &["run", "payments", "--store", "message-id", "--window", "99"],

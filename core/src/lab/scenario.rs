@@ -21,7 +21,9 @@
 
 use crate::consumer::{CheckpointEvery, ConsumerConfig};
 use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::log::{AppendLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog};
+use crate::log::{
+    AppendLog, GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog,
+};
 use crate::producer::{Ack, IdempotentLog, Producer};
 
 /// Capacity of the logs the built-in small scenarios use.
@@ -209,6 +211,38 @@ pub fn ddia(
         Some(o) => s.with_crashes(&[CrashPoint::after_effect(o)]),
         None => Ok(s),
     }
+}
+
+/// The DDIA boundary, a naturally idempotent operation: a gauge whose event at offset i
+/// carries the reading i + 1, checkpoint every `checkpoint_every`, and optionally a crash
+/// after one offset. The truth is the last reading, `events`.
+pub fn gauge(
+    events: u64,
+    checkpoint_every: CheckpointEvery,
+    crash_after: Option<Offset>,
+) -> Result<Scenario<GaugeLog>, ScenarioError> {
+    let s = Scenario::new(
+        "gauge",
+        GaugeLog { events, late: None },
+        ConsumerConfig::every(checkpoint_every),
+    );
+    match crash_after {
+        Some(o) => s.with_crashes(&[CrashPoint::after_effect(o)]),
+        None => Ok(s),
+    }
+}
+
+/// The gauge's 100 readings, then the reading 60 (offset 59's message) delivered again
+/// after the last one, with no crash: `set` ends at 60, `max` stays at 100.
+pub fn late_reading() -> Result<Scenario<GaugeLog>, ScenarioError> {
+    Ok(Scenario::new(
+        "late-reading",
+        GaugeLog {
+            events: crate::ddia::EVENTS,
+            late: Some(59),
+        },
+        ConsumerConfig::every(crate::ddia::CHECKPOINT_EVERY),
+    ))
 }
 
 /// The lesson's worked example: amounts 5, 3, 4, a crash after handling offset 1 with

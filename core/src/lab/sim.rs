@@ -704,6 +704,33 @@ mod tests {
     }
 
     #[test]
+    fn a_gauge_is_naturally_idempotent_and_max_is_also_commutative() {
+        use crate::store::{Max, Set};
+        let crash = scenario::gauge(100, every(10), Some(49)).unwrap();
+        let late = scenario::late_reading().unwrap();
+        let set = run(&crash, Set, &mut Quiet).unwrap();
+        let max = run(&crash, Max, &mut Quiet).unwrap();
+        // The replay of 40..49 writes readings 41..50 again, then 51..100: no harm.
+        assert_eq!(
+            (set.final_total, max.final_total, set.true_total),
+            (100, 100, 100)
+        );
+        assert_eq!(set.redelivered, 10);
+        // An old reading (60) after the last: set goes back to it, max does not move.
+        let set = run(&late, Set, &mut Quiet).unwrap();
+        let max = run(&late, Max, &mut Quiet).unwrap();
+        assert_eq!(
+            (set.final_total, max.final_total, set.true_total),
+            (60, 100, 100)
+        );
+        // The naive store adds readings: a sum, not a gauge.
+        assert_eq!(
+            run(&crash, Naive, &mut Quiet).unwrap().final_total,
+            5050 + 455
+        );
+    }
+
+    #[test]
     fn trace_marks_the_crash_and_the_recovery() {
         let s = scenario::worked_example().unwrap();
         let mut totals = heapless::Vec::<(Action, i64), 32>::new();

@@ -358,12 +358,18 @@ impl Cmd {
                 return Err(usage("--fix applies to the dual-write scenario only"));
             }
             (false, None | Some("all"), None) => {
-                StoreKind::ALL.into_iter().map(SinkChoice::Store).collect()
+                // A gauge's readings are for the gauges; every other log for the stores
+                // that sum amounts.
+                let family: &[StoreKind] = match self.scenario {
+                    ScenarioKind::Gauge | ScenarioKind::LateReading => &StoreKind::GAUGES,
+                    _ => &StoreKind::ALL,
+                };
+                family.iter().copied().map(SinkChoice::Store).collect()
             }
             (false, Some(name), None) => vec![SinkChoice::Store(
                 StoreKind::from_name(name).ok_or_else(|| {
                     usage(format!(
-                        "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, all"
+                        "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max, all"
                     ))
                 })?,
             )],

@@ -25,12 +25,19 @@ pub enum StoreKind {
     Atomic,
     /// Two-phase commit of value and position at each checkpoint.
     TwoPhase,
+    /// A gauge: value = reading (naturally idempotent).
+    Set,
+    /// A gauge: value = the larger of value and reading (idempotent and commutative).
+    Max,
 }
 
 impl StoreKind {
     /// The store named `name` on the command line.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::GAUGES)
+            .find(|k| k.name() == name)
     }
 
     /// Whether the core holds this store to the true total under replay.
@@ -38,7 +45,10 @@ impl StoreKind {
         super::dispatch::idempotent(SinkChoice::Store(self))
     }
 
-    /// Every store, in table order.
+    /// The gauges, for a reading rather than an amount (the `gauge` scenario).
+    pub const GAUGES: [StoreKind; 2] = [Self::Set, Self::Max];
+
+    /// Every store that sums amounts, in table order (what `all` means).
     pub const ALL: [StoreKind; 6] = [
         Self::Naive,
         Self::Offset,
@@ -57,6 +67,8 @@ impl StoreKind {
             Self::ProducerSeq => "producer-seq",
             Self::Atomic => "atomic",
             Self::TwoPhase => "two-phase",
+            Self::Set => "set",
+            Self::Max => "max",
         }
     }
 }
@@ -78,6 +90,10 @@ pub enum ScenarioKind {
     LateRetry,
     /// One fact written to two views; a crash between the two writes (give --fix).
     DualWrite,
+    /// A gauge: reading i + 1 at offset i (the ddia count as a value), crash after 49.
+    Gauge,
+    /// The gauge's readings, then the reading 60 delivered again after the last.
+    LateReading,
 }
 
 impl ScenarioKind {
@@ -91,6 +107,8 @@ impl ScenarioKind {
             Self::Zombie => "zombie",
             Self::LateRetry => "late-retry",
             Self::DualWrite => "dual-write",
+            Self::Gauge => "gauge",
+            Self::LateReading => "late-reading",
         }
     }
 

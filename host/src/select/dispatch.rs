@@ -6,7 +6,7 @@ use idem_core::lab::scenario::Scenario;
 use idem_core::log::Log;
 use idem_core::persist::Sinks;
 use idem_core::store::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Store, TwoPhase,
+    Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, Store, TwoPhase,
 };
 
 use super::args::{FixArg, SinkChoice, StoreKind};
@@ -74,6 +74,8 @@ pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow
         StoreKind::ProducerSeq => job.call(ProducerSeq::<PRODUCER_CAPACITY>),
         StoreKind::Atomic => job.call(Atomic),
         StoreKind::TwoPhase => job.call(TwoPhase),
+        StoreKind::Set => job.call(Set),
+        StoreKind::Max => job.call(Max),
     }
 }
 
@@ -128,5 +130,6 @@ pub fn dispatch<J: Job>(
         Loaded::Generated(s) => with_sinks(choice, window, Bind(s, job)),
         Loaded::Small(s) => with_sinks(choice, window, Bind(s, job)),
         Loaded::File(s) => with_sinks(choice, window, Bind(s, job)),
+        Loaded::Gauge(s) => with_sinks(choice, window, Bind(s, job)),
     }
 }

@@ -5,7 +5,7 @@ use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
 use idem_core::lab::scenario::{self, LostSends, SMALL_LOG, Scenario};
-use idem_core::log::{GeneratedLog, Log, VecLog};
+use idem_core::log::{GaugeLog, GeneratedLog, Log, VecLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
 use crate::error::usage;
@@ -19,6 +19,8 @@ pub enum Loaded {
     Small(Box<Scenario<VecLog<SMALL_LOG>>>),
     /// The user's log file.
     File(Box<Scenario<FileLog>>),
+    /// A gauge's readings.
+    Gauge(Box<Scenario<GaugeLog>>),
 }
 
 impl Loaded {
@@ -28,6 +30,7 @@ impl Loaded {
             Self::Generated(s) => s.name,
             Self::Small(s) => s.name,
             Self::File(s) => s.name,
+            Self::Gauge(s) => s.name,
         }
     }
 
@@ -37,6 +40,7 @@ impl Loaded {
             Self::Generated(s) => s.log.len(),
             Self::Small(s) => s.log.len(),
             Self::File(s) => s.log.len(),
+            Self::Gauge(s) => s.log.len(),
         }
     }
 
@@ -50,6 +54,7 @@ impl Loaded {
             Self::Generated(s) => prefix(&s.log),
             Self::Small(s) => prefix(&s.log),
             Self::File(s) => prefix(&s.log),
+            Self::Gauge(s) => prefix(&s.log),
         }
     }
 
@@ -59,6 +64,7 @@ impl Loaded {
             Self::Generated(s) => s.consumer,
             Self::Small(s) => s.consumer,
             Self::File(s) => s.consumer,
+            Self::Gauge(s) => s.consumer,
         }
     }
 
@@ -68,6 +74,7 @@ impl Loaded {
             Self::Generated(s) => &s.lost_sends,
             Self::Small(s) => &s.lost_sends,
             Self::File(s) => &s.lost_sends,
+            Self::Gauge(s) => &s.lost_sends,
         }
     }
 
@@ -77,6 +84,7 @@ impl Loaded {
             Self::Generated(s) => &s.crashes,
             Self::Small(s) => &s.crashes,
             Self::File(s) => &s.crashes,
+            Self::Gauge(s) => &s.crashes,
         }
     }
 }
@@ -87,27 +95,37 @@ pub const MAX_EVENTS: u64 = idem_core::lab::sim::DefaultApplied::CAPACITY;
 
 /// Builds the scenario the user asked for; impossible choices are usage errors.
 pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {
-    if a.events.is_some() && kind != Some(ScenarioKind::Ddia) {
-        return Err(usage("--events applies to the ddia scenario only"));
+    if a.events.is_some() && !matches!(kind, Some(ScenarioKind::Ddia | ScenarioKind::Gauge)) {
+        return Err(usage(
+            "--events applies to the ddia and gauge scenarios only",
+        ));
     }
     Ok(match (kind, &a.log) {
         (Some(_), Some(_)) => return Err(usage("give either a scenario or --log FILE, not both")),
         (None, None) => {
             return Err(usage(
-                "name a scenario (ddia, worked-example, payments, resend, zombie, late-retry, dual-write) or give --log FILE",
+                "name a scenario (ddia, worked-example, payments, resend, zombie, late-retry, dual-write, gauge, late-reading) or give --log FILE",
             ));
         }
         (Some(ScenarioKind::Ddia), None) => {
             let events = a.events.unwrap_or(ddia::EVENTS);
-            if events > MAX_EVENTS {
-                return Err(usage(format!(
-                    "--events {events}: idem runs logs of up to {MAX_EVENTS} events (the checker follows each one)"
-                )));
-            }
+            check_events(events)?;
             let base = scenario::ddia(events, ddia::CHECKPOINT_EVERY, None)
                 .map_err(|e| usage(e.to_string()))?;
             let default = [CrashPoint::after_effect(ddia::CRASH_AFTER)];
             Loaded::Generated(Box::new(configure(base, &default, a)?))
+        }
+        (Some(ScenarioKind::Gauge), None) => {
+            let events = a.events.unwrap_or(ddia::EVENTS);
+            check_events(events)?;
+            let base = scenario::gauge(events, ddia::CHECKPOINT_EVERY, None)
+                .map_err(|e| usage(e.to_string()))?;
+            let default = [CrashPoint::after_effect(ddia::CRASH_AFTER)];
+            Loaded::Gauge(Box::new(configure(base, &default, a)?))
+        }
+        (Some(ScenarioKind::LateReading), None) => {
+            let base = scenario::late_reading().map_err(|e| usage(e.to_string()))?;
+            Loaded::Gauge(Box::new(configure(base, &[], a)?))
         }
         (Some(ScenarioKind::WorkedExample), None) => {
             let base = scenario::worked_example().map_err(|e| usage(e.to_string()))?;
@@ -122,7 +140,10 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 ScenarioKind::Zombie => scenario::zombie(mode),
                 ScenarioKind::LateRetry => scenario::late_retry(mode),
                 ScenarioKind::DualWrite => scenario::dual_write(),
-                ScenarioKind::Ddia | ScenarioKind::WorkedExample => scenario::worked_example(),
+                ScenarioKind::Ddia
+                | ScenarioKind::WorkedExample
+                | ScenarioKind::Gauge
+                | ScenarioKind::LateReading => scenario::worked_example(),
             }
             .map_err(|e| usage(e.to_string()))?;
             let default = match (kind, a.fix) {
@@ -137,6 +158,16 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
             Loaded::File(Box::new(configure(base, &[], a)?))
         }
     })
+}
+
+/// Refuses a generated log longer than [`MAX_EVENTS`].
+fn check_events(events: u64) -> anyhow::Result<()> {
+    if events > MAX_EVENTS {
+        return Err(usage(format!(
+            "--events {events}: idem runs logs of up to {MAX_EVENTS} events (the checker follows each one)"
+        )));
+    }
+    Ok(())
 }
 
 /// Applies the user's checkpoint interval and crash choice to `base`; `default` is the
