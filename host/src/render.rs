@@ -2,6 +2,7 @@
 
 use idem_core::consumer::covers_through;
 use idem_core::lab::check::{Anomalies, Verdict};
+use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
 use idem_core::lab::sim::{Action, FlashUse, Report, TraceStep};
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
@@ -96,15 +97,19 @@ pub fn action_name(action: Action) -> String {
 
 /// One trace step as a text line: step, offset, action, total, and where a restart
 /// would resume.
-pub fn trace_line(t: &TraceStep) -> String {
+pub fn trace_line(t: &TraceStep, producer: &[ProducerStep]) -> String {
     let offset = t.offset.map_or("-".into(), |o| o.to_string());
     let marker = match t.action {
         Action::Crash(_) => "  *** CRASH: RAM lost, flash kept ***".to_string(),
         Action::Recover => format!("  recovered from flash: {}", position_text(t.resume_at)),
         _ => String::new(),
     };
+    let message = t
+        .offset
+        .and_then(|o| message_name(producer, o))
+        .unwrap_or_default();
     format!(
-        "{:>6}  {:>7}  {:<18} {:>7}  {:>9}{marker}",
+        "{:>6}  {:>7}  {message:<7}  {:<18} {:>7}  {:>9}{marker}",
         t.index,
         offset,
         action_name(t.action),
@@ -114,17 +119,86 @@ pub fn trace_line(t: &TraceStep) -> String {
 }
 
 /// The header of [`trace_line`]'s columns.
-pub const TRACE_HEADER: &str = "  step   offset  action               total  resume at";
+pub const TRACE_HEADER: &str = "  step   offset  message  action               total  resume at";
 
-/// One trace step as JSON.
-pub fn trace_json(t: &TraceStep) -> Value {
+/// One trace step as JSON (`message`: the name of the message at its offset, when the
+/// scenario names its messages).
+pub fn trace_json(t: &TraceStep, producer: &[ProducerStep]) -> Value {
     json!({
         "step": t.index,
         "offset": t.offset,
+        "message": t.offset.and_then(|o| message_name(producer, o)),
         "action": action_name(t.action),
         "total": t.total,
         "resume_at": t.resume_at,
     })
+}
+
+/// The name of the message that landed at `offset`, from the producer side.
+pub fn message_name(producer: &[ProducerStep], offset: Offset) -> Option<String> {
+    producer
+        .iter()
+        .find(|p| p.landed == Landed::At(offset))
+        .map(|p| p.name.to_string())
+}
+
+/// One send of the producer side for people: `send p17 (5) -> offset 0`, `ack lost;
+/// retry p17 -> offset 1`, `... refused by the log: ...`.
+pub fn producer_line(p: &ProducerStep) -> String {
+    let m = &p.message;
+    let what = match p.kind {
+        SendKind::Send => format!("send {} ({})", p.name, m.amount),
+        SendKind::Retry => format!("ack lost; retry {}", p.name),
+        SendKind::Resend => format!("send {} ({}) again, a new send call", p.name, m.amount),
+        SendKind::Stalled => format!("the stalled send of {} ({}) arrives late", p.name, m.amount),
+        SendKind::Lost => format!("send {} ({})", p.name, m.amount),
+    };
+    let who = format!(
+        "producer {} epoch {} sequence {}",
+        m.producer, m.epoch, m.seq
+    );
+    let outcome = match p.landed {
+        Landed::At(o) => format!("-> offset {o}"),
+        Landed::Duplicate => {
+            format!("-> refused by the log: {who} already landed (a retry, not a new message)")
+        }
+        Landed::Fenced { current } => {
+            format!("-> fenced by the log: {who} is older than that producer's epoch {current}")
+        }
+        Landed::Never => "-> lost before the log; this producer never retries".to_string(),
+    };
+    format!("{what} {outcome}")
+}
+
+/// The producer side as JSON, send by send.
+pub fn producer_json(producer: &[ProducerStep]) -> Value {
+    producer
+        .iter()
+        .map(|p| {
+            let (landed, offset) = match p.landed {
+                Landed::At(o) => ("landed", Some(o)),
+                Landed::Duplicate => ("duplicate", None),
+                Landed::Fenced { .. } => ("fenced", None),
+                Landed::Never => ("lost", None),
+            };
+            json!({
+                "message": p.name.to_string(),
+                "kind": match p.kind {
+                    SendKind::Send => "send",
+                    SendKind::Retry => "retry",
+                    SendKind::Resend => "resend",
+                    SendKind::Stalled => "stalled",
+                    SendKind::Lost => "lost",
+                },
+                "producer": p.message.producer,
+                "epoch": p.message.epoch,
+                "seq": p.message.seq,
+                "amount": p.message.amount,
+                "landed": landed,
+                "offset": offset,
+            })
+        })
+        .collect()
 }
 
 /// Flash use as JSON.
@@ -210,7 +284,11 @@ pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
         }
     }
     if let Some(trace) = &o.trace {
-        v["trace"] = trace.iter().map(trace_json).collect();
+        let producer = loaded.producer();
+        v["trace"] = trace.iter().map(|t| trace_json(t, producer)).collect();
+        if !producer.is_empty() {
+            v["producer"] = producer_json(producer);
+        }
     }
     v
 }

@@ -445,3 +445,48 @@ fn runs_say_which_offsets_and_what_recovery_did() {
         json!({"prepared_record": "rolled-back", "resume_at": 40})
     );
 }
+
+/// The producer's side in the trace: the send, the lost ack and the retry, the offsets
+/// they landed at, and the message each consumer row handles; with an idempotent
+/// producer, the log's refusal and why.
+#[test]
+fn a_trace_shows_the_producer_side() {
+    let out = idem()
+        .args(["run", "payments", "--store", "naive", "--trace"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "producer:\n  send p17 (5) -> offset 0\n  ack lost; retry p17 -> offset 1\n  send p18 (3) -> offset 2\n",
+        "     2        1  p17      deliver                  5          0\n",
+        "     5        2  p18      apply                   13          0\n",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    let out = idem()
+        .args([
+            "run",
+            "payments",
+            "--store",
+            "naive",
+            "--producer",
+            "idempotent",
+            "--trace",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(
+        "  ack lost; retry p17 -> refused by the log: producer 1 epoch 0 sequence 1 already landed (a retry, not a new message)\n"
+    ), "{text}");
+    let v = run_json(&["payments", "--store", "naive", "--trace"]);
+    assert_eq!(v["producer"][1]["kind"], "retry");
+    assert_eq!(
+        (
+            v["producer"][1]["message"].as_str(),
+            v["producer"][1]["offset"].as_u64()
+        ),
+        (Some("p17"), Some(1))
+    );
+    assert_eq!(v["trace"][2]["message"], "p17");
+}

@@ -24,7 +24,7 @@ use crate::crash::{At, CrashPoint, MAX_CRASHES};
 use crate::log::{
     AppendLog, GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog,
 };
-use crate::producer::{Ack, IdempotentLog, Producer};
+use crate::producer::{IdempotentLog, Producer};
 
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 64;
@@ -66,32 +66,129 @@ impl ProducerMode {
     }
 }
 
-/// Sends with `send` into a log that `mode` chooses; what landed.
-fn produce(
-    mode: ProducerMode,
-    send: impl Fn(&mut dyn FnMut(Message) -> Result<Option<Offset>, LogError>) -> Result<(), LogError>,
-) -> Result<VecLog<SMALL_LOG>, LogError> {
-    match mode {
-        ProducerMode::Plain | ProducerMode::NoRetry => {
-            let mut log = VecLog::new();
-            send(&mut |m| retry_or_land(&mut log, m))?;
-            Ok(log)
-        }
-        ProducerMode::Idempotent | ProducerMode::Transactional => {
-            let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
-            send(&mut |m| retry_or_land(&mut log, m))?;
-            Ok(log.into_inner())
+/// A message's name as the lessons write it: `p17`, or a prefix and a number (`r0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name {
+    /// A name of its own.
+    Is(&'static str),
+    /// A prefix and a number.
+    Numbered(&'static str, u32),
+}
+
+impl core::fmt::Display for Name {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Is(n) => f.write_str(n),
+            Self::Numbered(p, i) => write!(f, "{p}{i}"),
         }
     }
 }
 
-/// Appends `m`; a zombie's fenced send is refused (`Ok(None)`), as is a retry the log
-/// already holds.
-fn retry_or_land<L: AppendLog>(log: &mut L, m: Message) -> Result<Option<Offset>, LogError> {
-    match Producer::retry(log, m) {
-        Err(LogError::Fenced { .. }) => Ok(None),
-        other => other,
-    }
+/// Why the producer sent a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendKind {
+    /// A send call of the application.
+    Send,
+    /// The same message again (same id, same sequence) because its ack was lost.
+    Retry,
+    /// A second send call for a message the application already sent (a new sequence).
+    Resend,
+    /// A send that stalled in flight and arrives late, from an instance since replaced.
+    Stalled,
+    /// A send that was lost before the log, by a producer that never retries.
+    Lost,
+}
+
+/// What the log did with a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Landed {
+    /// It landed at this offset.
+    At(Offset),
+    /// The log refused it: that producer's sequence already landed (a retry).
+    Duplicate,
+    /// The log refused it: a newer epoch of that producer id exists (a zombie).
+    Fenced {
+        /// The epoch the log knows.
+        current: u16,
+    },
+    /// It never reached the log.
+    Never,
+}
+
+/// One send of the producer side, for traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerStep {
+    /// The message's name.
+    pub name: Name,
+    /// Why it was sent.
+    pub kind: SendKind,
+    /// What was sent (producer id, epoch, sequence, amount).
+    pub message: Message,
+    /// What the log did with it.
+    pub landed: Landed,
+}
+
+/// The producer side of a small scenario, in order.
+pub type ProducerSteps = heapless::Vec<ProducerStep, { 2 * SMALL_LOG }>;
+
+/// A send for [`produce`]'s closure: name, kind, message.
+type Land<'a> = dyn FnMut(Name, SendKind, Message) -> Result<Option<Offset>, LogError> + 'a;
+
+/// Sends with `send` into a log that `mode` chooses; what landed, and what the producer
+/// did.
+fn produce(
+    mode: ProducerMode,
+    send: impl Fn(&mut Land<'_>) -> Result<(), LogError>,
+) -> Result<(VecLog<SMALL_LOG>, ProducerSteps), LogError> {
+    let mut steps = ProducerSteps::new();
+    let mut record = |name, kind, message, landed| {
+        // As long as the log: a scenario that sends more than twice its capacity fails
+        // on the log first.
+        let _ = steps.push(ProducerStep {
+            name,
+            kind,
+            message,
+            landed,
+        });
+    };
+    let log = match mode {
+        ProducerMode::Plain | ProducerMode::NoRetry => {
+            let mut log = VecLog::new();
+            send(&mut |name, kind, m| land(&mut log, name, kind, m, &mut record))?;
+            log
+        }
+        ProducerMode::Idempotent | ProducerMode::Transactional => {
+            let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
+            send(&mut |name, kind, m| land(&mut log, name, kind, m, &mut record))?;
+            log.into_inner()
+        }
+    };
+    Ok((log, steps))
+}
+
+/// Appends `m` (a lost send reaches nothing); a zombie's fenced send and a retry the log
+/// already holds are refused (`Ok(None)`). Records what happened.
+fn land<L: AppendLog>(
+    log: &mut L,
+    name: Name,
+    kind: SendKind,
+    m: Message,
+    record: &mut impl FnMut(Name, SendKind, Message, Landed),
+) -> Result<Option<Offset>, LogError> {
+    let landed = match kind {
+        SendKind::Lost => Landed::Never,
+        _ => match log.append(m) {
+            Ok(o) => Landed::At(o),
+            Err(LogError::Duplicate { .. }) => Landed::Duplicate,
+            Err(LogError::Fenced { current, .. }) => Landed::Fenced { current },
+            Err(e) => return Err(e),
+        },
+    };
+    record(name, kind, m, landed);
+    Ok(match landed {
+        Landed::At(o) => Some(o),
+        _ => None,
+    })
 }
 
 /// A workload with its consumer settings and crash plan.
@@ -108,6 +205,8 @@ pub struct Scenario<L> {
     /// Messages the application sent that never reached the log (a producer that does
     /// not retry lost them): part of the truth, never of any total.
     pub lost_sends: LostSends,
+    /// What the producer side did, send by send (empty for generated logs and files).
+    pub producer: ProducerSteps,
 }
 
 /// Sends lost before the log: their names and the sum of their amounts.
@@ -166,6 +265,7 @@ impl<L: Log> Scenario<L> {
             consumer,
             crashes: heapless::Vec::new(),
             lost_sends: LostSends::default(),
+            producer: ProducerSteps::new(),
         }
     }
 
@@ -248,14 +348,15 @@ pub fn late_reading() -> Result<Scenario<GaugeLog>, ScenarioError> {
 /// The lesson's worked example: amounts 5, 3, 4, a crash after handling offset 1 with
 /// nothing committed yet (checkpoint every 10 events).
 pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
-    let mut log = VecLog::new();
-    let mut producer = Producer::new(1, 0);
-    for (id, amount) in [(b"w0", 5), (b"w1", 3), (b"w2", 4)] {
-        producer
-            .send(&mut log, MessageId::from_key(id), amount, Ack::Received)
-            .map_err(ScenarioError::Log)?;
-    }
-    small("worked-example", Ok(log))?.with_crashes(&[CrashPoint::after_effect(1)])
+    let log = produce(ProducerMode::Plain, |land| {
+        let mut producer = Producer::new(1, 0);
+        for (name, amount) in [("w0", 5), ("w1", 3), ("w2", 4)] {
+            let m = producer.message(MessageId::from_key(name.as_bytes()), amount);
+            land(Name::Is(name), SendKind::Send, m)?;
+        }
+        Ok(())
+    });
+    small("worked-example", log)?.with_crashes(&[CrashPoint::after_effect(1)])
 }
 
 /// The lesson's payments: p17 (5) whose ack is lost and which the producer retries
@@ -264,14 +365,21 @@ pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
 /// retries, p17's send itself is lost: the log holds p18 only, 3 against the 8 the
 /// application sent ([`Scenario::lost_sends`]).
 pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    use SendKind::{Lost, Retry, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
         let p17 = p.message(MessageId::from_key(b"p17"), 5);
-        if mode != ProducerMode::NoRetry {
-            land(p17)?;
-            land(p17)?; // the retry after the lost ack
+        if mode == ProducerMode::NoRetry {
+            land(Name::Is("p17"), Lost, p17)?;
+        } else {
+            land(Name::Is("p17"), Send, p17)?;
+            land(Name::Is("p17"), Retry, p17)?; // its ack was lost
         }
-        land(p.message(MessageId::from_key(b"p18"), 3))?;
+        land(
+            Name::Is("p18"),
+            Send,
+            p.message(MessageId::from_key(b"p18"), 3),
+        )?;
         Ok(())
     });
     let mut s = small("payments", log)?;
@@ -286,11 +394,24 @@ pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scena
 /// An application resend: the application sends p17 (5) again with a second send call
 /// (a new sequence), then p18 (3). The idempotent producer cannot tell: both land.
 pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    use SendKind::{Resend, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
-        land(p.message(MessageId::from_key(b"p17"), 5))?;
-        land(p.message(MessageId::from_key(b"p17"), 5))?;
-        land(p.message(MessageId::from_key(b"p18"), 3))?;
+        land(
+            Name::Is("p17"),
+            Send,
+            p.message(MessageId::from_key(b"p17"), 5),
+        )?;
+        land(
+            Name::Is("p17"),
+            Resend,
+            p.message(MessageId::from_key(b"p17"), 5),
+        )?;
+        land(
+            Name::Is("p18"),
+            Send,
+            p.message(MessageId::from_key(b"p18"), 3),
+        )?;
         Ok(())
     });
     small("resend", log)
@@ -303,14 +424,27 @@ pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
 /// A's send is the next in A's own sequence (15); a transactional producer's restart
 /// bumped the epoch, and the log fences A (12).
 pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    use SendKind::{Resend, Send, Stalled};
     let log = produce(mode, |land| {
         let mut a = Producer::new(7, 0);
-        land(a.message(MessageId::from_key(b"p41"), 5))?;
+        land(
+            Name::Is("p41"),
+            Send,
+            a.message(MessageId::from_key(b"p41"), 5),
+        )?;
         let stalled = a.message(MessageId::from_key(b"p42"), 3);
         let mut b = mode.restart(&a, 8);
-        land(b.message(MessageId::from_key(b"p42"), 3))?;
-        land(b.message(MessageId::from_key(b"p43"), 4))?;
-        land(stalled)?; // the zombie's send, late
+        land(
+            Name::Is("p42"),
+            Resend,
+            b.message(MessageId::from_key(b"p42"), 3),
+        )?;
+        land(
+            Name::Is("p43"),
+            Send,
+            b.message(MessageId::from_key(b"p43"), 4),
+        )?;
+        land(Name::Is("p42"), Stalled, stalled)?; // the zombie's send, late
         Ok(())
     });
     small("zombie", log)
@@ -322,15 +456,15 @@ pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sce
     let log = produce(mode, |land| {
         let mut p = Producer::new(3, 0);
         let mut first = None;
-        for i in 0..40u64 {
-            let m = p.message(MessageId(0x1A7E_0000 + i), 1);
+        for i in 0..40u32 {
+            let m = p.message(MessageId(0x1A7E_0000 + u64::from(i)), 1);
             first.get_or_insert(m);
-            land(m)?;
+            land(Name::Numbered("r", i), SendKind::Send, m)?;
         }
         if let Some(m) = first
             && mode != ProducerMode::NoRetry
         {
-            land(m)?;
+            land(Name::Numbered("r", 0), SendKind::Retry, m)?;
         }
         Ok(())
     });
@@ -347,10 +481,10 @@ pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
             Producer::new(1, 0),
             Producer::new(2, 0),
         ];
-        for i in 0..30u64 {
-            let m =
-                payers[(i % 3) as usize].message(MessageId(0xD0A1_0000 + i), (i % 5 + 1) as i64);
-            land(m)?;
+        for i in 0..30u32 {
+            let m = payers[(i % 3) as usize]
+                .message(MessageId(0xD0A1_0000 + u64::from(i)), i64::from(i % 5 + 1));
+            land(Name::Numbered("d", i), SendKind::Send, m)?;
         }
         Ok(())
     });
@@ -360,16 +494,16 @@ pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
 /// Checkpoints of the small scenarios: every 10 events.
 const SMALL_EVERY: CheckpointEvery = CheckpointEvery::new(10).unwrap();
 
-/// A small scenario over `log`: checkpoint every 10, no crash.
+/// A small scenario over `log` and the sends that made it: checkpoint every 10, no
+/// crash.
 fn small(
     name: &'static str,
-    log: Result<VecLog<SMALL_LOG>, LogError>,
+    log: Result<(VecLog<SMALL_LOG>, ProducerSteps), LogError>,
 ) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
-    Ok(Scenario::new(
-        name,
-        log.map_err(ScenarioError::Log)?,
-        ConsumerConfig::every(SMALL_EVERY),
-    ))
+    let (log, steps) = log.map_err(ScenarioError::Log)?;
+    let mut s = Scenario::new(name, log, ConsumerConfig::every(SMALL_EVERY));
+    s.producer = steps;
+    Ok(s)
 }
 
 #[cfg(test)]

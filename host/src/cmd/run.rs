@@ -76,9 +76,17 @@ impl Cmd {
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(trace) = &o.trace {
+            let producer = loaded.producer();
+            if !producer.is_empty() {
+                writeln!(out, "producer:")?;
+                for p in producer {
+                    writeln!(out, "  {}", render::producer_line(p))?;
+                }
+                writeln!(out, "\nconsumer:")?;
+            }
             writeln!(out, "{}", render::TRACE_HEADER)?;
             for t in trace {
-                writeln!(out, "{}", render::trace_line(t))?;
+                writeln!(out, "{}", render::trace_line(t, producer))?;
             }
             writeln!(out)?;
         }

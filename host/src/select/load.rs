@@ -4,7 +4,7 @@
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
-use idem_core::lab::scenario::{self, LostSends, SMALL_LOG, Scenario};
+use idem_core::lab::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
 use idem_core::log::{GaugeLog, GeneratedLog, Log, VecLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
@@ -65,6 +65,14 @@ impl Loaded {
             Self::Small(s) => s.consumer,
             Self::File(s) => s.consumer,
             Self::Gauge(s) => s.consumer,
+        }
+    }
+
+    /// What the producer side did, send by send (built-in small scenarios only).
+    pub fn producer(&self) -> &[ProducerStep] {
+        match self {
+            Self::Small(s) => &s.producer,
+            _ => &[],
         }
     }
 
@@ -197,11 +205,12 @@ fn configure<L: Log>(
         (None, false, Some(o)) => vec![CrashPoint::after_effect(o)],
         (None, false, None) => default.to_vec(),
     };
-    let lost_sends = base.lost_sends.clone();
+    let (lost_sends, producer) = (base.lost_sends.clone(), base.producer.clone());
     let mut s = Scenario::new(base.name, base.log, consumer)
         .with_crashes(&crashes)
         .map_err(|e| usage(e.to_string()))?;
     s.lost_sends = lost_sends;
+    s.producer = producer;
     Ok(s)
 }
 
