@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Tell the DDIA exercise step by step: naive 110, offset-stamped 100.
+    /// Tell the DDIA exercise step by step: a crash, a replay, and which store survives it.
     Demo(cmd::demo::Cmd),
     /// Run one scenario with one store, optionally with a trace or as JSON.
     Run(cmd::run::Cmd),

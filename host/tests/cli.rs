@@ -490,3 +490,20 @@ fn a_trace_shows_the_producer_side() {
     );
     assert_eq!(v["trace"][2]["message"], "p17");
 }
+
+/// Predict, then observe: neither `idem --help` nor the README above its story section
+/// gives away an answer (110, 100, 13 or 8).
+#[test]
+fn the_answers_are_not_given_before_the_questions() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let opening = readme.split("## The story").next().unwrap().to_string();
+    let help = String::from_utf8(idem().arg("--help").output().unwrap().stdout).unwrap();
+    for (what, text) in [("README opening", opening), ("idem --help", help)] {
+        let numbers: Vec<&str> = text
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| ["110", "100", "13", "8"].contains(w))
+            .collect();
+        assert!(numbers.is_empty(), "{what} gives away {numbers:?}");
+    }
+}
