@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// Tell the DDIA exercise step by step: a crash, a replay, and which store survives it.
     Demo(cmd::demo::Cmd),
+    /// Predict, then observe: a lesson's questions (ddia, payments, guarantees), each answered by a run.
+    Lesson(cmd::lesson::Cmd),
     /// Run one scenario with one store, optionally with a trace or as JSON.
     Run(cmd::run::Cmd),
     /// Every store against every fault, each cell exact / over / under.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(c) => c.run(),
+        Command::Lesson(c) => c.run(),
         Command::Run(c) => c.run(),
         Command::Matrix(c) => c.run(),
         Command::Consume(c) => c.run(),

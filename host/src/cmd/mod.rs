@@ -6,6 +6,7 @@ pub mod demo;
 pub mod flash;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod lesson;
 pub mod matrix;
 pub mod monitor;
 pub mod plot;
