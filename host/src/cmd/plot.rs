@@ -121,9 +121,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
         r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}" stroke="black"/>"##,
         y(min_y)
     );
-    for k in 0..=5 {
-        let v = min_y + (max_y - min_y) * f64::from(k) / 5.0;
-        let i = steps * f64::from(k) / 5.0;
+    for v in nice_ticks(min_y, max_y) {
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="end">{:.0}</text><line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="#eee"/>"##,
@@ -134,6 +132,8 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             W - RIGHT,
             y(v)
         );
+    }
+    for i in nice_ticks(0.0, steps) {
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="middle">{:.0}</text>"##,
@@ -237,4 +237,37 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Round tick values for the span `lo..=hi`: three to seven, at multiples of 1, 2 or 5 times
+/// a power of ten (0, 20, 40, ..., never 0, 24, 48, 71).
+fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let span = (hi - lo).max(1.0);
+    let raw = span / 6.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&st| st >= raw)
+        .unwrap_or(10.0 * magnitude)
+        .max(1.0);
+    let first = (lo / step).ceil() * step;
+    (0..)
+        .map(|k| first + f64::from(k) * step)
+        .take_while(|&v| v <= hi + 1e-9)
+        .take(50)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nice_ticks;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_ticks(0.0, 241.0), [0.0, 50.0, 100.0, 150.0, 200.0]);
+        assert_eq!(nice_ticks(0.0, 110.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(nice_ticks(0.0, 13.0), [0.0, 5.0, 10.0]);
+        assert_eq!(nice_ticks(0.0, 0.0), [0.0]);
+    }
 }
