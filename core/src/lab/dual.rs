@@ -15,13 +15,16 @@
 //!   ([`StampedViews`]). There is nothing between two writes to crash in.
 //! - The derive fix: only the index (with its offset stamp) is written; the total is
 //!   derived from it, in RAM and again on recovery ([`DerivedTotal`]).
+//! - The split fix: still two records, but the total keeps its position with it (an
+//!   offset stamp), so the total is exact and only the index shows the damage
+//!   ([`split_records`]): the lesson's divergence with no over-count around it.
 
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
 use crate::log::{Event, Offset};
 use crate::persist::{EachEffect, Pair};
-use crate::store::{Naive, Outcome, Store, StoreError, add_amount};
+use crate::store::{Naive, OffsetStamped, Outcome, Store, StoreError, add_amount};
 
 /// How many payers the index holds.
 pub const PAYERS: usize = 4;
@@ -36,6 +39,17 @@ pub type TwoRecords = Pair<Naive, PayerIndex>;
 /// The sinks without a fix, as two views of one fact.
 pub const fn two_records() -> TwoRecords {
     Pair::views(Naive, PayerIndex)
+}
+
+/// The split fix's sinks: the total keeps its position with it (an offset stamp, so a
+/// replay cannot move it), the index is still a second plain record.
+pub type SplitRecords = Pair<OffsetStamped, PayerIndex>;
+
+/// The split fix: the total is exact whatever the crash, so what remains is the index's
+/// disagreement alone (a crash between the two writes, then the replay, both land on the
+/// index only).
+pub const fn split_records() -> SplitRecords {
+    Pair::views(OffsetStamped, PayerIndex)
 }
 
 /// A per-payer index: the payer (the producer id) and the sum of its payments.

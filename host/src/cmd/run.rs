@@ -47,7 +47,7 @@ impl Cmd {
             }
             (true, None, None) => {
                 return Err(crate::error::usage(
-                    "dual-write needs --fix none, atomic or derive",
+                    "dual-write needs --fix none, atomic, derive or split",
                 ));
             }
             (true, None, Some(fix)) => SinkChoice::Dual(fix),
@@ -197,7 +197,7 @@ fn dual_summary(
                 at: At::Effect(offset),
                 occurrence: 1,
             },
-        ] if fix != FixArg::None => {
+        ] if !matches!(fix, FixArg::None | FixArg::Split) => {
             format!("a crash right after the one write of offset {offset}")
         }
         _ => crashes_text(loaded),
@@ -225,7 +225,11 @@ fn dual_summary(
         None => {}
     }
     let why = match render::verdict_name(r) {
-        "diverged" => format!("diverged: the views disagree by {} for good", total - index),
+        "diverged" => format!(
+            "diverged: the index is {} {} the total, for good",
+            total.abs_diff(index),
+            if index < total { "below" } else { "above" }
+        ),
         v => format!("{v}: the views agree"),
     };
     writeln!(out, "  verdict             {why}")?;

@@ -352,7 +352,7 @@ impl Cmd {
                     "dual-write writes its own two views: give --fix, not --store",
                 ));
             }
-            (true, None, None) => return Err(usage("dual-write needs --fix none, atomic or derive")),
+            (true, None, None) => return Err(usage("dual-write needs --fix none, atomic, derive or split")),
             (true, None, Some(fix)) => vec![SinkChoice::Dual(fix)],
             (false, _, Some(_)) => {
                 return Err(usage("--fix applies to the dual-write scenario only"));

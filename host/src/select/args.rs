@@ -263,6 +263,8 @@ pub enum FixArg {
     Atomic,
     /// Only the index is written; the total is derived from it.
     Derive,
+    /// Two records, the total stamped with its position: only the index diverges.
+    Split,
 }
 
 impl FixArg {
@@ -272,18 +274,19 @@ impl FixArg {
             Self::None => "none",
             Self::Atomic => "atomic",
             Self::Derive => "derive",
+            Self::Split => "split",
         }
     }
 
     /// Every fix, in table order.
-    pub const ALL: [FixArg; 3] = [Self::None, Self::Atomic, Self::Derive];
+    pub const ALL: [FixArg; 4] = [Self::None, Self::Atomic, Self::Derive, Self::Split];
 
     /// Where the dual-write scenario crashes by default: between the two writes of
     /// offset 25, or, for a fix that writes once, right after that write.
     pub fn default_crash(self) -> CrashPoint {
         let o = idem_core::lab::dual::DUAL_CRASH;
         match self {
-            Self::None => CrashPoint::new(idem_core::crash::At::Between(o)),
+            Self::None | Self::Split => CrashPoint::new(idem_core::crash::At::Between(o)),
             Self::Atomic | Self::Derive => CrashPoint::after_effect(o),
         }
     }

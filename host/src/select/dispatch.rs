@@ -97,6 +97,7 @@ pub fn with_sinks<J: SinksJob>(
         SinkChoice::Dual(FixArg::None) => job.call(dual::two_records()),
         SinkChoice::Dual(FixArg::Atomic) => job.call(StampedViews),
         SinkChoice::Dual(FixArg::Derive) => job.call(DerivedTotal),
+        SinkChoice::Dual(FixArg::Split) => job.call(dual::split_records()),
     }
 }
 
