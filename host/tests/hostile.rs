@@ -237,6 +237,9 @@ fn plot_writes_its_file_atomically() {
         .success();
     let text = std::fs::read_to_string(svg.path()).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    // The replay window is shaded once; the naive store skips nothing (no rings).
+    assert_eq!(text.matches(">replay</text>").count(), 1);
+    assert_eq!(text.matches("<circle").count(), 0);
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

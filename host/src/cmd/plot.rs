@@ -163,6 +163,20 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             r##"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/>"##
         )
     };
+    // The replay window (the first store's redeliveries), shaded behind the lines.
+    if let Some((_, trace, _)) = series.first() {
+        for (from, to) in replay_windows(trace) {
+            let _ = writeln!(
+                s,
+                r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#fde9c9"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#8a5a00">replay</text>"##,
+                x(from as f64),
+                (x(to as f64) - x(from as f64)).max(1.0),
+                y(min_y) - TOP,
+                x(from as f64) + 3.0,
+                y(min_y) - 6.0
+            );
+        }
+    }
     // The truth, the committed position (of the first store), then each store.
     if let Some((_, trace, _)) = series.first() {
         let t: Vec<(f64, f64)> = truth_at(trace)
@@ -189,6 +203,22 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             "{}",
             line(&pts, COLORS[k % COLORS.len()], "none", 2.5 - k as f64 * 0.4)
         );
+    }
+    // Skipped duplicates: a ring on each store's line where it skipped an event.
+    for (k, (_, trace, _)) in series.iter().enumerate() {
+        for (i, st) in trace
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| st.action == Action::Skip)
+        {
+            let _ = writeln!(
+                s,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="white" stroke="{}" stroke-width="1.5"/>"##,
+                x(i as f64),
+                y(st.total as f64),
+                COLORS[k % COLORS.len()]
+            );
+        }
     }
     // Crash markers (the first store's; every store crashes at the same points).
     if let Some((_, trace, _)) = series.first() {
@@ -217,9 +247,15 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             "2 3",
         ),
     ];
-    for (k, (store, _, total)) in series.iter().enumerate() {
+    for (k, (store, trace, total)) in series.iter().enumerate() {
+        let skips = trace.iter().filter(|t| t.action == Action::Skip).count();
+        let skipped = if skips > 0 {
+            format!(", rings: {skips} skipped duplicates")
+        } else {
+            String::new()
+        };
         entries.push((
-            format!("{} store (ends at {total})", store.name()),
+            format!("{} store (ends at {total}{skipped})", store.name()),
             COLORS[k % COLORS.len()],
             "none",
         ));
@@ -237,6 +273,29 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// The runs of steps that redeliver offsets (after a crash), as (first, last) step.
+fn replay_windows(trace: &[TraceStep]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    for (i, t) in trace.iter().enumerate() {
+        match t.action {
+            Action::Deliver { redelivery: true } => {
+                open = Some(open.map_or((i, i), |(a, _)| (a, i)));
+            }
+            Action::Deliver { redelivery: false } | Action::Crash(_) => {
+                out.extend(open.take());
+            }
+            _ => {
+                if let Some((a, _)) = open {
+                    open = Some((a, i));
+                }
+            }
+        }
+    }
+    out.extend(open);
+    out
 }
 
 /// Round tick values for the span `lo..=hi`: three to seven, at multiples of 1, 2 or 5 times
