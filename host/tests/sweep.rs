@@ -238,8 +238,9 @@ fn plot_draws_the_drift() {
     for needle in [
         "crash@effect:49",
         "naive store (ends at 110)",
-        "offset store (ends at 100)",
+        "offset store (ends at 100, rings: 10 skipped duplicates)",
         "true total of what was delivered",
+        ">replay</text>",
     ] {
         assert!(text.contains(needle), "missing {needle}");
     }
