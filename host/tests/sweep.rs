@@ -224,6 +224,27 @@ fn bad_sweep_and_schedule_input_is_exit_2() {
     }
 }
 
+/// `--x offset`: offsets on the x axis, the title and the axis say so, and the replay
+/// window spans the redelivered offsets 40..49 (plus the effect of 49).
+#[test]
+fn plot_puts_offsets_on_the_x_axis() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let svg = dir.path().join("by-offset.svg");
+    idem()
+        .args(["plot", "ddia", "--store", "naive", "--x", "offset", "--svg"])
+        .arg(&svg)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("— total against offset</text>"));
+    assert!(text.contains(">offset</text>"));
+    // 100 offsets over the 860-pixel plot area (from x = 70): 8.6 pixels an offset.
+    assert!(
+        text.contains(r##"<rect x="414.0" y="60" width="86.0""##),
+        "the replay spans offsets 40..50:\n{text}"
+    );
+}
+
 #[test]
 fn plot_draws_the_drift() {
     let dir = assert_fs::TempDir::new().unwrap();

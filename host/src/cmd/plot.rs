@@ -34,8 +34,21 @@ pub struct Cmd {
     /// Where to write the picture.
     #[arg(long, value_name = "FILE")]
     svg: PathBuf,
+    /// The x axis: the run's steps, or the offsets (a replay then runs back over the
+    /// offsets it redelivers).
+    #[arg(long, value_enum, default_value = "step")]
+    x: XAxis,
     #[command(flatten)]
     args: ScenarioArgs,
+}
+
+/// What the x axis counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum XAxis {
+    /// Steps of the run (delivery, effect, commit, crash, recovery).
+    Step,
+    /// Offsets of the log.
+    Offset,
 }
 
 impl Cmd {
@@ -55,20 +68,45 @@ impl Cmd {
             select::ensure_every_crash_happened(&loaded, &o.report)?;
             series.push((*store, o.trace.unwrap_or_default(), o.report.final_total));
         }
-        let svg = draw(&loaded, &series, &truth);
+        let svg = draw(&loaded, &series, &truth, self.x);
         crate::cleanup::write_atomically(&self.svg, svg.as_bytes())?;
         eprintln!("wrote {}", self.svg.display());
         Ok(ExitCode::SUCCESS)
     }
 }
 
-fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i64]) -> String {
-    let steps = series
-        .iter()
-        .map(|(_, t, _)| t.len())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+fn draw(
+    loaded: &Loaded,
+    series: &[(StoreKind, Vec<TraceStep>, i64)],
+    truth: &[i64],
+    axis: XAxis,
+) -> String {
+    // Where each step of a trace sits on the x axis.
+    let xs_of = |trace: &[TraceStep]| -> Vec<f64> {
+        let mut last = 0.0;
+        trace
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if axis == XAxis::Step {
+                    return i as f64;
+                }
+                // A delivery sits at its offset, its effect one further on (events
+                // consumed); everything else where the last one was.
+                last = match (t.action, t.offset) {
+                    (Action::Deliver { .. }, Some(o)) => o as f64,
+                    (Action::Apply | Action::Skip | Action::Between, Some(o)) => o as f64 + 1.0,
+                    _ => last,
+                };
+                last
+            })
+            .collect()
+    };
+    let steps = match axis {
+        XAxis::Step => series.iter().map(|(_, t, _)| t.len()).max().unwrap_or(1),
+        XAxis::Offset => loaded.events() as usize,
+    }
+    .max(1) as f64;
     let truth_at = |trace: &[TraceStep]| -> Vec<i64> {
         let mut high: u64 = 0;
         trace
@@ -102,11 +140,16 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">
 <rect width="100%" height="100%" fill="white"/>
-<text x="{LEFT}" y="24" font-size="16" font-weight="bold">idem: {} ({} events, checkpoint every {}) — total against step</text>
+<text x="{LEFT}" y="24" font-size="16" font-weight="bold">idem: {} ({} events, checkpoint every {}) — total against {}</text>
 "##,
         loaded.name(),
         loaded.events(),
-        loaded.consumer().checkpoint_every
+        loaded.consumer().checkpoint_every,
+        if axis == XAxis::Step {
+            "step"
+        } else {
+            "offset"
+        }
     );
     // Axes and ticks.
     let _ = writeln!(
@@ -144,9 +187,14 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     }
     let _ = writeln!(
         s,
-        r##"<text x="{}" y="{}" text-anchor="middle">step</text>"##,
+        r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
         (LEFT + W - RIGHT) / 2.0,
-        H - 14.0
+        H - 14.0,
+        if axis == XAxis::Step {
+            "step"
+        } else {
+            "offset"
+        }
     );
     let line = |points: &[(f64, f64)], color: &str, dash: &str, width: f64| -> String {
         let mut d = String::new();
@@ -165,38 +213,42 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     };
     // The replay window (the first store's redeliveries), shaded behind the lines.
     if let Some((_, trace, _)) = series.first() {
+        let xs = xs_of(trace);
         for (from, to) in replay_windows(trace) {
+            let (from, to) = (xs[from].min(xs[to]), xs[from].max(xs[to]));
             let _ = writeln!(
                 s,
                 r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#fde9c9"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#8a5a00">replay</text>"##,
-                x(from as f64),
-                (x(to as f64) - x(from as f64)).max(1.0),
+                x(from),
+                (x(to) - x(from)).max(1.0),
                 y(min_y) - TOP,
-                x(from as f64) + 3.0,
+                x(from) + 3.0,
                 y(min_y) - 6.0
             );
         }
     }
     // The truth, the committed position (of the first store), then each store.
     if let Some((_, trace, _)) = series.first() {
+        let xs = xs_of(trace);
         let t: Vec<(f64, f64)> = truth_at(trace)
             .iter()
             .enumerate()
-            .map(|(i, v)| (i as f64, *v as f64))
+            .map(|(i, v)| (xs[i], *v as f64))
             .collect();
         let _ = writeln!(s, "{}", line(&t, "#555", "6 4", 2.0));
         let c: Vec<(f64, f64)> = trace
             .iter()
             .enumerate()
-            .map(|(i, st)| (i as f64, st.resume_at as f64))
+            .map(|(i, st)| (xs[i], st.resume_at as f64))
             .collect();
         let _ = writeln!(s, "{}", line(&c, "#ff7f0e", "2 3", 1.5));
     }
     for (k, (_, trace, _)) in series.iter().enumerate() {
+        let xs = xs_of(trace);
         let pts: Vec<(f64, f64)> = trace
             .iter()
             .enumerate()
-            .map(|(i, st)| (i as f64, st.total as f64))
+            .map(|(i, st)| (xs[i], st.total as f64))
             .collect();
         let _ = writeln!(
             s,
@@ -206,6 +258,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     }
     // Skipped duplicates: a ring on each store's line where it skipped an event.
     for (k, (_, trace, _)) in series.iter().enumerate() {
+        let xs = xs_of(trace);
         for (i, st) in trace
             .iter()
             .enumerate()
@@ -214,7 +267,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             let _ = writeln!(
                 s,
                 r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="white" stroke="{}" stroke-width="1.5"/>"##,
-                x(i as f64),
+                x(xs[i]),
                 y(st.total as f64),
                 COLORS[k % COLORS.len()]
             );
@@ -222,6 +275,7 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
     }
     // Crash markers (the first store's; every store crashes at the same points).
     if let Some((_, trace, _)) = series.first() {
+        let xs = xs_of(trace);
         for (i, st) in trace
             .iter()
             .enumerate()
@@ -230,9 +284,9 @@ fn draw(loaded: &Loaded, series: &[(StoreKind, Vec<TraceStep>, i64)], truth: &[i
             let _ = writeln!(
                 s,
                 r##"<line x1="{0:.1}" y1="{TOP}" x2="{0:.1}" y2="{1:.1}" stroke="black" stroke-dasharray="3 3"/><text x="{2:.1}" y="{3:.1}" font-size="12">{4}</text>"##,
-                x(i as f64),
+                x(xs[i]),
                 y(min_y),
-                x(i as f64) + 4.0,
+                x(xs[i]) + 4.0,
                 TOP + 14.0,
                 action_name(st.action)
             );
