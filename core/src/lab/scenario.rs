@@ -131,8 +131,16 @@ pub struct ProducerStep {
 /// The producer side of a small scenario, in order.
 pub type ProducerSteps = heapless::Vec<ProducerStep, { 2 * SMALL_LOG }>;
 
-/// A send for [`produce`]'s closure: name, kind, message.
-type Land<'a> = dyn FnMut(Name, SendKind, Message) -> Result<Option<Offset>, LogError> + 'a;
+/// A send for [`produce`]'s closure: why, and the named message.
+type Land<'a> = dyn FnMut(SendKind, (Name, Message)) -> Result<Option<Offset>, LogError> + 'a;
+
+/// `p`'s next message named `name`: its id is the name's (`p17`), with `amount`.
+fn named(p: &mut Producer, name: &'static str, amount: i64) -> (Name, Message) {
+    (
+        Name::Is(name),
+        p.message(MessageId::from_key(name.as_bytes()), amount),
+    )
+}
 
 /// Sends with `send` into a log that `mode` chooses; what landed, and what the producer
 /// did.
@@ -154,12 +162,12 @@ fn produce(
     let log = match mode {
         ProducerMode::Plain | ProducerMode::NoRetry => {
             let mut log = VecLog::new();
-            send(&mut |name, kind, m| land(&mut log, name, kind, m, &mut record))?;
+            send(&mut |kind, (name, m)| land(&mut log, name, kind, m, &mut record))?;
             log
         }
         ProducerMode::Idempotent | ProducerMode::Transactional => {
             let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
-            send(&mut |name, kind, m| land(&mut log, name, kind, m, &mut record))?;
+            send(&mut |kind, (name, m)| land(&mut log, name, kind, m, &mut record))?;
             log.into_inner()
         }
     };
@@ -351,8 +359,7 @@ pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(ProducerMode::Plain, |land| {
         let mut producer = Producer::new(1, 0);
         for (name, amount) in [("w0", 5), ("w1", 3), ("w2", 4)] {
-            let m = producer.message(MessageId::from_key(name.as_bytes()), amount);
-            land(Name::Is(name), SendKind::Send, m)?;
+            land(SendKind::Send, named(&mut producer, name, amount))?;
         }
         Ok(())
     });
@@ -368,18 +375,14 @@ pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scena
     use SendKind::{Lost, Retry, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
-        let p17 = p.message(MessageId::from_key(b"p17"), 5);
+        let p17 = named(&mut p, "p17", 5);
         if mode == ProducerMode::NoRetry {
-            land(Name::Is("p17"), Lost, p17)?;
+            land(Lost, p17)?;
         } else {
-            land(Name::Is("p17"), Send, p17)?;
-            land(Name::Is("p17"), Retry, p17)?; // its ack was lost
+            land(Send, p17)?;
+            land(Retry, p17)?; // its ack was lost
         }
-        land(
-            Name::Is("p18"),
-            Send,
-            p.message(MessageId::from_key(b"p18"), 3),
-        )?;
+        land(Send, named(&mut p, "p18", 3))?;
         Ok(())
     });
     let mut s = small("payments", log)?;
@@ -397,21 +400,9 @@ pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
     use SendKind::{Resend, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
-        land(
-            Name::Is("p17"),
-            Send,
-            p.message(MessageId::from_key(b"p17"), 5),
-        )?;
-        land(
-            Name::Is("p17"),
-            Resend,
-            p.message(MessageId::from_key(b"p17"), 5),
-        )?;
-        land(
-            Name::Is("p18"),
-            Send,
-            p.message(MessageId::from_key(b"p18"), 3),
-        )?;
+        land(Send, named(&mut p, "p17", 5))?;
+        land(Resend, named(&mut p, "p17", 5))?;
+        land(Send, named(&mut p, "p18", 3))?;
         Ok(())
     });
     small("resend", log)
@@ -427,24 +418,12 @@ pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
     use SendKind::{Resend, Send, Stalled};
     let log = produce(mode, |land| {
         let mut a = Producer::new(7, 0);
-        land(
-            Name::Is("p41"),
-            Send,
-            a.message(MessageId::from_key(b"p41"), 5),
-        )?;
-        let stalled = a.message(MessageId::from_key(b"p42"), 3);
+        land(Send, named(&mut a, "p41", 5))?;
+        let stalled = named(&mut a, "p42", 3);
         let mut b = mode.restart(&a, 8);
-        land(
-            Name::Is("p42"),
-            Resend,
-            b.message(MessageId::from_key(b"p42"), 3),
-        )?;
-        land(
-            Name::Is("p43"),
-            Send,
-            b.message(MessageId::from_key(b"p43"), 4),
-        )?;
-        land(Name::Is("p42"), Stalled, stalled)?; // the zombie's send, late
+        land(Resend, named(&mut b, "p42", 3))?;
+        land(Send, named(&mut b, "p43", 4))?;
+        land(Stalled, stalled)?; // the zombie's send, late
         Ok(())
     });
     small("zombie", log)
@@ -459,12 +438,12 @@ pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sce
         for i in 0..40u32 {
             let m = p.message(MessageId(0x1A7E_0000 + u64::from(i)), 1);
             first.get_or_insert(m);
-            land(Name::Numbered("r", i), SendKind::Send, m)?;
+            land(SendKind::Send, (Name::Numbered("r", i), m))?;
         }
         if let Some(m) = first
             && mode != ProducerMode::NoRetry
         {
-            land(Name::Numbered("r", 0), SendKind::Retry, m)?;
+            land(SendKind::Retry, (Name::Numbered("r", 0), m))?;
         }
         Ok(())
     });
@@ -484,7 +463,7 @@ pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
         for i in 0..30u32 {
             let m = payers[(i % 3) as usize]
                 .message(MessageId(0xD0A1_0000 + u64::from(i)), i64::from(i % 5 + 1));
-            land(Name::Numbered("d", i), SendKind::Send, m)?;
+            land(SendKind::Send, (Name::Numbered("d", i), m))?;
         }
         Ok(())
     });
