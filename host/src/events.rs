@@ -36,9 +36,9 @@ struct Line {
 /// Parses the lines of `name`, as they are read, into a log; the first bad line (or one
 /// that could not be read) is refused with its line number. With an idempotent producer each line is a send: a repeated
 /// sequence (a retry) and a fenced epoch (a zombie) do not land; a gap is refused.
-fn parse_lines<'a>(
+fn parse_lines(
     name: &str,
-    lines: impl Iterator<Item = Result<&'a str, String>>,
+    lines: impl Iterator<Item = Result<String, String>>,
     mode: ProducerMode,
 ) -> anyhow::Result<Box<FileLog>> {
     let mut plain = Box::new(FileLog::new());
@@ -50,7 +50,7 @@ fn parse_lines<'a>(
         if line.trim().is_empty() {
             continue;
         }
-        let l: Line = serde_json::from_str(line)
+        let l: Line = serde_json::from_str(&line)
             .map_err(|e| usage(format!("{name} line {}: not an event ({e})", i + 1)))?;
         magnitude = magnitude
             .checked_add(l.amount.unsigned_abs())
@@ -103,42 +103,37 @@ pub fn load(path: &Path, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
         .with_context(|| format!("reading event file {name}"))
         .map_err(|e| usage(format!("{e:#}")))?;
     let mut reader = std::io::BufReader::new(file);
-    let mut buf = Vec::new();
-    let mut texts = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut reader)
+    let mut read = 0;
+    // One line at a time, each checked as it is read: the parse stops at the first
+    // refusal, having held at most one line.
+    let lines = std::iter::from_fn(move || {
+        let mut buf = Vec::new();
+        let n = match (&mut reader)
             .take(MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading event file {name}"))?;
+        {
+            Ok(n) => n,
+            Err(e) => return Some(Err(format!("could not be read ({e})"))),
+        };
         if n == 0 {
-            break;
+            return None;
         }
-        let line = texts.len() + 1;
-        if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
-            return Err(usage(format!(
-                "{name} line {line}: longer than {MAX_LINE} bytes; an event file holds one short JSON object a line"
-            )));
-        }
-        if texts.len() >= MAX_LINES {
-            return Err(usage(format!(
-                "{name}: more than {MAX_LINES} lines; a log holds at most {FILE_LOG_CAPACITY} events"
-            )));
-        }
-        texts.push(
-            String::from_utf8(std::mem::take(&mut buf))
-                .map_err(|_| "not UTF-8 text (is this a binary file?)".to_string()),
-        );
-    }
-    parse_lines(
-        &name,
-        texts.iter().map(|t| {
-            t.as_deref()
-                .map(|l| l.trim_end_matches(['\n', '\r']))
-                .map_err(Clone::clone)
-        }),
-        mode,
-    )
+        read += 1;
+        Some(if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
+            Err(format!(
+                "longer than {MAX_LINE} bytes; an event file holds one short JSON object a line"
+            ))
+        } else if read > MAX_LINES {
+            Err(format!(
+                "more than {MAX_LINES} lines; a log holds at most {FILE_LOG_CAPACITY} events"
+            ))
+        } else {
+            String::from_utf8(buf)
+                .map(|l| l.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|_| "not UTF-8 text (is this a binary file?)".to_string())
+        })
+    });
+    parse_lines(&name, lines, mode)
 }
 
 /// The most lines an event file may have (blank lines included).
@@ -150,7 +145,7 @@ mod tests {
     use idem_core::log::Log;
 
     fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
-        parse_lines(name, text.lines().map(Ok), mode)
+        parse_lines(name, text.lines().map(|l| Ok(l.to_string())), mode)
     }
 
     #[test]
