@@ -6,7 +6,7 @@ use assert_fs::prelude::*;
 use predicates::prelude::*;
 
 mod common;
-use common::idem;
+use common::{consume_ddia, idem};
 
 /// Two payments of `i64::MAX`: their total does not fit a 64-bit integer.
 const HUGE: &str = "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":9223372036854775807}\n\
@@ -106,11 +106,7 @@ fn refused_up_front_with_one_sentence() {
     // What a SIGKILL during an earlier creation left is removed by the next one.
     let stale = dir.child("new.tmp.4000000");
     stale.write_str("half an image").unwrap();
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(image.path())
-        .assert()
-        .success();
+    consume_ddia("offset", image.path()).assert().success();
     stale.assert(predicate::path::missing());
     // `--window` is part of the run only for the message-id store: a rerun with another
     // value resumes an offset image instead of refusing it.
@@ -147,9 +143,7 @@ fn a_dangling_symlink_is_not_replaced() {
     let dir = assert_fs::TempDir::new().unwrap();
     let link = dir.child("link.bin");
     std::os::unix::fs::symlink(dir.path().join("nowhere.bin"), link.path()).unwrap();
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(link.path())
+    consume_ddia("offset", link.path())
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
@@ -354,11 +348,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 fn a_damaged_image_header_is_called_damaged() {
     let dir = assert_fs::TempDir::new().unwrap();
     let img = dir.child("h.bin");
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(img.path())
-        .assert()
-        .success();
+    consume_ddia("offset", img.path()).assert().success();
     let good = std::fs::read(img.path()).unwrap();
     let events = good
         .windows(12)
@@ -391,11 +381,7 @@ fn a_damaged_image_header_is_called_damaged() {
 fn an_unknown_name_in_a_sound_header_names_the_file() {
     let dir = assert_fs::TempDir::new().unwrap();
     let img = dir.child("u.bin");
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(img.path())
-        .assert()
-        .success();
+    consume_ddia("offset", img.path()).assert().success();
     let good = std::fs::read(img.path()).unwrap();
     for (from, to, what) in [
         (

@@ -7,7 +7,7 @@ use predicates::prelude::*;
 use serde_json::Value;
 
 mod common;
-use common::idem;
+use common::{consume_ddia, idem};
 
 fn json(cmd: &mut Command) -> Value {
     let out = cmd.output().unwrap();
@@ -87,11 +87,7 @@ fn payments_in_an_image_keep_their_figures() {
 fn flash_inspect_names_the_winning_record() {
     let dir = assert_fs::TempDir::new().unwrap();
     let img = dir.child("f.bin");
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(img.path())
-        .assert()
-        .success();
+    consume_ddia("offset", img.path()).assert().success();
     idem()
         .args(["flash", "inspect"])
         .arg(img.path())
@@ -104,14 +100,6 @@ fn flash_inspect_names_the_winning_record() {
             "winner: page 7 slot 24, seq 100: Covered { covered: 90, state: StampedState { total: 100, stamp: Some(99) } }",
         ))
         .stdout(predicate::str::contains("erased 5 times in all"));
-}
-
-/// `idem consume ddia --store STORE --flash PATH`.
-fn consume_ddia(store: &str, path: &std::path::Path) -> assert_cmd::Command {
-    let mut c = idem();
-    c.args(["consume", "ddia", "--store", store, "--flash"])
-        .arg(path);
-    c
 }
 
 /// One flipped bit in the header of the page that holds the store's newest records: the
@@ -214,11 +202,7 @@ fn refused(path: &std::path::Path, args: &[&str], message: &str) {
 fn bad_images_are_refused_and_left_untouched() {
     let dir = assert_fs::TempDir::new().unwrap();
     let img = dir.child("good.bin");
-    idem()
-        .args(["consume", "ddia", "--store", "offset", "--flash"])
-        .arg(img.path())
-        .assert()
-        .success();
+    consume_ddia("offset", img.path()).assert().success();
     let good = std::fs::read(img.path()).unwrap();
 
     let other = ["consume", "ddia", "--store", "naive", "--flash"];

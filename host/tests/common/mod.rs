@@ -10,6 +10,14 @@ pub fn idem() -> Command {
     Command::new(env!("CARGO_BIN_EXE_idem"))
 }
 
+/// `idem consume ddia --store STORE --flash PATH`.
+pub fn consume_ddia(store: &str, path: &std::path::Path) -> Command {
+    let mut c = idem();
+    c.args(["consume", "ddia", "--store", store, "--flash"])
+        .arg(path);
+    c
+}
+
 /// Runs `idem args`, expects exit status `code`, parses stdout as one JSON value.
 pub fn json(args: &[&str], code: i32) -> Value {
     let out = idem().args(args).output().unwrap();
