@@ -16,7 +16,12 @@ const LESSONS: [(&str, &str, &str, usize); 3] = [
         "0;1;2;3;4;5;6;no",
         8,
     ),
-    ("payments", "0, 1;13;8;8;0;20", "2;8;13;13;1;16", 6),
+    (
+        "payments",
+        "0, 1;13;8;8;0;20;5, 8, 13, 16, 20;12;13",
+        "2;8;13;13;1;16;5 8 12;20;8",
+        9,
+    ),
     ("guarantees", "3;13;8;8", "8;8;13;13", 4),
 ];
 
@@ -67,6 +72,57 @@ fn without_a_terminal_each_question_is_followed_by_its_observation() {
         assert!(!text.contains("score:"), "nothing was predicted");
     }
     assert!(stdout(&["lesson", "payments"]).contains("   observed: 0..1. A retry is a new append"));
+}
+
+/// The payments lesson's worked example: the step table drawn from the run (committed as
+/// the next offset to read), its "committed = 2" variant and "p19 instead of the retry".
+#[test]
+fn the_worked_example_draws_the_lessons_step_table() {
+    let text = stdout(&[
+        "lesson",
+        "payments",
+        "--answers",
+        "0, 1;13;8;8;0;20;8, 5, 13, 16, 20;12;8",
+    ]);
+    assert!(text.contains(
+        "   you said 8, 5, 13, 16, 20; it is 5, 8, 13, 16, 20. The committed offset stays 0"
+    ));
+    assert!(
+        text.contains(
+            "\
+   step                      offset handled  committed (next to read)  balance
+   handle offset 0           0               0                               5
+   handle offset 1           1               0                               8
+   crash, then restart at 0  -               0                               8
+   handle offset 0 again     0 again         0                              13
+   handle offset 1 again     1 again         0                              16
+   handle offset 2           2               3                              20
+"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("   right: you said 12; it is 12. The restart begins at the saved place, 2")
+    );
+    assert!(text.contains("(run it: idem run worked-example --store naive --checkpoint-every 2 --schedule crash@commit:1 --trace)"));
+    assert!(text.contains("   you said 8; it is 13. A new id is a new payment"));
+    // The closing table puts every step side by side.
+    assert!(
+        text.contains(
+            "  worked example: balance after each step       8, 5, 13, 16, 20  5, 8, 13, 16, 20\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("score: 7/9\n"));
+    // On paper the step column is given, with the restart's offset left to the learner;
+    // the key fills in every cell.
+    let sheet = stdout(&["lesson", "payments", "--worksheet"]);
+    assert!(sheet.contains(
+        "   | crash, then restart | - |  |  |\n   | handle offset 0 again | 0 again |  |  |\n"
+    ));
+    let key = stdout(&["lesson", "payments", "--worksheet", "--key"]);
+    assert!(key.contains("   | crash, then restart at 0 | - | 0 | 8 |\n   | handle offset 0 again | 0 again | 0 | 13 |\n"));
+    assert!(key.contains("   | handle offset 2 | 2 | 3 | 20 |\n"));
 }
 
 #[test]

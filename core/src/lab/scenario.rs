@@ -394,6 +394,21 @@ pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scena
     Ok(s)
 }
 
+/// Two different payments of the same amount: p17 (5), p19 (5), then p18 (3), each sent
+/// once and acknowledged. Nothing repeats, so every store ends at the true 13: a message-id
+/// store skips a repeated id, never a repeated amount (the payments lesson's "change the
+/// second p17 to p19").
+pub fn same_amount(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    let log = produce(mode, |land| {
+        let mut p = Producer::new(1, 0);
+        land(SendKind::Send, named(&mut p, "p17", 5))?;
+        land(SendKind::Send, named(&mut p, "p19", 5))?;
+        land(SendKind::Send, named(&mut p, "p18", 3))?;
+        Ok(())
+    });
+    small("same-amount", log)
+}
+
 /// An application resend: the application sends p17 (5) again with a second send call
 /// (a new sequence), then p18 (3). The idempotent producer cannot tell: both land.
 pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {

@@ -675,6 +675,8 @@ mod tests {
         );
         assert_eq!(totals(&scenario::payments(Idempotent).unwrap()), [8; 6]);
         assert_eq!(totals(&scenario::payments(Transactional).unwrap()), [8; 6]);
+        // Two payments of one amount are two payments: nothing repeats, all 13.
+        assert_eq!(totals(&scenario::same_amount(Plain).unwrap()), [13; 6]);
         assert_eq!(
             totals(&scenario::resend(Plain).unwrap()),
             [13, 13, 8, 13, 13, 13]

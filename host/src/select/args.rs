@@ -82,6 +82,8 @@ pub enum ScenarioKind {
     WorkedExample,
     /// The lesson's payments: p17 retried after a lost ack, then p18.
     Payments,
+    /// Two different payments of one amount: p17 (5), p19 (5), p18 (3), nothing repeated.
+    SameAmount,
     /// An application resend of p17 (a new sequence), then p18.
     Resend,
     /// A stalled producer instance's send lands after a restarted one took over and sent it again.
@@ -103,6 +105,7 @@ impl ScenarioKind {
             Self::Ddia => "ddia",
             Self::WorkedExample => "worked-example",
             Self::Payments => "payments",
+            Self::SameAmount => "same-amount",
             Self::Resend => "resend",
             Self::Zombie => "zombie",
             Self::LateRetry => "late-retry",

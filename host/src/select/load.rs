@@ -112,7 +112,7 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
         (Some(_), Some(_)) => return Err(usage("give either a scenario or --log FILE, not both")),
         (None, None) => {
             return Err(usage(
-                "name a scenario (ddia, worked-example, payments, resend, zombie, late-retry, dual-write, gauge, late-reading) or give --log FILE",
+                "name a scenario (ddia, worked-example, payments, same-amount, resend, zombie, late-retry, dual-write, gauge, late-reading) or give --log FILE",
             ));
         }
         (Some(ScenarioKind::Ddia), None) => {
@@ -144,6 +144,7 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
             let mode = a.producer.mode();
             let base = match kind {
                 ScenarioKind::Payments => scenario::payments(mode),
+                ScenarioKind::SameAmount => scenario::same_amount(mode),
                 ScenarioKind::Resend => scenario::resend(mode),
                 ScenarioKind::Zombie => scenario::zombie(mode),
                 ScenarioKind::LateRetry => scenario::late_retry(mode),
