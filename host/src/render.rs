@@ -2,6 +2,7 @@
 
 use idem_core::consumer::covers_through;
 use idem_core::lab::check::{Anomalies, Verdict};
+use idem_core::lab::cost::FlashCost;
 use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
 use idem_core::lab::sim::{Action, FlashUse, Report, TraceStep};
 use idem_core::log::Offset;
@@ -201,9 +202,18 @@ pub fn producer_json(producer: &[ProducerStep]) -> Value {
         .collect()
 }
 
-/// Flash use as JSON.
-pub fn flash_json(f: &FlashUse) -> Value {
-    json!({ "writes": f.writes, "erases": f.erases, "bytes_written": f.bytes_written })
+/// Flash use as JSON; with the log's `events`, also per event and on an nRF51
+/// (`idem_core::lab::cost`).
+pub fn flash_json(f: &FlashUse, events: Option<u64>) -> Value {
+    let mut v = json!({ "writes": f.writes, "erases": f.erases, "bytes_written": f.bytes_written });
+    if let Some(c) = events.and_then(|n| FlashCost::of(f, n)) {
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        v["bytes_per_event"] = round(c.bytes_per_event).into();
+        v["erases_per_event"] = round(c.erases_per_event).into();
+        v["nrf51_us_per_event"] = round(c.nrf51_us_per_event).into();
+        v["lifetime_events"] = c.lifetime_events.into();
+    }
+    v
 }
 
 /// The verdict with its difference: `exact`, `over by 10`, `under by 4`.
@@ -259,7 +269,7 @@ pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
         "anomalies": anomalies_json(&r.anomalies),
         "delivered": r.delivered,
         "applied": r.applied,
-        "flash": flash_json(&r.flash),
+        "flash": flash_json(&r.flash, Some(loaded.events())),
     });
     if let Some(res) = r.resolution {
         let (name, next) = match res {

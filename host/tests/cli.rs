@@ -507,3 +507,22 @@ fn the_answers_are_not_given_before_the_questions() {
         assert!(numbers.is_empty(), "{what} gives away {numbers:?}");
     }
 }
+
+/// `idem run --json` prices its flash use per event on an nRF51: 48 µs a word write,
+/// 22 ms a page erase, and a 2-page partition's lifetime at 20,000 erase cycles a page.
+#[test]
+fn flash_cost_per_event_on_an_nrf51() {
+    let v = common::run_json(&["ddia", "--store", "message-id"]);
+    let f = &v["flash"];
+    assert_eq!(
+        (f["bytes_written"].as_u64(), f["erases"].as_u64()),
+        (Some(37_096), Some(51))
+    );
+    assert_eq!(f["bytes_per_event"], 370.96);
+    assert_eq!(f["erases_per_event"], 0.51);
+    // 37,096 / 4 words × 48 µs + 51 × 22,000 µs, over 100 events.
+    assert_eq!(f["nrf51_us_per_event"], 15_671.52);
+    assert_eq!(f["lifetime_events"], 78_431);
+    let atomic = common::run_json(&["ddia", "--store", "atomic"]);
+    assert_eq!(atomic["flash"]["lifetime_events"], 4_000_000);
+}

@@ -105,6 +105,8 @@ fn consume_with_kills(
         store,
         "--brokers",
         brokers,
+        "--idle-ms",
+        "300",
     ];
     let mut rng = SplitMix64::new(u64::from(kills) * 31 + store.len() as u64);
     for _ in 0..kills {

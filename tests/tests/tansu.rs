@@ -1,30 +1,78 @@
-//! `idem kafka` against a real Kafka-protocol broker: tansu, in memory, on a free port of
-//! 127.0.0.1 only, started for this test and stopped after it. `.ci/run` installs tansu
-//! (`cargo install tansu --locked --features dynostore`).
+//! `idem kafka` against a real Kafka-protocol broker: tansu, on a free port of 127.0.0.1
+//! only, started for each test and stopped after it, with its libSQL engine (and once with
+//! its memory engine, whose end offsets are short). Records come from idem's own batching
+//! producer and from a client of another codebase, kafka-python. `.ci/run` installs both
+//! (tansu with `--features libsql,dynostore` under `~/.cache/idem`, kafka-python in a
+//! virtualenv there); `$IDEM_TANSU` and `$IDEM_KAFKA_PYTHON` point elsewhere.
 
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use idem_core::lab::rng::SplitMix64;
 use serde_json::Value;
 
-/// A tansu broker for one test; dropped, it is killed.
+/// tansu's storage engine for a test.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// libSQL in a file of the broker's own temporary directory: behaves as Kafka does.
+    Sqlite,
+    /// In memory: its end offset after a multi-record batch is short
+    /// (docs/tansu-memory-end-offset.md).
+    Memory,
+}
+
+/// A tansu broker for one test, on a free port of 127.0.0.1, in a temporary directory of
+/// its own; dropped, it is killed and the directory removed.
 struct Tansu {
     child: Child,
     brokers: String,
+    dir: PathBuf,
+}
+
+/// The tansu that `.ci/run` installs (libsql and memory engines), or `$IDEM_TANSU`.
+fn tansu() -> PathBuf {
+    std::env::var_os("IDEM_TANSU").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/idem/tansu-0.6.0-libsql-dynostore/bin/tansu")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The Python with kafka-python that `.ci/run` installs, or `$IDEM_KAFKA_PYTHON`.
+fn kafka_python() -> Command {
+    let python = std::env::var_os("IDEM_KAFKA_PYTHON").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/idem/kafka-python-3.0.12/bin/python")
+        },
+        PathBuf::from,
+    );
+    let mut c = Command::new(python);
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/kafka_python.py"));
+    c
 }
 
 impl Tansu {
-    fn start() -> Self {
+    fn start(engine: Engine) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new("tansu")
+        let dir = std::env::temp_dir().join(format!("idem-tansu-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let storage = match engine {
+            // Relative to the broker's working directory: its own temporary one.
+            Engine::Sqlite => "sqlite://tansu.db",
+            Engine::Memory => "memory://tansu/",
+        };
+        let child = Command::new(tansu())
+            .current_dir(&dir)
             .args([
                 "broker",
                 "--listener-url",
@@ -32,11 +80,11 @@ impl Tansu {
                 "--advertised-listener-url",
                 &url,
             ])
-            .args(["--storage-engine", "memory://tansu/"])
+            .args(["--storage-engine", storage])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("tansu is installed (.ci/run installs it)");
+            .expect("tansu with the libsql and dynostore features (.ci/run installs it)");
         let brokers = format!("127.0.0.1:{port}");
         let started = Instant::now();
         while TcpStream::connect(&brokers).is_err() {
@@ -46,7 +94,39 @@ impl Tansu {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Self { child, brokers }
+        Self {
+            child,
+            brokers,
+            dir,
+        }
+    }
+
+    /// Sends one of the Python client's record sets to a new one-partition topic.
+    fn python_produce(&self, topic: &str, kind: &str) {
+        let out = kafka_python()
+            .args([&self.brokers, "produce", topic, kind])
+            .output()
+            .expect("kafka-python in a virtualenv (.ci/run installs it)");
+        assert!(
+            out.status.success(),
+            "kafka-python: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `idem kafka consume TOPIC --store STORE` into `flash`, with `extra` arguments.
+    fn consume(&self, topic: &str, store: &str, flash: &Path, extra: &[&str]) -> Command {
+        let mut c = idem();
+        c.args(["kafka", "consume", topic, "--store", store])
+            .args([
+                "--group",
+                &format!("g-{store}-{}", flash.file_name().unwrap().to_string_lossy()),
+            ])
+            .args(["--brokers", &self.brokers, "--idle-ms", "300"])
+            .arg("--flash")
+            .arg(flash)
+            .args(extra);
+        c
     }
 }
 
@@ -54,6 +134,7 @@ impl Drop for Tansu {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -86,9 +167,28 @@ fn json(out: Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The JSON report of a consume that exits with `code`.
+fn report(c: &mut Command, code: i32) -> Value {
+    let out = c.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("idem-kafka-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
-fn the_lab_and_a_killed_consumer_on_a_real_broker() {
-    let broker = Tansu::start();
+fn the_lab_on_a_real_broker() {
+    let broker = Tansu::start(Engine::Sqlite);
     let lab = json(
         idem()
             .args(["kafka", "lab", "--json", "--brokers", &broker.brokers])
@@ -119,19 +219,19 @@ fn the_lab_and_a_killed_consumer_on_a_real_broker() {
         lab["totals"],
         serde_json::json!({"naive": 13, "offset": 13, "message-id": 8, "atomic": 13})
     );
+    assert_eq!(lab["true_total"], 8, "what the producer meant to send");
+}
 
-    // 100 events; a consumer killed at seeded random instants, then a last run.
-    let topic = format!("ddia-{}", std::process::id());
+/// 300 payments and 44 application resends from idem's batching producer over three
+/// partitions; consumers killed at seeded random instants, then run to the end. The
+/// figures are the shop scenario's: 1,197 for the distinct payments, 176 for the resends.
+#[test]
+fn batched_payments_on_three_partitions_with_kills() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let topic = "shop";
     let produced = idem()
-        .args([
-            "kafka",
-            "produce",
-            &topic,
-            "--scenario",
-            "ddia",
-            "--brokers",
-            &broker.brokers,
-        ])
+        .args(["kafka", "produce", topic, "--scenario", "shop"])
+        .args(["--partitions", "3", "--brokers", &broker.brokers])
         .output()
         .unwrap();
     assert!(
@@ -139,51 +239,222 @@ fn the_lab_and_a_killed_consumer_on_a_real_broker() {
         "{}",
         String::from_utf8_lossy(&produced.stderr)
     );
-    let dir = std::env::temp_dir().join(format!("idem-tansu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut rng = SplitMix64::new(0x7A45);
-    for store in ["offset", "atomic", "message-id"] {
+    assert_eq!(
+        String::from_utf8_lossy(&produced.stdout),
+        "produced 344 records to shop\n"
+    );
+    // What another client reads back: the keys and JSON values the README documents.
+    let read = kafka_python()
+        .args([&broker.brokers, "read", topic])
+        .output()
+        .unwrap();
+    let read: Vec<Value> = String::from_utf8(read.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(read.len(), 344);
+    assert!(read.iter().any(
+        |r| r["key"] == "p0" && r["value"] == serde_json::json!({"payer": "ada", "amount": 1})
+    ));
+    let dir = temp("shop");
+    let mut rng = SplitMix64::new(0x5409);
+    for (store, want) in [
+        ("message-id", 1197),
+        ("offset", 1197 + 176),
+        ("atomic", 1197 + 176),
+        ("naive", 1197 + 176),
+    ] {
         let flash = dir.join(format!("{store}.bin"));
-        let group = format!("tansu-{store}");
-        let consume = |extra: &[&str]| {
-            let mut c = idem();
-            c.args([
-                "kafka",
-                "consume",
-                &topic,
-                "--group",
-                &group,
-                "--store",
-                store,
-                "--brokers",
-                &broker.brokers,
-            ]);
-            c.arg("--flash").arg(&flash).args(extra);
-            c
-        };
         let mut landed = 0;
         for _ in 0..4 {
-            let mut child = consume(&["--pace-ms", "25"])
+            let mut child = broker
+                .consume(topic, store, &flash, &["--pace-ms", "4"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            // At most 500 ms at 25 ms an event: four runs cannot finish the 100 events.
-            std::thread::sleep(Duration::from_millis(rng.range(150, 500)));
+            std::thread::sleep(Duration::from_millis(rng.range(300, 1200)));
             landed += u32::from(child.try_wait().unwrap().is_none());
             let _ = child.kill();
             let _ = child.wait();
         }
-        let v = json(consume(&["--json"]).output().unwrap());
-        assert_eq!(
-            (v["total"].as_i64(), v["true_total"].as_i64()),
-            (Some(100), Some(100)),
-            "{store}: {v}"
-        );
+        let v = report(&mut broker.consume(topic, store, &flash, &["--json"]), 0);
+        assert_eq!(v["true_total"], 1197, "{store}: {v}");
+        let parts = v["partitions"].as_array().unwrap();
+        let read: u64 = parts
+            .iter()
+            .map(|p| p["records_read"].as_u64().unwrap())
+            .sum();
+        assert_eq!(read, 344, "{store}: every record read");
+        for p in parts {
+            assert_eq!(p["short_read"], false, "{store}: {p}");
+            assert_eq!(p["end_offset"], p["next_offset"], "{store}: {p}");
+        }
+        let total = v["total"].as_i64().unwrap();
+        if store == "naive" {
+            // Over by the resends, and by whatever the kills replayed.
+            assert!(total >= want, "naive: {v}");
+        } else {
+            assert_eq!(total, want, "{store}: {v}");
+        }
         assert!(
             landed >= 3,
             "{store}: only {landed} of 4 kills landed mid-stream"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// kafka-python batches 20 records into one request: with the libSQL engine the end
+/// offset is 20 and idem reads all 20.
+#[test]
+fn a_batch_from_kafka_python_is_read_whole() {
+    let broker = Tansu::start(Engine::Sqlite);
+    broker.python_produce("batch20", "batch20");
+    let dir = temp("batch20");
+    let v = report(
+        &mut broker.consume("batch20", "message-id", &dir.join("m.bin"), &["--json"]),
+        0,
+    );
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&Value::from(20), &Value::from(20), &Value::from("exact"))
+    );
+    assert_eq!(v["partitions"][0]["end_offset"], 20);
+    assert_eq!(v["partitions"][0]["records_read"], 20);
+
+    // Killed between a flash commit and its group commit: the image is the truth, so
+    // the naive store does not replay what the flash commit covered.
+    let flash = dir.join("naive.bin");
+    let aborted = broker
+        .consume(
+            "batch20",
+            "naive",
+            &flash,
+            &["--checkpoint-every", "5", "--abort-after-flash-commit", "3"],
+        )
+        .output()
+        .unwrap();
+    assert!(!aborted.status.success(), "the hook aborts the process");
+    let v = report(
+        &mut broker.consume(
+            "batch20",
+            "naive",
+            &flash,
+            &["--checkpoint-every", "5", "--json"],
+        ),
+        0,
+    );
+    assert_eq!(v["partitions"][0]["group_offset_was"], 10, "{v}");
+    assert_eq!(
+        (v["total"].as_i64(), v["verdict"].as_str()),
+        (Some(20), Some("exact"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The memory engine's end offset after the same batch is 1: idem still reads all 20,
+/// and says that the broker's count is short instead of calling the total exact.
+#[test]
+fn a_short_end_offset_is_reported_not_trusted() {
+    let broker = Tansu::start(Engine::Memory);
+    broker.python_produce("batch20", "batch20");
+    let dir = temp("memory");
+    let v = report(
+        &mut broker.consume("batch20", "offset", &dir.join("o.bin"), &["--json"]),
+        1,
+    );
+    assert_eq!(v["verdict"], "unverified", "{v}");
+    assert_eq!(v["partitions"][0]["short_read"], true);
+    assert_eq!(v["partitions"][0]["end_offset"], 1);
+    assert_eq!(v["partitions"][0]["records_read"], 20);
+    let out = broker
+        .consume("batch20", "offset", &dir.join("o2.bin"), &[])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "warning: records were fetched up to offset 19, past the broker's end offset 1"
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Records as other clients write them: keyless, not payments, overflowing.
+#[test]
+fn keyless_bad_and_overflowing_records() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let dir = temp("bad");
+    let fails = |topic: &str, store: &str, name: &str, message: &str| {
+        let out = broker
+            .consume(topic, store, &dir.join(name), &[])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{err}");
+        assert!(!err.contains("panicked"));
+    };
+    // Two payments without a key: no message id for the message-id store...
+    broker.python_produce("keyless", "keyless");
+    fails(
+        "keyless",
+        "message-id",
+        "k1.bin",
+        "keyless partition 0 offset 0: the record has no key, so no message id",
+    );
+    // ... unless each takes its place as its id; the other stores never read ids.
+    for (store, extra) in [("message-id", &["--keyless", "offset"][..]), ("naive", &[])] {
+        let mut args = extra.to_vec();
+        args.push("--json");
+        let v = report(
+            &mut broker.consume("keyless", store, &dir.join(format!("k-{store}.bin")), &args),
+            0,
+        );
+        assert_eq!(
+            (v["total"].as_i64(), v["true_total"].as_i64()),
+            (Some(8), Some(8)),
+            "{v}"
+        );
+    }
+    // Good and bad records mixed: stop at the first bad one, or skip and name each.
+    broker.python_produce("mixed", "mixed");
+    fails(
+        "mixed",
+        "offset",
+        "m1.bin",
+        "mixed partition 0 offset 1: not a payment",
+    );
+    let v = report(
+        &mut broker.consume(
+            "mixed",
+            "message-id",
+            &dir.join("m2.bin"),
+            &["--on-bad-record", "skip", "--json"],
+        ),
+        0,
+    );
+    assert_eq!(
+        (v["total"].as_i64(), v["verdict"].as_str()),
+        (Some(8), Some("exact"))
+    );
+    let skipped: Vec<(u64, &str)> = v["skipped_records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["offset"].as_u64().unwrap(), s["why"].as_str().unwrap()))
+        .collect();
+    assert_eq!(skipped.len(), 3, "{v}");
+    assert_eq!(skipped.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(skipped[2].1, "the record has no value (null)");
+    // Two amounts of 2^63 - 1: an error, never a wrapped total.
+    broker.python_produce("overflow", "overflow");
+    fails(
+        "overflow",
+        "offset",
+        "o.bin",
+        "overflow partition 0 offset 1: its amount 9223372036854775807 takes the partition's amounts past a 64-bit total",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,6 +6,7 @@
 //! questions the simulator answers.
 
 pub mod check;
+pub mod cost;
 pub mod dual;
 pub mod flash;
 pub mod lesson;

@@ -36,6 +36,7 @@ use serde_json::json;
 use crate::device;
 use crate::error::usage;
 use crate::image::{Image, Meta, PAGE};
+use crate::render::count;
 use crate::select::dispatch::{SinksJob, with_sinks};
 use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
 
@@ -85,6 +86,10 @@ enum Action {
         /// Produce with Kafka's idempotence.
         #[arg(long)]
         idempotent: bool,
+        /// Wait for each record's ack before sending the next (one record per batch);
+        /// by default records are batched, as producers do.
+        #[arg(long)]
+        one_at_a_time: bool,
         #[command(flatten)]
         broker: Broker,
     },
@@ -107,11 +112,32 @@ enum Action {
         /// Sleep this long after each effect, so a kill can land mid-stream.
         #[arg(long, value_name = "MS", default_value_t = 0)]
         pace_ms: u64,
+        /// A partition is read until the broker's end offset is reached and the fetches
+        /// return nothing new for this long.
+        #[arg(long, value_name = "MS", default_value_t = 1000)]
+        idle_ms: u64,
+        /// A record that is not a payment (no value, not JSON, a bad amount, an amount
+        /// that overflows, a keyless record the store refuses): stop (exit 2) or skip it
+        /// (it is named, and the total excludes it).
+        #[arg(long, value_enum, default_value = "stop")]
+        on_bad_record: OnBadRecord,
+        /// A record without a key, for the message-id store: refuse it (no key, no
+        /// message id), or take its partition and offset as its id (a resend of it is
+        /// then not caught). The other stores never read ids.
+        #[arg(long, value_enum, default_value = "refuse")]
+        keyless: Keyless,
+        /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
+        /// stderr), then report.
+        #[arg(long)]
+        follow: bool,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
         broker: Broker,
+        /// Test hook: abort right after the N-th flash commit, before its group commit.
+        #[arg(long, hide = true, value_name = "N")]
+        abort_after_flash_commit: Option<u64>,
     },
     /// For tests: an in-process mock broker (librdkafka's) on 127.0.0.1; prints its
     /// address, runs until standard input closes (ten minutes at most).
@@ -129,6 +155,36 @@ enum KafkaScenario {
     Ddia,
     /// p17 (ada, 5), p17 again, p18 (bo, 3).
     Payments,
+    /// 300 payments p0..p299 (amounts 1 to 7) and 44 application resends (p0, p6, ...,
+    /// p258, each sent again after the next five payments): the same key, so the same
+    /// partition, well within a message-id window of its original.
+    Shop,
+}
+
+impl KafkaScenario {
+    /// The records to send, in order: (key, payer, amount).
+    fn records(self) -> Vec<(String, &'static str, i64)> {
+        match self {
+            Self::Ddia => (0..100).map(|i| (format!("e{i}"), "sensor", 1)).collect(),
+            Self::Payments => vec![
+                ("p17".into(), "ada", 5),
+                ("p17".into(), "ada", 5),
+                ("p18".into(), "bo", 3),
+            ],
+            Self::Shop => {
+                const PAYERS: [&str; 4] = ["ada", "bo", "cy", "di"];
+                let payment = |i: usize| (format!("p{i}"), PAYERS[i % 4], (i % 7) as i64 + 1);
+                let mut out = Vec::new();
+                for i in 0..300 {
+                    out.push(payment(i));
+                    if i >= 5 && (i - 5) % 6 == 0 && (i - 5) / 6 < 44 {
+                        out.push(payment(i - 5));
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 /// A record's value.
@@ -215,23 +271,45 @@ fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), Strin
     Ok(())
 }
 
-/// Sends `(key, payer, amount)` one at a time, each acknowledged before the next; the
-/// (partition, offset) of each.
+/// How a producer hands records to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batching {
+    /// Each record acknowledged before the next is sent: one record per batch.
+    OneAtATime,
+    /// As producers do: records linger up to 20 ms and go many to a batch; one flush at
+    /// the end.
+    Batched,
+}
+
+/// Sends `(key, payer, amount)`; the (partition, offset) of each acknowledged record, in
+/// the order the acks came.
 fn send(
     brokers: &str,
     topic: &str,
     idempotent: bool,
+    batching: Batching,
     records: &[(String, &str, i64)],
 ) -> anyhow::Result<Vec<(i32, i64)>> {
-    let producer: BaseProducer<Acks> = config(brokers)
+    let mut config = config(brokers);
+    config
         .set(
             "enable.idempotence",
             if idempotent { "true" } else { "false" },
         )
-        .set("allow.auto.create.topics", "true")
+        .set("allow.auto.create.topics", "true");
+    if batching == Batching::Batched {
+        config
+            .set("linger.ms", "20")
+            .set("batch.num.messages", "1000");
+    }
+    let producer: BaseProducer<Acks> = config
         .create_with_context(Acks::default())
         .map_err(|e| unreachable(brokers, e))?;
-    let mut landed = Vec::new();
+    let flush = |producer: &BaseProducer<Acks>| {
+        producer
+            .flush(Duration::from_secs(15))
+            .map_err(|e| unreachable(brokers, e))
+    };
     for (key, payer, amount) in records {
         let value = serde_json::to_string(&Payment {
             payer: (*payer).to_string(),
@@ -244,27 +322,58 @@ fn send(
                     .payload(value.as_str()),
             )
             .map_err(|(e, _)| anyhow::anyhow!("sending to {topic}: {e}"))?;
-        producer
-            .flush(Duration::from_secs(15))
-            .map_err(|e| unreachable(brokers, e))?;
-        let ack = producer
+        match batching {
+            Batching::OneAtATime => flush(&producer)?,
+            Batching::Batched => {
+                producer.poll(Duration::ZERO);
+            }
+        }
+    }
+    flush(&producer)?;
+    let acks = std::mem::take(
+        &mut *producer
             .context()
             .0
             .lock()
-            .map_err(|_| anyhow::anyhow!("delivery reports poisoned"))?
-            .pop();
-        match ack {
-            Some(Ok(at)) => landed.push(at),
-            Some(Err(e)) => anyhow::bail!("the broker refused a record of {topic}: {e}"),
-            None => anyhow::bail!("no delivery report for a record of {topic}"),
-        }
-    }
-    Ok(landed)
+            .map_err(|_| anyhow::anyhow!("delivery reports poisoned"))?,
+    );
+    anyhow::ensure!(
+        acks.len() == records.len(),
+        "{} delivery reports for the {} records sent to {topic}",
+        acks.len(),
+        records.len()
+    );
+    acks.into_iter()
+        .map(|a| a.map_err(|e| anyhow::anyhow!("the broker refused a record of {topic}: {e}")))
+        .collect()
 }
 
-/// A partition's records, as the core reads a log: by offset, from 0 to the high watermark.
+/// A partition's records, as the core reads a log: by offset, from 0 to the last record
+/// read. An offset with no record (a transaction marker, a compacted or skipped record)
+/// holds a record of amount 0 with an id of its own, so the consumer steps over it.
 struct PartitionLog {
+    partition: i32,
     records: Vec<Option<(Message, String, String)>>,
+}
+
+impl PartitionLog {
+    /// The message idem applies for a placeholder at `offset` of partition `p`.
+    fn placeholder(p: i32, offset: usize) -> Message {
+        Message {
+            id: offset_id(p, offset),
+            producer: 0,
+            epoch: 0,
+            seq: offset as u32 + 1,
+            amount: 0,
+        }
+    }
+}
+
+/// The id of a record by its place: partition and offset (a keyless record with
+/// `--keyless offset`, a placeholder). It is the hash of a NUL byte and the place, which no
+/// printable key spells.
+fn offset_id(p: i32, offset: usize) -> MessageId {
+    MessageId::from_key(format!("\0{p}@{offset}").as_bytes())
 }
 
 impl Log for PartitionLog {
@@ -273,67 +382,260 @@ impl Log for PartitionLog {
     }
 
     fn get(&self, offset: Offset) -> Option<Event> {
-        let (message, _, _) = self.records.get(usize::try_from(offset).ok()?)?.as_ref()?;
-        Some(Event {
-            offset,
-            message: *message,
-        })
+        let i = usize::try_from(offset).ok()?;
+        let message = match self.records.get(i)? {
+            Some((m, _, _)) => *m,
+            None => Self::placeholder(self.partition, i),
+        };
+        Some(Event { offset, message })
+    }
+
+    fn canonical(&self, offset: Offset) -> Offset {
+        match usize::try_from(offset)
+            .ok()
+            .and_then(|i| self.records.get(i))
+        {
+            Some(Some((m, _, _))) => self
+                .records
+                .iter()
+                .position(|r| r.as_ref().is_some_and(|(x, _, _)| x.id == m.id))
+                .map_or(offset, |i| i as Offset),
+            _ => offset,
+        }
     }
 }
 
-/// Reads partition `p` of `topic` from offset `from` to its high watermark.
+/// What to do with a record that is not a payment idem can apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnBadRecord {
+    /// Stop with exit 2, naming the partition and offset.
+    Stop,
+    /// Step over it (its offset counts as consumed), name it, and go on.
+    Skip,
+}
+
+/// What a record without a key means to the message-id store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Keyless {
+    /// It has no message id: a bad record.
+    Refuse,
+    /// Its id is its partition and offset (a resend of it is then not caught).
+    Offset,
+}
+
+/// How partitions are read.
+#[derive(Debug, Clone, Copy)]
+struct ReadRules {
+    /// Keep reading until the fetches return nothing new for this long.
+    idle: Duration,
+    /// Give up when the end offset has not been reached after this long.
+    deadline: Duration,
+    on_bad: OnBadRecord,
+    keyless: Keyless,
+    /// Whether the store dedups by message id (keyless records matter to it).
+    by_id: bool,
+    /// `--follow`: a stop request ends a read instead of failing it.
+    follow: bool,
+}
+
+impl ReadRules {
+    /// The lab's: every record is a payment with a key.
+    const LAB: Self = Self {
+        idle: Duration::from_millis(300),
+        deadline: Duration::from_secs(30),
+        on_bad: OnBadRecord::Stop,
+        keyless: Keyless::Refuse,
+        by_id: true,
+        follow: false,
+    };
+}
+
+/// The most records idem reads from one partition (each kept in memory with its key and
+/// value for the report).
+const MAX_RECORDS: usize = 1 << 20;
+
+/// A record idem stepped over, and why.
+#[derive(Debug, Clone, Serialize)]
+struct Skipped {
+    partition: i32,
+    offset: usize,
+    why: String,
+}
+
+/// One partition as read: its log and what the broker said about it.
+struct PartitionRead {
+    log: PartitionLog,
+    /// The broker's end offset (ListOffsets, latest), asked once reading was done.
+    end_offset: i64,
+    /// Records fetched (distinct offsets).
+    records_read: u64,
+    /// Records stepped over with `--on-bad-record skip`.
+    skipped: Vec<Skipped>,
+    /// The sum of the |amounts| read: kept under a 64-bit total.
+    sum: i64,
+}
+
+impl PartitionRead {
+    /// Records were fetched at or past the broker's end offset: the broker's count of
+    /// its own partition is short, so no verdict built on it can be trusted.
+    fn short_read(&self) -> bool {
+        self.log.len() as i64 > self.end_offset
+    }
+}
+
+/// Reads a record's payment; a sentence saying why not.
+fn payment(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    rules: &ReadRules,
+) -> Result<(bool, i64), String> {
+    let value = value.ok_or("the record has no value (null)")?;
+    let pay: Payment = serde_json::from_slice(value).map_err(|e| format!("not a payment ({e})"))?;
+    let keyed = key.is_some();
+    if !keyed && rules.by_id && rules.keyless == Keyless::Refuse {
+        return Err(
+            "the record has no key, so no message id for the message-id store (--keyless offset takes its partition and offset as its id)"
+                .into(),
+        );
+    }
+    Ok((keyed, pay.amount))
+}
+
+/// Reads partition `p` of `topic` from offset 0 until it has passed the broker's end
+/// offset and the fetches return nothing new for `rules.idle`: an end offset alone is not
+/// trusted (a broker can report one short of the records it serves).
 fn read_partition(
     c: &BaseConsumer,
     brokers: &str,
     topic: &str,
     p: i32,
-    from: Offset,
-) -> anyhow::Result<PartitionLog> {
+    rules: &ReadRules,
+) -> anyhow::Result<PartitionRead> {
+    let mut read = PartitionRead {
+        log: PartitionLog {
+            partition: p,
+            records: Vec::new(),
+        },
+        end_offset: 0,
+        records_read: 0,
+        skipped: Vec::new(),
+        sum: 0,
+    };
+    read_more(c, brokers, topic, &mut read, rules)?;
+    Ok(read)
+}
+
+/// Extends `read` with the partition's records after the last one it holds, by the
+/// rules of [`read_partition`].
+fn read_more(
+    c: &BaseConsumer,
+    brokers: &str,
+    topic: &str,
+    read: &mut PartitionRead,
+    rules: &ReadRules,
+) -> anyhow::Result<()> {
+    let p = read.log.partition;
     let (_, high) = c
         .fetch_watermarks(topic, p, BROKER_TIMEOUT)
         .map_err(|e| unreachable(brokers, e))?;
-    let high = high.max(0) as usize;
-    let mut records = vec![None; high];
+    let from = read.log.records.len();
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, KOffset::Offset(from as i64))
         .context("assigning a partition")?;
     c.assign(&tpl).context("assigning a partition")?;
-    let mut missing = high.saturating_sub(from as usize);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while missing > 0 {
+    let started = Instant::now();
+    let mut last_new = Instant::now();
+    let mut next = from as i64; // the next offset to fetch, by what arrived
+    loop {
+        if crate::cleanup::stop_requested() {
+            if rules.follow {
+                break; // the report follows
+            }
+            return Err(crate::cleanup::Interrupted.into());
+        }
+        let reached = next >= high.max(0);
+        if reached && last_new.elapsed() >= rules.idle {
+            break;
+        }
         anyhow::ensure!(
-            Instant::now() < deadline,
-            "timed out reading {topic} partition {p}"
+            started.elapsed() < rules.deadline,
+            "reading {topic} partition {p}: the broker's end offset is {high}, but after {} s the fetches stopped at offset {next}",
+            rules.deadline.as_secs()
         );
-        let Some(m) = c.poll(Duration::from_millis(200)) else {
+        let Some(m) = c.poll(Duration::from_millis(100)) else {
+            if let Ok(pos) = c.position()
+                && let Some(KOffset::Offset(o)) = pos.find_partition(topic, p).map(|e| e.offset())
+            {
+                next = next.max(o); // past transaction markers the fetches skip
+            }
             continue;
         };
         let m = m.with_context(|| format!("reading {topic} partition {p}"))?;
-        let (offset, key) = (m.offset() as usize, m.key().unwrap_or_default());
-        if offset >= high || records[offset].is_some() {
+        let offset = usize::try_from(m.offset()).unwrap_or(usize::MAX);
+        anyhow::ensure!(
+            offset < MAX_RECORDS,
+            crate::error::Usage(format!(
+                "{topic} partition {p} has a record at offset {offset}; idem reads up to {MAX_RECORDS} records a partition"
+            ))
+        );
+        let records = &mut read.log.records;
+        if records.len() <= offset {
+            records.resize(offset + 1, None);
+        }
+        if records[offset].is_some() || read.skipped.iter().any(|s| s.offset == offset) {
             continue;
         }
-        let value = m.payload().unwrap_or_default();
-        let pay: Payment = serde_json::from_slice(value).map_err(|e| {
-            usage(format!(
-                "{topic} partition {p} offset {offset}: not a payment ({e})"
-            ))
-        })?;
-        let message = Message {
-            id: MessageId::from_key(key),
-            producer: 0,
-            epoch: 0,
-            seq: offset as u32 + 1,
-            amount: pay.amount,
-        };
-        records[offset] = Some((
-            message,
-            String::from_utf8_lossy(key).into_owned(),
-            String::from_utf8_lossy(value).into_owned(),
-        ));
-        missing -= 1;
+        last_new = Instant::now();
+        next = next.max(offset as i64 + 1);
+        read.records_read += 1;
+        let key = m.key();
+        let sum = read.sum;
+        let checked = payment(key, m.payload(), rules).and_then(|(keyed, amount)| {
+            sum.checked_add(amount.checked_abs().unwrap_or(i64::MAX))
+                .map(|s| (keyed, amount, s))
+                .ok_or_else(|| {
+                    format!("its amount {amount} takes the partition's amounts past a 64-bit total")
+                })
+        });
+        match checked {
+            Ok((keyed, amount, s)) => {
+                read.sum = s;
+                let id = match key {
+                    Some(k) if keyed => MessageId::from_key(k),
+                    _ => offset_id(p, offset),
+                };
+                records[offset] = Some((
+                    Message {
+                        id,
+                        producer: 0,
+                        epoch: 0,
+                        seq: offset as u32 + 1,
+                        amount,
+                    },
+                    key.map_or_else(
+                        || "(none)".into(),
+                        |k| String::from_utf8_lossy(k).into_owned(),
+                    ),
+                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                ));
+            }
+            Err(why) if rules.on_bad == OnBadRecord::Skip => read.skipped.push(Skipped {
+                partition: p,
+                offset,
+                why,
+            }),
+            Err(why) => {
+                return Err(usage(format!(
+                    "{topic} partition {p} offset {offset}: {why} (--on-bad-record skip steps over such records)"
+                )));
+            }
+        }
     }
-    Ok(PartitionLog { records })
+    let (_, end_offset) = c
+        .fetch_watermarks(topic, p, BROKER_TIMEOUT)
+        .map_err(|e| unreachable(brokers, e))?;
+    read.end_offset = end_offset;
+    Ok(())
 }
 
 /// What consuming one partition ended with.
@@ -341,6 +643,9 @@ struct PartitionResult {
     total: i64,
     true_total: i64,
     next_offset: Offset,
+    read: PartitionRead,
+    /// The group's committed offset when the run began, when it differed from the image's.
+    group_was: Option<i64>,
 }
 
 struct ConsumePartition<'a> {
@@ -351,6 +656,14 @@ struct ConsumePartition<'a> {
     checkpoint_every: CheckpointEvery,
     pace: Duration,
     brokers: &'a str,
+    /// The partition as read so far.
+    read: PartitionRead,
+    /// Whether to print a line on stderr for each durable checkpoint (`--follow`).
+    progress: bool,
+    /// Test hook: abort the process right after this many flash commits, before the
+    /// group commit that copies the last one.
+    abort_after: Option<u64>,
+    commits: &'a mut u64,
 }
 
 impl SinksJob for ConsumePartition<'_> {
@@ -369,35 +682,50 @@ impl SinksJob for ConsumePartition<'_> {
             tag: self.image.meta.tag() ^ p,
         };
         let config = ConsumerConfig::every(self.checkpoint_every);
+        // The flash image is the one source of truth for the position: recovery reads it
+        // from the journals. The group's committed offset is a copy, committed after each
+        // durable checkpoint, for the tools that watch a group's lag.
         let mut c = Consumer::open(&mut self.image.flash, layout, store, config)
             .map_err(|e| device::consumer_error(self.image, e))?;
-        let own_position = S::BATCHED;
-        if !own_position {
-            // The group's committed offset is the position (the next offset to read).
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition(self.topic, self.partition);
-            let committed = self
-                .kafka
-                .committed_offsets(tpl, BROKER_TIMEOUT)
-                .map_err(|e| unreachable(self.brokers, e))?;
-            let at = committed
-                .find_partition(self.topic, self.partition)
-                .map(|e| e.offset());
-            c.resume_from(match at {
-                Some(KOffset::Offset(n)) if n >= 0 => n as u64,
-                _ => 0,
-            });
-        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(self.topic, self.partition);
+        let committed = self
+            .kafka
+            .committed_offsets(tpl, BROKER_TIMEOUT)
+            .map_err(|e| unreachable(self.brokers, e))?;
+        let group_was = match committed
+            .find_partition(self.topic, self.partition)
+            .map(|e| e.offset())
+        {
+            Some(KOffset::Offset(n)) if n != c.next_offset() as i64 => Some(n),
+            _ => None,
+        };
         // The whole partition, so the true total counts every record, not just the rest.
-        let log = read_partition(self.kafka, self.brokers, self.topic, self.partition, 0)?;
+        let read = self.read;
         loop {
+            if self.progress && crate::cleanup::stop_requested() {
+                break; // --follow: Ctrl-C ends it between two steps
+            }
             match c
-                .step(&mut self.image.flash, &log)
+                .step(&mut self.image.flash, &read.log)
                 .map_err(|e| device::consumer_error(self.image, e))?
             {
                 Step::Done => break,
                 Step::Effect(..) if !self.pace.is_zero() => std::thread::sleep(self.pace),
-                Step::Commit { next } if !own_position => {
+                Step::Commit { next } => {
+                    *self.commits += 1;
+                    if self.progress {
+                        eprintln!(
+                            "partition {}: checkpoint: {}; total {}",
+                            self.partition,
+                            crate::render::position_text(next),
+                            c.total()
+                        );
+                    }
+                    if self.abort_after == Some(*self.commits) {
+                        // As a SIGKILL would: no destructor, no group commit.
+                        std::process::abort();
+                    }
                     let mut tpl = TopicPartitionList::new();
                     tpl.add_partition_offset(
                         self.topic,
@@ -413,23 +741,32 @@ impl SinksJob for ConsumePartition<'_> {
         }
         Ok(PartitionResult {
             total: c.total(),
-            true_total: log.true_total(),
+            true_total: read.log.true_total(),
             next_offset: c.next_offset(),
+            read,
+            group_was,
         })
     }
 }
 
-/// Consumes every partition of `topic` into the image at `flash`; total, true total, and
-/// the next offset of each partition.
-fn consume(
-    brokers: &str,
-    topic: &str,
-    group: &str,
+/// How `consume` runs.
+struct ConsumeOptions<'a> {
+    brokers: &'a str,
+    topic: &'a str,
+    group: &'a str,
     store: StoreKind,
-    flash: &Path,
+    flash: &'a Path,
     checkpoint_every: u64,
     pace: Duration,
-) -> anyhow::Result<(i64, i64, Vec<Offset>)> {
+    rules: ReadRules,
+    /// Keep consuming new records until a signal stops it.
+    follow: bool,
+    abort_after: Option<u64>,
+}
+
+/// Consumes every partition of the topic into the image; one result per partition.
+fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<Vec<PartitionResult>> {
+    let store = o.store;
     if !matches!(
         store,
         StoreKind::Naive | StoreKind::Offset | StoreKind::MessageId | StoreKind::Atomic
@@ -438,42 +775,73 @@ fn consume(
             "kafka consume takes the naive, offset, message-id or atomic store",
         ));
     }
-    let every = CheckpointEvery::new(checkpoint_every)
+    let every = CheckpointEvery::new(o.checkpoint_every)
         .ok_or_else(|| usage("the checkpoint interval must be at least 1 record"))?;
-    let kafka = consumer(brokers, group)?;
-    let n = partitions(&kafka, brokers, topic)?
-        .ok_or_else(|| usage(format!("the broker has no topic {topic}")))?;
+    let kafka = consumer(o.brokers, o.group)?;
+    let n = partitions(&kafka, o.brokers, o.topic)?
+        .ok_or_else(|| usage(format!("the broker has no topic {}", o.topic)))?;
     if n > MAX_PARTITIONS {
         return Err(usage(format!(
-            "{topic} has {n} partitions; idem consumes up to {MAX_PARTITIONS}"
+            "{} has {n} partitions; idem consumes up to {MAX_PARTITIONS}",
+            o.topic
         )));
     }
     let meta = Meta {
-        scenario: format!("kafka:{topic}"),
+        scenario: format!("kafka:{}", o.topic),
         store: store.name().into(),
         events: 0,
-        checkpoint_every,
+        checkpoint_every: o.checkpoint_every,
         window: WINDOW_CAPACITY,
         pages: 4 * n as u32,
     };
-    let mut image = Image::open_or_create(flash, &meta)?;
-    let (mut total, mut truth, mut next) = (0, 0, Vec::new());
-    for partition in 0..n {
-        let job = ConsumePartition {
-            image: &mut image,
-            kafka: &kafka,
-            topic,
-            partition,
-            checkpoint_every: every,
-            pace,
-            brokers,
-        };
-        let r = with_sinks(store.into(), WINDOW_CAPACITY, job)?;
-        total += r.total;
-        truth += r.true_total;
-        next.push(r.next_offset);
+    let mut image = Image::open_or_create(o.flash, &meta)?;
+    let rules = ReadRules {
+        by_id: store == StoreKind::MessageId,
+        ..o.rules
+    };
+    if o.follow {
+        // Ctrl-C ends a follow between two steps, with the report.
+        crate::cleanup::defer_signals();
     }
-    Ok((total, truth, next))
+    let mut results: Vec<PartitionResult> = Vec::new();
+    let mut commits = 0;
+    // What the group said when the run began (later rounds find their own copy).
+    let mut group_was: Option<Vec<Option<i64>>> = None;
+    loop {
+        let mut reads: Vec<Option<PartitionRead>> =
+            results.drain(..).map(|r| Some(r.read)).collect();
+        reads.resize_with(n as usize, || None);
+        for (partition, read) in (0..n).zip(reads) {
+            let read = match read {
+                None => read_partition(&kafka, o.brokers, o.topic, partition, &rules)?,
+                Some(mut read) => {
+                    read_more(&kafka, o.brokers, o.topic, &mut read, &rules)?;
+                    read
+                }
+            };
+            let job = ConsumePartition {
+                image: &mut image,
+                kafka: &kafka,
+                topic: o.topic,
+                partition,
+                checkpoint_every: every,
+                pace: o.pace,
+                brokers: o.brokers,
+                read,
+                progress: o.follow,
+                abort_after: o.abort_after,
+                commits: &mut commits,
+            };
+            results.push(with_sinks(store.into(), WINDOW_CAPACITY, job)?);
+        }
+        let first = group_was.get_or_insert_with(|| results.iter().map(|r| r.group_was).collect());
+        if !o.follow || crate::cleanup::stop_requested() {
+            for (r, was) in results.iter_mut().zip(first.iter()) {
+                r.group_was = *was;
+            }
+            return Ok(results);
+        }
+    }
 }
 
 fn unique() -> String {
@@ -498,6 +866,7 @@ impl Cmd {
                 scenario,
                 partitions: n,
                 idempotent,
+                one_at_a_time,
                 broker,
             } => {
                 anyhow::ensure!(
@@ -511,25 +880,20 @@ impl Cmd {
                     None => create_topic(&broker.brokers, &topic, n),
                     Some(_) => Ok(()),
                 };
-                let records: Vec<(String, &str, i64)> = match scenario {
-                    KafkaScenario::Ddia => {
-                        (0..100).map(|i| (format!("e{i}"), "sensor", 1)).collect()
-                    }
-                    KafkaScenario::Payments => {
-                        vec![
-                            ("p17".into(), "ada", 5),
-                            ("p17".into(), "ada", 5),
-                            ("p18".into(), "bo", 3),
-                        ]
-                    }
+                let records = scenario.records();
+                let batching = if one_at_a_time {
+                    Batching::OneAtATime
+                } else {
+                    Batching::Batched
                 };
-                let landed = send(&broker.brokers, &topic, idempotent, &records).map_err(|e| {
-                    if let Err(c) = &created {
-                        anyhow::anyhow!("{e} ({c})")
-                    } else {
-                        e
-                    }
-                })?;
+                let landed = send(&broker.brokers, &topic, idempotent, batching, &records)
+                    .map_err(|e| {
+                        if let Err(c) = &created {
+                            anyhow::anyhow!("{e} ({c})")
+                        } else {
+                            e
+                        }
+                    })?;
                 writeln!(out, "produced {} records to {topic}", landed.len())?;
             }
             Action::MockBroker => {
@@ -551,33 +915,149 @@ impl Cmd {
                 flash,
                 checkpoint_every,
                 pace_ms,
+                idle_ms,
+                on_bad_record,
+                keyless,
+                follow,
                 json,
                 broker,
+                abort_after_flash_commit,
             } => {
-                let pace = Duration::from_millis(pace_ms);
-                let (total, truth, next) = consume(
-                    &broker.brokers,
-                    &topic,
-                    &group,
+                let results = consume(&ConsumeOptions {
+                    brokers: &broker.brokers,
+                    topic: &topic,
+                    group: &group,
                     store,
-                    &flash,
+                    flash: &flash,
                     checkpoint_every,
-                    pace,
-                )?;
-                if json {
-                    let v = json!({"topic": topic, "store": store.name(), "total": total, "true_total": truth, "next_offsets": next});
-                    writeln!(out, "{v}")?;
-                } else {
-                    writeln!(
-                        out,
-                        "{topic} with the {} store: total {total} (true total {truth}), next offsets {next:?}",
-                        store.name()
-                    )?;
-                }
+                    pace: Duration::from_millis(pace_ms),
+                    rules: ReadRules {
+                        idle: Duration::from_millis(idle_ms),
+                        deadline: Duration::from_secs(30) + Duration::from_millis(idle_ms),
+                        on_bad: on_bad_record,
+                        keyless,
+                        by_id: store == StoreKind::MessageId,
+                        follow,
+                    },
+                    follow,
+                    abort_after: abort_after_flash_commit,
+                })?;
+                return report(&mut out, &topic, store, &results, json);
             }
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The verdict of a `kafka consume`: the store's total against the true total of the
+/// distinct message ids read, unless a partition's records passed the broker's end offset.
+fn verdict(results: &[PartitionResult], total: i64, truth: i64) -> &'static str {
+    if results.iter().any(|r| r.read.short_read()) {
+        "unverified"
+    } else if total == truth {
+        "exact"
+    } else if total > truth {
+        "over"
+    } else {
+        "under"
+    }
+}
+
+/// Prints what `kafka consume` ended with; exit 1 when the broker's end offsets cannot be
+/// trusted.
+fn report(
+    out: &mut impl Write,
+    topic: &str,
+    store: StoreKind,
+    results: &[PartitionResult],
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
+    let sum = |f: fn(&PartitionResult) -> i64| {
+        results
+            .iter()
+            .try_fold(0i64, |a, r| a.checked_add(f(r)))
+            .ok_or_else(|| {
+                usage(format!(
+                    "{topic}: the partitions' totals add up past a 64-bit total"
+                ))
+            })
+    };
+    let (total, truth) = (sum(|r| r.total)?, sum(|r| r.true_total)?);
+    let verdict = verdict(results, total, truth);
+    let skipped: Vec<&Skipped> = results.iter().flat_map(|r| &r.read.skipped).collect();
+    if json_out {
+        let v = json!({
+            "topic": topic,
+            "store": store.name(),
+            "total": total,
+            "true_total": truth,
+            "verdict": verdict,
+            "next_offsets": results.iter().map(|r| r.next_offset).collect::<Vec<_>>(),
+            "partitions": results.iter().enumerate().map(|(p, r)| json!({
+                "partition": p,
+                "records_read": r.read.records_read,
+                "end_offset": r.read.end_offset,
+                "short_read": r.read.short_read(),
+                "next_offset": r.next_offset,
+                "total": r.total,
+                "true_total": r.true_total,
+                "group_offset_was": r.group_was,
+            })).collect::<Vec<_>>(),
+            "skipped_records": skipped,
+        });
+        writeln!(out, "{v}")?;
+    } else {
+        for (p, r) in results.iter().enumerate() {
+            writeln!(
+                out,
+                "partition {p}: {} read, the broker's end offset {}, next offset {}, total {} (true total {})",
+                count(r.read.records_read, "record"),
+                r.read.end_offset,
+                r.next_offset,
+                r.total,
+                r.true_total
+            )?;
+            if r.read.short_read() {
+                writeln!(
+                    out,
+                    "  warning: records were fetched up to offset {}, past the broker's end offset {}: the broker's own count is short",
+                    r.read.log.len() - 1,
+                    r.read.end_offset
+                )?;
+            }
+            if let Some(n) = r.group_was {
+                writeln!(
+                    out,
+                    "  note: the group's committed offset was {n}; the flash image's position is the truth, and the group now has a copy of it"
+                )?;
+            }
+        }
+        for s in &skipped {
+            writeln!(
+                out,
+                "skipped partition {} offset {}: {}",
+                s.partition, s.offset, s.why
+            )?;
+        }
+        let excluded = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", excluding {}",
+                count(skipped.len() as u64, "skipped record")
+            )
+        };
+        writeln!(
+            out,
+            "{topic} with the {} store: total {total}, true total {truth} of the distinct message ids read{excluded}: {verdict}",
+            store.name()
+        )?;
+    }
+    Ok(if verdict == "unverified" {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn lab(
@@ -593,7 +1073,7 @@ fn lab(
         ("p17".to_string(), "ada", 5),
         ("p18".to_string(), "bo", 3),
     ];
-    let landed = send(brokers, &topic, idempotent, &sends).map_err(|e| {
+    let landed = send(brokers, &topic, idempotent, Batching::OneAtATime, &sends).map_err(|e| {
         if let Err(c) = &created {
             anyhow::anyhow!("{e} ({c})")
         } else {
@@ -603,16 +1083,25 @@ fn lab(
     let reader = consumer(brokers, &format!("idem-lab-read-{}", unique()))?;
     let n = partitions(&reader, brokers, &topic)?.unwrap_or(1);
     let mut records = Vec::new();
-    let mut truth = 0;
     for p in 0..n {
-        let log = read_partition(&reader, brokers, &topic, p, 0)?;
-        truth += log.true_total();
-        for (o, r) in log.records.iter().enumerate() {
+        let read = read_partition(&reader, brokers, &topic, p, &ReadRules::LAB)?;
+        anyhow::ensure!(
+            !read.short_read(),
+            "{topic} partition {p}: records were fetched past the broker's end offset {}; its counts cannot be trusted",
+            read.end_offset
+        );
+        for (o, r) in read.log.records.iter().enumerate() {
             if let Some((_, k, v)) = r {
                 records.push((p, o, k.clone(), v.clone()));
             }
         }
     }
+    // The truth is what the producer meant to send: each payment once.
+    let mut sent = BTreeMap::new();
+    for (key, _, amount) in &sends {
+        sent.entry(key.as_str()).or_insert(*amount);
+    }
+    let truth: i64 = sent.values().sum();
     let dir = std::env::temp_dir().join(format!("idem-lab-{}", unique()));
     std::fs::create_dir_all(&dir)?;
     let mut totals = BTreeMap::new();
@@ -625,8 +1114,26 @@ fn lab(
     for store in stores {
         let flash = dir.join(format!("{}.bin", store.name()));
         let group = format!("idem-lab-{}-{}", store.name(), unique());
-        let (total, _, _) = consume(brokers, &topic, &group, store, &flash, 10, Duration::ZERO)?;
-        totals.insert(store.name(), total);
+        let results = consume(&ConsumeOptions {
+            brokers,
+            topic: &topic,
+            group: &group,
+            store,
+            flash: &flash,
+            checkpoint_every: 10,
+            pace: Duration::ZERO,
+            rules: ReadRules {
+                by_id: store == StoreKind::MessageId,
+                ..ReadRules::LAB
+            },
+            follow: false,
+            abort_after: None,
+        })?;
+        anyhow::ensure!(
+            !results.iter().any(|r| r.read.short_read()),
+            "{topic}: records were fetched past the broker's end offset; its counts cannot be trusted"
+        );
+        totals.insert(store.name(), results.iter().map(|r| r.total).sum::<i64>());
     }
     let _ = std::fs::remove_dir_all(&dir);
     if json_out {
