@@ -458,3 +458,147 @@ fn keyless_bad_and_overflowing_records() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The lines a child prints on stderr, as they come.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for every child to exit by itself (at most `limit`; then they are killed and
+/// the test fails); each one's JSON report, in the order they exited.
+fn finish_all(mut children: Vec<std::process::Child>, limit: Duration) -> Vec<Value> {
+    let started = Instant::now();
+    let mut order = Vec::new();
+    while order.len() < children.len() {
+        for (i, c) in children.iter_mut().enumerate() {
+            if !order.contains(&i) && c.try_wait().unwrap().is_some() {
+                order.push(i);
+            }
+        }
+        if started.elapsed() > limit {
+            for c in &mut children {
+                let _ = c.kill();
+            }
+            panic!("the members did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut outs: Vec<Option<Output>> = children
+        .into_iter()
+        .map(|c| Some(c.wait_with_output().unwrap()))
+        .collect();
+    order
+        .into_iter()
+        .map(|i| {
+            let out = outs[i].take().unwrap();
+            assert!(
+                out.status.success(),
+                "member {i}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).unwrap()
+        })
+        .collect()
+}
+
+/// Two `--shared` members of one group on a 4-partition topic, each with its own image:
+/// the broker splits the partitions between them; one is killed mid-stream, so its
+/// partitions move to the other, and restarted, so they move back. Each partition, as the
+/// member that held it last left it, is consumed to its end, and together they make the
+/// shop's figures: the distinct payments for message-id, plus the resends for offset and
+/// atomic.
+#[test]
+fn two_members_of_a_group_with_rebalances_and_a_kill() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let produced = idem()
+        .args(["kafka", "produce", "shop4", "--scenario", "shop"])
+        .args(["--partitions", "4", "--brokers", &broker.brokers])
+        .output()
+        .unwrap();
+    assert!(produced.status.success());
+    let dir = temp("members");
+    for (store, want) in [
+        ("message-id", 1197),
+        ("offset", 1197 + 176),
+        ("atomic", 1197 + 176),
+    ] {
+        let member = |name: &str| {
+            idem()
+                .args(["kafka", "consume", "shop4", "--store", store, "--shared"])
+                .args(["--group", &format!("members-{store}")])
+                .args(["--brokers", &broker.brokers, "--json"])
+                .args(["--pace-ms", "4", "--idle-ms", "8000", "--flash"])
+                .arg(dir.join(format!("{store}-{name}.bin")))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        // a alone takes every partition; b joins once a has committed, so the
+        // partitions b takes are behind in b's image (rebuilt); then a is killed, and
+        // restarted, and the partitions move again.
+        let mut a = member("a");
+        let lines = stderr_lines(&mut a);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{store}: a printed no checkpoint"))
+            .contains("checkpoint: covers through 19")
+        {
+            assert!(Instant::now() < deadline, "{store}: a made no progress");
+        }
+        let b = member("b");
+        std::thread::sleep(Duration::from_millis(2500));
+        assert!(a.try_wait().unwrap().is_none(), "{store}: a ended too soon");
+        a.kill().unwrap();
+        a.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let a = member("a");
+        // Each partition as the member that held it last left it.
+        let reports = finish_all(vec![a, b], Duration::from_secs(90));
+        let mut last = std::collections::BTreeMap::new();
+        for v in &reports {
+            for p in v["partitions"].as_array().unwrap() {
+                last.insert(p["partition"].as_u64().unwrap(), p.clone());
+            }
+        }
+        assert_eq!(
+            last.len(),
+            4,
+            "{store}: every partition reported: {reports:?}"
+        );
+        let total: i64 = last.values().map(|p| p["total"].as_i64().unwrap()).sum();
+        let truth: i64 = last
+            .values()
+            .map(|p| p["true_total"].as_i64().unwrap())
+            .sum();
+        assert_eq!((total, truth), (want, 1197), "{store}: {reports:?}");
+        for p in last.values() {
+            assert_eq!(p["next_offset"], p["end_offset"], "{store}: {p}");
+        }
+        let (a, b) = (&reports[0], &reports[1]);
+        // A partition came to a member whose image was behind the group: rebuilt.
+        let takes: Vec<&Value> = [a, b]
+            .iter()
+            .flat_map(|v| v["taken"].as_array().unwrap())
+            .collect();
+        assert!(
+            takes.iter().any(|t| t["action"] == "rebuilt"),
+            "{store}: {a} {b}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -21,7 +21,7 @@ use clap::{Args, Subcommand};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
 use idem_core::log::{Event, Log, Message, MessageId, Offset};
-use idem_core::persist::Layout;
+use idem_core::persist::{Layout, Sinks};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -128,8 +128,13 @@ enum Action {
         keyless: Keyless,
         /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
         /// stderr), then report.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "shared")]
         follow: bool,
+        /// Be one member of the group: the broker assigns this process some of the
+        /// partitions and moves them on a rebalance; each partition's state follows it
+        /// (see the README). Stops after --idle-ms with nothing new.
+        #[arg(long)]
+        shared: bool,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -571,64 +576,9 @@ fn read_more(
             continue;
         };
         let m = m.with_context(|| format!("reading {topic} partition {p}"))?;
-        let offset = usize::try_from(m.offset()).unwrap_or(usize::MAX);
-        anyhow::ensure!(
-            offset < MAX_RECORDS,
-            crate::error::Usage(format!(
-                "{topic} partition {p} has a record at offset {offset}; idem reads up to {MAX_RECORDS} records a partition"
-            ))
-        );
-        let records = &mut read.log.records;
-        if records.len() <= offset {
-            records.resize(offset + 1, None);
-        }
-        if records[offset].is_some() || read.skipped.iter().any(|s| s.offset == offset) {
-            continue;
-        }
-        last_new = Instant::now();
-        next = next.max(offset as i64 + 1);
-        read.records_read += 1;
-        let key = m.key();
-        let sum = read.sum;
-        let checked = payment(key, m.payload(), rules).and_then(|(keyed, amount)| {
-            sum.checked_add(amount.checked_abs().unwrap_or(i64::MAX))
-                .map(|s| (keyed, amount, s))
-                .ok_or_else(|| {
-                    format!("its amount {amount} takes the partition's amounts past a 64-bit total")
-                })
-        });
-        match checked {
-            Ok((keyed, amount, s)) => {
-                read.sum = s;
-                let id = match key {
-                    Some(k) if keyed => MessageId::from_key(k),
-                    _ => offset_id(p, offset),
-                };
-                records[offset] = Some((
-                    Message {
-                        id,
-                        producer: 0,
-                        epoch: 0,
-                        seq: offset as u32 + 1,
-                        amount,
-                    },
-                    key.map_or_else(
-                        || "(none)".into(),
-                        |k| String::from_utf8_lossy(k).into_owned(),
-                    ),
-                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
-                ));
-            }
-            Err(why) if rules.on_bad == OnBadRecord::Skip => read.skipped.push(Skipped {
-                partition: p,
-                offset,
-                why,
-            }),
-            Err(why) => {
-                return Err(usage(format!(
-                    "{topic} partition {p} offset {offset}: {why} (--on-bad-record skip steps over such records)"
-                )));
-            }
+        if ingest(read, topic, &m, rules)? {
+            last_new = Instant::now();
+            next = next.max(m.offset() + 1);
         }
     }
     let (_, end_offset) = c
@@ -638,14 +588,100 @@ fn read_more(
     Ok(())
 }
 
+/// Adds record `m` to `read` (a record it already holds is ignored); whether it was new.
+/// A bad record is skipped by name or refused, as `rules` say.
+fn ingest<M: rdkafka::message::Message>(
+    read: &mut PartitionRead,
+    topic: &str,
+    m: &M,
+    rules: &ReadRules,
+) -> anyhow::Result<bool> {
+    let p = read.log.partition;
+    let offset = usize::try_from(m.offset()).unwrap_or(usize::MAX);
+    anyhow::ensure!(
+        offset < MAX_RECORDS,
+        crate::error::Usage(format!(
+            "{topic} partition {p} has a record at offset {offset}; idem reads up to {MAX_RECORDS} records a partition"
+        ))
+    );
+    let records = &mut read.log.records;
+    if records.len() <= offset {
+        records.resize(offset + 1, None);
+    }
+    if records[offset].is_some() || read.skipped.iter().any(|s| s.offset == offset) {
+        return Ok(false);
+    }
+    read.records_read += 1;
+    let key = m.key();
+    let sum = read.sum;
+    let checked = payment(key, m.payload(), rules).and_then(|(keyed, amount)| {
+        sum.checked_add(amount.checked_abs().unwrap_or(i64::MAX))
+            .map(|s| (keyed, amount, s))
+            .ok_or_else(|| {
+                format!("its amount {amount} takes the partition's amounts past a 64-bit total")
+            })
+    });
+    match checked {
+        Ok((keyed, amount, s)) => {
+            read.sum = s;
+            let id = match key {
+                Some(k) if keyed => MessageId::from_key(k),
+                _ => offset_id(p, offset),
+            };
+            records[offset] = Some((
+                Message {
+                    id,
+                    producer: 0,
+                    epoch: 0,
+                    seq: offset as u32 + 1,
+                    amount,
+                },
+                key.map_or_else(
+                    || "(none)".into(),
+                    |k| String::from_utf8_lossy(k).into_owned(),
+                ),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            ));
+        }
+        Err(why) if rules.on_bad == OnBadRecord::Skip => read.skipped.push(Skipped {
+            partition: p,
+            offset,
+            why,
+        }),
+        Err(why) => {
+            return Err(usage(format!(
+                "{topic} partition {p} offset {offset}: {why} (--on-bad-record skip steps over such records)"
+            )));
+        }
+    }
+    Ok(true)
+}
+
 /// What consuming one partition ended with.
 struct PartitionResult {
+    partition: i32,
     total: i64,
     true_total: i64,
     next_offset: Offset,
     read: PartitionRead,
     /// The group's committed offset when the run began, when it differed from the image's.
     group_was: Option<i64>,
+}
+
+/// Where partition `p`'s two journals live in an image: four pages from page `4p`.
+fn layout(image: &Image, p: i32) -> Layout {
+    let p = p as u32;
+    Layout {
+        positions: Region {
+            start: 4 * p * PAGE as u32,
+            pages: 2,
+        },
+        sink: Region {
+            start: (4 * p + 2) * PAGE as u32,
+            pages: 2,
+        },
+        tag: image.meta.tag() ^ p,
+    }
 }
 
 struct ConsumePartition<'a> {
@@ -669,18 +705,7 @@ struct ConsumePartition<'a> {
 impl SinksJob for ConsumePartition<'_> {
     type Out = PartitionResult;
     fn call<S: HostSinks>(self, store: S) -> anyhow::Result<PartitionResult> {
-        let p = self.partition as u32;
-        let layout = Layout {
-            positions: Region {
-                start: 4 * p * PAGE as u32,
-                pages: 2,
-            },
-            sink: Region {
-                start: (4 * p + 2) * PAGE as u32,
-                pages: 2,
-            },
-            tag: self.image.meta.tag() ^ p,
-        };
+        let layout = layout(self.image, self.partition);
         let config = ConsumerConfig::every(self.checkpoint_every);
         // The flash image is the one source of truth for the position: recovery reads it
         // from the journals. The group's committed offset is a copy, committed after each
@@ -740,11 +765,259 @@ impl SinksJob for ConsumePartition<'_> {
             }
         }
         Ok(PartitionResult {
+            partition: self.partition,
             total: c.total(),
             true_total: read.log.true_total(),
             next_offset: c.next_offset(),
             read,
             group_was,
+        })
+    }
+}
+
+/// A partition this member owns in `--shared` mode.
+struct Owned<K: Sinks> {
+    consumer: Consumer<K>,
+    read: PartitionRead,
+    /// The group's committed offset when this member took the partition.
+    group_at_take: Offset,
+}
+
+/// How a member took a partition: what the group and its image said, and what it did.
+#[derive(Debug, Clone, Serialize)]
+struct Take {
+    partition: i32,
+    /// The group's committed offset (0 when none).
+    group_offset: Offset,
+    /// The position in this member's image.
+    image_offset: Offset,
+    /// `kept` (the image agreed with the group) or `rebuilt` (it did not: the partition's
+    /// pages were erased and its state folded again from offset 0 up to the group's offset).
+    action: &'static str,
+}
+
+/// `--shared`: one member of a consumer group. The broker assigns partitions and moves
+/// them on a rebalance (a member joins, leaves, or stops heartbeating). The group's
+/// committed offset is then the position's one truth, since a partition's next owner
+/// must see it; the image is this member's copy of each partition's state. A store's
+/// state at a position is the fold of the partition's records before it (for the
+/// idempotent stores, whatever replays happened), so a member that takes a partition
+/// keeps its image's state when its position equals the group's offset, and otherwise
+/// erases it and folds the records again up to the group's offset before going on.
+struct SharedConsume<'a> {
+    image: &'a mut Image,
+    group: &'a BaseConsumer,
+    reader: &'a BaseConsumer,
+    topic: &'a str,
+    brokers: &'a str,
+    checkpoint_every: CheckpointEvery,
+    pace: Duration,
+    rules: ReadRules,
+    /// Stop after this long with nothing new.
+    idle: Duration,
+    abort_after: Option<u64>,
+}
+
+/// What a consume ended with: each partition consumed, and for a group member which
+/// partitions it took (and how) and lost to rebalances.
+struct SharedOut {
+    results: Vec<PartitionResult>,
+    taken: Vec<Take>,
+    released: Vec<i32>,
+}
+
+/// How long a group member may go without heartbeats before the broker moves its
+/// partitions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// The longest a member runs.
+const MEMBER_LIFETIME: Duration = Duration::from_secs(600);
+
+impl SinksJob for SharedConsume<'_> {
+    type Out = SharedOut;
+    fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
+        let config = ConsumerConfig::every(self.checkpoint_every);
+        let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();
+        let (mut taken, mut released) = (Vec::new(), Vec::new());
+        let mut commits = 0u64;
+        self.group
+            .subscribe(&[self.topic])
+            .context("subscribing to the topic")?;
+        let started = Instant::now();
+        let mut last_change = Instant::now();
+        let mut last_assigned = std::collections::BTreeSet::new();
+        loop {
+            if crate::cleanup::stop_requested() {
+                return Err(crate::cleanup::Interrupted.into());
+            }
+            anyhow::ensure!(
+                started.elapsed() < MEMBER_LIFETIME,
+                "still consuming {} after {} s",
+                self.topic,
+                MEMBER_LIFETIME.as_secs()
+            );
+            let message = self.group.poll(Duration::from_millis(100));
+            // Rebalances happen inside poll: drop what was revoked, take what is new.
+            let assigned: std::collections::BTreeSet<i32> = self
+                .group
+                .assignment()
+                .context("reading the group's assignment")?
+                .elements_for_topic(self.topic)
+                .iter()
+                .map(|e| e.partition())
+                .collect();
+            if assigned != last_assigned {
+                eprintln!("the group assigned this member partitions {assigned:?}");
+                last_assigned = assigned.clone();
+                last_change = Instant::now();
+            }
+            let revoked: Vec<i32> = owned
+                .keys()
+                .copied()
+                .filter(|p| !assigned.contains(p))
+                .collect();
+            for p in revoked {
+                eprintln!("lost partition {p} to a rebalance");
+                owned.remove(&p);
+                released.push(p);
+                last_change = Instant::now();
+            }
+            let new: Vec<i32> = assigned
+                .iter()
+                .copied()
+                .filter(|p| !owned.contains_key(p))
+                .collect();
+            for p in new {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition(self.topic, p);
+                let committed = self
+                    .group
+                    .committed_offsets(tpl, BROKER_TIMEOUT)
+                    .map_err(|e| unreachable(self.brokers, e))?;
+                let group_offset = match committed.find_partition(self.topic, p).map(|e| e.offset())
+                {
+                    Some(KOffset::Offset(n)) if n > 0 => n as Offset,
+                    _ => 0,
+                };
+                let read = read_partition(self.reader, self.brokers, self.topic, p, &self.rules)?;
+                let layout = layout(self.image, p);
+                let mut consumer =
+                    Consumer::open(&mut self.image.flash, layout, sinks.clone(), config)
+                        .map_err(|e| device::consumer_error(self.image, e))?;
+                let image_offset = consumer.next_offset();
+                let action = if image_offset == group_offset {
+                    "kept"
+                } else {
+                    let from = layout.positions.start;
+                    let to = from + 4 * PAGE as u32;
+                    embedded_storage::nor_flash::NorFlash::erase(&mut self.image.flash, from, to)
+                        .map_err(|e| {
+                        anyhow::anyhow!(
+                            "{}: erasing partition {p}'s pages: {e:?}",
+                            self.image.path.display()
+                        )
+                    })?;
+                    consumer = Consumer::open(&mut self.image.flash, layout, sinks.clone(), config)
+                        .map_err(|e| device::consumer_error(self.image, e))?;
+                    "rebuilt"
+                };
+                eprintln!(
+                    "took partition {p}: the group's offset {group_offset}, this image's {image_offset}: {action}"
+                );
+                taken.push(Take {
+                    partition: p,
+                    group_offset,
+                    image_offset,
+                    action,
+                });
+                owned.insert(
+                    p,
+                    Owned {
+                        consumer,
+                        read,
+                        group_at_take: group_offset,
+                    },
+                );
+                last_change = Instant::now();
+            }
+            if let Some(m) = message {
+                let m = m.with_context(|| format!("reading {}", self.topic))?;
+                if let Some(o) = owned.get_mut(&m.partition())
+                    && ingest(&mut o.read, self.topic, &m, &self.rules)?
+                {
+                    last_change = Instant::now();
+                }
+            }
+            for (&p, o) in &mut owned {
+                // A bounded number of steps between two polls, so that a rebalance
+                // (which happens inside poll) is never kept waiting for long.
+                for _ in 0..64 {
+                    match o
+                        .consumer
+                        .step(&mut self.image.flash, &o.read.log)
+                        .map_err(|e| device::consumer_error(self.image, e))?
+                    {
+                        Step::Done => break,
+                        Step::Effect(..) if !self.pace.is_zero() => std::thread::sleep(self.pace),
+                        // While folding up to the group's offset, the group already
+                        // has it: nothing to copy.
+                        Step::Commit { next } if next > o.group_at_take => {
+                            commits += 1;
+                            eprintln!(
+                                "partition {p}: checkpoint: {}; total {}",
+                                crate::render::position_text(next),
+                                o.consumer.total()
+                            );
+                            if self.abort_after == Some(commits) {
+                                std::process::abort();
+                            }
+                            let mut tpl = TopicPartitionList::new();
+                            tpl.add_partition_offset(self.topic, p, KOffset::Offset(next as i64))?;
+                            self.group
+                                .commit(&tpl, CommitMode::Sync)
+                                .map_err(|e| unreachable(self.brokers, e))?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // Done: every owned partition applied to the end of what was read, and
+            // nothing new (no record, no rebalance) for the idle period.
+            let caught_up = owned
+                .values()
+                .all(|o| o.consumer.next_offset() >= o.read.log.len());
+            // A member that holds nothing may be waiting for a rebalance that waits in
+            // turn for a killed member's session (6 s) to time out: it waits twice that.
+            let quiet = if owned.is_empty() {
+                self.idle.max(2 * SESSION_TIMEOUT)
+            } else {
+                self.idle
+            };
+            if caught_up && last_change.elapsed() >= quiet {
+                break;
+            }
+        }
+        let mut results = Vec::new();
+        for (p, mut o) in owned {
+            let (_, end_offset) = self
+                .reader
+                .fetch_watermarks(self.topic, p, BROKER_TIMEOUT)
+                .map_err(|e| unreachable(self.brokers, e))?;
+            o.read.end_offset = end_offset;
+            results.push(PartitionResult {
+                partition: p,
+                total: o.consumer.total(),
+                true_total: o.read.log.true_total(),
+                next_offset: o.consumer.next_offset(),
+                read: o.read,
+                group_was: None,
+            });
+        }
+        self.group.unsubscribe();
+        Ok(SharedOut {
+            results,
+            taken,
+            released,
         })
     }
 }
@@ -761,11 +1034,13 @@ struct ConsumeOptions<'a> {
     rules: ReadRules,
     /// Keep consuming new records until a signal stops it.
     follow: bool,
+    /// Be one member of the group: the broker assigns the partitions.
+    shared: bool,
     abort_after: Option<u64>,
 }
 
 /// Consumes every partition of the topic into the image; one result per partition.
-fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<Vec<PartitionResult>> {
+fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
     let store = o.store;
     if !matches!(
         store,
@@ -799,6 +1074,48 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<Vec<PartitionResult>> {
         by_id: store == StoreKind::MessageId,
         ..o.rules
     };
+    if o.shared {
+        let group = config(o.brokers)
+            .set("group.id", o.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            // A member that stops heartbeating (killed) loses its partitions after 6 s.
+            .set(
+                "session.timeout.ms",
+                SESSION_TIMEOUT.as_millis().to_string(),
+            )
+            .set("heartbeat.interval.ms", "1000")
+            // A rebalance waits this long at most for a member to rejoin.
+            .set("max.poll.interval.ms", "10000")
+            .create()
+            .map_err(|e| unreachable(o.brokers, e))?;
+        let reader = config(o.brokers)
+            .set("group.id", format!("idem-reader-{}", unique()))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create()
+            .map_err(|e| unreachable(o.brokers, e))?;
+        let job = SharedConsume {
+            image: &mut image,
+            group: &group,
+            reader: &reader,
+            topic: o.topic,
+            brokers: o.brokers,
+            checkpoint_every: every,
+            pace: o.pace,
+            // A partition taken mid-run is read whole with a short quiet period; the
+            // member itself stops after `--idle-ms` with nothing new.
+            rules: ReadRules {
+                idle: rules.idle.min(Duration::from_millis(300)),
+                ..rules
+            },
+            idle: rules.idle,
+            abort_after: o.abort_after,
+        };
+        let out = with_sinks(store.into(), WINDOW_CAPACITY, job)?;
+        return Ok(out);
+    }
     if o.follow {
         // Ctrl-C ends a follow between two steps, with the report.
         crate::cleanup::defer_signals();
@@ -839,7 +1156,11 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<Vec<PartitionResult>> {
             for (r, was) in results.iter_mut().zip(first.iter()) {
                 r.group_was = *was;
             }
-            return Ok(results);
+            return Ok(SharedOut {
+                results,
+                taken: Vec::new(),
+                released: Vec::new(),
+            });
         }
     }
 }
@@ -919,6 +1240,7 @@ impl Cmd {
                 on_bad_record,
                 keyless,
                 follow,
+                shared,
                 json,
                 broker,
                 abort_after_flash_commit,
@@ -940,6 +1262,7 @@ impl Cmd {
                         follow,
                     },
                     follow,
+                    shared,
                     abort_after: abort_after_flash_commit,
                 })?;
                 return report(&mut out, &topic, store, &results, json);
@@ -969,9 +1292,10 @@ fn report(
     out: &mut impl Write,
     topic: &str,
     store: StoreKind,
-    results: &[PartitionResult],
+    consumed: &SharedOut,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
+    let results = &consumed.results;
     let sum = |f: fn(&PartitionResult) -> i64| {
         results
             .iter()
@@ -993,8 +1317,8 @@ fn report(
             "true_total": truth,
             "verdict": verdict,
             "next_offsets": results.iter().map(|r| r.next_offset).collect::<Vec<_>>(),
-            "partitions": results.iter().enumerate().map(|(p, r)| json!({
-                "partition": p,
+            "partitions": results.iter().map(|r| json!({
+                "partition": r.partition,
                 "records_read": r.read.records_read,
                 "end_offset": r.read.end_offset,
                 "short_read": r.read.short_read(),
@@ -1004,10 +1328,30 @@ fn report(
                 "group_offset_was": r.group_was,
             })).collect::<Vec<_>>(),
             "skipped_records": skipped,
+            "taken": consumed.taken,
+            "released": consumed.released,
         });
         writeln!(out, "{v}")?;
     } else {
-        for (p, r) in results.iter().enumerate() {
+        for t in &consumed.taken {
+            writeln!(
+                out,
+                "took partition {}: the group's offset {}, this image's {}: {}",
+                t.partition,
+                t.group_offset,
+                t.image_offset,
+                if t.action == "kept" {
+                    "kept the image's state"
+                } else {
+                    "erased it and folded the partition again up to the group's offset"
+                }
+            )?;
+        }
+        for p in &consumed.released {
+            writeln!(out, "lost partition {p} to a rebalance")?;
+        }
+        for r in results {
+            let p = r.partition;
             writeln!(
                 out,
                 "partition {p}: {} read, the broker's end offset {}, next offset {}, total {} (true total {})",
@@ -1127,8 +1471,10 @@ fn lab(
                 ..ReadRules::LAB
             },
             follow: false,
+            shared: false,
             abort_after: None,
-        })?;
+        })?
+        .results;
         anyhow::ensure!(
             !results.iter().any(|r| r.read.short_read()),
             "{topic}: records were fetched past the broker's end offset; its counts cannot be trusted"
