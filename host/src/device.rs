@@ -165,6 +165,10 @@ fn drive(
                         Step::Done => break,
                         Step::Effect(..) if !pace.is_zero() => std::thread::sleep(pace),
                         Step::Commit { next } => {
+                            // Durable before it is reported (per the image's sync mode).
+                            image.flash.sync().map_err(|e| {
+                                anyhow::anyhow!("syncing {}: {e:?}", image.path.display())
+                            })?;
                             if let Some(f) = on_commit.as_mut() {
                                 f(next, c.total());
                             }

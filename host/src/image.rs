@@ -144,6 +144,47 @@ pub struct FileFlash {
     file: File,
     pages: u32,
     erases: Vec<u32>,
+    sync: SyncMode,
+    /// The position journals: under `checkpoint`, a write there waits for the store
+    /// records written before it.
+    barriers: Vec<std::ops::Range<u32>>,
+    /// Writes since the last `sync_data`, and whether any was outside the barriers.
+    dirty: bool,
+    dirty_outside: bool,
+    syncs: u64,
+}
+
+/// The bytes of a journal region of an image's flash.
+pub fn bytes(r: idem_core::journal::Region) -> std::ops::Range<u32> {
+    r.start..r.start + r.pages * PAGE as u32
+}
+
+/// When the image's writes reach the disk (`--sync`). A write lands in the page cache at
+/// once; a host power cut or kernel crash keeps any subset of the unsynced ones, in any
+/// order, one possibly torn (`core/tests/page_cache.rs` models exactly that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SyncMode {
+    /// `sync_data` before a position commit (the store records it covers are durable
+    /// first) and after it (durable before it is reported); before a page erase (newer
+    /// records are durable before older ones are destroyed) and after a page header
+    /// (durable before any record in the page).
+    #[default]
+    Checkpoint,
+    /// `sync_data` after every journal write and erase.
+    EveryWrite,
+    /// Never: survives SIGKILL, not a power cut. For experiments.
+    None,
+}
+
+impl SyncMode {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "checkpoint",
+            Self::EveryWrite => "every-write",
+            Self::None => "none",
+        }
+    }
 }
 
 /// An image opened from disk: its flash and what it belongs to.
@@ -229,6 +270,11 @@ impl Image {
                 file,
                 pages,
                 erases,
+                sync: SyncMode::Checkpoint,
+                barriers: Vec::new(),
+                dirty: false,
+                dirty_outside: false,
+                syncs: 0,
             },
             meta,
             path: path.to_owned(),
@@ -357,6 +403,29 @@ fn lock(file: &File, path: &Path, writable: bool) -> anyhow::Result<()> {
 }
 
 impl FileFlash {
+    /// Sets when writes reach the disk; `barriers` are the position journals' byte ranges.
+    pub fn set_sync(&mut self, mode: SyncMode, barriers: Vec<std::ops::Range<u32>>) {
+        self.sync = mode;
+        self.barriers = barriers;
+    }
+
+    /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
+    /// it after a position commit, before reporting it.
+    pub fn sync(&mut self) -> Result<(), FileFlashError> {
+        if self.dirty && self.sync != SyncMode::None {
+            self.file.sync_data()?;
+            self.dirty = false;
+            self.dirty_outside = false;
+            self.syncs += 1;
+        }
+        Ok(())
+    }
+
+    /// `sync_data` calls made so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
+    }
+
     /// Pages in the flash.
     pub fn pages(&self) -> u32 {
         self.pages
@@ -392,6 +461,9 @@ impl NorFlash for FileFlash {
 
     fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
         check_erase(self, from, to)?;
+        if self.sync == SyncMode::Checkpoint {
+            self.sync()?; // newer records are durable before older ones are destroyed
+        }
         for page in from / PAGE as u32..to / PAGE as u32 {
             self.file
                 .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
@@ -400,6 +472,11 @@ impl NorFlash for FileFlash {
             let count = self.erases[page as usize].to_le_bytes();
             self.file
                 .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;
+        }
+        self.dirty = true;
+        self.dirty_outside |= !self.barriers.iter().any(|b| b.contains(&from));
+        if self.sync == SyncMode::EveryWrite {
+            self.sync()?;
         }
         Ok(())
     }
@@ -413,7 +490,19 @@ impl NorFlash for FileFlash {
                 address: offset + 4 * i as u32,
             });
         }
+        let barrier = self.barriers.iter().any(|b| b.contains(&offset));
+        if self.sync == SyncMode::Checkpoint && barrier && self.dirty_outside {
+            self.sync()?; // the store records a commit covers are durable before it
+        }
         self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
+        self.dirty = true;
+        self.dirty_outside |= !barrier;
+        let end = offset as usize + bytes.len();
+        if self.sync == SyncMode::EveryWrite
+            || (self.sync == SyncMode::Checkpoint && end % PAGE == idem_core::journal::HEADER_SIZE)
+        {
+            self.sync()?; // under checkpoint: a page header before any record in it
+        }
         Ok(())
     }
 }

@@ -318,3 +318,39 @@ fn one_image_is_written_by_one_process() {
         .collect();
     assert_eq!(leftovers, ["shared.bin"], "no temporary files left");
 }
+
+/// `--sync`: the same run under each mode, and how often each syncs the image (the rules
+/// are `core/tests/page_cache.rs`'s, which shows they survive a host power cut).
+#[test]
+fn each_sync_mode_syncs_as_documented() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    // offset store, ddia: 10 commits, each synced before and after, plus the page erases
+    // and page headers of both journals.
+    for (mode, syncs) in [("checkpoint", 27), ("every-write", 235), ("none", 0)] {
+        let path = dir.path().join(format!("{mode}.bin"));
+        let out = common::consume_ddia("offset", &path)
+            .args(["--sync", mode, "--quiet", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (v["total"].as_i64(), v["syncs"].as_u64()),
+            (Some(100), Some(syncs)),
+            "{mode}"
+        );
+    }
+    common::refuses(
+        &[
+            "consume",
+            "ddia",
+            "--store",
+            "offset",
+            "--flash",
+            "x.bin",
+            "--sync",
+            "sometimes",
+        ],
+        "invalid value 'sometimes' for '--sync <SYNC>'",
+    );
+}

@@ -49,6 +49,9 @@ pub struct Cmd {
     flash: Option<PathBuf>,
     #[command(flatten)]
     workload: WorkloadArgs,
+    /// When the consumers' writes reach the disk (see `idem consume --sync`)
+    #[arg(long, value_enum, default_value = "checkpoint")]
+    sync: crate::image::SyncMode,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -102,6 +105,7 @@ impl Cmd {
             .arg("--flash")
             .arg(path)
             .args(["--pace-ms", &pace_ms.to_string()])
+            .args(["--sync", self.sync.name()])
             .args(self.workload.flags());
         Ok(cmd
             .stdin(Stdio::null())

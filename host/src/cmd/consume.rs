@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::device;
-use crate::image::Image;
+use crate::image::{Image, SyncMode};
 use crate::render;
 use crate::select::{self, ScenarioKind, StoreKind, WorkloadArgs};
 
@@ -35,6 +35,11 @@ pub struct Cmd {
     /// No progress lines on stderr (one per checkpoint by default).
     #[arg(long)]
     quiet: bool,
+    /// When the image's writes reach the disk: checkpoint (sync around each position
+    /// commit, page erase and page header), every-write, or none (survives SIGKILL, not
+    /// a power cut)
+    #[arg(long, value_enum, default_value = "checkpoint")]
+    sync: SyncMode,
 }
 
 impl Cmd {
@@ -45,6 +50,8 @@ impl Cmd {
         select::check_window(self.store, self.workload.window)?;
         let meta = device::meta_for(&loaded, self.store, self.workload.window);
         let mut image = Image::open_or_create(&self.flash, &meta)?;
+        let positions = crate::image::bytes(device::layout(&image.meta).positions);
+        image.flash.set_sync(self.sync, vec![positions]);
         // One line per durable checkpoint on stderr, as it happens: something to watch
         // (and to interrupt) while stdout keeps the one final report.
         let events = loaded.events();
@@ -65,11 +72,9 @@ impl Cmd {
         )?;
         let mut out = std::io::stdout().lock();
         if self.json {
-            writeln!(
-                out,
-                "{}",
-                crate::cmd::status::progress_json(&image.meta, &p)
-            )?;
+            let mut v = crate::cmd::status::progress_json(&image.meta, &p);
+            v["syncs"] = image.flash.syncs().into();
+            writeln!(out, "{v}")?;
         } else {
             writeln!(
                 out,

@@ -35,7 +35,7 @@ use serde_json::json;
 
 use crate::device;
 use crate::error::usage;
-use crate::image::{Image, Meta, PAGE};
+use crate::image::{Image, Meta, PAGE, SyncMode};
 use crate::render::count;
 use crate::select::dispatch::{SinksJob, with_sinks};
 use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
@@ -135,6 +135,11 @@ enum Action {
         /// (see the README). Stops after --idle-ms with nothing new.
         #[arg(long)]
         shared: bool,
+        /// When the image's writes reach the disk: checkpoint (sync around each position
+        /// commit, page erase and page header, and before each group commit),
+        /// every-write, or none
+        #[arg(long, value_enum, default_value = "checkpoint")]
+        sync: SyncMode,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -747,6 +752,10 @@ impl SinksJob for ConsumePartition<'_> {
                             c.total()
                         );
                     }
+                    // The flash commit is durable before its copy goes to the group.
+                    self.image.flash.sync().map_err(|e| {
+                        anyhow::anyhow!("syncing {}: {e:?}", self.image.path.display())
+                    })?;
                     if self.abort_after == Some(*self.commits) {
                         // As a SIGKILL would: no destructor, no group commit.
                         std::process::abort();
@@ -968,6 +977,9 @@ impl SinksJob for SharedConsume<'_> {
                                 crate::render::position_text(next),
                                 o.consumer.total()
                             );
+                            self.image.flash.sync().map_err(|e| {
+                                anyhow::anyhow!("syncing {}: {e:?}", self.image.path.display())
+                            })?;
                             if self.abort_after == Some(commits) {
                                 std::process::abort();
                             }
@@ -1036,6 +1048,8 @@ struct ConsumeOptions<'a> {
     follow: bool,
     /// Be one member of the group: the broker assigns the partitions.
     shared: bool,
+    /// When the image's writes reach the disk.
+    sync: SyncMode,
     abort_after: Option<u64>,
 }
 
@@ -1070,6 +1084,10 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         pages: 4 * n as u32,
     };
     let mut image = Image::open_or_create(o.flash, &meta)?;
+    let barriers = (0..n)
+        .map(|p| crate::image::bytes(layout(&image, p).positions))
+        .collect();
+    image.flash.set_sync(o.sync, barriers);
     let rules = ReadRules {
         by_id: store == StoreKind::MessageId,
         ..o.rules
@@ -1241,6 +1259,7 @@ impl Cmd {
                 keyless,
                 follow,
                 shared,
+                sync,
                 json,
                 broker,
                 abort_after_flash_commit,
@@ -1263,6 +1282,7 @@ impl Cmd {
                     },
                     follow,
                     shared,
+                    sync,
                     abort_after: abort_after_flash_commit,
                 })?;
                 return report(&mut out, &topic, store, &results, json);
@@ -1472,6 +1492,7 @@ fn lab(
             },
             follow: false,
             shared: false,
+            sync: SyncMode::Checkpoint,
             abort_after: None,
         })?
         .results;
