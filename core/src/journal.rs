@@ -315,6 +315,33 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.newest.map(|_| self.ring.next_seq.wrapping_sub(1))
     }
 
+    /// Visits the valid records from the newest back, newest first, each with its
+    /// sequence number, while `visit` returns `true`: the records a store rebuilds its
+    /// state from ([`crate::persist::Appended`]). Slots that hold no valid record (torn)
+    /// are stepped over; the walk stops at a page that is not this journal's or after a
+    /// full turn of the ring.
+    pub fn recent<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        mut visit: impl FnMut(u32, T) -> bool,
+    ) -> Result<(), JournalError<F::Error>> {
+        let mut failed = false;
+        self.ring.walk_back(
+            flash,
+            &mut |seq, body| match postcard::from_bytes::<T>(body) {
+                Ok(record) => visit(seq, record),
+                Err(_) => {
+                    failed = true;
+                    false
+                }
+            },
+        )?;
+        if failed {
+            return Err(JournalError::Decode);
+        }
+        Ok(())
+    }
+
     /// Records appended through this handle since it was opened.
     pub fn appended(&self) -> u64 {
         self.ring.appended
@@ -556,6 +583,46 @@ impl Ring {
             });
         }
         Ok(PageState::Valid)
+    }
+
+    /// See [`Journal::recent`]: `visit` gets each valid record's sequence number and
+    /// payload bytes, newest first.
+    fn walk_back<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        visit: &mut dyn FnMut(u32, &[u8]) -> bool,
+    ) -> Result<(), JournalError<F::Error>> {
+        let Some(mut at) = self.newest else {
+            return Ok(());
+        };
+        let slot = (self.slot as usize).clamp(8, MAX_SLOT_SIZE);
+        let mut buf = [0u8; MAX_SLOT_SIZE];
+        let mut checked = None;
+        for _ in 0..self.region.pages * self.slots_per_page() {
+            if checked != Some(at.page) {
+                if self.page_state(flash, at.page)? != PageState::Valid {
+                    break;
+                }
+                checked = Some(at.page);
+            }
+            if let Some(seq) = self.read_slot(flash, at, &mut buf)?
+                && !visit(seq, &buf[4..slot - 4])
+            {
+                break;
+            }
+            at = if at.slot > 0 {
+                SlotAddr {
+                    page: at.page,
+                    slot: at.slot - 1,
+                }
+            } else {
+                SlotAddr {
+                    page: at.page.checked_sub(1).unwrap_or(self.region.pages - 1),
+                    slot: self.slots_per_page() - 1,
+                }
+            };
+        }
+        Ok(())
     }
 
     /// Reads the slot at `at` into `buf`; its sequence number when it holds a valid record.

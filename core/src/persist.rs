@@ -120,6 +120,15 @@ pub enum Disagreement {
         /// The committed position the newest sink record carries.
         covered: Offset,
     },
+    /// An appending store's newest record says its state is rebuilt from `needed`
+    /// records, but the journal holds only `found` in sequence before it: store records
+    /// were lost.
+    RecordsLost {
+        /// Records the state is rebuilt from.
+        needed: u32,
+        /// Records found, newest first, without a gap.
+        found: u32,
+    },
     /// A two-phase store's committed position and the consumer's decision differ, and
     /// no prepared record explains it.
     TwoPhase {
@@ -144,6 +153,10 @@ impl core::fmt::Display for Disagreement {
             Self::PositionBehind { resume_at, covered } => write!(
                 f,
                 "the position journal resumes at offset {resume_at}, but the store holds a record written after offset {covered} was committed: position records were lost"
+            ),
+            Self::RecordsLost { needed, found } => write!(
+                f,
+                "the store's newest record is rebuilt from its {needed} newest records, but the journal holds {found} in sequence: store records were lost"
             ),
             Self::TwoPhase { store, decided } => write!(
                 f,
@@ -222,6 +235,10 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
     const BATCHED: bool;
     /// Whether the consumer's own position journal is used.
     const POSITION_JOURNAL: bool;
+    /// Whether the store's records must reach the flash in the order they were written
+    /// (a storage that can reorder writes, a file under a page cache, must sync each one
+    /// before the next): the state is rebuilt from several of them ([`Appended`]).
+    const ORDERED: bool = false;
     /// The record of the store's journal.
     type Record: Serialize + serde::de::DeserializeOwned + MaxSize + Debug;
 
@@ -403,6 +420,140 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
     }
 }
 
+/// A store whose applied effects are appended as small records ([`Appended`]): its
+/// state is rebuilt at recovery from its newest records instead of being written whole
+/// with every effect.
+pub trait Appendable: Store {
+    /// What one applied effect appends, taken from the state right after it.
+    type Delta: Serialize + serde::de::DeserializeOwned + MaxSize + Clone + Debug;
+    /// The most records a state is ever rebuilt from.
+    const MAX_NEEDED: u32;
+    /// The delta of the effect that just made `state`.
+    fn delta(state: &Self::State) -> Self::Delta;
+    /// From the newest delta: the state's scalar parts, and how many of the newest
+    /// deltas (the newest included) rebuild the rest.
+    fn start(newest: &Self::Delta) -> (Self::State, u32);
+    /// Folds one more delta into a state being rebuilt, newest first.
+    fn fold_back(state: &mut Self::State, older: &Self::Delta);
+}
+
+/// Each applied effect appends one small record (a [`Appendable::Delta`] and the
+/// position committed when it was written); the position is committed in the consumer's
+/// own journal every K events. Recovery rebuilds the state from the newest records, which
+/// the region always keeps: it must hold [`Appendable::MAX_NEEDED`] records besides the
+/// page it reclaims ([`StoreError::Region`](crate::store::StoreError::Region) otherwise).
+///
+/// Why an appended record stays safe: a torn append is not a valid record, so recovery
+/// ends at the one before it, whose state is the state before the torn effect, and the
+/// effect is replayed from the durable position as any unwritten effect is; a replayed
+/// effect that was appended is recognised by the rebuilt state (its id is in the window)
+/// and skipped. The records a state is rebuilt from are consecutive in sequence; a gap
+/// means records were lost, which recovery refuses ([`Disagreement::RecordsLost`]).
+#[derive(Debug, Clone)]
+pub struct Appended<S: Appendable> {
+    sink: Journal<Covered<S::Delta>>,
+    positions: Journal<Position>,
+    committed: Offset,
+}
+
+impl<S: Appendable> Persistence<S> for Appended<S> {
+    const BATCHED: bool = false;
+    const POSITION_JOURNAL: bool = true;
+    const ORDERED: bool = true;
+    type Record = Covered<S::Delta>;
+
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        region: Region,
+    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
+        let (sink, newest) =
+            Journal::<Covered<S::Delta>>::open(flash, region, sink_tag::<S>(layout))?;
+        let keeps = region.pages.saturating_sub(1) * sink.slots_per_page();
+        if keeps < S::MAX_NEEDED {
+            return Err(ConsumerError::Store(crate::store::StoreError::Region {
+                records: keeps,
+                needed: S::MAX_NEEDED,
+            }));
+        }
+        let (positions, position) = open_positions(flash, layout)?;
+        cross_check(
+            0,
+            &sink,
+            newest.as_ref().map_or(0, |r| r.covered),
+            &position,
+        )?;
+        let state = match &newest {
+            None => S::State::default(),
+            Some(newest) => {
+                let (mut state, needed) = S::start(&newest.state);
+                let mut expect = sink.newest_seq().unwrap_or(0);
+                let mut found = 0;
+                sink.recent(flash, |seq, record| {
+                    if found >= needed || seq != expect {
+                        return false;
+                    }
+                    S::fold_back(&mut state, &record.state);
+                    found += 1;
+                    expect = expect.wrapping_sub(1);
+                    true
+                })?;
+                if found < needed {
+                    return Err(ConsumerError::Disagree(Disagreement::RecordsLost {
+                        needed,
+                        found,
+                    }));
+                }
+                state
+            }
+        };
+        let committed = position.next;
+        Ok((
+            Self {
+                sink,
+                positions,
+                committed,
+            },
+            state,
+            committed,
+        ))
+    }
+
+    fn effect<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        state: &S::State,
+        outcome: Outcome,
+    ) -> Result<(), JournalError<F::Error>> {
+        if outcome == Outcome::Applied {
+            self.sink.append(
+                flash,
+                &Covered {
+                    covered: self.committed,
+                    state: S::delta(state),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        _: &mut S::State,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
+        self.positions.append(flash, &Position { next, sinks })?;
+        self.committed = next;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(&self) -> u64 {
+        self.sink.appended() + self.positions.appended()
+    }
+}
+
 /// An atomic checkpoint: value and position in one record, written at each checkpoint.
 /// Effects in between stay in RAM and are replayed after a crash.
 #[derive(Debug, Clone)]
@@ -560,6 +711,8 @@ pub trait Sinks: Clone + Debug {
     const IDEMPOTENT: bool;
     /// Whether effects reach flash only at a commit ([`Persistence::BATCHED`]).
     const BATCHED: bool;
+    /// Whether a sink's records must reach the flash in order ([`Persistence::ORDERED`]).
+    const ORDERED_SINK: bool = false;
     /// Whether the consumer's position journal is used.
     const POSITION_JOURNAL: bool;
     /// How many sinks each effect writes, one after the other.
@@ -625,6 +778,7 @@ impl<S: Store> Sinks for S {
     const IDEMPOTENT: bool = S::IDEMPOTENT;
     const BATCHED: bool = <S::Persist as Persistence<S>>::BATCHED;
     const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
+    const ORDERED_SINK: bool = <S::Persist as Persistence<S>>::ORDERED;
     const WRITES: usize = 1;
 
     fn open<F: NorFlash>(

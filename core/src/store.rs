@@ -219,6 +219,14 @@ pub enum StoreError {
         /// The event's offset.
         offset: Offset,
     },
+    /// An appending store's journal region keeps `records` records beside the page it
+    /// reclaims, fewer than the `needed` its state is rebuilt from.
+    Region {
+        /// Records the region keeps while one page is reclaimed.
+        records: u32,
+        /// Records the store rebuilds its state from, at most.
+        needed: u32,
+    },
 }
 
 /// `total + amount` for the event at `offset`, or [`StoreError::Overflow`]: a total
@@ -250,6 +258,10 @@ impl core::fmt::Display for StoreError {
             Self::Overflow { offset } => write!(
                 f,
                 "the event at offset {offset} would take the total past the range of a 64-bit integer"
+            ),
+            Self::Region { records, needed } => write!(
+                f,
+                "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
             ),
         }
     }
@@ -322,9 +334,58 @@ const fn varint_len(n: usize) -> usize {
     len
 }
 
+/// What the message-id store appends for each applied effect: the id, and the scalars
+/// of the state right after it. The window itself is rebuilt at recovery from the newest
+/// `held` such records, so it is never rewritten whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct IdApplied {
+    /// The id applied, as its 8 little-endian bytes (fixed size: a hash as a varint
+    /// would take 10).
+    pub id: [u8; 8],
+    /// The total after it.
+    pub total: i64,
+    /// Ids evicted from the full window so far.
+    pub evicted: u64,
+    /// Ids the window held after it.
+    pub held: u8,
+}
+
+impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
+    type Delta = IdApplied;
+    const MAX_NEEDED: u32 = {
+        assert!(W <= 255, "a window's length is one byte in its records");
+        W as u32
+    };
+
+    fn delta(state: &WindowState<W>) -> IdApplied {
+        IdApplied {
+            id: state.seen.last().map_or(0, |id| id.0).to_le_bytes(),
+            total: state.total,
+            evicted: state.evicted,
+            held: state.seen.len() as u8,
+        }
+    }
+
+    fn start(newest: &IdApplied) -> (WindowState<W>, u32) {
+        let state = WindowState {
+            total: newest.total,
+            seen: heapless::Vec::new(),
+            evicted: newest.evicted,
+        };
+        (state, u32::from(newest.held).min(W as u32))
+    }
+
+    fn fold_back(state: &mut WindowState<W>, older: &IdApplied) {
+        // Cannot fail: `start` asks for at most W records.
+        let _ = state
+            .seen
+            .insert(0, MessageId(u64::from_le_bytes(older.id)));
+    }
+}
+
 impl<const W: usize> Store for MessageIdWindow<W> {
     type State = WindowState<W>;
-    type Persist = EachEffect<Self>;
+    type Persist = crate::persist::Appended<Self>;
     const TAG: u32 = 0x5301_0003;
 
     fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Result<Outcome, StoreError> {

@@ -154,6 +154,9 @@ fn drive(
         ) -> anyhow::Result<Progress> {
             let Run(image, pace, mut on_commit) = self;
             let layout = layout(&image.meta);
+            if S::ORDERED_SINK {
+                image.flash.add_ordered(crate::image::bytes(layout.sink));
+            }
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
                 .map_err(|e| consumer_error(image, e))?;
             if let Some(pace) = pace {

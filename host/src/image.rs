@@ -148,6 +148,9 @@ pub struct FileFlash {
     /// The position journals: under `checkpoint`, a write there waits for the store
     /// records written before it.
     barriers: Vec<std::ops::Range<u32>>,
+    /// Journals of appending stores, whose records must land in order: under
+    /// `checkpoint`, a write there first syncs the unsynced writes before it.
+    ordered: Vec<std::ops::Range<u32>>,
     /// Writes since the last `sync_data`, and whether any was outside the barriers.
     dirty: bool,
     dirty_outside: bool,
@@ -167,7 +170,8 @@ pub enum SyncMode {
     /// `sync_data` before a position commit (the store records it covers are durable
     /// first) and after it (durable before it is reported); before a page erase (newer
     /// records are durable before older ones are destroyed) and after a page header
-    /// (durable before any record in the page).
+    /// (durable before any record in the page); for an appending store (message-id),
+    /// before each of its records (they land in order).
     #[default]
     Checkpoint,
     /// `sync_data` after every journal write and erase.
@@ -272,6 +276,7 @@ impl Image {
                 erases,
                 sync: SyncMode::Checkpoint,
                 barriers: Vec::new(),
+                ordered: Vec::new(),
                 dirty: false,
                 dirty_outside: false,
                 syncs: 0,
@@ -409,6 +414,11 @@ impl FileFlash {
         self.barriers = barriers;
     }
 
+    /// Marks `range` as the journal of an appending store (its records land in order).
+    pub fn add_ordered(&mut self, range: std::ops::Range<u32>) {
+        self.ordered.push(range);
+    }
+
     /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
     /// it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
@@ -491,7 +501,8 @@ impl NorFlash for FileFlash {
             });
         }
         let barrier = self.barriers.iter().any(|b| b.contains(&offset));
-        if self.sync == SyncMode::Checkpoint && barrier && self.dirty_outside {
+        let ordered = self.ordered.iter().any(|b| b.contains(&offset));
+        if self.sync == SyncMode::Checkpoint && (barrier || ordered) && self.dirty_outside {
             self.sync()?; // the store records a commit covers are durable before it
         }
         self.file.write_all_at(bytes, HEADER + u64::from(offset))?;

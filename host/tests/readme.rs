@@ -242,7 +242,7 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/stores/0/exact",
     ),
     (
-        "9,535 for message-id)",
+        "1,510 for message-id)",
         "sweep ddia --store message-id --torn-writes --json",
         "/stores/0/exact",
     ),
@@ -260,6 +260,11 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "worst +10)",
         "sweep ddia --store naive --json",
         "/stores/0/worst_over/by",
+    ),
+    (
+        "the ddia run programs 5,176 bytes of flash",
+        "run ddia --store message-id --json",
+        "/flash/bytes_written",
     ),
     // Reference.
     (

@@ -795,10 +795,11 @@ mod tests {
         // 7 words on one page). Offset: 200 records of 10 words on 8 pages of 25 slots,
         // 4-word page headers: 2000 + 32 + 140 + 4 words, 8 + 1 erases.
         assert_eq!(every_cut(OffsetStamped), 2176 + 9);
-        // Message-id (16 ids): 200 records of 50 words, 5 to a page, on 40 pages.
+        // Message-id (16 ids), appending: 200 records of 12 words (id, total, evicted,
+        // held, covered), 21 to a page, on 10 pages; the window rebuilt at each recovery.
         assert_eq!(
             every_cut(MessageIdWindow::<16>::default()),
-            10000 + 160 + 144 + 41
+            2400 + 40 + 144 + 11
         );
         // Atomic: 20 records of 8 words on one page, and no position journal.
         assert_eq!(every_cut(Atomic), 160 + 4 + 1);

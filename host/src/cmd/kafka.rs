@@ -42,8 +42,8 @@ use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
 
 /// How long a broker may take to answer before it counts as unreachable.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most partitions `consume` handles (four flash pages each).
-const MAX_PARTITIONS: i32 = 8;
+/// The most partitions `consume` handles ([`PARTITION_PAGES`] flash pages each).
+const MAX_PARTITIONS: i32 = 6;
 
 /// Talk to a Kafka-protocol broker.
 #[derive(Debug, Args)]
@@ -673,19 +673,25 @@ struct PartitionResult {
     group_was: Option<i64>,
 }
 
-/// Where partition `p`'s two journals live in an image: four pages from page `4p`.
+/// Pages of an image per partition: two for the position journal, three for the store's
+/// (an appending store keeps the records it rebuilds its state from on two of them while
+/// it reclaims the third).
+const PARTITION_PAGES: u32 = 5;
+
+/// Where partition `p`'s two journals live in an image: [`PARTITION_PAGES`] pages from
+/// page `PARTITION_PAGES * p`.
 fn layout(image: &Image, p: i32) -> Layout {
-    let p = p as u32;
+    let first = PARTITION_PAGES * p as u32;
     Layout {
         positions: Region {
-            start: 4 * p * PAGE as u32,
+            start: first * PAGE as u32,
             pages: 2,
         },
         sink: Region {
-            start: (4 * p + 2) * PAGE as u32,
-            pages: 2,
+            start: (first + 2) * PAGE as u32,
+            pages: PARTITION_PAGES - 2,
         },
-        tag: image.meta.tag() ^ p,
+        tag: image.meta.tag() ^ p as u32,
     }
 }
 
@@ -711,6 +717,11 @@ impl SinksJob for ConsumePartition<'_> {
     type Out = PartitionResult;
     fn call<S: HostSinks>(self, store: S) -> anyhow::Result<PartitionResult> {
         let layout = layout(self.image, self.partition);
+        if S::ORDERED_SINK {
+            self.image
+                .flash
+                .add_ordered(crate::image::bytes(layout.sink));
+        }
         let config = ConsumerConfig::every(self.checkpoint_every);
         // The flash image is the one source of truth for the position: recovery reads it
         // from the journals. The group's committed offset is a copy, committed after each
@@ -846,6 +857,12 @@ impl SinksJob for SharedConsume<'_> {
     type Out = SharedOut;
     fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
         let config = ConsumerConfig::every(self.checkpoint_every);
+        if K::ORDERED_SINK {
+            for p in 0..(self.image.meta.pages / PARTITION_PAGES) as i32 {
+                let sink = layout(self.image, p).sink;
+                self.image.flash.add_ordered(crate::image::bytes(sink));
+            }
+        }
         let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();
         let (mut taken, mut released) = (Vec::new(), Vec::new());
         let mut commits = 0u64;
@@ -918,7 +935,7 @@ impl SinksJob for SharedConsume<'_> {
                     "kept"
                 } else {
                     let from = layout.positions.start;
-                    let to = from + 4 * PAGE as u32;
+                    let to = from + PARTITION_PAGES * PAGE as u32;
                     embedded_storage::nor_flash::NorFlash::erase(&mut self.image.flash, from, to)
                         .map_err(|e| {
                         anyhow::anyhow!(
@@ -1081,7 +1098,7 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         events: 0,
         checkpoint_every: o.checkpoint_every,
         window: WINDOW_CAPACITY,
-        pages: 4 * n as u32,
+        pages: PARTITION_PAGES * n as u32,
     };
     let mut image = Image::open_or_create(o.flash, &meta)?;
     let barriers = (0..n)
