@@ -335,17 +335,40 @@ where
     Ok(())
 }
 
+/// A store journal and the consumer's position journal, committed one after the other
+/// (the policies that write the store before the position: [`EachEffect`], [`Appended`]).
+#[derive(Debug, Clone)]
+struct SinkThenPosition<R> {
+    sink: Journal<R>,
+    positions: Journal<Position>,
+    /// The durable position (next offset to read).
+    committed: Offset,
+}
+
+impl<R: Serialize + serde::de::DeserializeOwned + MaxSize> SinkThenPosition<R> {
+    /// Commits `next`, recording the store journal's newest record beside it.
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        next: Offset,
+    ) -> Result<Phase, JournalError<F::Error>> {
+        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
+        self.positions.append(flash, &Position { next, sinks })?;
+        self.committed = next;
+        Ok(Phase::Committed)
+    }
+
+    fn records_written(&self) -> u64 {
+        self.sink.appended() + self.positions.appended()
+    }
+}
+
 /// The store's record is written after every applied effect; the position is committed
 /// in the consumer's own journal every K events. Each store record carries the position
 /// committed when it was written, and each position record the store journal's newest
 /// record, so recovery refuses journals that one-sided damage has put out of step.
 #[derive(Debug, Clone)]
-pub struct EachEffect<S: Store> {
-    sink: Journal<Covered<S::State>>,
-    positions: Journal<Position>,
-    /// The durable position (next offset to read).
-    committed: Offset,
-}
+pub struct EachEffect<S: Store>(SinkThenPosition<Covered<S::State>>);
 
 impl<S: Store> EachEffect<S> {
     fn append<F: NorFlash>(
@@ -381,11 +404,11 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         cross_check(0, &sink, record.covered, &position)?;
         let committed = position.next;
         Ok((
-            Self {
+            Self(SinkThenPosition {
                 sink,
                 positions,
                 committed,
-            },
+            }),
             record.state,
             committed,
         ))
@@ -398,7 +421,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         if outcome == Outcome::Applied {
-            Self::append(&mut self.sink, flash, self.committed, state)?;
+            Self::append(&mut self.0.sink, flash, self.0.committed, state)?;
         }
         Ok(())
     }
@@ -409,14 +432,11 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         _: &mut S::State,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
-        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
-        self.positions.append(flash, &Position { next, sinks })?;
-        self.committed = next;
-        Ok(Phase::Committed)
+        self.0.commit(flash, next)
     }
 
     fn records_written(&self) -> u64 {
-        self.sink.appended() + self.positions.appended()
+        self.0.records_written()
     }
 }
 
@@ -450,11 +470,7 @@ pub trait Appendable: Store {
 /// and skipped. The records a state is rebuilt from are consecutive in sequence; a gap
 /// means records were lost, which recovery refuses ([`Disagreement::RecordsLost`]).
 #[derive(Debug, Clone)]
-pub struct Appended<S: Appendable> {
-    sink: Journal<Covered<S::Delta>>,
-    positions: Journal<Position>,
-    committed: Offset,
-}
+pub struct Appended<S: Appendable>(SinkThenPosition<Covered<S::Delta>>);
 
 impl<S: Appendable> Persistence<S> for Appended<S> {
     const BATCHED: bool = false;
@@ -509,11 +525,11 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         };
         let committed = position.next;
         Ok((
-            Self {
+            Self(SinkThenPosition {
                 sink,
                 positions,
                 committed,
-            },
+            }),
             state,
             committed,
         ))
@@ -526,10 +542,10 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         if outcome == Outcome::Applied {
-            self.sink.append(
+            self.0.sink.append(
                 flash,
                 &Covered {
-                    covered: self.committed,
+                    covered: self.0.committed,
                     state: S::delta(state),
                 },
             )?;
@@ -543,14 +559,11 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         _: &mut S::State,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
-        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
-        self.positions.append(flash, &Position { next, sinks })?;
-        self.committed = next;
-        Ok(Phase::Committed)
+        self.0.commit(flash, next)
     }
 
     fn records_written(&self) -> u64 {
-        self.sink.appended() + self.positions.appended()
+        self.0.records_written()
     }
 }
 
