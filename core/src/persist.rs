@@ -120,9 +120,9 @@ pub enum Disagreement {
         /// The committed position the newest sink record carries.
         covered: Offset,
     },
-    /// An appending store's newest record says its state is rebuilt from `needed`
-    /// records, but the journal holds only `found` in sequence before it: store records
-    /// were lost.
+    /// An appending store's state is rebuilt from up to `needed` of its newest records,
+    /// but the `found` the journal holds in sequence do not make it: store records were
+    /// lost.
     RecordsLost {
         /// Records the state is rebuilt from.
         needed: u32,
@@ -156,7 +156,7 @@ impl core::fmt::Display for Disagreement {
             ),
             Self::RecordsLost { needed, found } => write!(
                 f,
-                "the store's newest record is rebuilt from its {needed} newest records, but the journal holds {found} in sequence: store records were lost"
+                "the store's state is rebuilt from up to {needed} of its newest records, but the {found} the journal holds in sequence do not make it: store records were lost"
             ),
             Self::TwoPhase { store, decided } => write!(
                 f,
@@ -250,12 +250,13 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
         sink: Region,
     ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>>;
 
-    /// Makes an effect durable, if the policy writes one (`outcome` says whether the
-    /// state changed). By default effects stay in RAM until the commit.
+    /// Makes the effect of `event` durable, if the policy writes one (`outcome` says
+    /// whether the state changed). By default effects stay in RAM until the commit.
     fn effect<F: NorFlash>(
         &mut self,
         _flash: &mut F,
         _state: &S::State,
+        _event: &Event,
         _outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         Ok(())
@@ -418,6 +419,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         &mut self,
         flash: &mut F,
         state: &S::State,
+        _: &Event,
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         if outcome == Outcome::Applied {
@@ -448,13 +450,18 @@ pub trait Appendable: Store {
     type Delta: Serialize + serde::de::DeserializeOwned + MaxSize + Clone + Debug;
     /// The most records a state is ever rebuilt from.
     const MAX_NEEDED: u32;
-    /// The delta of the effect that just made `state`.
-    fn delta(state: &Self::State) -> Self::Delta;
-    /// From the newest delta: the state's scalar parts, and how many of the newest
-    /// deltas (the newest included) rebuild the rest.
-    fn start(newest: &Self::Delta) -> (Self::State, u32);
+    /// The delta of the effect of `event` that just made `state`; `seq` is the sequence
+    /// number its record will carry.
+    fn delta(state: &Self::State, event: &Event, seq: u32) -> Self::Delta;
+    /// A state being rebuilt.
+    type Rebuild;
+    /// From the newest delta: a state to rebuild, and at most how many of the newest
+    /// deltas (the newest included) it takes.
+    fn start(newest: &Self::Delta) -> (Self::Rebuild, u32);
     /// Folds one more delta into a state being rebuilt, newest first.
-    fn fold_back(state: &mut Self::State, older: &Self::Delta);
+    fn fold_back(state: &mut Self::Rebuild, older: &Self::Delta);
+    /// The rebuilt state, or `None` when the deltas folded were not enough.
+    fn finish(state: Self::Rebuild) -> Option<Self::State>;
 }
 
 /// Each applied effect appends one small record (a [`Appendable::Delta`] and the
@@ -514,13 +521,10 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
                     expect = expect.wrapping_sub(1);
                     true
                 })?;
-                if found < needed {
-                    return Err(ConsumerError::Disagree(Disagreement::RecordsLost {
-                        needed,
-                        found,
-                    }));
-                }
-                state
+                S::finish(state).ok_or(ConsumerError::Disagree(Disagreement::RecordsLost {
+                    needed,
+                    found,
+                }))?
             }
         };
         let committed = position.next;
@@ -539,14 +543,16 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         &mut self,
         flash: &mut F,
         state: &S::State,
+        event: &Event,
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         if outcome == Outcome::Applied {
+            let seq = self.0.sink.newest_seq().map_or(1, |n| n.wrapping_add(1));
             self.0.sink.append(
                 flash,
                 &Covered {
                     covered: self.0.committed,
-                    state: S::delta(state),
+                    state: S::delta(state, event, seq),
                 },
             )?;
         }
@@ -812,7 +818,7 @@ impl<S: Store> Sinks for S {
         _: usize,
     ) -> Result<Outcome, ConsumerError<F::Error>> {
         let outcome = self.apply(state, event)?;
-        durable.effect(flash, state, outcome)?;
+        durable.effect(flash, state, event, outcome)?;
         Ok(outcome)
     }
 

@@ -357,7 +357,7 @@ impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
         W as u32
     };
 
-    fn delta(state: &WindowState<W>) -> IdApplied {
+    fn delta(state: &WindowState<W>, _: &Event, _: u32) -> IdApplied {
         IdApplied {
             id: state.seen.last().map_or(0, |id| id.0).to_le_bytes(),
             total: state.total,
@@ -366,20 +366,109 @@ impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
         }
     }
 
-    fn start(newest: &IdApplied) -> (WindowState<W>, u32) {
+    /// The state, and how many ids its window held.
+    type Rebuild = (WindowState<W>, usize);
+
+    fn start(newest: &IdApplied) -> (Self::Rebuild, u32) {
         let state = WindowState {
             total: newest.total,
             seen: heapless::Vec::new(),
             evicted: newest.evicted,
         };
-        (state, u32::from(newest.held).min(W as u32))
+        let held = usize::from(newest.held).min(W);
+        ((state, held), held as u32)
     }
 
-    fn fold_back(state: &mut WindowState<W>, older: &IdApplied) {
+    fn fold_back((state, _): &mut Self::Rebuild, older: &IdApplied) {
         // Cannot fail: `start` asks for at most W records.
         let _ = state
             .seen
             .insert(0, MessageId(u64::from_le_bytes(older.id)));
+    }
+
+    fn finish((state, held): Self::Rebuild) -> Option<WindowState<W>> {
+        (state.seen.len() == held).then_some(state)
+    }
+}
+
+/// An entry of the producer-sequence table, with its place in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct IndexedSeq {
+    /// Its index in the table.
+    pub index: u8,
+    /// The entry.
+    pub last: LastSeq,
+}
+
+/// What the producer-sequence store appends for each applied effect: the entry of the
+/// producer whose sequence changed, one more entry in rotation (the one at the record's
+/// sequence number modulo `P`, so any `P` consecutive records carry every entry that
+/// existed when they were written, and an entry added since is in the record that added
+/// it), and the total. The table is rebuilt at recovery from the newest `P` records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct SeqApplied {
+    /// The total after it.
+    pub total: i64,
+    /// Producers in the table after it.
+    pub known: u8,
+    /// The entry that changed.
+    pub changed: IndexedSeq,
+    /// The entry in rotation, when it is another one.
+    pub rotated: Option<IndexedSeq>,
+}
+
+impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
+    type Delta = SeqApplied;
+    const MAX_NEEDED: u32 = {
+        assert!(P <= 255, "a table index is one byte in its records");
+        P as u32
+    };
+
+    fn delta(state: &SeqState<P>, event: &Event, seq: u32) -> SeqApplied {
+        let entry = |index: usize| IndexedSeq {
+            index: index as u8,
+            last: state.last[index],
+        };
+        let changed = state
+            .last
+            .iter()
+            .position(|l| l.producer == event.message.producer)
+            .unwrap_or(0);
+        let turn = seq as usize % P;
+        SeqApplied {
+            total: state.total,
+            known: state.last.len() as u8,
+            changed: entry(changed),
+            rotated: (turn < state.last.len() && turn != changed).then(|| entry(turn)),
+        }
+    }
+
+    /// The total, and the table's entries as they are found.
+    type Rebuild = (i64, heapless::Vec<Option<LastSeq>, P>);
+
+    fn start(newest: &SeqApplied) -> (Self::Rebuild, u32) {
+        let mut table = heapless::Vec::new();
+        for _ in 0..usize::from(newest.known).min(P) {
+            let _ = table.push(None);
+        }
+        ((newest.total, table), P as u32)
+    }
+
+    fn fold_back((_, table): &mut Self::Rebuild, older: &SeqApplied) {
+        for e in core::iter::once(older.changed).chain(older.rotated) {
+            // Newest first: the first value found for an entry is its newest.
+            if let Some(slot @ None) = table.get_mut(usize::from(e.index)) {
+                *slot = Some(e.last);
+            }
+        }
+    }
+
+    fn finish((total, table): Self::Rebuild) -> Option<SeqState<P>> {
+        let mut last = heapless::Vec::new();
+        for e in table {
+            last.push(e?).ok()?;
+        }
+        Some(SeqState { total, last })
     }
 }
 
@@ -487,7 +576,7 @@ impl<const P: usize> MaxSize for SeqState<P> {
 
 impl<const P: usize> Store for ProducerSeq<P> {
     type State = SeqState<P>;
-    type Persist = EachEffect<Self>;
+    type Persist = crate::persist::Appended<Self>;
     const TAG: u32 = 0x5301_0005;
 
     fn apply(&self, state: &mut SeqState<P>, event: &Event) -> Result<Outcome, StoreError> {

@@ -170,7 +170,8 @@ pub enum SyncMode {
     /// `sync_data` before a position commit (the store records it covers are durable
     /// first) and after it (durable before it is reported); before a page erase (newer
     /// records are durable before older ones are destroyed) and after a page header
-    /// (durable before any record in the page); for an appending store (message-id),
+    /// (durable before any record in the page); for an appending store (message-id,
+    /// producer-seq),
     /// before each of its records (they land in order).
     #[default]
     Checkpoint,

@@ -266,6 +266,11 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "run ddia --store message-id --json",
         "/flash/bytes_written",
     ),
+    (
+        "the ddia run programs 6,408 bytes",
+        "run ddia --store producer-seq --json",
+        "/flash/bytes_written",
+    ),
     // Reference.
     (
         "the next offset to read: 40 for ddia",
