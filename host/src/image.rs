@@ -151,6 +151,9 @@ pub struct FileFlash {
     /// Journals of appending stores, whose records must land in order: under
     /// `checkpoint`, a write there first syncs the unsynced writes before it.
     ordered: Vec<std::ops::Range<u32>>,
+    /// Where the last write into an ordered range ended: a 4-byte write there is the same
+    /// record's CRC word, any other write a new record.
+    ordered_end: Option<u32>,
     /// Writes since the last `sync_data`, and whether any was outside the barriers.
     dirty: bool,
     dirty_outside: bool,
@@ -278,6 +281,7 @@ impl Image {
                 sync: SyncMode::Checkpoint,
                 barriers: Vec::new(),
                 ordered: Vec::new(),
+                ordered_end: None,
                 dirty: false,
                 dirty_outside: false,
                 syncs: 0,
@@ -503,12 +507,17 @@ impl NorFlash for FileFlash {
         }
         let barrier = self.barriers.iter().any(|b| b.contains(&offset));
         let ordered = self.ordered.iter().any(|b| b.contains(&offset));
-        if self.sync == SyncMode::Checkpoint && (barrier || ordered) && self.dirty_outside {
+        // A new record of an appending store waits for the ones before it; its own CRC
+        // word (4 bytes right after its body) does not.
+        let crc_word = bytes.len() == 4 && self.ordered_end == Some(offset);
+        let new_record = ordered && !crc_word;
+        if self.sync == SyncMode::Checkpoint && (barrier || new_record) && self.dirty_outside {
             self.sync()?; // the store records a commit covers are durable before it
         }
         self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
         self.dirty = true;
         self.dirty_outside |= !barrier;
+        self.ordered_end = ordered.then(|| offset + bytes.len() as u32);
         let end = offset as usize + bytes.len();
         if self.sync == SyncMode::EveryWrite
             || (self.sync == SyncMode::Checkpoint && end % PAGE == idem_core::journal::HEADER_SIZE)
