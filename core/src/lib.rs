@@ -85,3 +85,4 @@ pub mod log;
 pub mod persist;
 pub mod producer;
 pub mod store;
+pub mod sync;

@@ -8,19 +8,13 @@
 //! (NOR physics: a write can only clear bits), and tears one of them (a prefix of its
 //! words, or of its erase). Then recovery, and the run goes on to the end.
 //!
-//! Sync policies, as `idem consume --sync` has them:
-//! - `checkpoint`: sync before a position commit (every store record it covers is durable
-//!   first: the first write or erase into the position journal after store writes waits
-//!   for a sync) and after it (the commit is durable before it is reported); before a
-//!   page erase (the records written since are durable before older ones are destroyed);
-//!   after a page header (durable before any record in the page); for an appending
-//!   store, before each new record (its state is rebuilt from several records, which
-//!   must land in order). The last three were found by this test: without them a
-//!   reordered cut destroys the records a commit covers, leaves a record in a page whose
-//!   header never landed, or leaves a gap in an appending store's records, and recovery
-//!   refuses the image;
-//! - `every-write`: sync after every write and erase;
-//! - `none`: never.
+//! The cached flash syncs by `idem_core::sync`'s rules, the ones a host's image follows
+//! under `idem consume --sync` (`checkpoint`, `every-write`, `none`). The checkpoint
+//! rules beyond the position commit (before a page erase, after a page header, before
+//! each record of an appending store) were found by this test: without them a reordered
+//! cut destroys the records a commit covers, leaves a record in a page whose header never
+//! landed, or leaves a gap in an appending store's records, and recovery refuses the
+//! image.
 //!
 //! With `checkpoint` and `every-write`, every idempotent store recovers at or past the last
 //! acknowledged commit and ends exact, over thousands of seeded cuts each. With `none`,
@@ -35,6 +29,7 @@ use idem_core::lab::rng::SplitMix64;
 use idem_core::log::{GeneratedLog, Log};
 use idem_core::persist::{Layout, Sinks};
 use idem_core::store::{Atomic, MessageIdWindow, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_core::sync::{Area, SyncMode, SyncRules};
 
 type Flash = MemFlash<8, 1024>;
 const SIZE: usize = 8 * 1024;
@@ -53,31 +48,21 @@ const LAYOUT: Layout = Layout {
 };
 const CUTS: u64 = 2_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SyncMode {
-    Checkpoint,
-    EveryWrite,
-    None,
-}
-
 #[derive(Debug, Clone)]
 enum Op {
     Write { at: usize, bytes: Vec<u8> },
     Erase { from: usize, to: usize },
 }
 
-/// A flash behind a page cache.
+/// A flash behind a page cache, synced by the same rules a host's image follows
+/// (`idem_core::sync`).
 struct Cached {
     visible: Flash,
     durable: Vec<u8>,
     pending: Vec<Op>,
-    mode: SyncMode,
-    /// An appending store's journal: its records must land in order, so under
-    /// `checkpoint` a new record there first syncs the ones before it.
+    rules: SyncRules,
+    /// Whether the store's journal is an appending store's (its records land in order).
     ordered_sink: bool,
-    /// Where the last write into the store's journal ended: a 4-byte write there is the
-    /// same record's CRC word, any other write a new record.
-    sink_end: Option<u32>,
 }
 
 fn image(f: &Flash) -> Vec<u8> {
@@ -90,44 +75,26 @@ impl Cached {
             visible: Flash::from_image(&image),
             durable: image,
             pending: Vec::new(),
-            mode,
+            rules: SyncRules::new(mode),
             ordered_sink: false,
-            sink_end: None,
         }
     }
 
     fn sync(&mut self) {
-        if !self.pending.is_empty() {
+        if self.rules.pending() {
             self.durable = image(&self.visible);
             self.pending.clear();
+            self.rules.synced();
         }
     }
 
-    /// Before an operation at `at`: under `checkpoint`, the position journal waits for
-    /// the store records before it.
-    fn barrier(&mut self, at: u32, len: usize) {
-        let positions = LAYOUT.positions.start..LAYOUT.sink.start;
-        let store_pending = self.pending.iter().any(|op| {
-            let at = match op {
-                Op::Write { at, .. } => *at,
-                Op::Erase { from, .. } => *from,
-            };
-            !positions.contains(&(at as u32))
-        });
-        let crc_word = len == 4 && self.sink_end == Some(at);
-        let ordered = self.ordered_sink && !positions.contains(&at) && !crc_word;
-        if self.mode == SyncMode::Checkpoint
-            && (positions.contains(&at) || ordered)
-            && store_pending
-        {
-            self.sync();
-        }
-    }
-
-    fn after(&mut self, op: Op) {
-        self.pending.push(op);
-        if self.mode == SyncMode::EveryWrite {
-            self.sync();
+    fn area(&self, at: u32) -> Area {
+        if at < LAYOUT.sink.start {
+            Area::Position
+        } else if self.ordered_sink {
+            Area::OrderedStore
+        } else {
+            Area::Store
         }
     }
 
@@ -188,30 +155,30 @@ impl NorFlash for Cached {
     const WRITE_SIZE: usize = 4;
     const ERASE_SIZE: usize = 1024;
     fn erase(&mut self, from: u32, to: u32) -> Result<(), FlashError> {
-        self.barrier(from, 0);
-        if self.mode == SyncMode::Checkpoint {
-            // The records written since are durable before older ones are destroyed.
+        if self.rules.before_erase() {
             self.sync();
         }
         self.visible.erase(from, to)?;
-        self.after(Op::Erase {
+        self.pending.push(Op::Erase {
             from: from as usize,
             to: to as usize,
         });
+        if self.rules.after_erase(self.area(from)) {
+            self.sync();
+        }
         Ok(())
     }
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
-        self.barrier(offset, bytes.len());
+        let area = self.area(offset);
+        if self.rules.before_write(area, offset, bytes.len()) {
+            self.sync();
+        }
         self.visible.write(offset, bytes)?;
-        let positions = LAYOUT.positions.start..LAYOUT.sink.start;
-        self.sink_end = (!positions.contains(&offset)).then(|| offset + bytes.len() as u32);
-        self.after(Op::Write {
+        self.pending.push(Op::Write {
             at: offset as usize,
             bytes: bytes.to_vec(),
         });
-        let end = offset as usize + bytes.len();
-        if self.mode == SyncMode::Checkpoint && end % 1024 == idem_core::journal::HEADER_SIZE {
-            // A page's header is durable before any record in the page.
+        if self.rules.after_write(area, offset, bytes.len(), 1024) {
             self.sync();
         }
         Ok(())
@@ -234,9 +201,7 @@ fn trial<S: Sinks>(sinks: &S, mode: SyncMode, rng: &mut SplitMix64) -> Result<()
         match c.step(&mut f, &LOG).expect("steps") {
             Step::Done => break,
             Step::Commit { next } => {
-                if mode != SyncMode::None {
-                    f.sync(); // durable before it is reported
-                }
+                f.sync(); // durable before it is reported (a no-op under `none`)
                 acked = next;
             }
             _ => {}

@@ -28,6 +28,7 @@ use embedded_storage::nor_flash::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
+use idem_core::sync::{Area, SyncMode, SyncRules};
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
@@ -144,19 +145,12 @@ pub struct FileFlash {
     file: File,
     pages: u32,
     erases: Vec<u32>,
-    sync: SyncMode,
-    /// The position journals: under `checkpoint`, a write there waits for the store
-    /// records written before it.
-    barriers: Vec<std::ops::Range<u32>>,
-    /// Journals of appending stores, whose records must land in order: under
-    /// `checkpoint`, a write there first syncs the unsynced writes before it.
+    /// When writes reach the disk: the core's rules (`idem_core::sync`).
+    sync: SyncRules,
+    /// The position journals' byte ranges.
+    positions: Vec<std::ops::Range<u32>>,
+    /// The journals of appending stores, whose records must land in order.
     ordered: Vec<std::ops::Range<u32>>,
-    /// Where the last write into an ordered range ended: a 4-byte write there is the same
-    /// record's CRC word, any other write a new record.
-    ordered_end: Option<u32>,
-    /// Writes since the last `sync_data`, and whether any was outside the barriers.
-    dirty: bool,
-    dirty_outside: bool,
     syncs: u64,
 }
 
@@ -165,17 +159,15 @@ pub fn bytes(r: idem_core::journal::Region) -> std::ops::Range<u32> {
     r.start..r.start + r.pages * PAGE as u32
 }
 
-/// When the image's writes reach the disk (`--sync`). A write lands in the page cache at
+/// `--sync`: when the image's writes reach the disk. A write lands in the page cache at
 /// once; a host power cut or kernel crash keeps any subset of the unsynced ones, in any
-/// order, one possibly torn (`core/tests/page_cache.rs` models exactly that).
+/// order, one possibly torn. The rules are the core's (`idem_core::sync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum SyncMode {
+pub enum SyncArg {
     /// `sync_data` before a position commit (the store records it covers are durable
-    /// first) and after it (durable before it is reported); before a page erase (newer
-    /// records are durable before older ones are destroyed) and after a page header
-    /// (durable before any record in the page); for an appending store (message-id,
-    /// producer-seq),
-    /// before each of its records (they land in order).
+    /// first) and after it (durable before it is reported); before a page erase and
+    /// after a page header; for an appending store (message-id, producer-seq), before
+    /// each of its records (they land in order).
     #[default]
     Checkpoint,
     /// `sync_data` after every journal write and erase.
@@ -184,13 +176,22 @@ pub enum SyncMode {
     None,
 }
 
-impl SyncMode {
+impl SyncArg {
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Self::Checkpoint => "checkpoint",
             Self::EveryWrite => "every-write",
             Self::None => "none",
+        }
+    }
+
+    /// The core's mode.
+    pub fn mode(self) -> SyncMode {
+        match self {
+            Self::Checkpoint => SyncMode::Checkpoint,
+            Self::EveryWrite => SyncMode::EveryWrite,
+            Self::None => SyncMode::None,
         }
     }
 }
@@ -278,12 +279,9 @@ impl Image {
                 file,
                 pages,
                 erases,
-                sync: SyncMode::Checkpoint,
-                barriers: Vec::new(),
+                sync: SyncRules::new(SyncMode::Checkpoint),
+                positions: Vec::new(),
                 ordered: Vec::new(),
-                ordered_end: None,
-                dirty: false,
-                dirty_outside: false,
                 syncs: 0,
             },
             meta,
@@ -413,10 +411,11 @@ fn lock(file: &File, path: &Path, writable: bool) -> anyhow::Result<()> {
 }
 
 impl FileFlash {
-    /// Sets when writes reach the disk; `barriers` are the position journals' byte ranges.
-    pub fn set_sync(&mut self, mode: SyncMode, barriers: Vec<std::ops::Range<u32>>) {
-        self.sync = mode;
-        self.barriers = barriers;
+    /// Sets when writes reach the disk; `positions` are the position journals' byte
+    /// ranges.
+    pub fn set_sync(&mut self, mode: SyncArg, positions: Vec<std::ops::Range<u32>>) {
+        self.sync = SyncRules::new(mode.mode());
+        self.positions = positions;
     }
 
     /// Marks `range` as the journal of an appending store (its records land in order).
@@ -427,13 +426,23 @@ impl FileFlash {
     /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
     /// it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
-        if self.dirty && self.sync != SyncMode::None {
+        if self.sync.pending() {
             self.file.sync_data()?;
-            self.dirty = false;
-            self.dirty_outside = false;
+            self.sync.synced();
             self.syncs += 1;
         }
         Ok(())
+    }
+
+    /// Which journal the byte at `offset` belongs to.
+    fn area(&self, offset: u32) -> Area {
+        if self.positions.iter().any(|r| r.contains(&offset)) {
+            Area::Position
+        } else if self.ordered.iter().any(|r| r.contains(&offset)) {
+            Area::OrderedStore
+        } else {
+            Area::Store
+        }
     }
 
     /// `sync_data` calls made so far.
@@ -476,8 +485,8 @@ impl NorFlash for FileFlash {
 
     fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
         check_erase(self, from, to)?;
-        if self.sync == SyncMode::Checkpoint {
-            self.sync()?; // newer records are durable before older ones are destroyed
+        if self.sync.before_erase() {
+            self.sync()?;
         }
         for page in from / PAGE as u32..to / PAGE as u32 {
             self.file
@@ -488,9 +497,7 @@ impl NorFlash for FileFlash {
             self.file
                 .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;
         }
-        self.dirty = true;
-        self.dirty_outside |= !self.barriers.iter().any(|b| b.contains(&from));
-        if self.sync == SyncMode::EveryWrite {
+        if self.sync.after_erase(self.area(from)) {
             self.sync()?;
         }
         Ok(())
@@ -505,24 +512,13 @@ impl NorFlash for FileFlash {
                 address: offset + 4 * i as u32,
             });
         }
-        let barrier = self.barriers.iter().any(|b| b.contains(&offset));
-        let ordered = self.ordered.iter().any(|b| b.contains(&offset));
-        // A new record of an appending store waits for the ones before it; its own CRC
-        // word (4 bytes right after its body) does not.
-        let crc_word = bytes.len() == 4 && self.ordered_end == Some(offset);
-        let new_record = ordered && !crc_word;
-        if self.sync == SyncMode::Checkpoint && (barrier || new_record) && self.dirty_outside {
-            self.sync()?; // the store records a commit covers are durable before it
+        let area = self.area(offset);
+        if self.sync.before_write(area, offset, bytes.len()) {
+            self.sync()?;
         }
         self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
-        self.dirty = true;
-        self.dirty_outside |= !barrier;
-        self.ordered_end = ordered.then(|| offset + bytes.len() as u32);
-        let end = offset as usize + bytes.len();
-        if self.sync == SyncMode::EveryWrite
-            || (self.sync == SyncMode::Checkpoint && end % PAGE == idem_core::journal::HEADER_SIZE)
-        {
-            self.sync()?; // under checkpoint: a page header before any record in it
+        if self.sync.after_write(area, offset, bytes.len(), PAGE) {
+            self.sync()?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::device;
-use crate::image::{Image, SyncMode};
+use crate::image::{Image, SyncArg};
 use crate::render;
 use crate::select::{self, ScenarioKind, StoreKind, WorkloadArgs};
 
@@ -39,7 +39,7 @@ pub struct Cmd {
     /// commit, page erase and page header), every-write, or none (survives SIGKILL, not
     /// a power cut)
     #[arg(long, value_enum, default_value = "checkpoint")]
-    sync: SyncMode,
+    sync: SyncArg,
 }
 
 impl Cmd {

@@ -35,7 +35,7 @@ use serde_json::json;
 
 use crate::device;
 use crate::error::usage;
-use crate::image::{Image, Meta, PAGE, SyncMode};
+use crate::image::{Image, Meta, PAGE, SyncArg};
 use crate::render::count;
 use crate::select::dispatch::{SinksJob, with_sinks};
 use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
@@ -139,7 +139,7 @@ enum Action {
         /// commit, page erase and page header, and before each group commit),
         /// every-write, or none
         #[arg(long, value_enum, default_value = "checkpoint")]
-        sync: SyncMode,
+        sync: SyncArg,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -1066,7 +1066,7 @@ struct ConsumeOptions<'a> {
     /// Be one member of the group: the broker assigns the partitions.
     shared: bool,
     /// When the image's writes reach the disk.
-    sync: SyncMode,
+    sync: SyncArg,
     abort_after: Option<u64>,
 }
 
@@ -1509,7 +1509,7 @@ fn lab(
             },
             follow: false,
             shared: false,
-            sync: SyncMode::Checkpoint,
+            sync: SyncArg::Checkpoint,
             abort_after: None,
         })?
         .results;
