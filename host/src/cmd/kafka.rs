@@ -1314,12 +1314,8 @@ impl Cmd {
 fn verdict(results: &[PartitionResult], total: i64, truth: i64) -> &'static str {
     if results.iter().any(|r| r.read.short_read()) {
         "unverified"
-    } else if total == truth {
-        "exact"
-    } else if total > truth {
-        "over"
     } else {
-        "under"
+        idem_core::lab::check::Verdict::of(total, truth).name()
     }
 }
 
