@@ -318,21 +318,24 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.newest.map(|_| self.ring.next_seq.wrapping_sub(1))
     }
 
-    /// Visits the valid records from the newest back, newest first, each with its
-    /// sequence number, while `visit` returns `true`: the records a store rebuilds its
-    /// state from ([`crate::persist::Appended`]). Slots that hold no valid record (torn)
-    /// are stepped over; the walk stops at a page that is not this journal's or after a
-    /// full turn of the ring.
+    /// Visits the valid records from the newest back, newest first, while `visit`
+    /// returns `true`: the records a store rebuilds its state from
+    /// ([`crate::persist::Appended`]). Each comes with its sequence number and whether it
+    /// sits in the slot right before the record visited last (no slot without a valid
+    /// record between them: none can have been lost there, even where the sequence skips
+    /// a number, which an append does when a CRC would read erased). Slots that hold no
+    /// valid record (torn) are stepped over; the walk stops at a page that is not this
+    /// journal's or after a full turn of the ring.
     pub fn recent<F: NorFlash>(
         &self,
         flash: &mut F,
-        mut visit: impl FnMut(u32, T) -> bool,
+        mut visit: impl FnMut(u32, T, bool) -> bool,
     ) -> Result<(), JournalError<F::Error>> {
         let mut failed = false;
         self.ring.walk_back(
             flash,
-            &mut |seq, body| match postcard::from_bytes::<T>(body) {
-                Ok(record) => visit(seq, record),
+            &mut |seq, body, adjacent| match postcard::from_bytes::<T>(body) {
+                Ok(record) => visit(seq, record, adjacent),
                 Err(_) => {
                     failed = true;
                     false
@@ -601,11 +604,13 @@ impl Ring {
     fn walk_back<F: NorFlash>(
         &self,
         flash: &mut F,
-        visit: &mut dyn FnMut(u32, &[u8]) -> bool,
+        visit: &mut dyn FnMut(u32, &[u8], bool) -> bool,
     ) -> Result<(), JournalError<F::Error>> {
         let Some(mut at) = self.newest else {
             return Ok(());
         };
+        // Whether every slot since the record visited last held a valid record.
+        let mut adjacent = true;
         let slot = (self.slot as usize).clamp(8, MAX_SLOT_SIZE);
         let mut buf = [0u8; MAX_SLOT_SIZE];
         let mut checked = None;
@@ -616,10 +621,10 @@ impl Ring {
                 }
                 checked = Some(at.page);
             }
-            if let Some(seq) = self.read_slot(flash, at, &mut buf)?
-                && !visit(seq, &buf[4..slot - 4])
-            {
-                break;
+            match self.read_slot(flash, at, &mut buf)? {
+                Some(seq) if !visit(seq, &buf[4..slot - 4], adjacent) => break,
+                Some(_) => adjacent = true,
+                None => adjacent = false,
             }
             at = if at.slot > 0 {
                 SlotAddr {

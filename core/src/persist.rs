@@ -512,13 +512,15 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
                 let (mut state, needed) = S::start(&newest.state);
                 let mut expect = sink.newest_seq().unwrap_or(0);
                 let mut found = 0;
-                sink.recent(flash, |seq, record| {
-                    if found >= needed || seq != expect {
+                sink.recent(flash, |seq, record, adjacent| {
+                    // A record lost from the middle leaves a gap in the sequence with a
+                    // slot between; a number the journal skipped leaves none.
+                    if found >= needed || (seq != expect && !adjacent) {
                         return false;
                     }
                     S::fold_back(&mut state, &record.state);
                     found += 1;
-                    expect = expect.wrapping_sub(1);
+                    expect = seq.wrapping_sub(1);
                     true
                 })?;
                 S::finish(state).ok_or(ConsumerError::Disagree(Disagreement::RecordsLost {

@@ -404,7 +404,8 @@ pub struct IndexedSeq {
 /// producer whose sequence changed, one more entry in rotation (the one at the record's
 /// sequence number modulo `P`, so any `P` consecutive records carry every entry that
 /// existed when they were written, and an entry added since is in the record that added
-/// it), and the total. The table is rebuilt at recovery from the newest `P` records.
+/// it), and the total. The table is rebuilt at recovery from up to the newest `2P`
+/// records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct SeqApplied {
     /// The total after it.
@@ -419,9 +420,11 @@ pub struct SeqApplied {
 
 impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
     type Delta = SeqApplied;
+    // Twice P: a sequence number the journal skips (a CRC that would read erased, once
+    // in 2^32 appends) shifts the rotation once, and any 2P records still hold P in a row.
     const MAX_NEEDED: u32 = {
-        assert!(P <= 255, "a table index is one byte in its records");
-        P as u32
+        assert!(P <= 127, "a table index is one byte in its records");
+        2 * P as u32
     };
 
     fn delta(state: &SeqState<P>, event: &Event, seq: u32) -> SeqApplied {
@@ -451,7 +454,7 @@ impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
         for _ in 0..usize::from(newest.known).min(P) {
             let _ = table.push(None);
         }
-        ((newest.total, table), P as u32)
+        ((newest.total, table), 2 * P as u32)
     }
 
     fn fold_back((_, table): &mut Self::Rebuild, older: &SeqApplied) {
