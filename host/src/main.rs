@@ -6,11 +6,9 @@
 mod cleanup;
 mod cmd;
 mod device;
-mod error;
-mod events;
 mod image;
-mod render;
-mod select;
+
+use idem_lab::{error, render, select};
 
 use std::process::ExitCode;
 
@@ -47,6 +45,8 @@ enum Command {
     Sweep(cmd::sweep::Cmd),
     /// Draw total against step for stores of a scenario, as SVG.
     Plot(cmd::plot::Cmd),
+    /// Serve the browser playground (built by `bash web/build.sh`) on 127.0.0.1.
+    Serve(cmd::serve::Cmd),
     /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.
     Monitor(cmd::monitor::Cmd),
     /// The stores against a real Kafka-protocol broker.
@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Command::Sweep(c) => c.run(),
         Command::Plot(c) => c.run(),
         Command::Monitor(c) => c.run(),
+        Command::Serve(c) => c.run(),
         #[cfg(feature = "kafka")]
         Command::Kafka(c) => c.run(),
     };

@@ -6,16 +6,11 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
-use idem_core::lab::lesson::{self, Lesson, LessonRun, LessonStep, Observe};
-use idem_core::lab::scenario::Landed;
-use idem_core::lab::sim::{Action, TraceStep};
+use clap::Args;
+use idem_core::lab::lesson::{self, Lesson};
+use idem_lab::grade::{Answer, Observed, Row, observe, parse, run_line};
 
 use crate::error::usage;
-use crate::render::ranges;
-use crate::select::{
-    self, FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WINDOW_CAPACITY,
-};
 
 /// Predict, then observe: a lesson's questions, each answered by a run.
 #[derive(Debug, Args)]
@@ -33,165 +28,6 @@ pub struct Cmd {
     /// With --worksheet: the answer key, each answer taken from its run.
     #[arg(long, requires = "worksheet")]
     key: bool,
-}
-
-/// An observed (or predicted) answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Value {
-    Number(i64),
-    Offsets(Vec<u64>),
-    Numbers(Vec<i64>),
-    YesNo(bool),
-}
-
-impl std::fmt::Display for Value {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Number(n) => write!(f, "{n}"),
-            Self::Offsets(o) => f.write_str(&ranges(o)),
-            Self::Numbers(n) => {
-                let text: Vec<String> = n.iter().map(i64::to_string).collect();
-                f.write_str(&text.join(", "))
-            }
-            Self::YesNo(b) => f.write_str(if *b { "yes" } else { "no" }),
-        }
-    }
-}
-
-/// Reads a prediction of the kind `observe` asks for; a sentence saying why not.
-fn parse(observe: Observe, text: &str) -> Result<Value, String> {
-    let text = text.trim();
-    match observe {
-        Observe::FinalTotal | Observe::ResumeAt | Observe::FlashRecords => text
-            .parse()
-            .map(Value::Number)
-            .map_err(|_| format!("{text:?} is not a whole number")),
-        Observe::Diverged => match text.to_ascii_lowercase().as_str() {
-            "yes" | "y" => Ok(Value::YesNo(true)),
-            "no" | "n" => Ok(Value::YesNo(false)),
-            _ => Err(format!("{text:?}: answer yes or no")),
-        },
-        Observe::Balances => {
-            let numbers: Result<Vec<i64>, String> = text
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    p.parse()
-                        .map_err(|_| format!("{p:?} is not a whole number"))
-                })
-                .collect();
-            match numbers? {
-                n if n.is_empty() => Err("give the balances in order, such as 1, 2, 3".into()),
-                n if n.len() > 1000 => Err("more than 1000 balances".into()),
-                n => Ok(Value::Numbers(n)),
-            }
-        }
-        Observe::Redelivered | Observe::Landed(_) => {
-            if text.eq_ignore_ascii_case("none") {
-                return Ok(Value::Offsets(Vec::new()));
-            }
-            let mut out = Vec::new();
-            for part in text
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|p| !p.is_empty())
-            {
-                let bad = || format!("{part:?} is not an offset or a range such as 40..49");
-                match part.split_once("..") {
-                    Some((a, b)) => {
-                        let (a, b): (u64, u64) = (
-                            a.trim().parse().map_err(|_| bad())?,
-                            b.trim().parse().map_err(|_| bad())?,
-                        );
-                        if b < a || b - a > 100_000 {
-                            return Err(bad());
-                        }
-                        out.extend(a..=b);
-                    }
-                    None => out.push(part.parse().map_err(|_| bad())?),
-                }
-            }
-            out.sort_unstable();
-            out.dedup();
-            Ok(Value::Offsets(out))
-        }
-    }
-}
-
-/// A step's observation: its answer, and the run's step table when the step asks for
-/// one.
-struct Observed {
-    value: Value,
-    table: Option<Vec<Row>>,
-}
-
-/// A row of a worked example's step table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    what: String,
-    handled: String,
-    committed: u64,
-    balance: i64,
-    /// Where the restart after this row's crash resumed.
-    restart: Option<u64>,
-}
-
-impl Row {
-    /// The step column; `reveal` adds where a restart resumed (a worksheet leaves it to
-    /// the learner).
-    fn step(&self, reveal: bool) -> String {
-        match self.restart {
-            Some(at) if reveal => format!("{} at {at}", self.what),
-            _ => self.what.clone(),
-        }
-    }
-}
-
-/// The step table of a run, as the payments lesson draws it: one row per event handled
-/// (applied or skipped) and one for each crash; the committed offset is the next offset
-/// to read, after any commit that follows the handling.
-fn step_table(trace: &[TraceStep]) -> Vec<Row> {
-    let mut rows: Vec<Row> = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for s in trace {
-        match (s.action, s.offset) {
-            (Action::Apply | Action::Skip, Some(o)) => {
-                let again = !seen.insert(o);
-                let verb = if s.action == Action::Apply {
-                    "handle"
-                } else {
-                    "skip (a duplicate)"
-                };
-                rows.push(Row {
-                    what: format!("{verb} offset {o}{}", if again { " again" } else { "" }),
-                    handled: format!("{o}{}", if again { " again" } else { "" }),
-                    committed: s.resume_at,
-                    balance: s.total,
-                    restart: None,
-                });
-            }
-            (Action::Commit, _) => {
-                if let Some(last) = rows.last_mut() {
-                    last.committed = s.resume_at;
-                }
-            }
-            (Action::Crash(_), _) => rows.push(Row {
-                what: "crash".into(),
-                handled: "-".into(),
-                committed: s.resume_at,
-                balance: s.total,
-                restart: None,
-            }),
-            (Action::Recover, _) => {
-                if let Some(last) = rows.last_mut() {
-                    last.what = "crash, then restart".into();
-                    last.restart = Some(s.resume_at);
-                    last.committed = s.resume_at;
-                }
-            }
-            _ => {}
-        }
-    }
-    rows
 }
 
 /// Prints a step table, indented under its step.
@@ -218,69 +54,6 @@ fn print_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// Runs a step's simulation and reads its answer.
-fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
-    let LessonRun {
-        scenario,
-        store,
-        fix,
-        producer,
-        schedule,
-        every,
-    } = step.run;
-    let kind = ScenarioKind::from_name(scenario)
-        .ok_or_else(|| anyhow::anyhow!("lesson names an unknown scenario {scenario:?}"))?;
-    let fix = fix.and_then(|f| FixArg::ALL.into_iter().find(|x| x.name() == f));
-    let args = ScenarioArgs {
-        producer: ProducerArg::from_str(producer, true)
-            .map_err(|e| anyhow::anyhow!("lesson names a producer {producer:?}: {e}"))?,
-        schedule: schedule.map(str::to_string),
-        checkpoint_every: every,
-        fix,
-        ..ScenarioArgs::default()
-    };
-    let loaded = select::load(Some(kind), &args)?;
-    let choice = match (store, fix) {
-        (Some(s), _) => SinkChoice::Store(
-            StoreKind::from_name(s)
-                .ok_or_else(|| anyhow::anyhow!("lesson names an unknown store {s:?}"))?,
-        ),
-        (None, Some(f)) => SinkChoice::Dual(f),
-        (None, None) => anyhow::bail!("a lesson step names neither a store nor a fix"),
-    };
-    let tabled = step.observe == Observe::Balances;
-    let o = select::run(&loaded, choice, WINDOW_CAPACITY, tabled)?;
-    select::ensure_every_crash_happened(&loaded, &o.report)?;
-    let table = o.trace.as_deref().map(step_table);
-    let value = match step.observe {
-        Observe::FinalTotal => Value::Number(o.report.final_total),
-        Observe::ResumeAt => Value::Number(o.report.resume_at_crash.unwrap_or(0) as i64),
-        Observe::FlashRecords => Value::Number(o.report.flash.writes as i64),
-        Observe::Redelivered => Value::Offsets(o.redelivered),
-        Observe::Diverged => Value::YesNo(o.report.views.is_some_and(|(t, i)| t != i)),
-        Observe::Landed(name) => Value::Offsets(
-            loaded
-                .producer()
-                .iter()
-                .filter(|p| p.name.to_string() == name)
-                .filter_map(|p| match p.landed {
-                    Landed::At(o) => Some(o),
-                    _ => None,
-                })
-                .collect(),
-        ),
-        Observe::Balances => Value::Numbers(
-            table
-                .iter()
-                .flatten()
-                .filter(|r| r.handled != "-")
-                .map(|r| r.balance)
-                .collect(),
-        ),
-    };
-    Ok(Observed { value, table })
 }
 
 /// Where predictions come from.
@@ -343,7 +116,7 @@ fn teach(
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let (mut right, mut asked) = (0, 0);
-    let mut summary: Vec<(&str, Option<Value>, Value)> = Vec::new();
+    let mut summary: Vec<(&str, Option<Answer>, Answer)> = Vec::new();
     for (i, step) in lesson.steps.iter().enumerate() {
         writeln!(out, "{}. {}", i + 1, step.question)?;
         let said = match &predictions {
@@ -363,7 +136,9 @@ fn teach(
             },
             Predictions::None => None,
         };
-        let Observed { value: seen, table } = observe(step)?;
+        let Observed {
+            value: seen, table, ..
+        } = observe(step)?;
         let run = run_line(&step.run);
         match &said {
             Some(said) => {
@@ -394,7 +169,7 @@ fn teach(
 /// the score, when anything was asked.
 fn score(
     out: &mut impl Write,
-    summary: &[(&str, Option<Value>, Value)],
+    summary: &[(&str, Option<Answer>, Answer)],
     right: usize,
     asked: usize,
 ) -> anyhow::Result<()> {
@@ -402,7 +177,7 @@ fn score(
         let w = summary.iter().map(|(l, ..)| l.len()).max().unwrap_or(0);
         let said: Vec<String> = summary
             .iter()
-            .map(|(_, s, _)| s.as_ref().map_or(String::new(), Value::to_string))
+            .map(|(_, s, _)| s.as_ref().map_or(String::new(), Answer::to_string))
             .collect();
         let sw = said.iter().map(String::len).max().unwrap_or(0).max(8);
         if asked > 0 {
@@ -430,27 +205,6 @@ fn score(
     Ok(())
 }
 
-/// The command that reruns a step.
-fn run_line(r: &LessonRun) -> String {
-    let mut line = format!("idem run {}", r.scenario);
-    if let Some(s) = r.store {
-        line += &format!(" --store {s}");
-    }
-    if let Some(f) = r.fix {
-        line += &format!(" --fix {f}");
-    }
-    if r.producer != "plain" {
-        line += &format!(" --producer {}", r.producer);
-    }
-    if let Some(k) = r.every {
-        line += &format!(" --checkpoint-every {k}");
-    }
-    if let Some(s) = r.schedule {
-        line += &format!(" --schedule {s}");
-    }
-    line + " --trace"
-}
-
 fn worksheet(out: &mut impl Write, lesson: &Lesson, key: bool) -> anyhow::Result<()> {
     let what = if key { "answer key" } else { "worksheet" };
     writeln!(out, "# {} ({what})\n\n{}\n", lesson.title, lesson.intro)?;
@@ -462,7 +216,9 @@ fn worksheet(out: &mut impl Write, lesson: &Lesson, key: bool) -> anyhow::Result
     }
     for (i, step) in lesson.steps.iter().enumerate() {
         writeln!(out, "{}. {}\n", i + 1, step.question)?;
-        let Observed { value: seen, table } = observe(step)?;
+        let Observed {
+            value: seen, table, ..
+        } = observe(step)?;
         if key {
             writeln!(
                 out,

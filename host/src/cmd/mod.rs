@@ -11,5 +11,6 @@ pub mod matrix;
 pub mod monitor;
 pub mod plot;
 pub mod run;
+pub mod serve;
 pub mod status;
 pub mod sweep;

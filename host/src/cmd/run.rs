@@ -38,31 +38,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let dual = self.scenario == Some(ScenarioKind::DualWrite);
-        let choice = match (dual, self.store, self.fix) {
-            (true, Some(_), _) => {
-                return Err(crate::error::usage(
-                    "dual-write writes its own two views: give --fix, not --store",
-                ));
-            }
-            (true, None, None) => {
-                return Err(crate::error::usage(
-                    "dual-write needs --fix none, atomic, derive or split",
-                ));
-            }
-            (true, None, Some(fix)) => SinkChoice::Dual(fix),
-            (false, _, Some(_)) => {
-                return Err(crate::error::usage(
-                    "--fix applies to the dual-write scenario only",
-                ));
-            }
-            (false, None, None) => {
-                return Err(crate::error::usage(
-                    "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
-                ));
-            }
-            (false, Some(store), None) => SinkChoice::Store(store),
-        };
+        let choice = select::choose(self.scenario, self.store, self.fix)?;
         let args = ScenarioArgs {
             fix: self.fix,
             ..self.args.clone()

@@ -2,13 +2,13 @@
 
 use idem_core::consumer::covers_through;
 use idem_core::lab::check::{Anomalies, Verdict};
-use idem_core::lab::cost::FlashCost;
 use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
-use idem_core::lab::sim::{Action, FlashUse, Report, TraceStep};
+use idem_core::lab::sim::{Action, Report, TraceStep};
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::report::{AnomalyCounts, RunReport};
 use crate::select::{Loaded, Outcome, SinkChoice};
 
 /// Offsets as inclusive runs: `40..49`, `0..1, 5`, or `none`.
@@ -122,19 +122,6 @@ pub fn trace_line(t: &TraceStep, producer: &[ProducerStep]) -> String {
 /// The header of [`trace_line`]'s columns.
 pub const TRACE_HEADER: &str = "  step   offset  message  action               total  resume at";
 
-/// One trace step as JSON (`message`: the name of the message at its offset, when the
-/// scenario names its messages).
-pub fn trace_json(t: &TraceStep, producer: &[ProducerStep]) -> Value {
-    json!({
-        "step": t.index,
-        "offset": t.offset,
-        "message": t.offset.and_then(|o| message_name(producer, o)),
-        "action": action_name(t.action),
-        "total": t.total,
-        "resume_at": t.resume_at,
-    })
-}
-
 /// The name of the message that landed at `offset`, from the producer side.
 pub fn message_name(producer: &[ProducerStep], offset: Offset) -> Option<String> {
     producer
@@ -171,51 +158,6 @@ pub fn producer_line(p: &ProducerStep) -> String {
     format!("{what} {outcome}")
 }
 
-/// The producer side as JSON, send by send.
-pub fn producer_json(producer: &[ProducerStep]) -> Value {
-    producer
-        .iter()
-        .map(|p| {
-            let (landed, offset) = match p.landed {
-                Landed::At(o) => ("landed", Some(o)),
-                Landed::Duplicate => ("duplicate", None),
-                Landed::Fenced { .. } => ("fenced", None),
-                Landed::Never => ("lost", None),
-            };
-            json!({
-                "message": p.name.to_string(),
-                "kind": match p.kind {
-                    SendKind::Send => "send",
-                    SendKind::Retry => "retry",
-                    SendKind::Resend => "resend",
-                    SendKind::Stalled => "stalled",
-                    SendKind::Lost => "lost",
-                },
-                "producer": p.message.producer,
-                "epoch": p.message.epoch,
-                "seq": p.message.seq,
-                "amount": p.message.amount,
-                "landed": landed,
-                "offset": offset,
-            })
-        })
-        .collect()
-}
-
-/// Flash use as JSON; with the log's `events`, also per event and on an nRF51
-/// (`idem_core::lab::cost`).
-pub fn flash_json(f: &FlashUse, events: Option<u64>) -> Value {
-    let mut v = json!({ "writes": f.writes, "erases": f.erases, "bytes_written": f.bytes_written });
-    if let Some(c) = events.and_then(|n| FlashCost::of(f, n)) {
-        let round = |x: f64| (x * 1000.0).round() / 1000.0;
-        v["bytes_per_event"] = round(c.bytes_per_event).into();
-        v["erases_per_event"] = round(c.erases_per_event).into();
-        v["nrf51_us_per_event"] = round(c.nrf51_us_per_event).into();
-        v["lifetime_events"] = c.lifetime_events.into();
-    }
-    v
-}
-
 /// The verdict with its difference: `exact`, `over by 10`, `under by 4`.
 pub fn verdict_text(v: Verdict) -> String {
     match v {
@@ -227,12 +169,7 @@ pub fn verdict_text(v: Verdict) -> String {
 
 /// The checker's anomalies as JSON, by their Jepsen names.
 pub fn anomalies_json(a: &Anomalies) -> Value {
-    json!({
-        "duplicate": a.duplicate,
-        "lost-write": a.lost_write,
-        "nonmonotonic": a.nonmonotonic,
-        "diverged": a.diverged,
-    })
+    serde_json::to_value(AnomalyCounts::from(a)).unwrap_or(Value::Null)
 }
 
 /// The verdict of a run: `diverged` when its two views disagree at the end, else the
@@ -244,63 +181,9 @@ pub fn verdict_name(r: &Report) -> &'static str {
     }
 }
 
-/// The JSON object of `idem run --json`.
+/// The JSON object of `idem run --json`: the shared [`RunReport`].
 pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
-    let r = &o.report;
-    let mut v = json!({
-        "scenario": loaded.name(),
-        "events": loaded.events(),
-        "checkpoint_every": loaded.consumer().checkpoint_every.get(),
-        "crashes": loaded.crashes().iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "true_total": r.true_total,
-        "final_total": r.final_total,
-        "verdict": verdict_name(r),
-        "committed_at_crash": r.committed_at_crash(),
-        "resume_at": r.resume_at_crash,
-        "redelivered": o.redelivered,
-        "skipped": o.skipped,
-        "lost": o.lost,
-        "lost_sends": loaded.lost_sends().names.iter().collect::<Vec<_>>(),
-        "guarantee": match loaded.consumer().guarantee {
-            idem_core::consumer::Guarantee::AtLeastOnce => "at-least-once",
-            idem_core::consumer::Guarantee::AtMostOnce => "at-most-once",
-        },
-        "evicted": r.evicted,
-        "anomalies": anomalies_json(&r.anomalies),
-        "delivered": r.delivered,
-        "applied": r.applied,
-        "flash": flash_json(&r.flash, Some(loaded.events())),
-    });
-    if let Some(res) = r.resolution {
-        let (name, next) = match res {
-            Resolution::RolledForward { next } => ("rolled-forward", next),
-            Resolution::RolledBack { next } => ("rolled-back", next),
-        };
-        v["recovery"] = json!({ "prepared_record": name, "resume_at": next });
-    }
-    match choice {
-        SinkChoice::Store(kind) => v["store"] = kind.name().into(),
-        SinkChoice::Dual(fix) => {
-            v["fix"] = fix.name().into();
-            if let Some((total, index)) = r.views {
-                v["total"] = total.into();
-                v["index_sum"] = index.into();
-                v["diverged"] = (total != index).into();
-            }
-            v["diverged_at_recovery"] = r
-                .diverged_at_recovery
-                .map(|(t, i)| json!({ "total": t, "index_sum": i }))
-                .into();
-        }
-    }
-    if let Some(trace) = &o.trace {
-        let producer = loaded.producer();
-        v["trace"] = trace.iter().map(|t| trace_json(t, producer)).collect();
-        if !producer.is_empty() {
-            v["producer"] = producer_json(producer);
-        }
-    }
-    v
+    serde_json::to_value(RunReport::new(loaded, choice, o)).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -327,3 +327,28 @@ impl From<StoreKind> for SinkChoice {
         Self::Store(kind)
     }
 }
+
+/// What consumes a run of `scenario`: dual-write takes a fix and no store, every other
+/// scenario a store and no fix; anything else is a usage error in one sentence.
+pub fn choose(
+    scenario: Option<ScenarioKind>,
+    store: Option<StoreKind>,
+    fix: Option<FixArg>,
+) -> anyhow::Result<SinkChoice> {
+    use crate::error::usage;
+    let dual = scenario == Some(ScenarioKind::DualWrite);
+    match (dual, store, fix) {
+        (true, Some(_), _) => Err(usage(
+            "dual-write writes its own two views: give --fix, not --store",
+        )),
+        (true, None, None) => Err(usage(
+            "dual-write needs --fix none, atomic, derive or split",
+        )),
+        (true, None, Some(fix)) => Ok(SinkChoice::Dual(fix)),
+        (false, _, Some(_)) => Err(usage("--fix applies to the dual-write scenario only")),
+        (false, None, None) => Err(usage(
+            "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
+        )),
+        (false, Some(store), None) => Ok(SinkChoice::Store(store)),
+    }
+}

@@ -8,7 +8,8 @@ pub mod load;
 pub mod simulate;
 
 pub use args::{
-    FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WorkloadArgs,
+    FixArg, GuaranteeArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
+    WorkloadArgs, choose,
 };
 pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, check_window, dispatch, with_store};
 pub use load::{Loaded, load};

@@ -1,0 +1,96 @@
+//! The matrix: every store against every fault (the runs that show each), for `idem
+//! matrix` and the playground.
+
+use idem_core::lab::sim::Report;
+
+use crate::select::{self, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+
+/// A fault of the matrix: a name, a column title, and the run that shows it.
+pub struct Fault {
+    /// The fault's name in JSON.
+    pub name: &'static str,
+    /// The column's title.
+    pub title: &'static str,
+    /// The scenario that shows it.
+    pub scenario: ScenarioKind,
+    /// The producer the scenario runs with.
+    pub producer: ProducerArg,
+}
+
+/// The faults of the stores' matrix, in column order.
+pub const FAULTS: [Fault; 6] = [
+    Fault {
+        name: "consumer-crash",
+        title: "consumer crash",
+        scenario: ScenarioKind::Ddia,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "producer-retry",
+        title: "producer retry",
+        scenario: ScenarioKind::Payments,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "producer-retry-idempotent",
+        title: "retry, idem. producer",
+        scenario: ScenarioKind::Payments,
+        producer: ProducerArg::Idempotent,
+    },
+    Fault {
+        name: "application-resend",
+        title: "app resend, idem. prod.",
+        scenario: ScenarioKind::Resend,
+        producer: ProducerArg::Idempotent,
+    },
+    Fault {
+        name: "zombie-producer",
+        title: "zombie producer",
+        scenario: ScenarioKind::Zombie,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "late-retry",
+        title: "retry 40 msgs late",
+        scenario: ScenarioKind::LateRetry,
+        producer: ProducerArg::Plain,
+    },
+];
+
+/// The gauges' faults: the DDIA consumer crash on readings, and an old reading that
+/// arrives after the last.
+pub const GAUGE_FAULTS: [Fault; 2] = [
+    Fault {
+        name: "consumer-crash",
+        title: "consumer crash",
+        scenario: ScenarioKind::Gauge,
+        producer: ProducerArg::Plain,
+    },
+    Fault {
+        name: "late-reading",
+        title: "late reading",
+        scenario: ScenarioKind::LateReading,
+        producer: ProducerArg::Plain,
+    },
+];
+
+/// The reports of `stores` against `faults`, a row per store.
+pub fn table(
+    stores: &[StoreKind],
+    faults: &[Fault],
+) -> anyhow::Result<Vec<(StoreKind, Vec<Report>)>> {
+    let mut rows = Vec::new();
+    for &store in stores {
+        let mut cells = Vec::new();
+        for f in faults {
+            let args = ScenarioArgs {
+                producer: f.producer,
+                ..ScenarioArgs::default()
+            };
+            let loaded = select::load(Some(f.scenario), &args)?;
+            cells.push(select::run(&loaded, store, WINDOW_CAPACITY, false)?.report);
+        }
+        rows.push((store, cells));
+    }
+    Ok(rows)
+}
