@@ -42,7 +42,10 @@ pub enum Guarantee {
 pub struct CheckpointEvery(NonZeroU64);
 
 impl CheckpointEvery {
-    /// Every `k` events; `None` for 0.
+    /// Every event: the smallest interval.
+    pub const MIN: Self = Self(NonZeroU64::MIN);
+
+    /// `k` events, or `None` for 0.
     pub const fn new(k: u64) -> Option<Self> {
         match NonZeroU64::new(k) {
             Some(k) => Some(Self(k)),

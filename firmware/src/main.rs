@@ -5,31 +5,14 @@
 #![no_std]
 #![no_main]
 
-mod nvmc;
-mod stack;
-mod timer;
-mod uart;
-
 use cortex_m_rt::entry;
 use idem_core::board::demo::{Demo, DemoLayout, DemoStep};
 use idem_core::board::wire::{self, Frame};
+use idem_firmware::{IMAGE_ID, nvmc, stack, timer, uart};
 use panic_halt as _;
 
 /// Milliseconds per event: slow enough on a board for a person to press reset mid-stream.
 const PACE_MS: u32 = if cfg!(feature = "qemu") { 10 } else { 300 };
-
-/// This image's id, stamped by build.rs: storage written by another image is erased.
-const IMAGE_ID: u32 = parse(env!("IDEM_IMAGE_ID"));
-
-const fn parse(s: &str) -> u32 {
-    let b = s.as_bytes();
-    let (mut i, mut n) = (0, 0u32);
-    while i < b.len() {
-        n = n.wrapping_mul(10).wrapping_add((b[i] - b'0') as u32);
-        i += 1;
-    }
-    n
-}
 
 fn send(uart: &mut uart::Uart, frame: &Frame) {
     let mut buf = [0u8; wire::MAX_ENCODED];

@@ -13,6 +13,7 @@ use embedded_storage::nor_flash::{
 };
 
 use idem_core::board::demo::DEMO_PAGES;
+use idem_core::board::feed::FEED_PAGES;
 
 /// The flash page size.
 #[cfg(not(feature = "v2"))]
@@ -102,7 +103,13 @@ impl ReadNorFlash for Nvmc {
     }
 
     fn capacity(&self) -> usize {
-        DEMO_PAGES as usize * PAGE
+        // Both images use the same storage pages (memory.x keeps 10 out of the program).
+        const PAGES: u32 = if DEMO_PAGES > FEED_PAGES {
+            DEMO_PAGES
+        } else {
+            FEED_PAGES
+        };
+        PAGES as usize * PAGE
     }
 }
 

@@ -31,13 +31,23 @@ impl Timer {
 
     /// Waits `ms` milliseconds.
     pub fn delay_ms(&self, ms: u32) {
+        self.start_ms(ms);
+        while !self.expired() {}
+        write_reg(TASKS_STOP, 1);
+    }
+
+    /// Starts a deadline `ms` milliseconds from now (replacing any earlier one).
+    pub fn start_ms(&self, ms: u32) {
         write_reg(TASKS_STOP, 1);
         write_reg(TASKS_CLEAR, 1);
         write_reg(CC0, ms.saturating_mul(1000));
         write_reg(EVENTS_COMPARE0, 0);
         write_reg(TASKS_START, 1);
+    }
+
+    /// Whether the deadline of [`Timer::start_ms`] has passed.
+    pub fn expired(&self) -> bool {
         // SAFETY: EVENTS_COMPARE0 is TIMER0's compare event register.
-        while unsafe { ptr::read_volatile(EVENTS_COMPARE0 as *const u32) } == 0 {}
-        write_reg(TASKS_STOP, 1);
+        unsafe { ptr::read_volatile(EVENTS_COMPARE0 as *const u32) != 0 }
     }
 }

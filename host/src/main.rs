@@ -45,6 +45,8 @@ enum Command {
     Sweep(cmd::sweep::Cmd),
     /// Draw total against step for stores of a scenario, as SVG.
     Plot(cmd::plot::Cmd),
+    /// The board as the consumer of a stream the host feeds it (a board, or QEMU).
+    Device(cmd::board::Cmd),
     /// Serve the browser playground (built by `bash web/build.sh`) on 127.0.0.1.
     Serve(cmd::serve::Cmd),
     /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Plot(c) => c.run(),
         Command::Monitor(c) => c.run(),
         Command::Serve(c) => c.run(),
+        Command::Device(c) => c.run(),
         #[cfg(feature = "kafka")]
         Command::Kafka(c) => c.run(),
     };

@@ -60,7 +60,7 @@ pub enum Frame {
 }
 
 /// Bytes of the longest encoded frame, delimiter included.
-pub const MAX_ENCODED: usize = (Frame::POSTCARD_MAX_SIZE + 4) * 255 / 254 + 3;
+pub const MAX_ENCODED: usize = encoded_len(Frame::POSTCARD_MAX_SIZE);
 
 const CRC: crc::Crc<u32, crc::NoTable> = crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISO_HDLC);
 
@@ -95,49 +95,73 @@ impl core::fmt::Display for WireError {
 
 impl core::error::Error for WireError {}
 
-/// Encodes `frame` into `out`: COBS bytes and the `0x00` delimiter. Returns them.
-pub fn encode<'a>(frame: &Frame, out: &'a mut [u8; MAX_ENCODED]) -> Result<&'a [u8], WireError> {
-    let mut raw = [0u8; Frame::POSTCARD_MAX_SIZE + 4];
-    let n = postcard::to_slice(frame, &mut raw)
+/// Bytes of the longest encoded message whose postcard body is at most `max_body` bytes:
+/// the CRC, COBS's overhead and the delimiter.
+pub const fn encoded_len(max_body: usize) -> usize {
+    (max_body + 4) * 255 / 254 + 3
+}
+
+/// Encodes any message as a frame into `out`: postcard into `scratch` (at least the
+/// body's size plus 4 for the CRC), then COBS and the `0x00` delimiter. Returns the bytes.
+pub fn encode_with<'a, T: Serialize>(
+    msg: &T,
+    scratch: &mut [u8],
+    out: &'a mut [u8],
+) -> Result<&'a [u8], WireError> {
+    let room = scratch.len().checked_sub(4).ok_or(WireError::Encode)?;
+    let n = postcard::to_slice(msg, &mut scratch[..room])
         .map_err(|_| WireError::Encode)?
         .len();
-    let crc = CRC.checksum(&raw[..n]);
-    raw[n..n + 4].copy_from_slice(&crc.to_le_bytes());
-    let len = cobs::try_encode(&raw[..n + 4], &mut out[..MAX_ENCODED - 1])
-        .map_err(|_| WireError::Encode)?;
+    let crc = CRC.checksum(&scratch[..n]);
+    scratch[n..n + 4].copy_from_slice(&crc.to_le_bytes());
+    let last = out.len().checked_sub(1).ok_or(WireError::Encode)?;
+    let len =
+        cobs::try_encode(&scratch[..n + 4], &mut out[..last]).map_err(|_| WireError::Encode)?;
     out[len] = 0;
     Ok(&out[..=len])
 }
 
-/// Reassembles frames from a byte stream.
+/// Encodes `frame` into `out`: COBS bytes and the `0x00` delimiter. Returns them.
+pub fn encode<'a>(frame: &Frame, out: &'a mut [u8; MAX_ENCODED]) -> Result<&'a [u8], WireError> {
+    let mut raw = [0u8; Frame::POSTCARD_MAX_SIZE + 4];
+    encode_with(frame, &mut raw, out)
+}
+
+/// Reassembles messages of type `T` from a byte stream, in a buffer of `N` bytes (at
+/// least [`encoded_len`] of `T`'s largest body).
 #[derive(Debug, Clone)]
-pub struct Decoder {
-    buf: [u8; MAX_ENCODED],
+pub struct Reader<T, const N: usize> {
+    buf: [u8; N],
     len: usize,
     overflowed: bool,
     /// Frames that could not be read and were skipped.
     pub skipped: u32,
+    _message: core::marker::PhantomData<fn() -> T>,
 }
 
-impl Default for Decoder {
+/// Reassembles the device's [`Frame`]s.
+pub type Decoder = Reader<Frame, MAX_ENCODED>;
+
+impl<T: serde::de::DeserializeOwned, const N: usize> Default for Reader<T, N> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Decoder {
-    /// A decoder waiting for the first delimiter-terminated frame.
+impl<T: serde::de::DeserializeOwned, const N: usize> Reader<T, N> {
+    /// A reader waiting for the first delimiter-terminated frame.
     pub const fn new() -> Self {
         Self {
-            buf: [0; MAX_ENCODED],
+            buf: [0; N],
             len: 0,
             overflowed: false,
             skipped: 0,
+            _message: core::marker::PhantomData,
         }
     }
 
-    /// Feeds one byte; a frame (or why one was skipped) when a delimiter ends it.
-    pub fn push(&mut self, byte: u8) -> Option<Result<Frame, WireError>> {
+    /// Feeds one byte; a message (or why one was skipped) when a delimiter ends it.
+    pub fn push(&mut self, byte: u8) -> Option<Result<T, WireError>> {
         if byte != 0 {
             if self.len < self.buf.len() {
                 self.buf[self.len] = byte;
@@ -164,7 +188,13 @@ impl Decoder {
         Some(result)
     }
 
-    fn read(bytes: &mut [u8]) -> Result<Frame, WireError> {
+    /// Forgets a partly received frame (after a silence: what came before it is stale).
+    pub fn reset(&mut self) {
+        self.len = 0;
+        self.overflowed = false;
+    }
+
+    fn read(bytes: &mut [u8]) -> Result<T, WireError> {
         let n = cobs::decode_in_place(bytes).map_err(|_| WireError::Cobs)?;
         if n < 4 {
             return Err(WireError::Crc);

@@ -1,5 +1,6 @@
 //! One module per subcommand; each has a clap `Cmd` with a `run()`.
 
+pub mod board;
 pub mod chaos;
 pub mod consume;
 pub mod demo;

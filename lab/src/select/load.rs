@@ -5,7 +5,7 @@ use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
 use idem_core::lab::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
-use idem_core::log::{GaugeLog, GeneratedLog, Log, VecLog};
+use idem_core::log::{Event, GaugeLog, GeneratedLog, Log, VecLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
 use crate::error::usage;
@@ -55,6 +55,19 @@ impl Loaded {
             Self::Small(s) => prefix(&s.log),
             Self::File(s) => prefix(&s.log),
             Self::Gauge(s) => prefix(&s.log),
+        }
+    }
+
+    /// Every event of the log, in offset order.
+    pub fn all_events(&self) -> Vec<Event> {
+        fn all<L: Log>(log: &L) -> Vec<Event> {
+            (0..log.len()).filter_map(|o| log.get(o)).collect()
+        }
+        match self {
+            Self::Generated(s) => all(&s.log),
+            Self::Small(s) => all(&s.log),
+            Self::File(s) => all(&s.log),
+            Self::Gauge(s) => all(&s.log),
         }
     }
 

@@ -1,0 +1,1259 @@
+//! The board as a consumer of a stream that lives on the host: the two-way protocol, and
+//! both of its ends without I/O ([`Device`] and [`Host`]), so the firmware, `idem device`
+//! and the link model in the tests run the same code.
+//!
+//! Frames are as the demo's ([`super::wire`]): postcard, CRC-32, COBS, a `0x00` delimiter.
+//!
+//! **The device pulls.** A real nRF51 has a 6-byte receive FIFO, no DMA on its UART, and
+//! the CPU stalls while the NVMC writes or erases (a page erase takes about 22 ms, some
+//! 250 byte times at 115200 baud), and the micro:bit's USB bridge wires no flow control:
+//! bytes that arrive while the device writes flash are lost. So the device asks for the
+//! next batch ([`FromDevice::Pull`]) only when it is ready to receive it whole without
+//! touching flash, and a batch fits its receive buffer. The host sends events only in
+//! answer to a pull (and a batch again when asked again). The device asks again after
+//! a silence ([`Device::on_silence`]): a lost pull or a lost batch costs one timeout.
+//!
+//! **The device's flash is the truth.** It announces where it resumes (read from its own
+//! journals) at boot and on configuration; the host feeds from there. A frame that does
+//! not decode is counted and dropped; a batch that does not start where the device reads
+//! next is counted and dropped; nothing is applied twice by the protocol itself, and
+//! what a replay does to a total is the store's business, as everywhere in idem.
+//!
+//! Both ends speak [`VERSION`]; different versions refuse each other in one sentence.
+
+use core::mem::size_of;
+
+use embedded_storage::nor_flash::NorFlash;
+use postcard::experimental::max_size::MaxSize;
+use serde::{Deserialize, Serialize};
+
+use crate::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
+use crate::crash::{CrashPoint, Plan};
+use crate::journal::{Journal, JournalError, Region};
+use crate::log::{Event, Log, Message, MessageId, Offset};
+use crate::persist::Layout;
+use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase};
+
+/// The protocol's version: a host and a device of different versions refuse each other.
+pub const VERSION: u16 = 1;
+
+/// Events in one batch: a full batch is at most [`TO_DEVICE_MAX`] bytes on the wire.
+pub const BATCH: usize = 8;
+
+/// The message-id store's window on the device.
+pub const WINDOW: usize = 32;
+
+/// Producers the producer-seq store remembers on the device.
+pub const PRODUCERS: usize = 8;
+
+/// Pages the feed's storage takes: its record (2), the consumer position (4) and the
+/// store (4).
+pub const FEED_PAGES: u32 = 10;
+
+/// The stores a device can run.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub enum StoreId {
+    /// `total += amount`.
+    Naive,
+    /// Applies only offsets newer than its stamp.
+    Offset,
+    /// Skips message ids seen in a window of [`WINDOW`].
+    MessageId,
+    /// Per producer, applies only newer (epoch, sequence); [`PRODUCERS`] producers.
+    ProducerSeq,
+    /// Value and position in one record, at checkpoints.
+    Atomic,
+    /// Two-phase commit of value and position at checkpoints.
+    TwoPhase,
+}
+
+impl StoreId {
+    /// Every store, in the CLI's order.
+    pub const ALL: [StoreId; 6] = [
+        Self::Naive,
+        Self::Offset,
+        Self::MessageId,
+        Self::ProducerSeq,
+        Self::Atomic,
+        Self::TwoPhase,
+    ];
+
+    /// The name the CLI uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Naive => "naive",
+            Self::Offset => "offset",
+            Self::MessageId => "message-id",
+            Self::ProducerSeq => "producer-seq",
+            Self::Atomic => "atomic",
+            Self::TwoPhase => "two-phase",
+        }
+    }
+
+    /// The store named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The RAM its consumer takes on the device, in bytes.
+    pub const fn ram(self) -> usize {
+        match self {
+            Self::Naive => size_of::<Consumer<Naive>>(),
+            Self::Offset => size_of::<Consumer<OffsetStamped>>(),
+            Self::MessageId => size_of::<Consumer<MessageIdWindow<WINDOW>>>(),
+            Self::ProducerSeq => size_of::<Consumer<ProducerSeq<PRODUCERS>>>(),
+            Self::Atomic => size_of::<Consumer<Atomic>>(),
+            Self::TwoPhase => size_of::<Consumer<TwoPhase>>(),
+        }
+    }
+}
+
+/// The stream a device consumes, as the host configures it.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct StreamConfig {
+    /// The stream's id (the host's hash of its scenario or log): another id is another
+    /// stream, and the device starts it from an erased partition.
+    pub stream: u32,
+    /// The store.
+    pub store: StoreId,
+    /// The checkpoint interval K.
+    pub checkpoint_every: u32,
+    /// The planned crash: on the first boot of this stream, reset right after applying
+    /// this offset, before its checkpoint.
+    pub crash_after: Option<Offset>,
+}
+
+impl StreamConfig {
+    /// Whether `other` is the same stream consumed the same way (the planned crash
+    /// aside: it belongs to the first configuration).
+    fn same_stream(&self, other: &StreamConfig) -> bool {
+        (self.stream, self.store, self.checkpoint_every)
+            == (other.stream, other.store, other.checkpoint_every)
+    }
+}
+
+/// One event on the wire.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct WireEvent {
+    /// Its offset in the stream.
+    pub offset: Offset,
+    /// The application's message id.
+    pub id: u64,
+    /// The producer's id.
+    pub producer: u32,
+    /// The producer's epoch.
+    pub epoch: u16,
+    /// The producer's sequence number.
+    pub seq: u32,
+    /// The amount.
+    pub amount: i64,
+}
+
+impl From<Event> for WireEvent {
+    fn from(e: Event) -> Self {
+        let m = e.message;
+        Self {
+            offset: e.offset,
+            id: m.id.0,
+            producer: m.producer,
+            epoch: m.epoch,
+            seq: m.seq,
+            amount: m.amount,
+        }
+    }
+}
+
+impl From<WireEvent> for Event {
+    fn from(w: WireEvent) -> Self {
+        Event {
+            offset: w.offset,
+            message: Message {
+                id: MessageId(w.id),
+                producer: w.producer,
+                epoch: w.epoch,
+                seq: w.seq,
+                amount: w.amount,
+            },
+        }
+    }
+}
+
+/// From the host to the device.
+// The batch is inline on purpose: the device has no allocator and holds one message at
+// a time.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToDevice {
+    /// Who is there? The device answers with its [`FromDevice::Boot`] state.
+    Hello {
+        /// The host's protocol version.
+        version: u16,
+    },
+    /// Consume this stream (the same stream again: carry on from flash).
+    Configure {
+        /// The host's protocol version.
+        version: u16,
+        /// The stream.
+        config: StreamConfig,
+    },
+    /// A batch, in answer to a pull: consecutive offsets from the pull's `from`.
+    Events {
+        /// The events.
+        events: heapless::Vec<WireEvent, BATCH>,
+        /// The stream's length, when this batch reaches its end (the device then
+        /// checkpoints the last, partial batch).
+        end: Option<Offset>,
+    },
+    /// In answer to a pull at the end: the stream has `events` events, all sent.
+    End {
+        /// The stream's length.
+        events: Offset,
+    },
+}
+
+/// The most bytes a [`ToDevice`] body takes (a full batch of the largest events).
+pub const TO_DEVICE_MAX: usize = 1 + 1 + BATCH * WireEvent::POSTCARD_MAX_SIZE + 11;
+
+/// The most bytes a [`ToDevice`] frame takes on the wire: the device's receive buffer.
+pub const TO_DEVICE_ENCODED: usize = super::wire::encoded_len(TO_DEVICE_MAX);
+
+/// Why a device refuses.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub enum Refusal {
+    /// The host speaks another protocol version.
+    Version {
+        /// The device's.
+        device: u16,
+        /// The host's.
+        host: u16,
+    },
+    /// The store's consumer does not fit the RAM the device sets aside for it.
+    TooBig {
+        /// The store.
+        store: StoreId,
+        /// Bytes it needs.
+        needs: u32,
+        /// Bytes the device has for it.
+        has: u32,
+    },
+    /// Events before any configuration.
+    NotConfigured,
+    /// A checkpoint interval of 0.
+    Interval,
+}
+
+/// Why a device stopped consuming.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub enum Failure {
+    /// The flash failed.
+    Flash,
+    /// A journal is damaged or belongs to something else.
+    Journal,
+    /// Recovery found the consumer's journals out of step.
+    Disagree,
+    /// The store refused an event: its bounded memory is full (a window or producer
+    /// table), or a total would overflow.
+    Store,
+}
+
+/// From the device to the host.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub enum FromDevice {
+    /// At boot, and in answer to a hello: who the device is and what its flash holds.
+    Boot {
+        /// The device's protocol version.
+        version: u16,
+        /// Boots since its storage was formatted, this one included.
+        boots: u32,
+        /// The stream its flash holds, if any.
+        stream: Option<StreamConfig>,
+        /// Where it resumes (the next offset to read), from its own flash.
+        resume: Offset,
+        /// Its total as recovered.
+        total: i64,
+    },
+    /// Configured: consuming `stream` from `resume`.
+    Ready {
+        /// The stream's id.
+        stream: u32,
+        /// Where it resumes.
+        resume: Offset,
+        /// Its total.
+        total: i64,
+    },
+    /// Send the events from `from`, at most `max` of them.
+    Pull {
+        /// The first offset wanted.
+        from: Offset,
+        /// The most events the device takes in one batch.
+        max: u8,
+    },
+    /// A batch applied.
+    Ack {
+        /// The next offset to read: everything below it was applied.
+        applied: Offset,
+        /// The durable position: a reset now resumes here.
+        durable: Offset,
+        /// The total now.
+        total: i64,
+    },
+    /// The stream is consumed to its end.
+    Done {
+        /// Boots so far.
+        boots: u32,
+        /// The final total.
+        total: i64,
+        /// The stream's length.
+        events: Offset,
+        /// The durable position at the end.
+        durable: Offset,
+    },
+    /// A request the device will not carry out.
+    Refused(Refusal),
+    /// The device stopped: its storage or store failed.
+    Failed(Failure),
+    /// What the device dropped from the line so far, and its stack's high-water mark.
+    Stats {
+        /// Frames that did not decode (garbage, damage, too long).
+        garbled: u32,
+        /// Batches that did not start where the device reads next.
+        out_of_order: u32,
+        /// The most stack the firmware has used, in bytes (0 where unknown).
+        stack_bytes: u32,
+    },
+}
+
+/// The most bytes a [`FromDevice`] body takes.
+pub const FROM_DEVICE_MAX: usize = FromDevice::POSTCARD_MAX_SIZE;
+
+/// The most bytes a [`FromDevice`] frame takes on the wire.
+pub const FROM_DEVICE_ENCODED: usize = super::wire::encoded_len(FROM_DEVICE_MAX);
+
+/// The feed's record in its own journal: boots, and the stream its flash holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct FeedRecord {
+    /// Boots since the storage was formatted.
+    pub boots: u32,
+    /// The stream the consumer partition holds.
+    pub stream: Option<StreamConfig>,
+    /// Boots since that stream was configured (the planned crash is on the first).
+    pub stream_boots: u32,
+}
+
+/// Where the feed's journals live: [`FEED_PAGES`] pages from `start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedLayout {
+    /// First byte of the storage (page-aligned).
+    pub start: u32,
+    /// The flash page size.
+    pub page: u32,
+}
+
+impl FeedLayout {
+    fn pages(&self, first: u32, pages: u32) -> Region {
+        Region {
+            start: self.start + first * self.page,
+            pages,
+        }
+    }
+
+    fn consumer(&self, tag: u32) -> Layout {
+        Layout {
+            positions: self.pages(2, 4),
+            sink: self.pages(6, 4),
+            tag,
+        }
+    }
+}
+
+/// Why the device stopped, with the flash's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FeedError<E> {
+    /// The consumer (its journals or its store) failed.
+    Consumer(ConsumerError<E>),
+}
+
+impl<E> From<ConsumerError<E>> for FeedError<E> {
+    fn from(e: ConsumerError<E>) -> Self {
+        Self::Consumer(e)
+    }
+}
+
+impl<E> From<JournalError<E>> for FeedError<E> {
+    fn from(e: JournalError<E>) -> Self {
+        Self::Consumer(ConsumerError::Journal(e))
+    }
+}
+
+impl<E> FeedError<E> {
+    /// What the device tells the host.
+    pub fn failure(&self) -> Failure {
+        match self {
+            Self::Consumer(ConsumerError::Journal(JournalError::Flash(_))) => Failure::Flash,
+            Self::Consumer(ConsumerError::Journal(_)) => Failure::Journal,
+            Self::Consumer(ConsumerError::Disagree(_)) => Failure::Disagree,
+            Self::Consumer(ConsumerError::Store(_)) => Failure::Store,
+        }
+    }
+}
+
+impl<E: core::fmt::Display> core::fmt::Display for FeedError<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Consumer(e) => write!(f, "the device stopped consuming: {e}"),
+        }
+    }
+}
+
+/// The events of one batch as a log: only its offsets are there; its length is the
+/// stream's when known.
+struct BatchLog<'a> {
+    events: &'a [WireEvent],
+    end: Option<Offset>,
+}
+
+impl Log for BatchLog<'_> {
+    fn len(&self) -> u64 {
+        self.end.unwrap_or(u64::MAX)
+    }
+
+    fn get(&self, offset: Offset) -> Option<Event> {
+        let first = self.events.first()?.offset;
+        let i = usize::try_from(offset.checked_sub(first)?).ok()?;
+        self.events.get(i).map(|&w| w.into())
+    }
+
+    fn ids_distinct(&self) -> bool {
+        // Only the checker asks; the device has none.
+        true
+    }
+}
+
+macro_rules! consumers {
+    ($($variant:ident($store:ty)),* $(,)?) => {
+        /// The consumer of whichever store the host configured.
+        #[derive(Debug, Clone)]
+        enum AnyConsumer {
+            $($variant(Consumer<$store>),)*
+        }
+
+        impl AnyConsumer {
+            fn step<F: NorFlash>(
+                &mut self,
+                flash: &mut F,
+                log: &BatchLog<'_>,
+            ) -> Result<Step, ConsumerError<F::Error>> {
+                match self {
+                    $(Self::$variant(c) => c.step(flash, log),)*
+                }
+            }
+
+            fn total(&self) -> i64 {
+                match self {
+                    $(Self::$variant(c) => c.total(),)*
+                }
+            }
+
+            fn resume_at(&self) -> Offset {
+                match self {
+                    $(Self::$variant(c) => c.resume_at(),)*
+                }
+            }
+
+            fn next_offset(&self) -> Offset {
+                match self {
+                    $(Self::$variant(c) => c.next_offset(),)*
+                }
+            }
+
+            fn is_idle(&self) -> bool {
+                match self {
+                    $(Self::$variant(c) => c.is_idle(),)*
+                }
+            }
+        }
+    };
+}
+
+consumers!(
+    Naive(Naive),
+    Offset(OffsetStamped),
+    MessageId(MessageIdWindow<WINDOW>),
+    ProducerSeq(ProducerSeq<PRODUCERS>),
+    Atomic(Atomic),
+    TwoPhase(TwoPhase),
+);
+
+impl AnyConsumer {
+    fn open<F: NorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        config: &StreamConfig,
+    ) -> Result<Self, ConsumerError<F::Error>> {
+        // A record or a configuration with K = 0 is refused before it gets here; 1 keeps
+        // the type total.
+        let every = CheckpointEvery::new(u64::from(config.checkpoint_every))
+            .unwrap_or(CheckpointEvery::MIN);
+        let c = ConsumerConfig::every(every);
+        Ok(match config.store {
+            StoreId::Naive => Self::Naive(Consumer::open(flash, layout, Naive, c)?),
+            StoreId::Offset => Self::Offset(Consumer::open(flash, layout, OffsetStamped, c)?),
+            StoreId::MessageId => {
+                let w = MessageIdWindow::<WINDOW>::new(WINDOW).map_err(ConsumerError::Store)?;
+                Self::MessageId(Consumer::open(flash, layout, w, c)?)
+            }
+            StoreId::ProducerSeq => {
+                Self::ProducerSeq(Consumer::open(flash, layout, ProducerSeq::<PRODUCERS>, c)?)
+            }
+            StoreId::Atomic => Self::Atomic(Consumer::open(flash, layout, Atomic, c)?),
+            StoreId::TwoPhase => Self::TwoPhase(Consumer::open(flash, layout, TwoPhase, c)?),
+        })
+    }
+}
+
+/// What the device sends in answer to one message, and whether it must reset now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// Frames to send, in order.
+    pub send: heapless::Vec<FromDevice, 3>,
+    /// The planned crash: reset right now, sending nothing more.
+    pub reset: bool,
+}
+
+impl Reply {
+    fn one(f: FromDevice) -> Self {
+        let mut r = Self::default();
+        r.push(f);
+        r
+    }
+
+    fn push(&mut self, f: FromDevice) {
+        // Three frames at most are ever queued (ack, then pull or done).
+        let _ = self.send.push(f);
+    }
+}
+
+/// The device's end of the protocol: its RAM. Flash is passed to each call.
+#[derive(Debug)]
+pub struct Device {
+    record: FeedRecord,
+    journal: Journal<FeedRecord>,
+    consumer: Option<AnyConsumer>,
+    layout: FeedLayout,
+    tag: u32,
+    budget: usize,
+    end: Option<Offset>,
+    pulling: Option<Offset>,
+    plan: Plan,
+    /// Frames that did not decode, as the firmware counted them.
+    pub garbled: u32,
+    /// Batches dropped because they did not start where the device reads next.
+    pub out_of_order: u32,
+}
+
+impl Device {
+    /// Boots: recovers the feed's record and, if its flash holds a stream, that
+    /// stream's consumer; counts the boot. `tag` is the image's: storage written by
+    /// another image is erased. `budget` is the RAM the device has for a consumer.
+    pub fn boot<F: NorFlash>(
+        flash: &mut F,
+        layout: FeedLayout,
+        tag: u32,
+        budget: usize,
+    ) -> Result<(Self, FromDevice), FeedError<F::Error>> {
+        let region = layout.pages(0, 2);
+        let record_tag = tag ^ 0xFEED_0001;
+        let (mut journal, record) = match Journal::<FeedRecord>::open(flash, region, record_tag) {
+            Err(JournalError::Foreign { .. }) => {
+                let end = layout.start + FEED_PAGES * layout.page;
+                flash
+                    .erase(layout.start, end)
+                    .map_err(JournalError::Flash)?;
+                Journal::open(flash, region, record_tag)?
+            }
+            other => other?,
+        };
+        let mut record = record.unwrap_or_default();
+        record.boots += 1;
+        if record.stream.is_some() {
+            record.stream_boots += 1;
+        }
+        journal.append(flash, &record)?;
+        let consumer = match &record.stream {
+            Some(config) => Some(AnyConsumer::open(flash, layout.consumer(tag), config)?),
+            None => None,
+        };
+        let mut device = Self {
+            record,
+            journal,
+            consumer,
+            layout,
+            tag,
+            budget,
+            end: None,
+            pulling: None,
+            plan: Plan::default(),
+            garbled: 0,
+            out_of_order: 0,
+        };
+        device.arm();
+        let frame = device.boot_frame();
+        Ok((device, frame))
+    }
+
+    /// The planned crash, on the first boot of the stream only.
+    fn arm(&mut self) {
+        let at = self
+            .record
+            .stream
+            .filter(|_| self.record.stream_boots <= 1)
+            .and_then(|s| s.crash_after);
+        self.plan = match at {
+            Some(o) => Plan::new(&[CrashPoint::after_effect(o)]).unwrap_or_default(),
+            None => Plan::default(),
+        };
+    }
+
+    /// The boot frame: what the flash holds now.
+    pub fn boot_frame(&self) -> FromDevice {
+        FromDevice::Boot {
+            version: VERSION,
+            boots: self.record.boots,
+            stream: self.record.stream,
+            resume: self.consumer.as_ref().map_or(0, AnyConsumer::resume_at),
+            total: self.consumer.as_ref().map_or(0, AnyConsumer::total),
+        }
+    }
+
+    /// The counters of what was dropped, with the firmware's stack high-water mark.
+    pub fn stats(&self, stack_bytes: u32) -> FromDevice {
+        FromDevice::Stats {
+            garbled: self.garbled,
+            out_of_order: self.out_of_order,
+            stack_bytes,
+        }
+    }
+
+    /// Boots so far.
+    pub fn boots(&self) -> u32 {
+        self.record.boots
+    }
+
+    /// The total now (0 before any configuration).
+    pub fn total(&self) -> i64 {
+        self.consumer.as_ref().map_or(0, AnyConsumer::total)
+    }
+
+    /// After a silence while a pull is outstanding: the pull again.
+    pub fn on_silence(&self) -> Option<FromDevice> {
+        self.pulling.map(|from| FromDevice::Pull {
+            from,
+            max: BATCH as u8,
+        })
+    }
+
+    /// Handles one message from the host: what to send back, and whether to reset.
+    pub fn handle<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        msg: &ToDevice,
+    ) -> Result<Reply, FeedError<F::Error>> {
+        self.handle_paced(flash, msg, &mut || {})
+    }
+
+    /// [`Device::handle`], calling `after_effect` after each effect a batch applies (an
+    /// emulator's firmware waits there as long as a board's flash would, so a reset can
+    /// land between two effects of a batch).
+    pub fn handle_paced<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        msg: &ToDevice,
+        after_effect: &mut dyn FnMut(),
+    ) -> Result<Reply, FeedError<F::Error>> {
+        match msg {
+            ToDevice::Hello { version } | ToDevice::Configure { version, .. }
+                if *version != VERSION =>
+            {
+                Ok(Reply::one(FromDevice::Refused(Refusal::Version {
+                    device: VERSION,
+                    host: *version,
+                })))
+            }
+            ToDevice::Hello { .. } => Ok(Reply::one(self.boot_frame())),
+            ToDevice::Configure { config, .. } => self.configure(flash, config),
+            ToDevice::Events { events, end } => self.apply(flash, events, *end, after_effect),
+            ToDevice::End { events } => {
+                self.end = Some(*events);
+                Ok(self.after_batch())
+            }
+        }
+    }
+
+    fn configure<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        config: &StreamConfig,
+    ) -> Result<Reply, FeedError<F::Error>> {
+        if config.checkpoint_every == 0 {
+            return Ok(Reply::one(FromDevice::Refused(Refusal::Interval)));
+        }
+        let needs = config.store.ram();
+        if needs > self.budget {
+            return Ok(Reply::one(FromDevice::Refused(Refusal::TooBig {
+                store: config.store,
+                needs: needs as u32,
+                has: self.budget as u32,
+            })));
+        }
+        let same =
+            self.record.stream.is_some_and(|s| s.same_stream(config)) && self.consumer.is_some();
+        if !same {
+            // Another stream: its partition starts erased.
+            self.consumer = None;
+            let l = self.layout.consumer(self.tag);
+            for r in [l.positions, l.sink] {
+                flash
+                    .erase(r.start, r.start + r.pages * self.layout.page)
+                    .map_err(JournalError::Flash)?;
+            }
+            self.record.stream = Some(*config);
+            self.record.stream_boots = 1;
+            self.journal.append(flash, &self.record)?;
+            self.consumer = Some(AnyConsumer::open(flash, l, config)?);
+            self.end = None;
+            self.arm();
+        }
+        let c = self.consumer.as_ref().expect("opened above");
+        let mut reply = Reply::one(FromDevice::Ready {
+            stream: config.stream,
+            resume: c.resume_at(),
+            total: c.total(),
+        });
+        let pull = self.pull();
+        reply.push(pull);
+        Ok(reply)
+    }
+
+    fn pull(&mut self) -> FromDevice {
+        let from = self.consumer.as_ref().map_or(0, AnyConsumer::next_offset);
+        self.pulling = Some(from);
+        FromDevice::Pull {
+            from,
+            max: BATCH as u8,
+        }
+    }
+
+    fn apply<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        events: &[WireEvent],
+        end: Option<Offset>,
+        after_effect: &mut dyn FnMut(),
+    ) -> Result<Reply, FeedError<F::Error>> {
+        let Some(c) = self.consumer.as_mut() else {
+            return Ok(Reply::one(FromDevice::Refused(Refusal::NotConfigured)));
+        };
+        let next = c.next_offset();
+        let consecutive = events
+            .iter()
+            .enumerate()
+            .all(|(i, e)| Some(e.offset) == next.checked_add(i as u64));
+        let past_end = end.is_some_and(|n| next + events.len() as u64 > n);
+        if events.is_empty() || !consecutive || past_end || !c.is_idle() {
+            self.out_of_order += 1;
+            return Ok(Reply::default());
+        }
+        self.pulling = None;
+        if end.is_some() {
+            self.end = end;
+        }
+        let log = BatchLog {
+            events,
+            end: self.end,
+        };
+        let last = events[events.len() - 1].offset;
+        loop {
+            if c.is_idle() && c.next_offset() > last {
+                break;
+            }
+            let step = c.step(flash, &log)?;
+            if self.plan.on_step(&step).is_some() {
+                return Ok(Reply {
+                    reset: true,
+                    ..Reply::default()
+                });
+            }
+            match step {
+                Step::Done => break,
+                Step::Effect(..) => after_effect(),
+                _ => {}
+            }
+        }
+        Ok(self.after_batch())
+    }
+
+    /// The ack of what was applied, then the next pull, or done at the end.
+    fn after_batch(&mut self) -> Reply {
+        let Some(c) = self.consumer.as_ref() else {
+            return Reply::one(FromDevice::Refused(Refusal::NotConfigured));
+        };
+        let mut reply = Reply::one(FromDevice::Ack {
+            applied: c.next_offset(),
+            durable: c.resume_at(),
+            total: c.total(),
+        });
+        match self.end {
+            Some(end) if c.next_offset() >= end && c.is_idle() => {
+                self.pulling = None;
+                reply.push(FromDevice::Done {
+                    boots: self.record.boots,
+                    total: c.total(),
+                    events: end,
+                    durable: c.resume_at(),
+                });
+            }
+            _ => {
+                let pull = self.pull();
+                reply.push(pull);
+            }
+        }
+        reply
+    }
+}
+
+/// Where a stream's events come from, for the host's end.
+pub trait Source {
+    /// The stream's length.
+    fn len(&self) -> Offset;
+    /// Whether it has no events.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The event at `offset`.
+    fn event(&self, offset: Offset) -> Option<Event>;
+}
+
+impl<L: Log> Source for L {
+    fn len(&self) -> Offset {
+        Log::len(self)
+    }
+
+    fn event(&self, offset: Offset) -> Option<Event> {
+        self.get(offset)
+    }
+}
+
+/// What the host learned from one message of the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The device (re)booted or answered a hello: it resumes at `resume`.
+    Booted {
+        /// Boots so far.
+        boots: u32,
+        /// Where its flash says it resumes (for the configured stream, once ready).
+        resume: Offset,
+    },
+    /// Configured: it consumes from `resume`.
+    Ready {
+        /// Where it resumes.
+        resume: Offset,
+        /// Its total.
+        total: i64,
+    },
+    /// It asked for events; `resend` when it had asked for them before.
+    Pulled {
+        /// From.
+        from: Offset,
+        /// Whether these were sent before.
+        resend: bool,
+    },
+    /// A batch applied.
+    Acked {
+        /// Everything below was applied.
+        applied: Offset,
+        /// The durable position.
+        durable: Offset,
+        /// The total.
+        total: i64,
+    },
+    /// The stream is consumed.
+    Done {
+        /// Boots.
+        boots: u32,
+        /// The final total.
+        total: i64,
+        /// The durable position at the end.
+        durable: Offset,
+    },
+    /// The device's drop counters and stack high-water mark.
+    Stats {
+        /// Frames that did not decode.
+        garbled: u32,
+        /// Batches dropped as out of order.
+        out_of_order: u32,
+        /// The most stack the firmware used.
+        stack_bytes: u32,
+    },
+}
+
+/// Why the host stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostError {
+    /// The device refused.
+    Refused(Refusal),
+    /// The device stopped.
+    Failed(Failure),
+    /// The device wants offsets the stream does not have.
+    PastEnd {
+        /// What it wants.
+        from: Offset,
+        /// The stream's length.
+        events: Offset,
+    },
+    /// The device's flash holds a different stream and it would not take this one.
+    WrongStream {
+        /// The stream it says it is consuming.
+        stream: u32,
+    },
+}
+
+impl core::fmt::Display for HostError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Refused(Refusal::Version { device, host }) => write!(
+                f,
+                "the device speaks idem's feed protocol version {device} and this host version {host}: flash the firmware that matches this idem"
+            ),
+            Self::Refused(Refusal::TooBig { store, needs, has }) => write!(
+                f,
+                "the {} store needs {needs} bytes of RAM on the device, which has {has} for it",
+                store.name()
+            ),
+            Self::Refused(Refusal::NotConfigured) => {
+                f.write_str("the device got events before a configuration")
+            }
+            Self::Refused(Refusal::Interval) => {
+                f.write_str("the device refused a checkpoint interval of 0")
+            }
+            Self::Failed(why) => write!(
+                f,
+                "the device stopped consuming: {}",
+                match why {
+                    Failure::Flash => "its flash failed",
+                    Failure::Journal => "a journal in its flash is damaged",
+                    Failure::Disagree =>
+                        "recovery found its journals out of step (damage, not a crash); nothing was picked",
+                    Failure::Store =>
+                        "its store refused an event (a bounded memory is full, or a total would overflow)",
+                }
+            ),
+            Self::PastEnd { from, events } => write!(
+                f,
+                "the device resumes at offset {from} but the stream has {events} events: its flash holds a longer stream under the same id"
+            ),
+            Self::WrongStream { stream } => {
+                write!(
+                    f,
+                    "the device is consuming stream {stream:#010x}, not this one"
+                )
+            }
+        }
+    }
+}
+
+impl core::error::Error for HostError {}
+
+/// The host's end of the protocol: it answers; it sends events only when pulled.
+#[derive(Debug, Clone)]
+pub struct Host {
+    config: StreamConfig,
+    /// Highest offset sent so far (exclusive): a pull below it is a resend.
+    sent_to: Offset,
+    /// Batches sent in all, and those sent again.
+    pub batches: u64,
+    /// Batches sent again because the device asked again.
+    pub resends: u64,
+    /// Boot frames seen (each reset shows one).
+    pub boots_seen: u32,
+    /// A hello is out: the next boot frame answers it.
+    hello_pending: bool,
+    /// The boot the host last configured: a boot frame of the same boot repeats it.
+    configured_boot: Option<u32>,
+}
+
+impl Host {
+    /// The host of `config`.
+    pub fn new(config: StreamConfig) -> Self {
+        Self {
+            config,
+            sent_to: 0,
+            batches: 0,
+            resends: 0,
+            boots_seen: 0,
+            hello_pending: false,
+            configured_boot: None,
+        }
+    }
+
+    /// Who is there? Send it when the device has said nothing since the host connected
+    /// (it booted before), and after a long silence (a configuration was lost): the
+    /// device answers with its boot frame, which the host answers with the
+    /// configuration. It is the only message the host sends unasked; the device is then
+    /// idle (it has nothing to do without a configuration or a batch).
+    pub fn hello(&mut self) -> ToDevice {
+        self.hello_pending = true;
+        ToDevice::Hello { version: VERSION }
+    }
+
+    /// Handles one message of the device: what it means, and the answer to send.
+    pub fn on_message<S: Source + ?Sized>(
+        &mut self,
+        msg: &FromDevice,
+        source: &S,
+    ) -> Result<(Heard, Option<ToDevice>), HostError> {
+        let events = source.len();
+        match *msg {
+            FromDevice::Boot {
+                version,
+                boots,
+                resume,
+                stream,
+                ..
+            } => {
+                if version != VERSION {
+                    return Err(HostError::Refused(Refusal::Version {
+                        device: version,
+                        host: VERSION,
+                    }));
+                }
+                let resume = match stream {
+                    Some(s) if s.same_stream(&self.config) => resume,
+                    _ => 0,
+                };
+                // A new boot (a reset), or the answer to a hello, gets the configuration;
+                // the same boot announced twice does not get it twice.
+                let answer = self.hello_pending || self.configured_boot != Some(boots);
+                self.hello_pending = false;
+                if !answer {
+                    return Ok((Heard::Booted { boots, resume }, None));
+                }
+                self.boots_seen += 1;
+                self.configured_boot = Some(boots);
+                Ok((
+                    Heard::Booted { boots, resume },
+                    Some(ToDevice::Configure {
+                        version: VERSION,
+                        config: self.config,
+                    }),
+                ))
+            }
+            FromDevice::Ready {
+                stream,
+                resume,
+                total,
+            } => {
+                if stream != self.config.stream {
+                    return Err(HostError::WrongStream { stream });
+                }
+                Ok((Heard::Ready { resume, total }, None))
+            }
+            FromDevice::Pull { from, max } => {
+                if from > events {
+                    return Err(HostError::PastEnd { from, events });
+                }
+                let resend = from < self.sent_to;
+                if from == events {
+                    return Ok((
+                        Heard::Pulled { from, resend },
+                        Some(ToDevice::End { events }),
+                    ));
+                }
+                let n = u64::from(max.clamp(1, BATCH as u8));
+                let to = (from + n).min(events);
+                let mut batch = heapless::Vec::new();
+                for o in from..to {
+                    if let Some(e) = source.event(o) {
+                        // `to - from` is at most BATCH.
+                        let _ = batch.push(WireEvent::from(e));
+                    }
+                }
+                self.batches += 1;
+                if resend {
+                    self.resends += 1;
+                }
+                self.sent_to = self.sent_to.max(to);
+                let end = (to == events).then_some(events);
+                Ok((
+                    Heard::Pulled { from, resend },
+                    Some(ToDevice::Events { events: batch, end }),
+                ))
+            }
+            FromDevice::Ack {
+                applied,
+                durable,
+                total,
+            } => Ok((
+                Heard::Acked {
+                    applied,
+                    durable,
+                    total,
+                },
+                None,
+            )),
+            FromDevice::Done {
+                boots,
+                total,
+                durable,
+                ..
+            } => Ok((
+                Heard::Done {
+                    boots,
+                    total,
+                    durable,
+                },
+                None,
+            )),
+            FromDevice::Refused(r) => Err(HostError::Refused(r)),
+            FromDevice::Failed(f) => Err(HostError::Failed(f)),
+            FromDevice::Stats {
+                garbled,
+                out_of_order,
+                stack_bytes,
+            } => Ok((
+                Heard::Stats {
+                    garbled,
+                    out_of_order,
+                    stack_bytes,
+                },
+                None,
+            )),
+        }
+    }
+}
+
+#[cfg(all(test, feature = "lab"))]
+mod tests {
+    use super::*;
+    use crate::lab::flash::MemFlash;
+
+    const LAYOUT: FeedLayout = FeedLayout {
+        start: 0,
+        page: 1024,
+    };
+
+    fn config(store: StoreId) -> StreamConfig {
+        StreamConfig {
+            stream: 7,
+            store,
+            checkpoint_every: 10,
+            crash_after: None,
+        }
+    }
+
+    #[test]
+    fn another_version_is_refused_both_ways() {
+        let mut flash = MemFlash::<10, 1024>::new();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+        let r = d
+            .handle(&mut flash, &ToDevice::Hello { version: 2 })
+            .unwrap();
+        let refusal = FromDevice::Refused(Refusal::Version { device: 1, host: 2 });
+        assert_eq!(&r.send[..], &[refusal]);
+        let mut host = Host::new(config(StoreId::Offset));
+        let log = crate::log::GeneratedLog {
+            events: 3,
+            amount: 1,
+        };
+        let boot = FromDevice::Boot {
+            version: 2,
+            boots: 1,
+            stream: None,
+            resume: 0,
+            total: 0,
+        };
+        let e = host.on_message(&boot, &log).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the device speaks idem's feed protocol version 2 and this host version 1: flash the firmware that matches this idem"
+        );
+    }
+
+    #[test]
+    fn a_store_too_big_for_the_ram_says_so_with_its_need() {
+        let mut flash = MemFlash::<10, 1024>::new();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 300).unwrap();
+        let msg = ToDevice::Configure {
+            version: VERSION,
+            config: config(StoreId::MessageId),
+        };
+        let r = d.handle(&mut flash, &msg).unwrap();
+        let needs = StoreId::MessageId.ram() as u32;
+        assert!(needs > 300);
+        assert_eq!(
+            &r.send[..],
+            &[FromDevice::Refused(Refusal::TooBig {
+                store: StoreId::MessageId,
+                needs,
+                has: 300
+            })]
+        );
+        // A smaller store fits the same budget.
+        let msg = ToDevice::Configure {
+            version: VERSION,
+            config: config(StoreId::Naive),
+        };
+        let r = d.handle(&mut flash, &msg).unwrap();
+        assert!(matches!(r.send[0], FromDevice::Ready { resume: 0, .. }));
+    }
+
+    #[test]
+    fn a_batch_out_of_order_is_dropped_and_counted() {
+        let mut flash = MemFlash::<10, 1024>::new();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+        let msg = ToDevice::Configure {
+            version: VERSION,
+            config: config(StoreId::Offset),
+        };
+        d.handle(&mut flash, &msg).unwrap();
+        let event = |offset| WireEvent {
+            offset,
+            id: offset,
+            producer: 1,
+            epoch: 0,
+            seq: offset as u32,
+            amount: 1,
+        };
+        let late = ToDevice::Events {
+            events: heapless::Vec::from_slice(&[event(3), event(4)]).unwrap(),
+            end: None,
+        };
+        assert_eq!(d.handle(&mut flash, &late).unwrap(), Reply::default());
+        let gap = ToDevice::Events {
+            events: heapless::Vec::from_slice(&[event(0), event(2)]).unwrap(),
+            end: None,
+        };
+        assert_eq!(d.handle(&mut flash, &gap).unwrap(), Reply::default());
+        assert_eq!((d.out_of_order, d.total()), (2, 0));
+        let right = ToDevice::Events {
+            events: heapless::Vec::from_slice(&[event(0), event(1)]).unwrap(),
+            end: Some(2),
+        };
+        let r = d.handle(&mut flash, &right).unwrap();
+        assert_eq!(
+            r.send[1],
+            FromDevice::Done {
+                boots: 1,
+                total: 2,
+                events: 2,
+                durable: 2
+            }
+        );
+    }
+}

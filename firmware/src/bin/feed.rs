@@ -1,0 +1,114 @@
+//! idem on a BBC micro:bit as the consumer of a stream the host feeds it (`idem device
+//! feed`). The host configures the store and the checkpoint interval; the board announces
+//! where its flash says it resumes, pulls batches of events, applies them with the core's
+//! `Consumer`, checkpoints, and acknowledges. A reset is the crash: the board boots, reads
+//! its flash, and announces its position again. Every rule is
+//! `idem_core::board::feed::Device`'s; this is board glue: the NVMC driver, the UART, the
+//! silence timer and the reset.
+#![no_std]
+#![no_main]
+
+use cortex_m_rt::entry;
+use idem_core::board::feed::{
+    Device, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice, TO_DEVICE_ENCODED,
+    ToDevice,
+};
+use idem_core::board::wire::{Reader, encode_with};
+use idem_firmware::{IMAGE_ID, nvmc, stack, timer, uart};
+use panic_halt as _;
+
+/// The device asks for its batch again after this much silence.
+const SILENCE_MS: u32 = 250;
+
+/// Under QEMU, a pause after each effect, about a board's flash time for it, so a reset
+/// can land between two effects of a batch (QEMU's flash takes no time). None on a
+/// board: its flash takes its own time.
+const PACE_MS: Option<u32> = if cfg!(feature = "qemu") { Some(5) } else { None };
+
+/// RAM set aside for the consumer of the configured store; every store's consumer fits
+/// it (the largest, message-id with a window of 32, takes about 520 bytes).
+const CONSUMER_RAM: usize = 1024;
+
+fn send(uart: &mut uart::Uart, msg: &FromDevice) {
+    let mut scratch = [0u8; FROM_DEVICE_MAX + 4];
+    let mut out = [0u8; FROM_DEVICE_ENCODED];
+    if let Ok(bytes) = encode_with(msg, &mut scratch, &mut out) {
+        uart.write(bytes);
+    }
+}
+
+/// Stopped for good (storage failed): wait for a reset.
+fn halt() -> ! {
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    let mut uart = uart::Uart::init();
+    uart.start_rx();
+    let timer = timer::Timer::init();
+    let Some(mut flash) = nvmc::Nvmc::take() else {
+        halt()
+    };
+    let layout = FeedLayout {
+        start: 0,
+        page: nvmc::PAGE as u32,
+    };
+    let mut device = match Device::boot(&mut flash, layout, IMAGE_ID, CONSUMER_RAM) {
+        Ok((device, boot)) => {
+            send(&mut uart, &boot);
+            device
+        }
+        Err(e) => {
+            send(&mut uart, &FromDevice::Failed(e.failure()));
+            halt()
+        }
+    };
+    let mut reader = Reader::<ToDevice, TO_DEVICE_ENCODED>::new();
+    timer.start_ms(SILENCE_MS);
+    loop {
+        let Some(byte) = uart.read() else {
+            if timer.expired() {
+                if let Some(pull) = device.on_silence() {
+                    reader.reset();
+                    send(&mut uart, &pull);
+                }
+                timer.start_ms(SILENCE_MS);
+            }
+            continue;
+        };
+        timer.start_ms(SILENCE_MS);
+        let msg = match reader.push(byte) {
+            None => continue,
+            Some(Ok(msg)) => msg,
+            Some(Err(_)) => {
+                device.garbled += 1;
+                continue;
+            }
+        };
+        let mut pace = || {
+            if let Some(ms) = PACE_MS {
+                timer.delay_ms(ms);
+            }
+        };
+        match device.handle_paced(&mut flash, &msg, &mut pace) {
+            Ok(reply) if reply.reset => cortex_m::peripheral::SCB::sys_reset(),
+            Ok(reply) => {
+                for f in &reply.send {
+                    send(&mut uart, f);
+                    if matches!(f, FromDevice::Done { .. }) {
+                        send(&mut uart, &device.stats(stack::used()));
+                    }
+                }
+                timer.start_ms(SILENCE_MS);
+            }
+            Err(e) => {
+                send(&mut uart, &FromDevice::Failed(e.failure()));
+                halt()
+            }
+        }
+    }
+}

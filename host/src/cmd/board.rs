@@ -1,0 +1,713 @@
+//! `idem device`: the board as the consumer of a stream that lives on the host.
+//!
+//! `feed` talks to a board (a serial port or pty, or QEMU's socket) with the core's feed
+//! protocol (`idem_core::board::feed`): it reads the board's boot frame, configures the
+//! stream, and answers the board's pulls from the position the board announces (its
+//! flash is the truth), through any number of resets. `qemu` starts the feed firmware
+//! under QEMU and runs `feed` against it, with resets at seeded instants through QMP.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use idem_core::board::feed::{
+    FROM_DEVICE_ENCODED, FromDevice, Heard, Host, HostError, StoreId, StreamConfig,
+    TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice,
+};
+use idem_core::board::wire::{Reader, encode_with};
+use idem_core::lab::check::Verdict;
+use idem_core::lab::rng::SplitMix64;
+use idem_core::log::{Event, Offset};
+use serde_json::json;
+
+use crate::error::usage;
+use crate::render;
+use crate::select::{self, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind};
+
+/// The board as the consumer of a stream the host feeds it.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Debug, Subcommand)]
+enum What {
+    /// Feed a scenario or a JSON Lines log to a board running the idem-feed firmware.
+    Feed(Feed),
+    /// Start the idem-feed firmware under QEMU and feed it, with resets if asked.
+    Qemu(Qemu),
+}
+
+/// The stream and how the board consumes it.
+#[derive(Debug, Clone, Args)]
+struct StreamArgs {
+    /// The scenario (or give --log FILE instead).
+    scenario: Option<ScenarioKind>,
+    /// Read the stream from a JSON Lines file instead of a built-in scenario.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// The board's store: naive, offset, message-id, producer-seq, atomic or two-phase.
+    #[arg(long, value_enum)]
+    store: StoreKind,
+    /// Commit the position every K events (at least 1) [default: the scenario's]
+    #[arg(long, value_name = "K")]
+    checkpoint_every: Option<u64>,
+    /// Number of +1 events (ddia only) [default: 100]
+    #[arg(long)]
+    events: Option<u64>,
+    /// The producer the scenario runs with.
+    #[arg(long, value_enum, default_value = "plain")]
+    producer: ProducerArg,
+    /// The board resets itself once, on its first boot of this stream, right after
+    /// applying this offset (before its checkpoint).
+    #[arg(long, value_name = "OFFSET")]
+    crash_after: Option<Offset>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    timeout: u64,
+    /// Test aid: damage the line on purpose (seeded): garbage between frames and, now and
+    /// then, a flipped bit in a frame.
+    #[arg(long, value_name = "SEED", hide = true)]
+    garble: Option<u64>,
+}
+
+/// `idem device feed`.
+#[derive(Debug, Args)]
+struct Feed {
+    #[command(flatten)]
+    stream: StreamArgs,
+    /// The board: a serial port or pty path, `unix:PATH` or `tcp:HOST:PORT` (QEMU's
+    /// socket).
+    #[arg(long)]
+    port: String,
+    /// The serial port's speed.
+    #[arg(long, default_value_t = 115_200)]
+    baud: u32,
+}
+
+/// `idem device qemu`.
+#[derive(Debug, Args)]
+struct Qemu {
+    #[command(flatten)]
+    stream: StreamArgs,
+    /// Reset the board this many times at seeded instants while it consumes (QMP's
+    /// system_reset); on a terminal, `r` then Enter resets it by hand.
+    #[arg(long, default_value_t = 0)]
+    resets: u32,
+    /// The seed of the reset instants.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The idem-feed ELF built with the qemu feature [default: built from firmware/]
+    #[arg(long, value_name = "FILE")]
+    elf: Option<PathBuf>,
+}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self.what {
+            What::Feed(f) => f.run(),
+            What::Qemu(q) => q.run(),
+        }
+    }
+}
+
+/// The stream, ready to feed: its events, its truth and its configuration.
+struct Stream {
+    name: String,
+    events: Vec<Event>,
+    true_total: i64,
+    config: StreamConfig,
+}
+
+impl idem_core::board::feed::Source for Stream {
+    fn len(&self) -> Offset {
+        self.events.len() as u64
+    }
+
+    fn event(&self, offset: Offset) -> Option<Event> {
+        self.events.get(usize::try_from(offset).ok()?).copied()
+    }
+}
+
+fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
+    StoreId::from_name(kind.name()).ok_or_else(|| {
+        usage(format!(
+            "the board runs naive, offset, message-id, producer-seq, atomic and two-phase, not {}",
+            kind.name()
+        ))
+    })
+}
+
+/// FNV-1a over the events: another stream is another id.
+fn stream_id(events: &[Event]) -> u32 {
+    let mut h: u32 = 0x811C_9DC5;
+    for e in events {
+        let m = e.message;
+        for chunk in [
+            e.offset.to_le_bytes(),
+            m.id.0.to_le_bytes(),
+            u64::from(m.producer).to_le_bytes(),
+            u64::from(m.epoch).to_le_bytes(),
+            u64::from(m.seq).to_le_bytes(),
+            m.amount.to_le_bytes(),
+        ] {
+            for b in chunk {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+    }
+    h
+}
+
+impl StreamArgs {
+    fn load(&self) -> anyhow::Result<Stream> {
+        if self.scenario == Some(ScenarioKind::DualWrite) {
+            return Err(usage(
+                "dual-write writes two views; the board consumes a stream into one store",
+            ));
+        }
+        let store = store_id(self.store)?;
+        let args = ScenarioArgs {
+            events: self.events,
+            checkpoint_every: self.checkpoint_every,
+            no_crash: true,
+            log: self.log.clone(),
+            producer: self.producer,
+            ..ScenarioArgs::default()
+        };
+        let loaded = select::load(self.scenario, &args)?;
+        let events = loaded.all_events();
+        if events.is_empty() {
+            return Err(usage("the stream has no events"));
+        }
+        let k = loaded.consumer().checkpoint_every.get();
+        let checkpoint_every = u32::try_from(k).map_err(|_| {
+            usage(format!(
+                "--checkpoint-every {k}: the board takes up to {}",
+                u32::MAX
+            ))
+        })?;
+        if let Some(o) = self.crash_after.filter(|&o| o >= events.len() as u64) {
+            return Err(usage(format!(
+                "--crash-after {o}: the stream has offsets 0..={}",
+                events.len() - 1
+            )));
+        }
+        Ok(Stream {
+            name: loaded.name().to_string(),
+            true_total: loaded.truth_by_prefix().last().copied().unwrap_or(0),
+            config: StreamConfig {
+                stream: stream_id(&events),
+                store,
+                checkpoint_every,
+                crash_after: self.crash_after,
+            },
+            events,
+        })
+    }
+}
+
+/// A byte link to the board.
+trait Link: Read + Write + Send {}
+impl<T: Read + Write + Send> Link for T {}
+
+/// How long a read waits before the loop looks at its timers.
+const POLL: Duration = Duration::from_millis(20);
+
+fn connect(port: &str, baud: u32) -> anyhow::Result<Box<dyn Link>> {
+    if let Some(path) = port.strip_prefix("unix:") {
+        let s = UnixStream::connect(path)
+            .map_err(|e| usage(format!("cannot connect to {path} ({e})")))?;
+        s.set_read_timeout(Some(POLL))?;
+        return Ok(Box::new(s));
+    }
+    if let Some(addr) = port.strip_prefix("tcp:") {
+        let s = std::net::TcpStream::connect(addr)
+            .map_err(|e| usage(format!("cannot connect to {addr} ({e})")))?;
+        s.set_read_timeout(Some(POLL))?;
+        s.set_nodelay(true)?;
+        return Ok(Box::new(s));
+    }
+    if !Path::new(port).exists() {
+        return Err(usage(format!(
+            "{port} does not exist: give the board's serial port (such as /dev/ttyACM0), a pty, unix:PATH or tcp:HOST:PORT"
+        )));
+    }
+    let p = serialport::new(port, baud)
+        .timeout(POLL)
+        .open()
+        .map_err(|e| usage(format!("{port} is not a serial port ({e})")))?;
+    Ok(Box::new(p))
+}
+
+/// What a feed saw, for the summary.
+#[derive(Debug, Default)]
+struct Seen {
+    boots: u32,
+    resumes: Vec<Offset>,
+    acked: Option<(Offset, Offset, i64)>,
+    done: Option<(u32, i64, Offset)>,
+    garbled: u32,
+    out_of_order: u32,
+    stack_bytes: u32,
+    hellos: u32,
+    injected: u32,
+}
+
+/// Writes a frame, damaging the line on purpose when asked (`--garble`).
+fn send(
+    link: &mut dyn Link,
+    msg: &ToDevice,
+    noise: &mut Option<SplitMix64>,
+    seen: &mut Seen,
+) -> anyhow::Result<()> {
+    let mut scratch = [0u8; TO_DEVICE_MAX + 4];
+    let mut out = [0u8; TO_DEVICE_ENCODED];
+    let bytes = encode_with(msg, &mut scratch, &mut out)
+        .map_err(|e| anyhow::anyhow!("encoding a frame: {e}"))?;
+    let mut bytes = bytes.to_vec();
+    if let Some(rng) = noise.as_mut() {
+        if rng.range(0, 2) == 0 {
+            // Garbage, then a delimiter: a frame of its own that does not decode.
+            let n = rng.range(1, 24) as usize;
+            let garbage: Vec<u8> = (0..n).map(|_| (rng.next_u64() as u8) | 1).collect();
+            link.write_all(&garbage)?;
+            link.write_all(&[0])?;
+            seen.injected += 1;
+        }
+        if rng.range(0, 9) == 0 && bytes.len() > 2 {
+            let i = rng.range(0, bytes.len() as u64 - 2) as usize;
+            bytes[i] ^= 1 << (rng.next_u64() % 8);
+            seen.injected += 1;
+        }
+    }
+    link.write_all(&bytes)?;
+    link.flush()?;
+    Ok(())
+}
+
+/// Feeds `stream` to the board on `link` until it reports done (or the time runs out).
+/// `on_batch` is called with each batch's first offset and length once it is sent.
+fn feed(
+    link: &mut dyn Link,
+    stream: &Stream,
+    args: &StreamArgs,
+    on_batch: &mut dyn FnMut(Offset, u64),
+    quiet: bool,
+) -> anyhow::Result<(Seen, Host)> {
+    let mut host = Host::new(stream.config);
+    let mut reader = Reader::<FromDevice, FROM_DEVICE_ENCODED>::new();
+    let mut noise = args.garble.map(SplitMix64::new);
+    let mut seen = Seen::default();
+    let started = Instant::now();
+    let limit = Duration::from_secs(args.timeout);
+    let mut last_heard = Instant::now();
+    let mut silence = Duration::from_millis(500);
+    let mut buf = [0u8; 512];
+    let mut done_at: Option<Instant> = None;
+    let say = |line: String| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    };
+    loop {
+        if let Some(at) = done_at {
+            // The stats frame follows the done frame; wait a little for it.
+            if seen.stack_bytes > 0 || at.elapsed() > Duration::from_millis(500) {
+                return Ok((seen, host));
+            }
+        }
+        if started.elapsed() > limit {
+            let at = seen
+                .acked
+                .map_or("nothing acknowledged".to_string(), |(a, d, t)| {
+                    format!("applied up to {a}, durable {d}, total {t}")
+                });
+            anyhow::bail!(
+                "the board did not finish within {} s ({at}; {} boots seen)",
+                args.timeout,
+                seen.boots
+            );
+        }
+        let n = match link.read(&mut buf) {
+            Ok(0) => anyhow::bail!("the board's link closed"),
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => return Err(e).context("reading the board"),
+        };
+        for &b in &buf[..n] {
+            let Some(Ok(msg)) = reader.push(b) else {
+                continue;
+            };
+            last_heard = Instant::now();
+            silence = Duration::from_secs(2);
+            let (heard, reply) = host
+                .on_message(&msg, stream)
+                .map_err(|e: HostError| anyhow::anyhow!("{e}"))?;
+            match heard {
+                Heard::Booted { boots, resume } => {
+                    if reply.is_some() {
+                        seen.boots = seen.boots.max(boots);
+                        say(format!(
+                            "board: boot {boots}; its flash says it resumes at {resume}"
+                        ));
+                    }
+                }
+                Heard::Ready { resume, total } => {
+                    seen.resumes.push(resume);
+                    say(format!(
+                        "board: consuming {} from offset {resume} (total {total})",
+                        stream.name
+                    ));
+                }
+                Heard::Pulled { .. } => {}
+                Heard::Acked {
+                    applied,
+                    durable,
+                    total,
+                } => {
+                    if seen.acked.is_none_or(|(_, d, _)| d != durable) {
+                        say(format!(
+                            "board: {}; applied up to {}, total {total}",
+                            render::position_text(durable),
+                            applied.saturating_sub(1)
+                        ));
+                    }
+                    seen.acked = Some((applied, durable, total));
+                }
+                Heard::Done {
+                    boots,
+                    total,
+                    durable,
+                } => {
+                    seen.done = Some((boots, total, durable));
+                    seen.boots = seen.boots.max(boots);
+                    done_at = Some(Instant::now());
+                }
+                Heard::Stats {
+                    garbled,
+                    out_of_order,
+                    stack_bytes,
+                } => {
+                    (seen.garbled, seen.out_of_order) = (garbled, out_of_order);
+                    seen.stack_bytes = stack_bytes.max(1);
+                }
+            }
+            if let Some(m) = reply {
+                send(link, &m, &mut noise, &mut seen)?;
+                if let ToDevice::Events { events, .. } = &m
+                    && let Some(first) = events.first()
+                {
+                    on_batch(first.offset, events.len() as u64);
+                }
+            }
+        }
+        if done_at.is_none() && last_heard.elapsed() > silence {
+            // Nothing heard: the board booted before we connected, or lost its
+            // configuration. Who is there?
+            seen.hellos += 1;
+            send(link, &host.hello(), &mut None, &mut seen)?;
+            last_heard = Instant::now();
+        }
+    }
+}
+
+fn report(
+    stream: &Stream,
+    args: &StreamArgs,
+    seen: &Seen,
+    host: &Host,
+    resets: Option<u32>,
+) -> anyhow::Result<ExitCode> {
+    let Some((boots, total, durable)) = seen.done else {
+        anyhow::bail!("the board never reported done");
+    };
+    let verdict = Verdict::of(total, stream.true_total);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut v = json!({
+            "scenario": stream.name,
+            "store": stream.config.store.name(),
+            "events": stream.events.len(),
+            "checkpoint_every": stream.config.checkpoint_every,
+            "crash_after": stream.config.crash_after,
+            "true_total": stream.true_total,
+            "final_total": total,
+            "verdict": verdict.name(),
+            "durable": durable,
+            "boots": boots,
+            "resumes": seen.resumes,
+            "batches": host.batches,
+            "resends": host.resends,
+            "garbled": seen.garbled,
+            "out_of_order": seen.out_of_order,
+            "stack_bytes": seen.stack_bytes,
+            "hellos": seen.hellos,
+        });
+        if let Some(n) = resets {
+            v["resets"] = n.into();
+        }
+        if args.garble.is_some() {
+            v["damaged_on_purpose"] = seen.injected.into();
+        }
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "board: {} with the {} store, {}, checkpoint every {}{}",
+            stream.name,
+            stream.config.store.name(),
+            render::count(stream.events.len() as u64, "event"),
+            stream.config.checkpoint_every,
+            stream
+                .config
+                .crash_after
+                .map_or(String::new(), |o| format!(", a reset after offset {o}"))
+        )?;
+        writeln!(
+            out,
+            "  final total        {total} ({})",
+            render::verdict_text(verdict)
+        )?;
+        writeln!(out, "  true total         {}", stream.true_total)?;
+        let resumes: Vec<String> = seen.resumes.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "  boots              {boots}; resumed at {} (each from its own flash)",
+            resumes.join(", ")
+        )?;
+        if let Some(n) = resets {
+            writeln!(out, "  resets through QMP {n}")?;
+        }
+        writeln!(
+            out,
+            "  batches sent       {} ({} again, when the board asked again)",
+            host.batches, host.resends
+        )?;
+        writeln!(
+            out,
+            "  dropped by board   {} garbled frames, {} out-of-order batches",
+            seen.garbled, seen.out_of_order
+        )?;
+        if seen.stack_bytes > 1 {
+            writeln!(out, "  stack high-water   {} bytes", seen.stack_bytes)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Feed {
+    fn run(self) -> anyhow::Result<ExitCode> {
+        let stream = self.stream.load()?;
+        let mut link = connect(&self.port, self.baud)?;
+        let (seen, host) = feed(
+            &mut *link,
+            &stream,
+            &self.stream,
+            &mut |_, _| {},
+            self.stream.json,
+        )?;
+        report(&stream, &self.stream, &seen, &host, None)
+    }
+}
+
+/// QEMU and its sockets, stopped and removed on every path.
+struct QemuRun {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for QemuRun {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for a unix socket QEMU creates.
+fn connect_socket(path: &Path, child: &mut Child) -> anyhow::Result<UnixStream> {
+    let started = Instant::now();
+    loop {
+        match UnixStream::connect(path) {
+            Ok(s) => return Ok(s),
+            Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                if let Some(status) = child.try_wait()? {
+                    anyhow::bail!("qemu-system-arm exited ({status}) before it opened its sockets");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => anyhow::bail!("QEMU's socket {}: {e}", path.display()),
+        }
+    }
+}
+
+impl Qemu {
+    fn elf(&self) -> anyhow::Result<PathBuf> {
+        if let Some(elf) = &self.elf {
+            if !elf.is_file() {
+                return Err(usage(format!("{} does not exist", elf.display())));
+            }
+            return Ok(elf.clone());
+        }
+        let dir = Path::new("firmware");
+        if !dir.join("Cargo.toml").is_file() {
+            return Err(usage(
+                "run from idem's source tree (firmware/ builds the image), or give --elf FILE",
+            ));
+        }
+        let target = dir.join("target").join("feed-qemu");
+        let status = Command::new("cargo")
+            .current_dir(dir)
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "--bin",
+                "idem-feed",
+                "--features",
+                "qemu",
+                "--target-dir",
+            ])
+            .arg(
+                target
+                    .canonicalize()
+                    .unwrap_or_else(|_| std::env::current_dir().unwrap_or_default().join(&target)),
+            )
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .context("running cargo to build the firmware")?;
+        if !status.success() {
+            anyhow::bail!("building the idem-feed firmware failed");
+        }
+        Ok(target.join("thumbv6m-none-eabi/release/idem-feed"))
+    }
+
+    fn run(self) -> anyhow::Result<ExitCode> {
+        let stream = self.stream.load()?;
+        let events = stream.events.len() as u64;
+        if u64::from(self.resets) > events {
+            return Err(usage(format!(
+                "--resets {}: at most one reset per event ({events} events)",
+                self.resets
+            )));
+        }
+        let elf = self.elf()?;
+        let dir = std::env::temp_dir().join(format!("idem-qemu-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let (uart, qmp) = (dir.join("uart.sock"), dir.join("qmp.sock"));
+        let child = Command::new("qemu-system-arm")
+            .args(["-M", "microbit", "-display", "none", "-monitor", "none"])
+            .arg("-chardev")
+            .arg(format!("socket,id=uart,path={},server=on,wait=off", uart.display()))
+            .args(["-serial", "chardev:uart"])
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
+            .arg("-kernel")
+            .arg(&elf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| usage(format!("cannot start qemu-system-arm ({e}); install it (apt-get install qemu-system-arm)")))?;
+        let mut run = QemuRun { child, dir };
+        let qmp = connect_socket(&qmp, &mut run.child)?;
+        let mut link = connect_socket(&uart, &mut run.child)?;
+        link.set_read_timeout(Some(POLL))?;
+        let qmp = Arc::new(Mutex::new(qmp));
+        {
+            let mut q = qmp.lock().map_err(|_| anyhow::anyhow!("QMP lock"))?;
+            q.write_all(b"{\"execute\": \"qmp_capabilities\"}\n")?;
+            let mut replies = q.try_clone()?;
+            std::thread::spawn(move || std::io::copy(&mut replies, &mut std::io::sink()));
+        }
+        let finished = Arc::new(AtomicBool::new(false));
+        let landed = Arc::new(AtomicU32::new(0));
+        let reset = {
+            let qmp = Arc::clone(&qmp);
+            let landed = Arc::clone(&landed);
+            let finished = Arc::clone(&finished);
+            move || {
+                if !finished.load(Ordering::SeqCst)
+                    && let Ok(mut q) = qmp.lock()
+                    && q.write_all(b"{\"execute\": \"system_reset\"}\n").is_ok()
+                {
+                    landed.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        };
+        // The resets: at seeded offsets spread over the stream, each fired while the board
+        // applies the batch that holds its offset, about when it applies that offset (the
+        // QEMU build takes 5 ms an effect, as a board's flash would): after some effects
+        // of the batch, before its ack. Each target lies past the one before, so the stream
+        // moves on between resets.
+        let mut rng = SplitMix64::new(self.seed);
+        let mut targets: Vec<Offset> = Vec::new();
+        while targets.len() < self.resets as usize {
+            let t = rng.range(0, events - 1);
+            if !targets.contains(&t) {
+                targets.push(t);
+            }
+        }
+        targets.sort_unstable();
+        let mut targets = targets.into_iter().peekable();
+        let mut on_batch = |from: Offset, len: u64| {
+            if let Some(&t) = targets.peek()
+                && (from..from + len).contains(&t)
+            {
+                targets.next();
+                let delay = Duration::from_micros((t - from) * 5_000 + rng.range(500, 4_500));
+                let reset = reset.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
+                    reset();
+                });
+            }
+        };
+        if std::io::stdin().is_terminal() && !self.stream.json {
+            eprintln!("board: type r then Enter to reset it");
+            let reset = reset.clone();
+            std::thread::spawn(move || {
+                for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+                    if line.trim() == "r" {
+                        reset();
+                    }
+                }
+            });
+        }
+        let result = feed(
+            &mut link,
+            &stream,
+            &self.stream,
+            &mut on_batch,
+            self.stream.json,
+        );
+        finished.store(true, Ordering::SeqCst);
+        let (seen, host) = result?;
+        let landed = landed.load(Ordering::SeqCst);
+        drop(run);
+        report(&stream, &self.stream, &seen, &host, Some(landed))
+    }
+}
