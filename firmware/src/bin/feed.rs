@@ -23,7 +23,11 @@ const SILENCE_MS: u32 = 250;
 /// Under QEMU, a pause after each effect, about a board's flash time for it, so a reset
 /// can land between two effects of a batch (QEMU's flash takes no time). None on a
 /// board: its flash takes its own time.
-const PACE_MS: Option<u32> = if cfg!(feature = "qemu") { Some(5) } else { None };
+const PACE_MS: Option<u32> = if cfg!(feature = "qemu") {
+    Some(5)
+} else {
+    None
+};
 
 /// RAM set aside for the consumer of the configured store; every store's consumer fits
 /// it (the largest, message-id with a window of 32, takes about 520 bytes).
