@@ -2,6 +2,7 @@
 
     kafka_python.py BROKERS produce TOPIC KIND   # creates a 1-partition topic, sends KIND's records in batches
     kafka_python.py BROKERS read TOPIC           # prints each record as JSON: partition, offset, key, value
+    kafka_python.py BROKERS committed TOPIC GROUP  # prints the group's committed offset of partition 0
 
 KIND is one of:
     batch20   20 payments p0..p19 of amount 1, keyed by id, in one batch (linger 50 ms)
@@ -60,6 +61,11 @@ def main():
                 "key": m.key.decode() if m.key is not None else None,
                 "value": json.loads(m.value) if m.value is not None else None,
             }))
+    elif action == "committed":
+        consumer = KafkaConsumer(
+            bootstrap_servers=brokers, group_id=sys.argv[4], enable_auto_commit=False
+        )
+        print(json.dumps({"committed": consumer.committed(TopicPartition(topic, 0))}))
     else:
         sys.exit(f"unknown action {action}")
 

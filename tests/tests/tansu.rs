@@ -602,3 +602,145 @@ fn two_members_of_a_group_with_rebalances_and_a_kill() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The group's committed offset of partition 0, as kafka-python reads it.
+fn python_committed(brokers: &str, topic: &str, group: &str) -> Option<u64> {
+    let out = kafka_python()
+        .args([brokers, "committed", topic, group])
+        .output()
+        .expect("kafka-python in a virtualenv (.ci/run installs it)");
+    json(out)["committed"].as_u64()
+}
+
+#[test]
+fn a_topic_fed_to_the_board_under_qemu_with_resets_and_a_restarted_bridge() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let b = broker.brokers.as_str();
+    let produced = idem()
+        .args([
+            "kafka",
+            "produce",
+            "board",
+            "--scenario",
+            "ddia",
+            "--brokers",
+            b,
+        ])
+        .output()
+        .unwrap();
+    assert!(produced.status.success());
+    // 1. The bridge under QEMU, ten resets at seeded offsets: exact, and the group gets
+    //    only positions the board acknowledged.
+    let r = json(
+        idem()
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .args([
+                "device",
+                "qemu",
+                "--topic",
+                "board",
+                "--group",
+                "g1",
+                "--brokers",
+                b,
+            ])
+            .args(["--store", "message-id", "--resets", "10", "--seed", "8"])
+            .args(["--json", "--timeout", "120"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (r["final_total"].as_i64(), r["true_total"].as_i64()),
+        (Some(100), Some(100))
+    );
+    assert_eq!(r["resets"], 10);
+    let commits: Vec<u64> = r["group_commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert!(commits.windows(2).all(|w| w[0] < w[1]), "{commits:?}");
+    assert_eq!(commits.last(), Some(&100));
+    assert_eq!(python_committed(b, "board", "g1"), Some(100));
+
+    // 2. One board, two bridges: the first is killed mid-stream; the group's offset then
+    //    is no further than the board's flash, and the second bridge resumes from the
+    //    position the board announces.
+    let elf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../firmware/target/feed-qemu/thumbv6m-none-eabi/release/idem-feed");
+    let dir = temp("board-bridge");
+    let uart = dir.join("uart.sock");
+    let mut qemu = Command::new("qemu-system-arm")
+        .args([
+            "-M", "microbit", "-display", "none", "-monitor", "none", "-chardev",
+        ])
+        .arg(format!(
+            "socket,id=uart,path={},server=on,wait=off",
+            uart.display()
+        ))
+        .args(["-serial", "chardev:uart", "-kernel"])
+        .arg(&elf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !uart.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "QEMU made no socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let port = format!("unix:{}", uart.display());
+    let bridge = |extra: &[&str]| {
+        let mut c = idem();
+        c.args([
+            "device",
+            "feed",
+            "--topic",
+            "board",
+            "--group",
+            "g2",
+            "--brokers",
+            b,
+        ])
+        .args(["--store", "offset", "--port", &port, "--timeout", "120"])
+        .args(extra);
+        c
+    };
+    let mut first = bridge(&[])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut first);
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first bridge reported progress");
+        if line.contains("covers through 39") {
+            break;
+        }
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let group_then = python_committed(b, "board", "g2").expect("a committed offset");
+    let second = json(bridge(&["--json"]).output().unwrap());
+    let resumed = second["resumes"][0].as_u64().unwrap();
+    assert!(
+        group_then <= resumed,
+        "the group's offset {group_then} passed the board's position {resumed}"
+    );
+    assert!(resumed >= 40, "the board resumed at {resumed}");
+    assert_eq!(second["final_total"], 100);
+    assert_eq!(python_committed(b, "board", "g2"), Some(100));
+    println!(
+        "bridge killed after the checkpoint at 40: group at {group_then}, the board resumed at {resumed}"
+    );
+    let _ = qemu.kill();
+    let _ = qemu.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -892,6 +892,9 @@ pub enum Heard {
         /// The durable position at the end.
         durable: Offset,
     },
+    /// A pull, ack or done before the host knows the device consumes its stream (it
+    /// connected mid-stream): the host asked who is there instead of answering.
+    Unconfirmed,
     /// The device's drop counters and stack high-water mark.
     Stats {
         /// Frames that did not decode.
@@ -986,6 +989,8 @@ pub struct Host {
     hello_pending: bool,
     /// The boot the host last configured: a boot frame of the same boot repeats it.
     configured_boot: Option<u32>,
+    /// The device said it consumes this stream (ready) since its last boot frame.
+    confirmed: bool,
 }
 
 impl Host {
@@ -999,6 +1004,7 @@ impl Host {
             boots_seen: 0,
             hello_pending: false,
             configured_boot: None,
+            confirmed: false,
         }
     }
 
@@ -1041,6 +1047,7 @@ impl Host {
                 // the same boot announced twice does not get it twice.
                 let answer = self.hello_pending || self.configured_boot != Some(boots);
                 self.hello_pending = false;
+                self.confirmed = false;
                 if !answer {
                     return Ok((Heard::Booted { boots, resume }, None));
                 }
@@ -1062,7 +1069,17 @@ impl Host {
                 if stream != self.config.stream {
                     return Err(HostError::WrongStream { stream });
                 }
+                self.confirmed = true;
                 Ok((Heard::Ready { resume, total }, None))
+            }
+            FromDevice::Pull { .. } | FromDevice::Ack { .. } | FromDevice::Done { .. }
+                if !self.confirmed =>
+            {
+                // Not known to be this stream's device session: who is there? Its boot
+                // frame gets the configuration, and its ready the events. (A device
+                // waiting for a batch asks again after each silence, so a lost hello
+                // is asked again too.)
+                Ok((Heard::Unconfirmed, Some(self.hello())))
             }
             FromDevice::Pull { from, max } => {
                 if from > events {
@@ -1255,5 +1272,39 @@ mod tests {
                 durable: 2
             }
         );
+    }
+
+    #[test]
+    fn a_host_that_connects_mid_stream_asks_before_it_feeds() {
+        let mut host = Host::new(config(StoreId::Offset));
+        let log = crate::log::GeneratedLog {
+            events: 20,
+            amount: 1,
+        };
+        // A pull from a device this host has not configured: it may consume another stream.
+        let pull = FromDevice::Pull { from: 8, max: 8 };
+        let (heard, reply) = host.on_message(&pull, &log).unwrap();
+        assert_eq!(heard, Heard::Unconfirmed);
+        assert_eq!(reply, Some(ToDevice::Hello { version: VERSION }));
+        let boot = FromDevice::Boot {
+            version: VERSION,
+            boots: 3,
+            stream: Some(config(StoreId::Offset)),
+            resume: 8,
+            total: 8,
+        };
+        let (_, reply) = host.on_message(&boot, &log).unwrap();
+        assert!(matches!(reply, Some(ToDevice::Configure { .. })));
+        let ready = FromDevice::Ready {
+            stream: 7,
+            resume: 8,
+            total: 8,
+        };
+        host.on_message(&ready, &log).unwrap();
+        let (_, reply) = host.on_message(&pull, &log).unwrap();
+        let Some(ToDevice::Events { events, end }) = reply else {
+            panic!("no batch: {reply:?}");
+        };
+        assert_eq!((events[0].offset, events.len(), end), (8, 8, None));
     }
 }

@@ -79,6 +79,43 @@ struct StreamArgs {
     /// then, a flipped bit in a frame.
     #[arg(long, value_name = "SEED", hide = true)]
     garble: Option<u64>,
+    #[cfg(feature = "kafka")]
+    #[command(flatten)]
+    kafka: KafkaArgs,
+}
+
+/// A partition of a Kafka-protocol topic as the stream (the `kafka` feature).
+#[cfg(feature = "kafka")]
+#[derive(Debug, Clone, Args)]
+struct KafkaArgs {
+    /// Bridge this topic's partition to the board instead of a scenario or a log.
+    #[arg(long, conflicts_with_all = ["scenario", "log", "events", "producer"])]
+    topic: Option<String>,
+    /// The partition.
+    #[arg(long, default_value_t = 0, requires = "topic")]
+    partition: i32,
+    /// The consumer group that gets the board's position, committed only after the board
+    /// acknowledged a checkpoint.
+    #[arg(long, requires = "topic")]
+    group: Option<String>,
+    /// The broker.
+    #[arg(long, default_value = "127.0.0.1:9092", value_name = "HOST:PORT")]
+    brokers: String,
+}
+
+/// Where the board's acknowledged position is copied to: a Kafka consumer group.
+#[cfg(feature = "kafka")]
+type Bridge = super::kafka::BoardSource;
+
+/// Without the `kafka` feature there is no group to copy the position to.
+#[cfg(not(feature = "kafka"))]
+struct Bridge;
+
+#[cfg(not(feature = "kafka"))]
+impl Bridge {
+    fn commit(&self, _: Offset) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// `idem device feed`.
@@ -128,6 +165,8 @@ struct Stream {
     events: Vec<Event>,
     true_total: i64,
     config: StreamConfig,
+    /// A Kafka partition's group, when the stream is one.
+    bridge: Option<Bridge>,
 }
 
 impl idem_core::board::feed::Source for Stream {
@@ -171,7 +210,56 @@ fn stream_id(events: &[Event]) -> u32 {
 }
 
 impl StreamArgs {
+    /// The stream of a Kafka partition, when `--topic` names one.
+    #[cfg(feature = "kafka")]
+    fn kafka(&self, store: StoreId) -> anyhow::Result<Option<Stream>> {
+        let Some(topic) = &self.kafka.topic else {
+            return Ok(None);
+        };
+        let group = self.kafka.group.as_deref().ok_or_else(|| {
+            usage("--topic needs --group: the group that gets the board's position")
+        })?;
+        let source = Bridge::read(
+            &self.kafka.brokers,
+            topic,
+            group,
+            self.kafka.partition,
+            store == StoreId::MessageId,
+        )?;
+        if source.events.is_empty() {
+            return Err(usage(format!(
+                "{topic} partition {} has no records",
+                self.kafka.partition
+            )));
+        }
+        let k = self.checkpoint_every.unwrap_or(10);
+        let name = format!("kafka:{topic}/{}", self.kafka.partition);
+        let mut id: u32 = 0x811C_9DC5;
+        for b in name.bytes() {
+            id = (id ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        Ok(Some(Stream {
+            name,
+            true_total: source.true_total,
+            config: StreamConfig {
+                stream: id,
+                store,
+                checkpoint_every: u32::try_from(k)
+                    .ok()
+                    .filter(|&k| k > 0)
+                    .ok_or_else(|| usage("the checkpoint interval must be 1 to 4294967295"))?,
+                crash_after: self.crash_after,
+            },
+            events: source.events.clone(),
+            bridge: Some(source),
+        }))
+    }
+
     fn load(&self) -> anyhow::Result<Stream> {
+        #[cfg(feature = "kafka")]
+        if let Some(stream) = self.kafka(store_id(self.store)?)? {
+            return Ok(stream);
+        }
         if self.scenario == Some(ScenarioKind::DualWrite) {
             return Err(usage(
                 "dual-write writes two views; the board consumes a stream into one store",
@@ -214,6 +302,7 @@ impl StreamArgs {
                 crash_after: self.crash_after,
             },
             events,
+            bridge: None,
         })
     }
 }
@@ -263,6 +352,8 @@ struct Seen {
     stack_bytes: u32,
     hellos: u32,
     injected: u32,
+    /// Offsets committed to the Kafka group, each the board's acknowledged position.
+    group_commits: Vec<Offset>,
 }
 
 /// Writes a frame, damaging the line on purpose when asked (`--garble`).
@@ -380,7 +471,7 @@ fn feed(
                         stream.name
                     ));
                 }
-                Heard::Pulled { .. } => {}
+                Heard::Pulled { .. } | Heard::Unconfirmed => {}
                 Heard::Acked {
                     applied,
                     durable,
@@ -394,6 +485,7 @@ fn feed(
                         ));
                     }
                     seen.acked = Some((applied, durable, total));
+                    copy_position(stream, &mut seen, durable)?;
                 }
                 Heard::Done {
                     boots,
@@ -402,6 +494,7 @@ fn feed(
                 } => {
                     seen.done = Some((boots, total, durable));
                     seen.boots = seen.boots.max(boots);
+                    copy_position(stream, &mut seen, durable)?;
                     done_at = Some(Instant::now());
                 }
                 Heard::Stats {
@@ -430,6 +523,19 @@ fn feed(
             last_heard = Instant::now();
         }
     }
+}
+
+/// Copies the board's acknowledged durable position to the Kafka group, when it moved
+/// forward: the group's offset never passes what the board's flash holds.
+fn copy_position(stream: &Stream, seen: &mut Seen, durable: Offset) -> anyhow::Result<()> {
+    let Some(bridge) = &stream.bridge else {
+        return Ok(());
+    };
+    if durable > 0 && seen.group_commits.last().is_none_or(|&last| durable > last) {
+        bridge.commit(durable)?;
+        seen.group_commits.push(durable);
+    }
+    Ok(())
 }
 
 fn report(
@@ -469,6 +575,11 @@ fn report(
         }
         if args.garble.is_some() {
             v["damaged_on_purpose"] = seen.injected.into();
+        }
+        #[cfg(feature = "kafka")]
+        if let Some(b) = &stream.bridge {
+            v["group_commits"] = seen.group_commits.clone().into();
+            v["group_offset_was"] = b.group_was.into();
         }
         writeln!(out, "{v}")?;
     } else {
@@ -511,6 +622,17 @@ fn report(
         )?;
         if seen.stack_bytes > 1 {
             writeln!(out, "  stack high-water   {} bytes", seen.stack_bytes)?;
+        }
+        #[cfg(feature = "kafka")]
+        if let Some(b) = &stream.bridge {
+            writeln!(
+                out,
+                "  kafka group        committed {} after the board's checkpoints (it was {})",
+                seen.group_commits
+                    .last()
+                    .map_or("nothing".into(), ToString::to_string),
+                b.group_was.map_or("unset".into(), |o| o.to_string())
+            )?;
         }
     }
     out.flush()?;

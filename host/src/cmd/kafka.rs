@@ -1562,3 +1562,91 @@ fn lab(
     }
     Ok(())
 }
+
+/// One partition of a topic as the board's stream: its records read whole (from offset
+/// 0 past the broker's end offset), and the consumer group that gets the board's
+/// position as a copy, committed only after the board acknowledged a checkpoint.
+pub struct BoardSource {
+    /// The partition's events, by offset (placeholders where no payment is).
+    pub events: Vec<Event>,
+    /// Each distinct message id counted once.
+    pub true_total: i64,
+    /// The group's committed offset before the bridge started, if any.
+    pub group_was: Option<i64>,
+    group: BaseConsumer,
+    topic: String,
+    partition: i32,
+    brokers: String,
+}
+
+impl BoardSource {
+    /// Reads partition `partition` of `topic`; `by_id`: the store dedups by message id
+    /// (a keyless record is then refused).
+    pub fn read(
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        partition: i32,
+        by_id: bool,
+    ) -> anyhow::Result<Self> {
+        let reader: BaseConsumer = config(brokers)
+            .set("group.id", format!("idem-reader-{}", unique()))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create()
+            .map_err(|e| unreachable(brokers, e))?;
+        let n = partitions(&reader, brokers, topic)?
+            .ok_or_else(|| usage(format!("the broker at {brokers} has no topic {topic}")))?;
+        if !(0..n).contains(&partition) {
+            return Err(usage(format!(
+                "--partition {partition}: {topic} has partitions 0..={}",
+                n - 1
+            )));
+        }
+        let rules = ReadRules {
+            by_id,
+            ..ReadRules::LAB
+        };
+        let read = read_partition(&reader, brokers, topic, partition, &rules)?;
+        if read.short_read() {
+            anyhow::bail!(
+                "{topic} partition {partition}: the broker's end offset is {} but it served {} records: its count of its own partition is short, so the board's verdict could not be trusted",
+                read.end_offset,
+                read.log.len()
+            );
+        }
+        let group = consumer(brokers, group)?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let group_was = match group
+            .committed_offsets(tpl, BROKER_TIMEOUT)
+            .map_err(|e| unreachable(brokers, e))?
+            .find_partition(topic, partition)
+            .map(|e| e.offset())
+        {
+            Some(KOffset::Offset(n)) => Some(n),
+            _ => None,
+        };
+        Ok(Self {
+            events: (0..read.log.len())
+                .filter_map(|o| read.log.get(o))
+                .collect(),
+            true_total: read.log.true_total(),
+            group_was,
+            group,
+            topic: topic.to_string(),
+            partition,
+            brokers: brokers.to_string(),
+        })
+    }
+
+    /// Commits `next` (the board's durable position: the next offset it reads) as the
+    /// group's offset.
+    pub fn commit(&self, next: Offset) -> anyhow::Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, self.partition, KOffset::Offset(next as i64))?;
+        self.group
+            .commit(&tpl, CommitMode::Sync)
+            .map_err(|e| unreachable(&self.brokers, e))
+    }
+}
