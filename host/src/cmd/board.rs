@@ -75,6 +75,10 @@ struct StreamArgs {
     /// Give up after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     timeout: u64,
+    /// Wait this long per event before answering a pull, so a person can reset the board
+    /// mid-stream by hand.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pace_ms: u64,
     /// Test aid: damage the line on purpose (seeded): garbage between frames and, now and
     /// then, a flipped bit in a frame.
     #[arg(long, value_name = "SEED", hide = true)]
@@ -354,6 +358,9 @@ struct Seen {
     injected: u32,
     /// Offsets committed to the Kafka group, each the board's acknowledged position.
     group_commits: Vec<Offset>,
+    /// Batches sent, and those sent again because the board asked again.
+    batches: u64,
+    resends: u64,
 }
 
 /// Writes a frame, damaging the line on purpose when asked (`--garble`).
@@ -396,7 +403,7 @@ fn feed(
     args: &StreamArgs,
     on_batch: &mut dyn FnMut(Offset, u64),
     quiet: bool,
-) -> anyhow::Result<(Seen, Host)> {
+) -> anyhow::Result<Seen> {
     let mut host = Host::new(stream.config);
     let mut reader = Reader::<FromDevice, FROM_DEVICE_ENCODED>::new();
     let mut noise = args.garble.map(SplitMix64::new);
@@ -407,6 +414,8 @@ fn feed(
     let mut silence = Duration::from_millis(500);
     let mut buf = [0u8; 512];
     let mut done_at: Option<Instant> = None;
+    let mut paced: Option<(Instant, ToDevice, bool)> = None;
+    let mut last_pull_resend = false;
     let say = |line: String| {
         if !quiet {
             eprintln!("{line}");
@@ -416,7 +425,7 @@ fn feed(
         if let Some(at) = done_at {
             // The stats frame follows the done frame; wait a little for it.
             if seen.stack_bytes > 0 || at.elapsed() > Duration::from_millis(500) {
-                return Ok((seen, host));
+                return Ok(seen);
             }
         }
         if started.elapsed() > limit {
@@ -471,7 +480,8 @@ fn feed(
                         stream.name
                     ));
                 }
-                Heard::Pulled { .. } | Heard::Unconfirmed => {}
+                Heard::Pulled { resend, .. } => last_pull_resend = resend,
+                Heard::Unconfirmed => {}
                 Heard::Acked {
                     applied,
                     durable,
@@ -507,12 +517,41 @@ fn feed(
                 }
             }
             if let Some(m) = reply {
+                if let ToDevice::Events { events, .. } = &m
+                    && args.pace_ms > 0
+                {
+                    // Paced: the batch goes out later; the board's repeated pull for
+                    // the same batch meanwhile is the same request, not a new one.
+                    if paced.is_none() {
+                        let due = Instant::now()
+                            + Duration::from_millis(args.pace_ms * events.len() as u64);
+                        paced = Some((due, m, last_pull_resend));
+                    }
+                    continue;
+                }
+                if matches!(m, ToDevice::Events { .. }) {
+                    seen.batches += 1;
+                    seen.resends += u64::from(last_pull_resend);
+                }
                 send(link, &m, &mut noise, &mut seen)?;
                 if let ToDevice::Events { events, .. } = &m
                     && let Some(first) = events.first()
                 {
                     on_batch(first.offset, events.len() as u64);
                 }
+            }
+        }
+        if let Some((due, ..)) = &paced
+            && Instant::now() >= *due
+            && let Some((_, m, resend)) = paced.take()
+        {
+            seen.batches += 1;
+            seen.resends += u64::from(resend);
+            send(link, &m, &mut noise, &mut seen)?;
+            if let ToDevice::Events { events, .. } = &m
+                && let Some(first) = events.first()
+            {
+                on_batch(first.offset, events.len() as u64);
             }
         }
         if done_at.is_none() && last_heard.elapsed() > silence {
@@ -542,7 +581,6 @@ fn report(
     stream: &Stream,
     args: &StreamArgs,
     seen: &Seen,
-    host: &Host,
     resets: Option<u32>,
 ) -> anyhow::Result<ExitCode> {
     let Some((boots, total, durable)) = seen.done else {
@@ -563,8 +601,8 @@ fn report(
             "durable": durable,
             "boots": boots,
             "resumes": seen.resumes,
-            "batches": host.batches,
-            "resends": host.resends,
+            "batches": seen.batches,
+            "resends": seen.resends,
             "garbled": seen.garbled,
             "out_of_order": seen.out_of_order,
             "stack_bytes": seen.stack_bytes,
@@ -613,7 +651,7 @@ fn report(
         writeln!(
             out,
             "  batches sent       {} ({} again, when the board asked again)",
-            host.batches, host.resends
+            seen.batches, seen.resends
         )?;
         writeln!(
             out,
@@ -643,14 +681,14 @@ impl Feed {
     fn run(self) -> anyhow::Result<ExitCode> {
         let stream = self.stream.load()?;
         let mut link = connect(&self.port, self.baud)?;
-        let (seen, host) = feed(
+        let seen = feed(
             &mut *link,
             &stream,
             &self.stream,
             &mut |_, _| {},
             self.stream.json,
         )?;
-        report(&stream, &self.stream, &seen, &host, None)
+        report(&stream, &self.stream, &seen, None)
     }
 }
 
@@ -827,9 +865,9 @@ impl Qemu {
             self.stream.json,
         );
         finished.store(true, Ordering::SeqCst);
-        let (seen, host) = result?;
+        let seen = result?;
         let landed = landed.load(Ordering::SeqCst);
         drop(run);
-        report(&stream, &self.stream, &seen, &host, Some(landed))
+        report(&stream, &self.stream, &seen, Some(landed))
     }
 }
