@@ -186,15 +186,28 @@ test('a schedule that cannot happen is one sentence, and the cells work from the
   await context.close();
 });
 
-test('the matrix: each cell opens the run that explains it', async () => {
+test('the matrix: each cell opens the run that explains it, offline once loaded', async () => {
   const { page, context, errors } = await open('?view=matrix');
   const cell = page.locator('#matrix tr', { hasText: 'message-id' }).locator('td[data-fault="producer-retry"] a');
   assert.equal(await cell.textContent(), 'exact 8');
   await page.screenshot({ path: path.join(shots, 'matrix.png'), fullPage: true });
+  // The server is gone as far as the page knows: every run is computed in the page.
+  await context.setOffline(true);
   await cell.click();
-  await page.waitForSelector('body[data-ready="true"]');
   assert.equal(await total(page, 'message-id'), '8');
   assert.match(page.url(), /view=playground&scenario=payments&stores=message-id/);
+  await page.click('#tab-lessons');
+  await page.fill('#answer-2', '110');
+  await page.click('#check-2');
+  assert.match(await page.textContent('#observation-2'), /right: you said 110; it is 110\./);
+  await page.click('#observation-2 a');
+  assert.equal(await total(page, 'naive'), '110');
+  // Back goes through the views visited, still without the network.
+  await page.goBack();
+  assert.equal(await page.isVisible('#view-lessons'), true);
+  await page.goBack();
+  assert.equal(await page.isVisible('#view-matrix'), true);
+  await context.setOffline(false);
   assert.deepEqual(errors, []);
   await context.close();
 });

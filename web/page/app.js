@@ -29,8 +29,10 @@ let catalogue;
 let lessons;
 
 // ---- the URL: one exact run, shareable -------------------------------------------
-function readUrl() {
-  const q = new URLSearchParams(location.search);
+function readUrl(search = location.search) {
+  const q = new URLSearchParams(search);
+  // Parameters a link leaves out take their defaults.
+  Object.assign(state, { scenario: 'ddia', stores: ['naive', 'offset'], k: null, events: null, producer: 'plain', schedule: null, focus: null });
   if (q.has('view')) state.view = q.get('view');
   if (q.has('lesson')) state.lesson = q.get('lesson');
   if (q.has('scenario')) state.scenario = q.get('scenario');
@@ -145,7 +147,7 @@ function answerStep(lesson, i, text, out) {
       el('tbody', {}, o.table.map((row) => el('tr', {},
         el('td', {}, row.step), el('td', {}, row.handled), el('td', { class: 'num' }, String(row.committed)), el('td', { class: 'num' }, String(row.balance)))))));
   }
-  const link = el('a', { href: playgroundUrl(o.spec) }, 'open this run in the playground');
+  const link = runLink(playgroundUrl(o.spec), 'open this run in the playground');
   out.append(el('p', { class: 'cli' }, 'run it: ', el('code', {}, o.command), ' · ', link));
   // The score counts each question's first prediction: a second try after seeing the
   // answer is shown, not scored.
@@ -166,6 +168,18 @@ function drawSummary(lesson) {
   $('lesson-score').textContent = asked.length
     ? `score: ${asked.filter((r) => r.right).length}/${asked.length} first predictions right (${lesson.steps.length} questions)`
     : '';
+}
+
+/** A link to a run that opens in place (no page load: the page works offline once
+ *  loaded), and still has its address for a new tab or for sending. */
+function runLink(href, text, attrs = {}) {
+  return el('a', { ...attrs, href, onclick: (e) => {
+    if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    readUrl(href);
+    history.pushState(null, '', href);
+    show(state.view);
+  } }, text);
 }
 
 function playgroundUrl(spec) {
@@ -385,7 +399,7 @@ function drawMatrix() {
   const truth = el('tr', {}, el('th', {}, 'true total'), m.rows[0].cells.map((c) => el('td', { class: 'num' }, String(c.true_total))));
   const rows = m.rows.map((row) => el('tr', {}, el('th', {}, row.store), row.cells.map((c) =>
     el('td', { class: c.verdict, 'data-fault': c.fault },
-      el('a', { href: playgroundUrl(c.spec), title: `${row.store} under ${c.fault}: ${c.final_total} of ${c.true_total}` }, `${c.verdict} ${c.final_total}`)))));
+      runLink(playgroundUrl(c.spec), `${c.verdict} ${c.final_total}`, { title: `${row.store} under ${c.fault}: ${c.final_total} of ${c.true_total}` })))));
   $('matrix').replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, truth, rows)));
   matrixDrawn = true;
 }
@@ -414,6 +428,7 @@ async function start() {
   $('schedule').addEventListener('change', (e) => { state.schedule = e.target.value.trim(); runPlayground(); });
   $('controls').addEventListener('submit', (e) => { e.preventDefault(); });
   $('big-add').addEventListener('click', () => { const v = $('big-offset').value; if (v !== '') toggleCrash(Number(v)); });
+  window.addEventListener('popstate', () => { readUrl(); show(state.view); });
   $('loading').hidden = true;
   show(state.view);
   document.body.dataset.ready = 'true';
