@@ -111,6 +111,10 @@ test('a click on offset 49 (effect) with K = 10 gives naive 110 and offset 100; 
   await page.click('.card[data-store="offset"] button.focus');
   assert.match(await page.getAttribute('#timeline [data-offset="45"]', 'class'), /skipped/);
   assert.equal(await page.textContent('#legend-store'), 'offset');
+  // The plot marks the same: each store's replay shaded, the offset store's ten skips ringed.
+  assert.equal(await page.locator('#plot rect[data-replay]').count(), 2);
+  assert.equal(await page.locator('#plot circle[data-skip="offset"]').count(), 10);
+  assert.equal(await page.locator('#plot circle[data-skip="naive"]').count(), 0);
   const url = page.url();
   assert.match(url, /schedule=crash%40effect%3A49/);
   await page.screenshot({ path: path.join(shots, 'playground.png'), fullPage: true });

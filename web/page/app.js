@@ -357,6 +357,15 @@ function drawPlot(runs) {
   const truth = runs[0].true_total;
   add('line', { x1: P, y1: y(truth), x2: W - P, y2: y(truth), stroke: '#444', 'stroke-dasharray': '5 4' });
   add('text', { x: P + 4, y: y(truth) - 4, 'font-size': 11, fill: '#444' }, `true total ${truth}`);
+  // The replay window of each store that had one, shaded: from its first redelivery to
+  // its last (the steps the trace names `redeliver`).
+  runs.forEach((r, i) => {
+    const replayed = r.trace.map((t, j) => (t.action === 'redeliver' ? j : -1)).filter((j) => j >= 0);
+    if (replayed.length) {
+      const [a, b] = [replayed[0], replayed[replayed.length - 1]];
+      add('rect', { x: x(a), y: P, width: Math.max(x(b) - x(a), 2), height: H - 2 * P, fill: COLORS[i % COLORS.length], opacity: 0.08, 'data-replay': r.store });
+    }
+  });
   runs.forEach((r, i) => {
     const color = COLORS[i % COLORS.length];
     // One point per step is plenty up to a few thousand; beyond, every n-th step and
@@ -371,6 +380,8 @@ function drawPlot(runs) {
     add('polyline', { points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': width, 'stroke-linejoin': 'round', 'data-store': r.store });
     r.trace.forEach((t, j) => {
       if (t.action.startsWith('crash')) add('circle', { cx: x(j), cy: y(t.total), r: 4, fill: '#b3261e' });
+      // A ring where the store skipped a duplicate (few enough to draw one by one).
+      if (t.action === 'skip' && r.skipped.length <= 400) add('circle', { cx: x(j), cy: y(t.total), r: 3.5, fill: 'none', stroke: color, 'stroke-width': 1.5, 'data-skip': r.store });
     });
     add('text', { x: W - P + 2, y: y(r.final_total) + 4 + i * 12, 'font-size': 11, fill: color }, `${r.store} ${r.final_total}`);
   });
