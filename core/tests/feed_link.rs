@@ -12,7 +12,7 @@ use idem_core::board::feed::{
     BATCH, Device, FEED_PAGES, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice, Heard,
     Host, StoreId, StreamConfig, TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, WireEvent,
 };
-use idem_core::board::wire::{Reader, encode_with};
+use idem_core::board::feed::{DOMAIN, DeviceReader, HostReader, encode};
 use idem_core::lab::flash::{MemFlash, PowerCut};
 use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::{self, ProducerMode};
@@ -69,13 +69,13 @@ struct Outcome {
 fn encode_to_device(msg: &ToDevice) -> Vec<u8> {
     let mut scratch = [0u8; TO_DEVICE_MAX + 4];
     let mut out = [0u8; TO_DEVICE_ENCODED];
-    encode_with(msg, &mut scratch, &mut out).unwrap().to_vec()
+    encode(msg, &mut scratch, &mut out).unwrap().to_vec()
 }
 
 fn encode_from_device(msg: &FromDevice) -> Vec<u8> {
     let mut scratch = [0u8; FROM_DEVICE_MAX + 4];
     let mut out = [0u8; FROM_DEVICE_ENCODED];
-    encode_with(msg, &mut scratch, &mut out).unwrap().to_vec()
+    encode(msg, &mut scratch, &mut out).unwrap().to_vec()
 }
 
 /// Runs one stream through the link model to the device's done frame.
@@ -100,8 +100,8 @@ fn feed(
     flash.seed_noise(seed);
     let mut host = Host::new(config);
     let (mut device, boot) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
-    let mut reader = Reader::<ToDevice, TO_DEVICE_ENCODED>::new();
-    let mut host_reader = Reader::<FromDevice, FROM_DEVICE_ENCODED>::new();
+    let mut reader = DeviceReader::in_domain(DOMAIN);
+    let mut host_reader = HostReader::in_domain(DOMAIN);
     // Bytes on their way: (time they reach the other end, byte).
     let mut to_device: VecDeque<(u64, u8)> = VecDeque::new();
     let mut to_host: VecDeque<(u64, u8)> = VecDeque::new();

@@ -139,3 +139,44 @@ fn garbage_and_flipped_bits_on_the_line_are_counted_and_dropped() {
         );
     }
 }
+
+#[test]
+fn the_demo_image_is_named_not_misread() {
+    // The demo's frames are valid frames of another protocol: the feed's CRC domain makes
+    // them fail, and the host says what the board is probably running.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = root.join("firmware/target/feed-demo");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(root.join("firmware"))
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--locked",
+            "--bin",
+            "idem-firmware",
+        ])
+        .args(["--features", "qemu", "--target-dir"])
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let elf = target.join("thumbv6m-none-eabi/release/idem-firmware");
+    let out = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args([
+            "run", "--quiet", "-p", "idem", "--", "device", "qemu", "ddia",
+        ])
+        .args(["--store", "offset", "--timeout", "30", "--elf"])
+        .arg(&elf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the board sends frames that are not idem-feed's"),
+        "{err}"
+    );
+}

@@ -329,6 +329,25 @@ pub enum FromDevice {
     },
 }
 
+/// The feed protocol's CRC domain: its frames fail the CRC of any other protocol's
+/// reader (the demo's frames among them), and theirs fail its.
+pub const DOMAIN: &[u8] = b"idem-feed";
+
+/// Encodes a feed message (either direction) as a frame into `out`.
+pub fn encode<'a, T: Serialize>(
+    msg: &T,
+    scratch: &mut [u8],
+    out: &'a mut [u8],
+) -> Result<&'a [u8], super::wire::WireError> {
+    super::wire::encode_in(msg, DOMAIN, scratch, out)
+}
+
+/// The device's reader of the host's frames.
+pub type DeviceReader = super::wire::Reader<ToDevice, TO_DEVICE_ENCODED>;
+
+/// The host's reader of the device's frames.
+pub type HostReader = super::wire::Reader<FromDevice, FROM_DEVICE_ENCODED>;
+
 /// The most bytes a [`FromDevice`] body takes.
 pub const FROM_DEVICE_MAX: usize = FromDevice::POSTCARD_MAX_SIZE;
 

@@ -108,17 +108,36 @@ pub fn encode_with<'a, T: Serialize>(
     scratch: &mut [u8],
     out: &'a mut [u8],
 ) -> Result<&'a [u8], WireError> {
+    encode_in(msg, &[], scratch, out)
+}
+
+/// [`encode_with`] for a protocol of its own: the CRC covers `domain` before the body,
+/// so a frame of another protocol (another domain) fails the CRC instead of decoding as
+/// a message it is not (postcard is not self-describing).
+pub fn encode_in<'a, T: Serialize>(
+    msg: &T,
+    domain: &[u8],
+    scratch: &mut [u8],
+    out: &'a mut [u8],
+) -> Result<&'a [u8], WireError> {
     let room = scratch.len().checked_sub(4).ok_or(WireError::Encode)?;
     let n = postcard::to_slice(msg, &mut scratch[..room])
         .map_err(|_| WireError::Encode)?
         .len();
-    let crc = CRC.checksum(&scratch[..n]);
+    let crc = checksum(domain, &scratch[..n]);
     scratch[n..n + 4].copy_from_slice(&crc.to_le_bytes());
     let last = out.len().checked_sub(1).ok_or(WireError::Encode)?;
     let len =
         cobs::try_encode(&scratch[..n + 4], &mut out[..last]).map_err(|_| WireError::Encode)?;
     out[len] = 0;
     Ok(&out[..=len])
+}
+
+fn checksum(domain: &[u8], body: &[u8]) -> u32 {
+    let mut d = CRC.digest();
+    d.update(domain);
+    d.update(body);
+    d.finalize()
 }
 
 /// Encodes `frame` into `out`: COBS bytes and the `0x00` delimiter. Returns them.
@@ -136,6 +155,7 @@ pub struct Reader<T, const N: usize> {
     overflowed: bool,
     /// Frames that could not be read and were skipped.
     pub skipped: u32,
+    domain: &'static [u8],
     _message: core::marker::PhantomData<fn() -> T>,
 }
 
@@ -151,11 +171,17 @@ impl<T: serde::de::DeserializeOwned, const N: usize> Default for Reader<T, N> {
 impl<T: serde::de::DeserializeOwned, const N: usize> Reader<T, N> {
     /// A reader waiting for the first delimiter-terminated frame.
     pub const fn new() -> Self {
+        Self::in_domain(&[])
+    }
+
+    /// A reader of frames encoded with [`encode_in`] in `domain`.
+    pub const fn in_domain(domain: &'static [u8]) -> Self {
         Self {
             buf: [0; N],
             len: 0,
             overflowed: false,
             skipped: 0,
+            domain,
             _message: core::marker::PhantomData,
         }
     }
@@ -180,7 +206,7 @@ impl<T: serde::de::DeserializeOwned, const N: usize> Reader<T, N> {
         let result = if overflowed {
             Err(WireError::TooLong)
         } else {
-            Self::read(&mut self.buf[..len])
+            Self::read(self.domain, &mut self.buf[..len])
         };
         if result.is_err() {
             self.skipped += 1;
@@ -194,13 +220,13 @@ impl<T: serde::de::DeserializeOwned, const N: usize> Reader<T, N> {
         self.overflowed = false;
     }
 
-    fn read(bytes: &mut [u8]) -> Result<T, WireError> {
+    fn read(domain: &[u8], bytes: &mut [u8]) -> Result<T, WireError> {
         let n = cobs::decode_in_place(bytes).map_err(|_| WireError::Cobs)?;
         if n < 4 {
             return Err(WireError::Crc);
         }
         let (body, crc) = bytes[..n].split_at(n - 4);
-        if CRC.checksum(body).to_le_bytes() != *crc {
+        if checksum(domain, body).to_le_bytes() != *crc {
             return Err(WireError::Crc);
         }
         postcard::from_bytes(body).map_err(|_| WireError::Decode)
@@ -273,5 +299,19 @@ mod tests {
         }
         assert_eq!(d.push(0), Some(Err(WireError::TooLong)));
         assert_eq!(d.skipped, 1);
+    }
+
+    #[test]
+    fn a_frame_of_another_protocol_fails_the_crc() {
+        let mut out = [0u8; MAX_ENCODED];
+        let demo = encode(&frames()[0], &mut out).unwrap();
+        let mut feed = Reader::<Frame, MAX_ENCODED>::in_domain(b"idem-feed");
+        let got: heapless::Vec<_, 2> = demo.iter().filter_map(|&b| feed.push(b)).collect();
+        assert_eq!(&got[..], &[Err(WireError::Crc)]);
+        let mut scratch = [0u8; Frame::POSTCARD_MAX_SIZE + 4];
+        let mut out = [0u8; MAX_ENCODED];
+        let own = encode_in(&frames()[0], b"idem-feed", &mut scratch, &mut out).unwrap();
+        let got: heapless::Vec<_, 2> = own.iter().filter_map(|&b| feed.push(b)).collect();
+        assert_eq!(&got[..], &[Ok(frames()[0])]);
     }
 }

@@ -10,10 +10,9 @@
 
 use cortex_m_rt::entry;
 use idem_core::board::feed::{
-    Device, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice, TO_DEVICE_ENCODED,
-    ToDevice,
+    DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
+    encode,
 };
-use idem_core::board::wire::{Reader, encode_with};
 use idem_firmware::{IMAGE_ID, nvmc, stack, timer, uart};
 use panic_halt as _;
 
@@ -36,7 +35,7 @@ const CONSUMER_RAM: usize = 1024;
 fn send(uart: &mut uart::Uart, msg: &FromDevice) {
     let mut scratch = [0u8; FROM_DEVICE_MAX + 4];
     let mut out = [0u8; FROM_DEVICE_ENCODED];
-    if let Ok(bytes) = encode_with(msg, &mut scratch, &mut out) {
+    if let Ok(bytes) = encode(msg, &mut scratch, &mut out) {
         uart.write(bytes);
     }
 }
@@ -71,7 +70,7 @@ fn main() -> ! {
             halt()
         }
     };
-    let mut reader = Reader::<ToDevice, TO_DEVICE_ENCODED>::new();
+    let mut reader = DeviceReader::in_domain(DOMAIN);
     timer.start_ms(SILENCE_MS);
     loop {
         let Some(byte) = uart.read() else {

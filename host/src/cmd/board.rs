@@ -17,10 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use idem_core::board::feed::{
-    FROM_DEVICE_ENCODED, FromDevice, Heard, Host, HostError, StoreId, StreamConfig,
-    TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice,
+    DOMAIN, Heard, Host, HostError, HostReader, StoreId, StreamConfig, TO_DEVICE_ENCODED,
+    TO_DEVICE_MAX, ToDevice, encode,
 };
-use idem_core::board::wire::{Reader, encode_with};
 use idem_core::lab::check::Verdict;
 use idem_core::lab::rng::SplitMix64;
 use idem_core::log::{Event, Offset};
@@ -372,7 +371,7 @@ fn send(
 ) -> anyhow::Result<()> {
     let mut scratch = [0u8; TO_DEVICE_MAX + 4];
     let mut out = [0u8; TO_DEVICE_ENCODED];
-    let bytes = encode_with(msg, &mut scratch, &mut out)
+    let bytes = encode(msg, &mut scratch, &mut out)
         .map_err(|e| anyhow::anyhow!("encoding a frame: {e}"))?;
     let mut bytes = bytes.to_vec();
     if let Some(rng) = noise.as_mut() {
@@ -405,7 +404,7 @@ fn feed(
     quiet: bool,
 ) -> anyhow::Result<Seen> {
     let mut host = Host::new(stream.config);
-    let mut reader = Reader::<FromDevice, FROM_DEVICE_ENCODED>::new();
+    let mut reader = HostReader::in_domain(DOMAIN);
     let mut noise = args.garble.map(SplitMix64::new);
     let mut seen = Seen::default();
     let started = Instant::now();
@@ -416,6 +415,7 @@ fn feed(
     let mut done_at: Option<Instant> = None;
     let mut paced: Option<(Instant, ToDevice, bool)> = None;
     let mut last_pull_resend = false;
+    let mut heard_any = false;
     let say = |line: String| {
         if !quiet {
             eprintln!("{line}");
@@ -457,8 +457,15 @@ fn feed(
         };
         for &b in &buf[..n] {
             let Some(Ok(msg)) = reader.push(b) else {
+                if !heard_any && reader.skipped >= 3 {
+                    anyhow::bail!(
+                        "the board sends frames that are not idem-feed's ({} so far, none of its own): is it running the demo image? Flash idem-feed (cd firmware && cargo run --release --bin idem-feed)",
+                        reader.skipped
+                    );
+                }
                 continue;
             };
+            heard_any = true;
             last_heard = Instant::now();
             silence = Duration::from_secs(2);
             let (heard, reply) = host
