@@ -758,12 +758,9 @@ impl Qemu {
                 "--features",
                 "qemu",
                 "--target-dir",
+                // Relative to firmware/, where cargo runs.
+                "target/feed-qemu",
             ])
-            .arg(
-                target
-                    .canonicalize()
-                    .unwrap_or_else(|_| std::env::current_dir().unwrap_or_default().join(&target)),
-            )
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("RUSTFLAGS")
             .status()
