@@ -111,7 +111,8 @@ fn feed(
     let (mut now, mut busy_until, mut last_heard) = (0u64, 0u64, 0u64);
     let (mut dropped_in_fifo, mut host_bytes, mut device_bytes) = (0u64, 0u64, 0u64);
     let mut host_free_at = 0u64;
-    let mut cuts = 0u32; // the host's UART sends one byte at a time
+    let mut cuts = 0u32;
+    let mut resends = 0u64; // the host's UART sends one byte at a time
     let send_device =
         |msg: &FromDevice, at: u64, to_host: &mut VecDeque<(u64, u8)>, n: &mut u64| -> u64 {
             let bytes = encode_from_device(msg);
@@ -140,12 +141,21 @@ fn feed(
             if let Some(Ok(msg)) = host_reader.push(b) {
                 host_heard = now;
                 let (heard, reply) = host.on_message(&msg, log).unwrap();
-                if let Heard::Done { total, .. } = heard {
+                if let Heard::Pulled { resend: true, .. } = heard
+                    && matches!(reply, Some(ToDevice::Events { .. }))
+                {
+                    resends += 1;
+                }
+                if let Heard::Report {
+                    said: FromDevice::Done { total, .. },
+                    ..
+                } = heard
+                {
                     return Outcome {
                         total,
                         dropped_in_fifo,
                         boots: device.boots(),
-                        resends: host.resends,
+                        resends,
                         garbled: device.garbled,
                         out_of_order: device.out_of_order,
                         host_bytes,
@@ -155,7 +165,16 @@ fn feed(
                         host_skipped: host_reader.skipped,
                     };
                 }
-                if faults.push && matches!(heard, Heard::Ready { .. }) && !pushed {
+                if faults.push
+                    && matches!(
+                        heard,
+                        Heard::Report {
+                            said: FromDevice::Ready { .. },
+                            ..
+                        }
+                    )
+                    && !pushed
+                {
                     // Every batch at once, unasked.
                     pushed = true;
                     let mut from = 0;

@@ -879,13 +879,6 @@ pub enum Heard {
         /// Where its flash says it resumes (for the configured stream, once ready).
         resume: Offset,
     },
-    /// Configured: it consumes from `resume`.
-    Ready {
-        /// Where it resumes.
-        resume: Offset,
-        /// Its total.
-        total: i64,
-    },
     /// It asked for events; `resend` when it had asked for them before.
     Pulled {
         /// From.
@@ -893,35 +886,17 @@ pub enum Heard {
         /// Whether these were sent before.
         resend: bool,
     },
-    /// A batch applied.
-    Acked {
-        /// Everything below was applied.
-        applied: Offset,
-        /// The durable position.
-        durable: Offset,
-        /// The total.
-        total: i64,
-    },
-    /// The stream is consumed.
-    Done {
-        /// Boots.
-        boots: u32,
-        /// The final total.
-        total: i64,
-        /// The durable position at the end.
-        durable: Offset,
-    },
     /// A pull, ack or done before the host knows the device consumes its stream (it
     /// connected mid-stream): the host asked who is there instead of answering.
     Unconfirmed,
-    /// The device's drop counters and stack high-water mark.
-    Stats {
-        /// Frames that did not decode.
-        garbled: u32,
-        /// Batches dropped as out of order.
-        out_of_order: u32,
-        /// The most stack the firmware used.
-        stack_bytes: u32,
+    /// A report the host passes on as it came: ready, ack, done or stats.
+    Report {
+        /// The device's frame.
+        said: FromDevice,
+        /// The device's durable position, when this ack or done moved it past every
+        /// position acknowledged before: what may be copied elsewhere (a consumer
+        /// group's offset), since it never has to move back.
+        advanced: Option<Offset>,
     },
 }
 
@@ -998,10 +973,8 @@ pub struct Host {
     config: StreamConfig,
     /// Highest offset sent so far (exclusive): a pull below it is a resend.
     sent_to: Offset,
-    /// Batches sent in all, and those sent again.
-    pub batches: u64,
-    /// Batches sent again because the device asked again.
-    pub resends: u64,
+    /// The highest durable position the device acknowledged.
+    durable: Offset,
     /// Boot frames seen (each reset shows one).
     pub boots_seen: u32,
     /// A hello is out: the next boot frame answers it.
@@ -1018,8 +991,7 @@ impl Host {
         Self {
             config,
             sent_to: 0,
-            batches: 0,
-            resends: 0,
+            durable: 0,
             boots_seen: 0,
             hello_pending: false,
             configured_boot: None,
@@ -1080,16 +1052,8 @@ impl Host {
                     }),
                 ))
             }
-            FromDevice::Ready {
-                stream,
-                resume,
-                total,
-            } => {
-                if stream != self.config.stream {
-                    return Err(HostError::WrongStream { stream });
-                }
-                self.confirmed = true;
-                Ok((Heard::Ready { resume, total }, None))
+            FromDevice::Ready { stream, .. } if stream != self.config.stream => {
+                Err(HostError::WrongStream { stream })
             }
             FromDevice::Pull { .. } | FromDevice::Ack { .. } | FromDevice::Done { .. }
                 if !self.confirmed =>
@@ -1120,10 +1084,6 @@ impl Host {
                         let _ = batch.push(WireEvent::from(e));
                     }
                 }
-                self.batches += 1;
-                if resend {
-                    self.resends += 1;
-                }
                 self.sent_to = self.sent_to.max(to);
                 let end = (to == events).then_some(events);
                 Ok((
@@ -1131,45 +1091,30 @@ impl Host {
                     Some(ToDevice::Events { events: batch, end }),
                 ))
             }
-            FromDevice::Ack {
-                applied,
-                durable,
-                total,
-            } => Ok((
-                Heard::Acked {
-                    applied,
-                    durable,
-                    total,
-                },
-                None,
-            )),
-            FromDevice::Done {
-                boots,
-                total,
-                durable,
-                ..
-            } => Ok((
-                Heard::Done {
-                    boots,
-                    total,
-                    durable,
-                },
-                None,
-            )),
             FromDevice::Refused(r) => Err(HostError::Refused(r)),
             FromDevice::Failed(f) => Err(HostError::Failed(f)),
-            FromDevice::Stats {
-                garbled,
-                out_of_order,
-                stack_bytes,
-            } => Ok((
-                Heard::Stats {
-                    garbled,
-                    out_of_order,
-                    stack_bytes,
-                },
-                None,
-            )),
+            FromDevice::Ready { .. }
+            | FromDevice::Ack { .. }
+            | FromDevice::Done { .. }
+            | FromDevice::Stats { .. } => {
+                self.confirmed |= matches!(msg, FromDevice::Ready { .. });
+                let advanced = match *msg {
+                    FromDevice::Ack { durable, .. } | FromDevice::Done { durable, .. }
+                        if durable > self.durable =>
+                    {
+                        self.durable = durable;
+                        Some(durable)
+                    }
+                    _ => None,
+                };
+                Ok((
+                    Heard::Report {
+                        said: *msg,
+                        advanced,
+                    },
+                    None,
+                ))
+            }
         }
     }
 }
@@ -1325,5 +1270,40 @@ mod tests {
             panic!("no batch: {reply:?}");
         };
         assert_eq!((events[0].offset, events.len(), end), (8, 8, None));
+    }
+
+    #[test]
+    fn the_durable_position_to_copy_only_moves_forward() {
+        let mut host = Host::new(config(StoreId::Offset));
+        let log = crate::log::GeneratedLog {
+            events: 30,
+            amount: 1,
+        };
+        let ready = FromDevice::Ready {
+            stream: 7,
+            resume: 0,
+            total: 0,
+        };
+        host.on_message(&ready, &log).unwrap();
+        let ack = |durable| FromDevice::Ack {
+            applied: durable + 3,
+            durable,
+            total: 0,
+        };
+        let mut copied = heapless::Vec::<Offset, 8>::new();
+        // Nothing covered yet, then 10 and 20; a reset brings the device back to 10
+        // (another stream, say): the copy stays at 20 until the device passes it.
+        for d in [0, 10, 10, 20, 10, 20, 30] {
+            if let (
+                Heard::Report {
+                    advanced: Some(o), ..
+                },
+                _,
+            ) = host.on_message(&ack(d), &log).unwrap()
+            {
+                copied.push(o).unwrap();
+            }
+        }
+        assert_eq!(&copied[..], &[10, 20, 30]);
     }
 }
