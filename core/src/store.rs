@@ -421,8 +421,9 @@ pub struct SeqApplied {
 
 impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
     type Delta = SeqApplied;
-    // Twice P: a sequence number the journal skips (a CRC that would read erased, once
-    // in 2^32 appends) shifts the rotation once, and any 2P records still hold P in a row.
+    // Twice P: a torn slot the journal steps over after a write cut short takes a
+    // sequence number and shifts the rotation once, and any 2P records still hold P in a
+    // row.
     const MAX_NEEDED: u32 = {
         assert!(P <= 127, "a table index is one byte in its records");
         2 * P as u32

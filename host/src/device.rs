@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use idem_core::consumer::{Consumer, ConsumerError, Step};
-use idem_core::journal::JournalError;
+use idem_core::journal::{FORMAT_VERSION, JournalError};
 use idem_core::lab::scenario::Scenario;
 use idem_core::lab::sim::SIM_LAYOUT;
 use idem_core::log::{Log, Offset};
@@ -89,6 +89,9 @@ pub fn consumer_error(image: &Image, e: ConsumerError<FileFlashError>) -> anyhow
 pub fn journal_error(image: &Image, e: JournalError<FileFlashError>) -> anyhow::Error {
     let name = image.path.display();
     match e {
+        JournalError::Foreign { page, version, .. } if version != FORMAT_VERSION => usage(format!(
+            "{name} was written by an older idem (journal format {version} at page {page}; this one reads format {FORMAT_VERSION}): it was left untouched, start a new image"
+        )),
         JournalError::Foreign { page, tag, version } => usage(format!(
             "{name} holds another journal at page {page} (tag {tag:#010x}, format version {version}); it was left untouched"
         )),

@@ -97,9 +97,47 @@ fn flash_inspect_names_the_winning_record() {
             "winner: page 0 slot 9, seq 10: Position { next: 100, sinks: [100, 0] }",
         ))
         .stdout(predicate::str::contains(
-            "winner: page 7 slot 24, seq 100: Covered { covered: 90, state: StampedState { total: 100, stamp: Some(99) } }",
+            "winner: page 7 slot 18, seq 100: Covered { covered: 90, state: StampedState { total: 100, stamp: Some(99) } }",
         ))
         .stdout(predicate::str::contains("erased 5 times in all"));
+}
+
+/// An image from an idem that wrote journal format 1 (16-byte page headers, a sequence
+/// word in every slot): refused in one sentence, never erased as if it were damage.
+#[test]
+fn an_image_in_the_old_journal_format_is_refused() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("old.bin");
+    consume_ddia("offset", img.path()).assert().success();
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    // The position journal's page 0 (after the 512-byte image header) rewritten as
+    // format 1 wrote it: version 1, and the header's CRC-32C in its fourth word.
+    let crc32c = |data: &[u8]| {
+        let mut c = !0u32;
+        for &b in data {
+            c ^= u32::from(b);
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    (c >> 1) ^ 0x82F6_3B78
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    };
+    let page = &mut bytes[512..512 + 1024];
+    page[4..6].copy_from_slice(&1u16.to_le_bytes());
+    let crc = crc32c(&page[..12]);
+    page[12..16].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(img.path(), &bytes).unwrap();
+    consume_ddia("offset", img.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "was written by an older idem (journal format 1 at page 0; this one reads format 2): it was left untouched, start a new image",
+        ));
+    assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
 }
 
 /// One flipped bit in the header of the page that holds the store's newest records: the
@@ -125,7 +163,7 @@ fn a_damaged_page_header_is_refused_and_shown() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "page  7  unformatted   25 records in a page with a damaged header, newest seq 100",
+            "page  7  unformatted   19 records in a page with a damaged header, newest seq 100",
         ))
         .stdout(predicate::str::contains("DAMAGED: page 7"));
 }
@@ -326,7 +364,7 @@ fn each_sync_mode_syncs_as_documented() {
     let dir = assert_fs::TempDir::new().unwrap();
     // offset store, ddia: 10 commits, each synced before and after, plus the page erases
     // and page headers of both journals.
-    for (mode, syncs) in [("checkpoint", 27), ("every-write", 235), ("none", 0)] {
+    for (mode, syncs) in [("checkpoint", 28), ("every-write", 235), ("none", 0)] {
         let path = dir.path().join(format!("{mode}.bin"));
         let out = common::consume_ddia("offset", &path)
             .args(["--sync", mode, "--quiet", "--json"])

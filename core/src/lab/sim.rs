@@ -792,20 +792,20 @@ mod tests {
     #[test]
     fn torn_writes_and_interrupted_erases_recover_exactly() {
         // Word writes + erases of 200 events, a commit every 10 (position records: 20 of
-        // 7 words on one page). Offset: 200 records of 10 words on 8 pages of 25 slots,
-        // 4-word page headers: 2000 + 32 + 140 + 4 words, 8 + 1 erases.
-        assert_eq!(every_cut(OffsetStamped), 2176 + 9);
-        // Message-id (16 ids), appending: 200 records of 12 words (id, total, evicted,
-        // held, covered), 21 to a page, on 10 pages; the window rebuilt at each recovery.
+        // 6 words on one page). Offset: 200 records of 9 words on 8 pages of 27 slots,
+        // 5-word page headers: 1800 + 40 + 120 + 5 words, 8 + 1 erases.
+        assert_eq!(every_cut(OffsetStamped), 1965 + 9);
+        // Message-id (16 ids), appending: 200 records of 11 words (id, total, evicted,
+        // held, covered), 22 to a page, on 10 pages; the window rebuilt at each recovery.
         assert_eq!(
             every_cut(MessageIdWindow::<16>::default()),
-            2400 + 40 + 144 + 11
+            2200 + 50 + 125 + 11
         );
-        // Atomic: 20 records of 8 words on one page, and no position journal.
-        assert_eq!(every_cut(Atomic), 160 + 4 + 1);
-        // Two-phase: 20 prepared and 20 committed records of 13 words, 19 to a page
-        // (3 pages), and the 20 position records of 7 words.
-        assert_eq!(every_cut(TwoPhase), 40 * 13 + 12 + 144 + 4);
+        // Atomic: 20 records of 7 words on one page, and no position journal.
+        assert_eq!(every_cut(Atomic), 140 + 5 + 1);
+        // Two-phase: 20 prepared and 20 committed records of 12 words, 20 to a page
+        // (2 pages), and the 20 position records of 6 words.
+        assert_eq!(every_cut(TwoPhase), 40 * 12 + 10 + 125 + 3);
     }
 
     #[test]

@@ -63,15 +63,28 @@ pub fn check_recovery(image: &[u8]) {
         let at = journal.newest().expect("a record comes from a slot");
         let slot = Journal::<OffsetTotal>::SLOT;
         let start = (at.page * 256) as usize + HEADER_SIZE + at.slot as usize * slot;
-        let bytes = &flash.pages()[at.page as usize][start % 256..start % 256 + slot];
-        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&bytes[..slot - 4]);
-        assert_eq!(
-            crc.to_le_bytes(),
-            bytes[slot - 4..],
+        let page = &flash.pages()[at.page as usize];
+        let bytes = &page[start % 256..start % 256 + slot];
+        // Format 2: the slot's sequence number is its page's first (header bytes 12..16)
+        // plus its index; the check word is CRC-32C over it and the payload, a CRC that
+        // would read erased stored with its low bit cleared.
+        let seq = u32::from_le_bytes(page[12..16].try_into().unwrap()) + at.slot;
+        assert_eq!(journal.newest_seq(), Some(seq));
+        let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+        let mut digest = crc32c.digest();
+        digest.update(&seq.to_le_bytes());
+        digest.update(&bytes[..slot - 4]);
+        // A record written after the journal stepped over torn slots has its CRC XOR
+        // 0x5EA1_ED00.
+        let seal = |crc: u32| if crc == u32::MAX { crc - 1 } else { crc };
+        let crc = digest.finalize();
+        let stored = u32::from_le_bytes(bytes[slot - 4..].try_into().unwrap());
+        assert!(
+            stored == seal(crc) || stored == seal(crc ^ 0x5EA1_ED00),
             "returned a record whose CRC does not match"
         );
         let payload: OffsetTotal =
-            postcard::from_bytes(&bytes[4..slot - 4]).expect("payload decodes");
+            postcard::from_bytes(&bytes[..slot - 4]).expect("payload decodes");
         assert_eq!(
             payload, record,
             "returned a record other than the newest slot's"
