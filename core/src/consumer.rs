@@ -194,9 +194,17 @@ impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for ConsumerEr
 #[derive(Debug, Clone)]
 pub struct Consumer<K: Sinks> {
     sinks: K,
-    config: ConsumerConfig,
     state: K::State,
     durable: K::Durable,
+    cursor: Cursor,
+}
+
+/// Where a consumer is in its log and what it owes: the part of a step that does not
+/// depend on the sinks. It is compiled once, not once per store: on a Cortex-M0 image
+/// with six stores, scheduling inside the generic step cost about 300 bytes a store.
+#[derive(Debug, Clone)]
+struct Cursor {
+    config: ConsumerConfig,
     next: Offset,
     resume_at: Offset,
     delivered: Option<Event>,
@@ -205,6 +213,92 @@ pub struct Consumer<K: Sinks> {
     applied: bool,
     /// A commit to make before anything else: the next offset it records.
     commit_due: Option<Offset>,
+}
+
+/// What the sinks owe next.
+enum Due {
+    /// Write the delivered event to sink `usize`.
+    Write(Event, usize),
+    /// Commit the position: the next offset to read.
+    Commit(Offset),
+    /// Nothing for the sinks: this is the step.
+    Report(Step),
+}
+
+impl Cursor {
+    /// What comes next: a write, a commit, or a step that touches no sink (a delivery,
+    /// the end).
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn due<L: Log + ?Sized>(&mut self, log: &L) -> Due {
+        if let Some(event) = self.delivered {
+            return Due::Write(event, self.written);
+        }
+        if self.commit_due.is_none() {
+            let Some(event) = log.get(self.next) else {
+                return Due::Report(Step::Done);
+            };
+            if self.config.guarantee == Guarantee::AtMostOnce && self.resume_at <= event.offset {
+                self.commit_due = Some(
+                    self.config
+                        .checkpoint_every
+                        .batch_end(event.offset, log.len()),
+                );
+            } else {
+                self.delivered = Some(event);
+                return Due::Report(Step::Deliver(event));
+            }
+        }
+        match self.commit_due {
+            Some(next) => Due::Commit(next),
+            None => Due::Report(Step::Done),
+        }
+    }
+
+    /// One of `writes` sinks wrote `event` with `outcome`, in a log of `len` events.
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn written(&mut self, event: Event, outcome: Outcome, writes: usize, len: u64) -> Step {
+        self.applied |= outcome == Outcome::Applied;
+        self.written += 1;
+        if self.written < writes {
+            return Step::Between(event);
+        }
+        let outcome = if self.applied {
+            Outcome::Applied
+        } else {
+            Outcome::Skipped
+        };
+        (self.delivered, self.written, self.applied) = (None, 0, false);
+        self.next = event.offset + 1;
+        if self.config.guarantee == Guarantee::AtLeastOnce
+            && self.config.checkpoint_every.closes_batch(event.offset, len)
+        {
+            self.commit_due = Some(self.next);
+        }
+        Step::Effect(event, outcome)
+    }
+
+    /// The sinks made `phase` of the commit of `next` durable.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn committed(&mut self, next: Offset, phase: Phase) -> Step {
+        match phase {
+            Phase::Prepared => Step::Prepare { next },
+            Phase::Committed => {
+                self.resume_at = next;
+                self.commit_due = None;
+                Step::Commit { next }
+            }
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.delivered.is_none() && self.commit_due.is_none()
+    }
 }
 
 impl<K: Sinks> Consumer<K> {
@@ -221,15 +315,17 @@ impl<K: Sinks> Consumer<K> {
         let (durable, state, resume_at) = sinks.open(flash, &layout)?;
         Ok(Self {
             sinks,
-            config,
             state,
             durable,
-            next: resume_at,
-            resume_at,
-            delivered: None,
-            written: 0,
-            applied: false,
-            commit_due: None,
+            cursor: Cursor {
+                config,
+                next: resume_at,
+                resume_at,
+                delivered: None,
+                written: 0,
+                applied: false,
+                commit_due: None,
+            },
         })
     }
 
@@ -238,8 +334,8 @@ impl<K: Sinks> Consumer<K> {
     /// offset to read). Sinks that keep the position in their own record ignore it.
     pub fn resume_from(&mut self, outside: Offset) {
         if let Some(at) = K::adopt_position(outside).filter(|_| self.is_idle()) {
-            self.resume_at = at;
-            self.next = at;
+            self.cursor.resume_at = at;
+            self.cursor.next = at;
         }
     }
 
@@ -249,55 +345,18 @@ impl<K: Sinks> Consumer<K> {
         flash: &mut F,
         log: &L,
     ) -> Result<Step, ConsumerError<F::Error>> {
-        let every = self.config.checkpoint_every;
-        if let Some(event) = self.delivered {
-            let outcome = self.sinks.write(
-                &mut self.durable,
-                flash,
-                &mut self.state,
-                &event,
-                self.written,
-            )?;
-            self.applied |= outcome == Outcome::Applied;
-            self.written += 1;
-            if self.written < K::WRITES {
-                return Ok(Step::Between(event));
+        match self.cursor.due(log) {
+            Due::Write(event, sink) => {
+                let outcome =
+                    self.sinks
+                        .write(&mut self.durable, flash, &mut self.state, &event, sink)?;
+                Ok(self.cursor.written(event, outcome, K::WRITES, log.len()))
             }
-            let outcome = if self.applied {
-                Outcome::Applied
-            } else {
-                Outcome::Skipped
-            };
-            (self.delivered, self.written, self.applied) = (None, 0, false);
-            self.next = event.offset + 1;
-            if self.config.guarantee == Guarantee::AtLeastOnce
-                && every.closes_batch(event.offset, log.len())
-            {
-                self.commit_due = Some(self.next);
+            Due::Commit(next) => {
+                let phase = K::commit(&mut self.durable, flash, &mut self.state, next)?;
+                Ok(self.cursor.committed(next, phase))
             }
-            return Ok(Step::Effect(event, outcome));
-        }
-        if self.commit_due.is_none() {
-            let Some(event) = log.get(self.next) else {
-                return Ok(Step::Done);
-            };
-            if self.config.guarantee == Guarantee::AtMostOnce && self.resume_at <= event.offset {
-                self.commit_due = Some(every.batch_end(event.offset, log.len()));
-            } else {
-                self.delivered = Some(event);
-                return Ok(Step::Deliver(event));
-            }
-        }
-        let Some(next) = self.commit_due else {
-            return Ok(Step::Done);
-        };
-        match K::commit(&mut self.durable, flash, &mut self.state, next)? {
-            Phase::Prepared => Ok(Step::Prepare { next }),
-            Phase::Committed => {
-                self.resume_at = next;
-                self.commit_due = None;
-                Ok(Step::Commit { next })
-            }
+            Due::Report(step) => Ok(step),
         }
     }
 
@@ -330,19 +389,19 @@ impl<K: Sinks> Consumer<K> {
     /// The durable position: the next offset to read after a crash (0 when nothing was
     /// committed yet).
     pub fn resume_at(&self) -> Offset {
-        self.resume_at
+        self.cursor.resume_at
     }
 
     /// Whether the consumer is between events: nothing delivered and not yet applied,
     /// no commit due. Two consumers that are idle with equal state, durable position and
     /// next offset behave the same from there on.
     pub fn is_idle(&self) -> bool {
-        self.delivered.is_none() && self.commit_due.is_none()
+        self.cursor.is_idle()
     }
 
     /// The next offset this consumer will read.
     pub fn next_offset(&self) -> Offset {
-        self.next
+        self.cursor.next
     }
 
     /// What recovery did with a record in doubt when this consumer was opened (a

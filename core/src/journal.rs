@@ -68,6 +68,8 @@ const ERASED_WORD: u32 = u32::MAX;
 
 /// CRC-32C of `bytes`. One copy on bare metal, where it is small but slow enough that
 /// inlining it at each of its four callers costs flash for nothing.
+// Out of line on bare metal: inlined, it was copied into several callers
+// (BENCHMARKS.md, "Firmware size").
 #[cfg_attr(target_os = "none", inline(never))]
 fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
@@ -120,6 +122,16 @@ pub struct OffsetTotal {
 impl MaxSize for OffsetTotal {
     const POSTCARD_MAX_SIZE: usize = 8;
 }
+
+/// The count of appends a journal handle keeps. 32 bits on bare metal, where a 64-bit
+/// field in the journal (8-byte aligned, moved at every layer of recovery) cost 644 bytes
+/// of Cortex-M0 code in idem-feed, and where a flash wears out long before 2^32 appends
+/// (at 20,000 cycles a page, 256 KiB of 1 KiB pages take 5,120,000 erases, some 420
+/// million 12-byte records); 64 bits on a host.
+#[cfg(target_os = "none")]
+type Count = u32;
+#[cfg(not(target_os = "none"))]
+type Count = u64;
 
 /// A run of whole flash pages given to one journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,7 +271,7 @@ struct Ring {
     /// The cursor's page was erased by this ring and every slot from the cursor on has
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
-    appended: u64,
+    appended: Count,
     /// Made by [`Journal::for_inspection`]: never writes.
     inspect_only: bool,
 }
@@ -321,6 +333,9 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 
     /// Appends a value that encodes exactly as a `T` (a struct of borrowed fields beside
     /// the owned one), so a large record need not be cloned to be written.
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     pub(crate) fn append_view<F: NorFlash, V: Serialize + ?Sized>(
         &mut self,
         flash: &mut F,
@@ -405,8 +420,10 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     }
 
     /// Records appended through this handle since it was opened.
+    // A conversion on bare metal, where the count is 32 bits.
+    #[allow(clippy::useless_conversion)]
     pub fn appended(&self) -> u64 {
-        self.ring.appended
+        u64::from(self.ring.appended)
     }
 
     /// Where the newest valid record is, if any.
@@ -832,6 +849,8 @@ impl Ring {
         }
     }
 
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
     fn advance(&mut self) {
         let next = self.after(self.cursor);

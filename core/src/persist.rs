@@ -348,6 +348,9 @@ struct SinkThenPosition<R> {
 
 impl<R: Serialize + serde::de::DeserializeOwned + MaxSize> SinkThenPosition<R> {
     /// Commits `next`, recording the store journal's newest record beside it.
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn commit<F: NorFlash>(
         &mut self,
         flash: &mut F,
@@ -810,7 +813,10 @@ impl<S: Store> Sinks for S {
         S::Persist::open(flash, layout, layout.sink)
     }
 
-    #[inline]
+    // Inlined on a host; out of line on bare metal, where each copy costs flash
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(not(target_os = "none"), inline)]
+    #[cfg_attr(target_os = "none", inline(never))]
     fn write<F: NorFlash>(
         &self,
         durable: &mut S::Persist,

@@ -386,6 +386,9 @@ impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
         let _ = state.seen.push(MessageId(u64::from_le_bytes(older.id)));
     }
 
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn finish((mut state, held): Self::Rebuild) -> Option<WindowState<W>> {
         state.seen.reverse();
         (state.seen.len() == held).then_some(state)
@@ -668,6 +671,9 @@ impl TwoPhaseRecord for TwoPhase {
         state.prepared = Some(next);
     }
 
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn resolve(state: &mut TwoPhaseState, commit: bool) {
         match (state.prepared.take(), commit) {
             (Some(next), true) => {

@@ -406,6 +406,9 @@ impl<E> From<ConsumerError<E>> for FeedError<E> {
 }
 
 impl<E> From<JournalError<E>> for FeedError<E> {
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn from(e: JournalError<E>) -> Self {
         Self::Consumer(ConsumerError::Journal(e))
     }
@@ -464,6 +467,9 @@ macro_rules! consumers {
         }
 
         impl AnyConsumer {
+            // Out of line on bare metal: inlined, it was copied into several callers
+            // (BENCHMARKS.md, "Firmware size").
+            #[cfg_attr(target_os = "none", inline(never))]
             fn step<F: NorFlash>(
                 &mut self,
                 flash: &mut F,
@@ -511,29 +517,51 @@ consumers!(
 );
 
 impl AnyConsumer {
-    fn open<F: NorFlash>(
+    /// Opens the consumer of `config`'s store into `slot`. Written in place: returning the
+    /// consumer by value through `Result` and `Option` copied it field by field at each
+    /// layer, in each of the six arms.
+    fn open_into<F: NorFlash>(
+        slot: &mut Option<Self>,
         flash: &mut F,
         layout: Layout,
         config: &StreamConfig,
-    ) -> Result<Self, ConsumerError<F::Error>> {
+    ) -> Result<(), ConsumerError<F::Error>> {
         // A record or a configuration with K = 0 is refused before it gets here; 1 keeps
         // the type total.
         let every = CheckpointEvery::new(u64::from(config.checkpoint_every))
             .unwrap_or(CheckpointEvery::MIN);
         let c = ConsumerConfig::every(every);
-        Ok(match config.store {
-            StoreId::Naive => Self::Naive(Consumer::open(flash, layout, Naive, c)?),
-            StoreId::Offset => Self::Offset(Consumer::open(flash, layout, OffsetStamped, c)?),
+        *slot = None;
+        match config.store {
+            StoreId::Naive => *slot = Some(Self::Naive(Consumer::open(flash, layout, Naive, c)?)),
+            StoreId::Offset => {
+                *slot = Some(Self::Offset(Consumer::open(
+                    flash,
+                    layout,
+                    OffsetStamped,
+                    c,
+                )?))
+            }
             StoreId::MessageId => {
                 let w = MessageIdWindow::<WINDOW>::new(WINDOW).map_err(ConsumerError::Store)?;
-                Self::MessageId(Consumer::open(flash, layout, w, c)?)
+                *slot = Some(Self::MessageId(Consumer::open(flash, layout, w, c)?))
             }
             StoreId::ProducerSeq => {
-                Self::ProducerSeq(Consumer::open(flash, layout, ProducerSeq::<PRODUCERS>, c)?)
+                *slot = Some(Self::ProducerSeq(Consumer::open(
+                    flash,
+                    layout,
+                    ProducerSeq::<PRODUCERS>,
+                    c,
+                )?))
             }
-            StoreId::Atomic => Self::Atomic(Consumer::open(flash, layout, Atomic, c)?),
-            StoreId::TwoPhase => Self::TwoPhase(Consumer::open(flash, layout, TwoPhase, c)?),
-        })
+            StoreId::Atomic => {
+                *slot = Some(Self::Atomic(Consumer::open(flash, layout, Atomic, c)?))
+            }
+            StoreId::TwoPhase => {
+                *slot = Some(Self::TwoPhase(Consumer::open(flash, layout, TwoPhase, c)?))
+            }
+        }
+        Ok(())
     }
 }
 
@@ -581,6 +609,9 @@ impl Device {
     /// Boots: recovers the feed's record and, if its flash holds a stream, that
     /// stream's consumer; counts the boot. `tag` is the image's: storage written by
     /// another image is erased. `budget` is the RAM the device has for a consumer.
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     pub fn boot<F: NorFlash>(
         flash: &mut F,
         layout: FeedLayout,
@@ -605,10 +636,10 @@ impl Device {
             record.stream_boots += 1;
         }
         journal.append(flash, &record)?;
-        let consumer = match &record.stream {
-            Some(config) => Some(AnyConsumer::open(flash, layout.consumer(tag), config)?),
-            None => None,
-        };
+        let mut consumer = None;
+        if let Some(config) = &record.stream {
+            AnyConsumer::open_into(&mut consumer, flash, layout.consumer(tag), config)?;
+        }
         let mut device = Self {
             record,
             journal,
@@ -652,6 +683,9 @@ impl Device {
     }
 
     /// The counters of what was dropped, with the firmware's stack high-water mark.
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     pub fn stats(&self, stack_bytes: u32) -> FromDevice {
         FromDevice::Stats {
             garbled: self.garbled,
@@ -690,6 +724,9 @@ impl Device {
     /// [`Device::handle`], calling `after_effect` after each effect a batch applies (an
     /// emulator's firmware waits there as long as a board's flash would, so a reset can
     /// land between two effects of a batch).
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     pub fn handle_paced<F: NorFlash>(
         &mut self,
         flash: &mut F,
@@ -745,7 +782,7 @@ impl Device {
             self.record.stream = Some(*config);
             self.record.stream_boots = 1;
             self.journal.append(flash, &self.record)?;
-            self.consumer = Some(AnyConsumer::open(flash, l, config)?);
+            AnyConsumer::open_into(&mut self.consumer, flash, l, config)?;
             self.end = None;
             self.arm();
         }
@@ -769,6 +806,9 @@ impl Device {
         }
     }
 
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn apply<F: NorFlash>(
         &mut self,
         flash: &mut F,

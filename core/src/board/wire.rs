@@ -220,6 +220,9 @@ impl<T: serde::de::DeserializeOwned, const N: usize> Reader<T, N> {
         self.overflowed = false;
     }
 
+    // Out of line on bare metal: inlined, it was copied into several callers
+    // (BENCHMARKS.md, "Firmware size").
+    #[cfg_attr(target_os = "none", inline(never))]
     fn read(domain: &[u8], bytes: &mut [u8]) -> Result<T, WireError> {
         let n = cobs::decode_in_place(bytes).map_err(|_| WireError::Cobs)?;
         if n < 4 {
