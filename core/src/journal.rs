@@ -68,8 +68,6 @@ const ERASED_WORD: u32 = u32::MAX;
 
 /// CRC-32C of `bytes`. One copy on bare metal, where it is small but slow enough that
 /// inlining it at each of its four callers costs flash for nothing.
-// Out of line on bare metal: inlined, it was copied into several callers
-// (BENCHMARKS.md, "Firmware size").
 #[cfg_attr(target_os = "none", inline(never))]
 fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
