@@ -83,20 +83,35 @@ pub const fn slot_size<T: MaxSize>() -> usize {
 }
 
 /// XORed into the check word of a record written after the journal stepped over torn
-/// slots.
+/// slots, with the number of those slots (1 to [`TORN_MAX`]) in bits 1 to 4.
 ///
 /// The mark is what tells a write cut short apart from a record lost later: the slot of a
-/// write cut short is stepped over by the next append after the restart, which says so
-/// in its own check word; a record damaged after it was written leaves a hole that no
-/// newer record vouches for.
+/// write cut short is stepped over by the next append after the restart, which says so,
+/// and how many slots it stepped over, in its own check word. A record damaged after it
+/// was written leaves a hole no newer record vouches for, or one slot more than the
+/// vouching record counted (a write cut short right after it, then the record damaged).
+/// A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32 without
+/// the mark).
 pub const AFTER_TORN: u32 = 0x5EA1_ED00;
+/// The most torn slots a check word counts; a count of `TORN_MAX` means that many or more.
+pub const TORN_MAX: u32 = 15;
+const TORN_BITS: u32 = TORN_MAX << 1;
+
+/// What a check word is XORed with for a record written over `torn` torn slots.
+const fn torn_mark(torn: u32) -> u32 {
+    if torn == 0 {
+        0
+    } else {
+        AFTER_TORN | (if torn < TORN_MAX { torn } else { TORN_MAX } << 1)
+    }
+}
 
 /// The check word for `crc`, the CRC-32C over a record's sequence number (little-endian)
-/// and its slot bytes before the check word: XOR [`AFTER_TORN`] when the journal stepped
-/// over torn slots to write it, and never `0xFFFF_FFFF` (which would read as a word never
-/// written: such a value is stored with its low bit cleared).
-const fn check_word(crc: u32, after_torn: bool) -> u32 {
-    let check = crc ^ if after_torn { AFTER_TORN } else { 0 };
+/// and its slot bytes before the check word: XOR [`AFTER_TORN`] and the count when the
+/// journal stepped over `torn` slots to write it, and never `0xFFFF_FFFF` (which would
+/// read as a word never written: such a value is stored with its low bit cleared).
+const fn check_word(crc: u32, torn: u32) -> u32 {
+    let check = crc ^ torn_mark(torn);
     if check == ERASED_WORD {
         check & !1
     } else {
@@ -331,9 +346,6 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 
     /// Appends a value that encodes exactly as a `T` (a struct of borrowed fields beside
     /// the owned one), so a large record need not be cloned to be written.
-    // Out of line on bare metal: inlined, it was copied into several callers
-    // (BENCHMARKS.md, "Firmware size").
-    #[cfg_attr(target_os = "none", inline(never))]
     pub(crate) fn append_view<F: NorFlash, V: Serialize + ?Sized>(
         &mut self,
         flash: &mut F,
@@ -573,8 +585,10 @@ impl Ring {
             return Err(JournalError::NoSpace);
         }
         let attempts = self.region.pages * self.slots_per_page() + 1;
-        let mut stepped_over = false;
-        for _ in 0..attempts {
+        // Each pass that does not write steps over one torn slot: the pass number is how
+        // many this append has stepped over (the first since a restart, after a write that
+        // was cut, counts them all).
+        for stepped_over in 0..attempts {
             if !self.cursor_page_ready {
                 self.enter_page(flash, self.cursor.page)?;
             }
@@ -605,7 +619,6 @@ impl Ring {
             }
             // Not blank (a torn write from before a crash): skip the slot whole, and say
             // so in the record that follows.
-            stepped_over = true;
             self.advance();
         }
         Err(JournalError::NoSpace)
@@ -711,14 +724,14 @@ impl Ring {
             return Ok(());
         };
         // Whether every slot since the record visited last held a valid record, or that
-        // record was written over the torn slots between.
-        let mut adjacent = true;
+        // record was written over exactly the torn slots between.
         let slot = (self.slot as usize).clamp(4, MAX_SLOT_SIZE);
         let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
         let mut checked = None;
         let mut base = 0;
-        // The record visited last was written after stepping over torn slots.
-        let mut vouched = false;
+        // The torn slots the record visited last was written over, and the slots without a
+        // valid record met since.
+        let (mut vouched, mut gap) = (0, 0);
         for _ in 0..self.region.pages * self.slots_per_page() {
             if checked != Some(at.page) {
                 let (state, first_seq) = self.header(flash, at.page)?;
@@ -729,12 +742,17 @@ impl Ring {
                 base = first_seq;
             }
             match self.read_record(flash, at, base, &mut buf)? {
-                Some((seq, _)) if !visit(seq, &buf[4..slot], adjacent) => break,
-                Some((_, after_torn)) => {
-                    adjacent = true;
-                    vouched = after_torn;
+                Some((seq, _))
+                    if !visit(
+                        seq,
+                        &buf[4..slot],
+                        gap == vouched || (vouched == TORN_MAX && gap > TORN_MAX),
+                    ) =>
+                {
+                    break;
                 }
-                None => adjacent = vouched,
+                Some((_, torn)) => (vouched, gap) = (torn, 0),
+                None => gap += 1,
             }
             at = if at.slot > 0 {
                 SlotAddr {
@@ -763,15 +781,15 @@ impl Ring {
         Ok(self.read_record(flash, at, base, buf)?.map(|(seq, _)| seq))
     }
 
-    /// [`Ring::read_slot`], and whether the record was written after torn slots were
-    /// stepped over.
+    /// [`Ring::read_slot`], and how many torn slots were stepped over to write the record
+    /// (as its check word counts them).
     fn read_record<F: NorFlash>(
         &self,
         flash: &mut F,
         at: SlotAddr,
         base: u32,
         buf: &mut SlotBuf,
-    ) -> Result<Option<(u32, bool)>, JournalError<F::Error>> {
+    ) -> Result<Option<(u32, u32)>, JournalError<F::Error>> {
         // A slot holds at least its check word, and fits the buffer.
         let slot = (self.slot as usize).clamp(4, MAX_SLOT_SIZE);
         flash
@@ -787,11 +805,9 @@ impl Ring {
         // `check_word` in reverse: the stored word is the CRC, or the CRC XOR the mark, with
         // the low bit cleared where that made `0xFFFF_FFFF`.
         let sealed = if check == ERASED_WORD & !1 { !1 } else { !0 };
-        Ok(match (crc32c(&buf[..slot]) ^ check) & sealed {
-            0 => Some((seq, false)),
-            AFTER_TORN => Some((seq, true)),
-            _ => None,
-        })
+        let mark = (crc32c(&buf[..slot]) ^ check) & sealed;
+        let torn = (mark & TORN_BITS) >> 1;
+        Ok((mark == torn_mark(torn)).then_some((seq, torn)))
     }
 
     // Out of line on bare metal: it runs once a page, and inlined into each append it
@@ -1184,6 +1200,62 @@ mod tests {
         assert_eq!(
             walk(&mut g, &j),
             [(6, 11, true), (5, 10, true), (3, 2, true), (1, 0, false)]
+        );
+        // Record 3 (sequence 3), the one right before the torn slot, damaged: record 5
+        // vouches for one torn slot, the walk finds two, and says so.
+        let mut damaged = image(&f);
+        damaged[256 + HEADER_SIZE + 2 * Journal::<Rec>::SLOT] ^= 1;
+        let mut g = F::from_image(&damaged);
+        let (j, _) = open(&mut g);
+        assert_eq!(
+            walk(&mut g, &j),
+            [(6, 11, true), (5, 10, true), (2, 1, false), (1, 0, true)]
+        );
+    }
+
+    #[test]
+    fn writes_cut_short_twice_in_a_row_are_counted() {
+        let mut f = F::new();
+        let (mut j, _) = open(&mut f);
+        append_n(&mut f, &mut j, 0, 2);
+        // Two restarts, each cutting the next append in its first word write: the
+        // second one writes past the first one's torn slot, and is torn itself.
+        for _ in 0..2 {
+            f.schedule_power_cut(PowerCut::AtWordWrite(1));
+            assert!(
+                j.append(
+                    &mut f,
+                    &Rec {
+                        offset: 99,
+                        total: 0
+                    }
+                )
+                .is_err()
+            );
+            f.power_on();
+            j = open(&mut f).0;
+        }
+        append_n(&mut f, &mut j, 10, 1);
+        let mut seen = Vec::new();
+        j.recent(&mut f, |seq, rec, adjacent| {
+            seen.push((seq, rec.offset, adjacent));
+            true
+        })
+        .unwrap();
+        // Sequences 3 and 4 torn; record 5 counts two and follows on from record 2.
+        assert_eq!(seen, [(5, 10, true), (2, 1, true), (1, 0, true)]);
+        // Its check word carries the count: CRC-32C over the sequence number and the
+        // payload, XOR the mark with 2 in bits 1 to 4.
+        let at = 256 + HEADER_SIZE + 4 * Journal::<Rec>::SLOT;
+        let slot = &image(&f)[at..at + Journal::<Rec>::SLOT];
+        let (body, check) = slot.split_at(Journal::<Rec>::SLOT - 4);
+        let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+        let mut digest = crc32c.digest();
+        digest.update(&5u32.to_le_bytes());
+        digest.update(body);
+        assert_eq!(
+            u32::from_le_bytes(check.try_into().unwrap()),
+            digest.finalize() ^ 0x5EA1_ED00 ^ (2 << 1)
         );
     }
 
