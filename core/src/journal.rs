@@ -1097,6 +1097,17 @@ mod tests {
         }
     }
 
+    /// `Journal::recent` over every record: (sequence number, offset, adjacent).
+    fn walk(f: &mut F, j: &Journal<Rec>) -> Vec<(u32, u32, bool)> {
+        let mut seen = Vec::new();
+        j.recent(f, |seq, rec, adjacent| {
+            seen.push((seq, rec.offset, adjacent));
+            true
+        })
+        .unwrap();
+        seen
+    }
+
     fn image(f: &F) -> Vec<u8> {
         f.pages().iter().flatten().copied().collect()
     }
@@ -1108,12 +1119,7 @@ mod tests {
         let (mut j, _) = open(&mut f);
         append_n(&mut f, &mut j, 0, 40);
         assert_eq!(j.newest_seq(), Some(40));
-        let mut seen = Vec::new();
-        j.recent(&mut f, |seq, rec, adjacent| {
-            seen.push((seq, rec.offset, adjacent));
-            true
-        })
-        .unwrap();
+        let seen = walk(&mut f, &j);
         // The page being written holds 7 records; the two before it 11 each.
         assert_eq!(seen.len(), 29);
         assert!(
@@ -1171,15 +1177,6 @@ mod tests {
         let (mut j, r) = open(&mut f);
         assert_eq!(r.map(|r| r.offset), Some(2));
         append_n(&mut f, &mut j, 10, 2);
-        let walk = |f: &mut F, j: &Journal<Rec>| {
-            let mut seen = Vec::new();
-            j.recent(f, |seq, rec, adjacent| {
-                seen.push((seq, rec.offset, adjacent));
-                true
-            })
-            .unwrap();
-            seen
-        };
         // Sequence 4 is the torn slot; record 5 was written over it and says so.
         assert_eq!(
             walk(&mut f, &j),
@@ -1236,14 +1233,11 @@ mod tests {
             j = open(&mut f).0;
         }
         append_n(&mut f, &mut j, 10, 1);
-        let mut seen = Vec::new();
-        j.recent(&mut f, |seq, rec, adjacent| {
-            seen.push((seq, rec.offset, adjacent));
-            true
-        })
-        .unwrap();
         // Sequences 3 and 4 torn; record 5 counts two and follows on from record 2.
-        assert_eq!(seen, [(5, 10, true), (2, 1, true), (1, 0, true)]);
+        assert_eq!(
+            walk(&mut f, &j),
+            [(5, 10, true), (2, 1, true), (1, 0, true)]
+        );
         // Its check word carries the count: CRC-32C over the sequence number and the
         // payload, XOR the mark with 2 in bits 1 to 4.
         let at = 256 + HEADER_SIZE + 4 * Journal::<Rec>::SLOT;
