@@ -13,6 +13,7 @@ use idem_core::board::feed::{
     Host, StoreId, StreamConfig, TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, WireEvent,
 };
 use idem_core::board::feed::{DOMAIN, DeviceReader, HostReader, encode};
+use idem_core::lab::cost;
 use idem_core::lab::flash::{MemFlash, PowerCut};
 use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::{self, ProducerMode};
@@ -26,9 +27,9 @@ const LAYOUT: FeedLayout = FeedLayout {
 };
 /// One byte at 115200 baud, 8N1: 10 bits.
 const BYTE_US: u64 = 87;
-/// The nRF51's flash times (Nordic's SoftDevice specification).
-const WORD_US: u64 = 48;
-const ERASE_US: u64 = 22_000;
+/// The nRF51's flash times, the flash cost model's (`idem_core::lab::cost`).
+const WORD_US: u64 = cost::NRF51_WORD_WRITE_US as u64;
+const ERASE_US: u64 = cost::NRF51_PAGE_ERASE_US as u64;
 /// The device asks again after this much silence while it waits for a batch.
 const SILENCE_US: u64 = 50_000;
 const FIFO: usize = 6;
