@@ -477,8 +477,10 @@ pub trait Appendable: Store {
 /// ends at the one before it, whose state is the state before the torn effect, and the
 /// effect is replayed from the durable position as any unwritten effect is; a replayed
 /// effect that was appended is recognised by the rebuilt state (its id is in the window)
-/// and skipped. The records a state is rebuilt from are consecutive in sequence; a gap
-/// means records were lost, which recovery refuses ([`Disagreement::RecordsLost`]).
+/// and skipped. The records a state is rebuilt from follow on from each other in the
+/// journal ([`Journal::recent`](crate::journal::Journal::recent)'s `adjacent`); a hole no
+/// newer record vouches for means records were lost, which recovery refuses
+/// ([`Disagreement::RecordsLost`]).
 #[derive(Debug, Clone)]
 pub struct Appended<S: Appendable>(SinkThenPosition<Covered<S::Delta>>);
 
@@ -513,17 +515,15 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
             None => S::State::default(),
             Some(newest) => {
                 let (mut state, needed) = S::start(&newest.state);
-                let mut expect = sink.newest_seq().unwrap_or(0);
                 let mut found = 0;
-                sink.recent(flash, |seq, record, adjacent| {
-                    // A record lost from the middle leaves a gap in the sequence with a
-                    // slot between; a number the journal skipped leaves none.
-                    if found >= needed || (seq != expect && !adjacent) {
+                sink.recent(flash, |_, record, adjacent| {
+                    // A record lost from the middle leaves slots between that no newer
+                    // record says it stepped over (the journal tells writes cut short apart).
+                    if found >= needed || !adjacent {
                         return false;
                     }
                     S::fold_back(&mut state, &record.state);
                     found += 1;
-                    expect = seq.wrapping_sub(1);
                     true
                 })?;
                 S::finish(state).ok_or(ConsumerError::Disagree(Disagreement::RecordsLost {
