@@ -16,23 +16,59 @@ pub type Offset = u64;
 
 /// The application's id of a message (a payment id such as `p17`): chosen before the
 /// first send and the same on every send of that message.
+///
+/// An id that arrives as bytes (a Kafka record key, an `"id"` field) becomes a
+/// `MessageId` through [`MessageId::keyed`], under the [`IdKey`] of the state that
+/// remembers it.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, MaxSize,
 )]
 pub struct MessageId(pub u64);
 
+/// The secret that keys [`MessageId::keyed`]: 16 bytes, drawn once for a device (from its
+/// RNG, kept in its flash) or for a flash image (from the operating system, kept in its
+/// header), and the same for as long as that state remembers ids.
+///
+/// A producer that does not know the key can choose two ids that share a `MessageId`
+/// only by chance, as for random ids: about `n² / 2⁶⁵` for `n` distinct ids. With the
+/// key known (or with [`IdKey::PUBLIC`]) a collision can be searched for.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+pub struct IdKey(pub [u8; 16]);
+
+impl IdKey {
+    /// The key of ids that idem chooses itself (the built-in scenarios' `p17`, stream
+    /// ids): public, so no defence against ids chosen to collide.
+    pub const PUBLIC: Self = Self([0; 16]);
+}
+
+impl core::fmt::Debug for IdKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // A secret is not printed.
+        f.write_str(if *self == Self::PUBLIC {
+            "IdKey(public)"
+        } else {
+            "IdKey(..)"
+        })
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for IdKey {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        // A secret is not logged.
+        defmt::write!(f, "IdKey(..)");
+    }
+}
+
 impl MessageId {
-    /// The id of an application key such as `b"p17"` (a Kafka record key): FNV-1a, 64 bits.
-    /// Stable across runs and machines, so a dedup window kept in flash stays valid.
-    pub const fn from_key(key: &[u8]) -> Self {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut i = 0;
-        while i < key.len() {
-            h ^= key[i] as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            i += 1;
-        }
-        Self(h)
+    /// The id of the bytes `id` (such as `b"p17"`) under `key`: SipHash-2-4, 64 bits.
+    /// The same bytes and key give the same id on every run and machine, so a dedup
+    /// window kept in flash stays valid.
+    pub fn keyed(key: &IdKey, id: &[u8]) -> Self {
+        use core::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher24::new_with_key(&key.0);
+        h.write(id);
+        Self(h.finish())
     }
 }
 
@@ -350,7 +386,7 @@ mod tests {
 
     fn msg(id: &str, seq: u32, amount: i64) -> Message {
         Message {
-            id: MessageId::from_key(id.as_bytes()),
+            id: MessageId::keyed(&IdKey::PUBLIC, id.as_bytes()),
             producer: 1,
             epoch: 0,
             seq,
@@ -398,9 +434,22 @@ mod tests {
     }
 
     #[test]
-    fn message_ids_from_keys_are_stable_fnv1a() {
-        assert_eq!(MessageId::from_key(b""), MessageId(0xcbf2_9ce4_8422_2325));
-        assert_eq!(MessageId::from_key(b"a"), MessageId(0xaf63_dc4c_8601_ec8c));
-        assert_ne!(MessageId::from_key(b"p17"), MessageId::from_key(b"p18"));
+    fn message_ids_are_siphash_2_4_under_their_key() {
+        // The reference vector of SipHash-2-4 (the paper's appendix A): key 00..0f, the
+        // message 00..0e, 0xa129ca6149be45e5.
+        let key = IdKey(core::array::from_fn(|i| i as u8));
+        let msg: [u8; 15] = core::array::from_fn(|i| i as u8);
+        assert_eq!(
+            MessageId::keyed(&key, &msg),
+            MessageId(0xa129_ca61_49be_45e5)
+        );
+        let p = |id: &[u8]| MessageId::keyed(&IdKey::PUBLIC, id);
+        assert_ne!(p(b"p17"), p(b"p18"));
+        assert_ne!(
+            MessageId::keyed(&key, b"p17"),
+            p(b"p17"),
+            "another key, another id"
+        );
+        assert_eq!(format!("{key:?}"), "IdKey(..)", "the secret is not printed");
     }
 }

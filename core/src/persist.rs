@@ -733,6 +733,9 @@ pub trait Sinks: Clone + Debug {
     type Durable: Clone + Debug;
     /// Whether every sink promises an exact total under replay.
     const IDEMPOTENT: bool;
+    /// Whether every sink's rule makes a repeated message harmless by itself
+    /// ([`Store::NATURALLY_IDEMPOTENT`]).
+    const NATURALLY_IDEMPOTENT: bool = false;
     /// Whether effects reach flash only at a commit ([`Persistence::BATCHED`]).
     const BATCHED: bool;
     /// Whether a sink's records must reach the flash in order ([`Persistence::ORDERED`]).
@@ -800,6 +803,7 @@ impl<S: Store> Sinks for S {
     type State = S::State;
     type Durable = S::Persist;
     const IDEMPOTENT: bool = S::IDEMPOTENT;
+    const NATURALLY_IDEMPOTENT: bool = S::NATURALLY_IDEMPOTENT;
     const BATCHED: bool = <S::Persist as Persistence<S>>::BATCHED;
     const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
     const ORDERED_SINK: bool = <S::Persist as Persistence<S>>::ORDERED;
@@ -919,6 +923,7 @@ where
     type State = (A::State, B::State);
     type Durable = PairJournals<A, B>;
     const IDEMPOTENT: bool = A::IDEMPOTENT && B::IDEMPOTENT;
+    const NATURALLY_IDEMPOTENT: bool = A::NATURALLY_IDEMPOTENT && B::NATURALLY_IDEMPOTENT;
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
     const WRITES: usize = 2;

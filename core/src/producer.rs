@@ -223,7 +223,7 @@ mod tests {
     use crate::log::VecLog;
 
     fn id(k: &str) -> MessageId {
-        MessageId::from_key(k.as_bytes())
+        MessageId::keyed(&crate::log::IdKey::PUBLIC, k.as_bytes())
     }
 
     #[test]

@@ -50,6 +50,11 @@ pub trait Store: Clone + Debug {
     /// [`Naive`]); checkers hold such a store to the true total.
     const IDEMPOTENT: bool = true;
 
+    /// Whether applying a message again is harmless by the rule itself, with no memory of
+    /// what was applied (a gauge's set and max): a checker then does not count the repeat
+    /// of a replay as a duplicate.
+    const NATURALLY_IDEMPOTENT: bool = false;
+
     /// Applies `event` to `state` in RAM. A bounded memory that is full is an error.
     fn apply(&self, state: &mut Self::State, event: &Event) -> Result<Outcome, StoreError>;
 
@@ -125,6 +130,7 @@ impl Store for Set {
     type State = GaugeState;
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0007;
+    const NATURALLY_IDEMPOTENT: bool = true;
 
     fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
         state.value = Some(event.message.amount);
@@ -145,6 +151,7 @@ impl Store for Max {
     type State = GaugeState;
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5301_0008;
+    const NATURALLY_IDEMPOTENT: bool = true;
 
     fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
         let reading = event.message.amount;

@@ -17,7 +17,7 @@ use idem_core::lab::cost;
 use idem_core::lab::flash::{MemFlash, PowerCut};
 use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::{self, ProducerMode};
-use idem_core::log::{GeneratedLog, Log};
+use idem_core::log::{GeneratedLog, IdKey, Log};
 
 const PAGE: usize = 1024;
 type Flash = MemFlash<{ FEED_PAGES as usize }, PAGE>;
@@ -35,6 +35,10 @@ const SILENCE_US: u64 = 50_000;
 const FIFO: usize = 6;
 /// The host says hello after this much silence (the device lost its configuration).
 const HOST_SILENCE_US: u64 = 500_000;
+/// The device's id key, as its RNG would draw it at the first boot of its storage.
+fn new_key() -> Option<IdKey> {
+    Some(IdKey(*b"the board's key!"))
+}
 
 /// Faults to inject, per byte or per microsecond of device time.
 #[derive(Clone, Copy, Default)]
@@ -102,7 +106,7 @@ fn feed(
     let mut flash = Flash::filled(0);
     flash.seed_noise(seed);
     let mut host = Host::new(config);
-    let (mut device, boot) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+    let (mut device, boot) = Device::boot(&mut flash, LAYOUT, 1, 4096, new_key).unwrap();
     let mut reader = DeviceReader::in_domain(DOMAIN);
     let mut host_reader = HostReader::in_domain(DOMAIN);
     // Bytes on their way: (time they reach the other end, byte).
@@ -147,11 +151,14 @@ fn feed(
                 {
                     resends += 1;
                 }
-                if let Heard::Report {
-                    said: FromDevice::Done { total, .. },
-                    ..
+                if let Heard::Done {
+                    total, undelivered, ..
                 } = heard
                 {
+                    assert_eq!(
+                        undelivered, None,
+                        "the host delivered every offset and saw it acknowledged durable"
+                    );
                     return Outcome {
                         total,
                         dropped_in_fifo,
@@ -282,7 +289,8 @@ fn feed(
                             cuts += 1;
                         }
                         flash.power_on();
-                        let (rebooted, boot) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+                        let (rebooted, boot) =
+                            Device::boot(&mut flash, LAYOUT, 1, 4096, new_key).unwrap();
                         let (g, o) = (device.garbled, device.out_of_order);
                         device = rebooted;
                         (device.garbled, device.out_of_order) = (g, o);

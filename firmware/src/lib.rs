@@ -1,10 +1,12 @@
 //! idem on a BBC micro:bit: the board glue both images share (the NVMC flash driver, the
-//! UART, the timer, the stack's high-water mark). The images are `idem-firmware` (the
+//! UART, the timer, the stack's high-water mark), and the RNG idem-feed draws its id key
+//! from. The images are `idem-firmware` (the
 //! DDIA demo, src/main.rs) and `idem-feed` (a consumer of the stream the host feeds it,
 //! src/bin/feed.rs); every rule they follow is `idem_core`'s.
 #![no_std]
 
 pub mod nvmc;
+pub mod rng;
 pub mod stack;
 pub mod timer;
 pub mod uart;

@@ -1,6 +1,8 @@
 //! Temporary files removed on every path: on success, on error (a guard's drop) and on
-//! SIGINT, SIGTERM or SIGHUP (a handler installed once in `main`). SIGKILL cannot be
-//! caught; what it leaves is named so `ls` shows whose it is (`NAME.tmp.PID`).
+//! SIGINT, SIGTERM or SIGHUP (a handler installed once in `main`). Only paths this
+//! process registered are ever removed. SIGKILL cannot be caught: what it leaves is
+//! named so `ls` shows whose it is (`NAME.XXXXXXXX.idem-tmp`, see `files`), and idem
+//! never removes such a file later, since nothing proves that it made it.
 //!
 //! A command that owns child processes (`chaos`) asks to handle the signal itself: the
 //! handler then only raises a flag, and the command kills its child, removes its files
@@ -53,12 +55,11 @@ fn remove_all() {
     }
 }
 
-/// A file removed when the guard drops, unless [`Temp::keep`] is called first, and
-/// when a signal stops the process.
+/// A file removed when the guard drops and when a signal stops the process: a path
+/// this process chose and creates itself (`chaos`'s image in the temporary folder).
 #[derive(Debug)]
 pub struct Temp {
     path: PathBuf,
-    armed: bool,
 }
 
 impl Temp {
@@ -69,18 +70,7 @@ impl Temp {
         }
         Self {
             path: path.to_owned(),
-            armed: true,
         }
-    }
-
-    /// The path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The file is no longer temporary (it was renamed into place): do not remove it.
-    pub fn keep(mut self) {
-        self.armed = false;
     }
 }
 
@@ -89,35 +79,36 @@ impl Drop for Temp {
         if let Ok(mut files) = FILES.lock() {
             files.retain(|f| f != &self.path);
         }
-        if self.armed {
-            let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A path the signal handler removes while the guard lives; dropping the guard only
+/// takes it off the list (the file's owner, such as a `tempfile::NamedTempFile`,
+/// removes it itself).
+#[derive(Debug)]
+pub struct Registered {
+    path: PathBuf,
+}
+
+impl Registered {
+    /// Registers `path` for removal by the signal handler.
+    pub fn new(path: &Path) -> Self {
+        if let Ok(mut files) = FILES.lock() {
+            files.push(path.to_owned());
+        }
+        Self {
+            path: path.to_owned(),
         }
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed
-/// over `path`. A cut or full disk leaves `path` as it was, never half written.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let name = path.file_name().map_or_else(
-        || std::ffi::OsString::from("out"),
-        std::ffi::OsStr::to_os_string,
-    );
-    let mut tmp_name = name;
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = Temp::new(&path.with_file_name(tmp_name));
-    let written = std::fs::File::create(tmp.path()).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    written
-        .and_then(|()| std::fs::rename(tmp.path(), path))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "writing {}: {e}; the file was left as it was",
-                path.display()
-            )
-        })?;
-    tmp.keep();
-    Ok(())
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut files) = FILES.lock()
+            && let Some(i) = files.iter().position(|f| f == &self.path)
+        {
+            files.swap_remove(i);
+        }
+    }
 }

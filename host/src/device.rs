@@ -45,7 +45,7 @@ pub fn scenario_of(meta: &Meta, path: &Path) -> anyhow::Result<(Loaded, StoreKin
         ))
     })?;
     let args = ScenarioArgs {
-        events: (kind == ScenarioKind::Ddia).then_some(meta.events),
+        events: kind.takes_events().then_some(meta.events),
         checkpoint_every: Some(meta.checkpoint_every),
         no_crash: true,
         window: meta.window,

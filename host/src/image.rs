@@ -5,18 +5,21 @@
 //!
 //! ```text
 //! 0..512     header: "IDEMFLSH", format version, page size, page count, the run it
-//!            belongs to (JSON: scenario, store, events, checkpoint interval, window),
-//!            a CRC-32C of all that (at 380), and one erase counter per page (from 384)
+//!            belongs to (JSON: scenario, store, events, checkpoint interval, window,
+//!            pages), the image's message-id key (16 bytes at 344), a CRC-32C of all
+//!            that (at 380), and one erase counter per page (from 384)
 //! 512..      the flash: page count x page size bytes, as a chip would hold them
 //! ```
 //!
-//! The header is written once, through a temporary file linked into place, so a run
-//! killed while creating an image leaves no half-written one. A missing file is created
-//! erased; a file of the wrong size, with a bad header, or made for another run is
-//! refused and left untouched. An open image is locked (`flock`): one process writes it,
-//! or any number read it.
+//! The header is written once, through a temporary file (created exclusively under an
+//! unpredictable name, `files::temporary_beside`) linked into place, so a run killed
+//! while creating an image leaves no half-written one. A missing file is created
+//! erased, with a key drawn from the operating system; a file of the wrong size, with a
+//! bad header, or made for another run is refused and left untouched, and so is a path
+//! that is not a regular file (checked before it is opened: a named pipe never blocks).
+//! An open image is locked (`flock`): one process writes it, or any number read it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -28,18 +31,23 @@ use embedded_storage::nor_flash::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
+use idem_core::log::IdKey;
 use idem_core::sync::{Area, SyncMode, SyncRules};
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
 const MAGIC: &[u8; 8] = b"IDEMFLSH";
-/// Version 2: a header checksum, and journal records that carry what the recovery
-/// cross-check needs (images of version 1 hold records this idem does not read).
-const VERSION: u32 = 2;
+/// Version 3: the image's own message-id key in the header. Version 2 added a header
+/// checksum and journal records that carry what the recovery cross-check needs (images
+/// of version 1 hold records this idem does not read); an image of version 2 has no key,
+/// and ids hashed under a key it never had would not match the ones it remembers.
+const VERSION: u32 = 3;
 /// CRC-32C of the header's bytes before it (the erase counters after it change).
 const HEADER_CRC_AT: usize = 380;
 const META_AT: usize = 24;
 const META_MAX: usize = 320;
+/// The image's [`IdKey`], after the longest description.
+const KEY_AT: usize = META_AT + META_MAX;
 const COUNTERS_AT: u64 = 384;
 /// The default page size: a micro:bit v1 (nRF51) flash page.
 pub const PAGE: usize = 1024;
@@ -85,10 +93,46 @@ impl Meta {
         )
     }
 
+    /// Pages of flash the run needs: a scenario's image is laid out as the simulated
+    /// device is (8 pages: the position journal, then the store's), a `kafka consume`
+    /// image has what it recorded (5 pages a partition). The one rule for an image's
+    /// size, applied when it is created and when it is opened; `None` when that is not
+    /// 2 to [`MAX_PAGES`].
+    pub fn pages_needed(&self) -> Option<u32> {
+        let pages = if self.scenario.starts_with("kafka:") {
+            self.pages
+        } else {
+            PAGES
+        };
+        (2..=MAX_PAGES).contains(&pages).then_some(pages)
+    }
+
+    /// The fields in which `self` (an image's) and `run` (a run's) differ, in words:
+    /// `pages 10 in the image, 15 in this run`.
+    pub fn differences(&self, run: &Self) -> String {
+        let mut out = Vec::new();
+        let mut field = |name: &str, image: String, run: String| {
+            if image != run {
+                out.push(format!("{name} {image} in the image, {run} in this run"));
+            }
+        };
+        field("scenario", self.scenario.clone(), run.scenario.clone());
+        field("store", self.store.clone(), run.store.clone());
+        field("events", self.events.to_string(), run.events.to_string());
+        field(
+            "checkpoint interval",
+            self.checkpoint_every.to_string(),
+            run.checkpoint_every.to_string(),
+        );
+        field("window", self.window.to_string(), run.window.to_string());
+        field("pages", self.pages.to_string(), run.pages.to_string());
+        out.join(", ")
+    }
+
     /// A 32-bit tag for the journals' page headers, derived from everything in `self`.
     pub fn tag(&self) -> u32 {
         let text = serde_json::to_string(self).unwrap_or_default();
-        let id = idem_core::log::MessageId::from_key(text.as_bytes()).0;
+        let id = idem_core::log::MessageId::keyed(&IdKey::PUBLIC, text.as_bytes()).0;
         (id ^ (id >> 32)) as u32
     }
 }
@@ -205,24 +249,29 @@ pub struct Image {
     pub meta: Meta,
     /// Where it is.
     pub path: PathBuf,
+    /// The image's own message-id key.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    key: IdKey,
 }
 
 impl Image {
+    /// The key under which this image hashes message ids from outside (Kafka record
+    /// keys, ids in event files) with [`idem_core::log::MessageId::keyed`]: drawn from
+    /// the operating system when the image was created and kept in its header, so every
+    /// rerun on the image uses the same one. Secret: a producer who does not know it
+    /// cannot choose two ids that collide. (Only `kafka consume` reads ids from outside
+    /// into an image so far; the scenarios' ids are idem's own, under the public key.)
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub fn id_key(&self) -> IdKey {
+        self.key
+    }
+
     /// Opens the image at `path` (for writing too when `writable`), refusing anything
-    /// that is not a complete image of this format.
+    /// that is not a complete image of this format, and a path that is not a regular
+    /// file (before opening it).
     pub fn open(path: &Path, writable: bool) -> anyhow::Result<Self> {
         let name = path.display();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    usage(format!("{name} does not exist"))
-                } else {
-                    anyhow::anyhow!("opening flash image {name}: {e}")
-                }
-            })?;
+        let file = crate::files::open_regular(path, writable, "a flash image")?;
         lock(&file, path, writable)?;
         let len = file.metadata()?.len();
         let mut header = [0u8; HEADER as usize];
@@ -233,11 +282,18 @@ impl Image {
         }
         let word =
             |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        if word(8) != VERSION {
-            return Err(usage(format!(
-                "{name} has image format version {}; this idem reads version {VERSION}; it was left untouched",
-                word(8)
-            )));
+        match word(8) {
+            VERSION => {}
+            old @ 1..VERSION => {
+                return Err(usage(format!(
+                    "{name} was written by an older idem (image format {old}, without the image's own message-id key; this one reads format {VERSION}): it was left untouched, start a new image"
+                )));
+            }
+            other => {
+                return Err(usage(format!(
+                    "{name} has image format version {other}; this idem reads version {VERSION}; it was left untouched"
+                )));
+            }
         }
         let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
         if crc != word(HEADER_CRC_AT) {
@@ -245,10 +301,32 @@ impl Image {
                 "{name} has a damaged header (its checksum does not match); it was left untouched"
             )));
         }
+        let meta_len = word(20) as usize;
+        let meta: Meta = (meta_len <= META_MAX)
+            .then(|| serde_json::from_slice(&header[META_AT..META_AT + meta_len]).ok())
+            .flatten()
+            .ok_or_else(|| {
+                usage(format!(
+                    "{name} has a damaged header; it was left untouched"
+                ))
+            })?;
         let (page, pages) = (word(12), word(16));
-        if page as usize != PAGE || !(2..=MAX_PAGES).contains(&pages) {
+        let need = meta.pages_needed().ok_or_else(|| {
+            usage(format!(
+                "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
+                meta.pages
+            ))
+        })?;
+        if page as usize != PAGE || pages != need {
             return Err(usage(format!(
-                "{name} has {pages} pages of {page} bytes; idem uses 2 to {MAX_PAGES} pages of {PAGE} bytes; it was left untouched"
+                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
+                meta.describe()
+            )));
+        }
+        if meta.pages != pages {
+            return Err(usage(format!(
+                "{name} has a damaged header (it says both {pages} and {} pages); it was left untouched",
+                meta.pages
             )));
         }
         let expected = HEADER + u64::from(pages) * PAGE as u64;
@@ -262,15 +340,8 @@ impl Image {
                 "{name} is {what}: {len} bytes where an image of {pages} pages of {page} bytes is {expected}; it was left untouched"
             )));
         }
-        let meta_len = word(20) as usize;
-        let meta: Meta = (meta_len <= META_MAX)
-            .then(|| serde_json::from_slice(&header[META_AT..META_AT + meta_len]).ok())
-            .flatten()
-            .ok_or_else(|| {
-                usage(format!(
-                    "{name} has a damaged header; it was left untouched"
-                ))
-            })?;
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&header[KEY_AT..KEY_AT + 16]);
         let erases = (0..pages)
             .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
             .collect();
@@ -286,11 +357,12 @@ impl Image {
             },
             meta,
             path: path.to_owned(),
+            key: IdKey(key),
         })
     }
 
     /// Opens the image at `path` for `meta`'s run, creating an erased one when the file
-    /// does not exist. An image made for another run is refused.
+    /// does not exist. An image made for another run is refused, naming what differs.
     pub fn open_or_create(path: &Path, meta: &Meta) -> anyhow::Result<Self> {
         match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path, meta)?,
@@ -305,10 +377,11 @@ impl Image {
         let image = Self::open(path, true)?;
         if image.meta != *meta {
             return Err(usage(format!(
-                "{} holds {}, not {}; it was left untouched",
+                "{} holds {}, not {}: {}; it was left untouched",
                 path.display(),
                 image.meta.describe(),
-                meta.describe()
+                meta.describe(),
+                image.meta.differences(meta)
             )));
         }
         Ok(image)
@@ -321,70 +394,45 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
         json.len() <= META_MAX,
         "the run's description is too long for an image header"
     );
+    anyhow::ensure!(
+        meta.pages_needed() == Some(meta.pages),
+        "an image of {} cannot have {} pages: idem makes images of 2 to {MAX_PAGES} pages, {PAGES} for a scenario",
+        meta.describe(),
+        meta.pages
+    );
+    let mut key = [0u8; 16];
+    getrandom::fill(&mut key).map_err(|e| {
+        anyhow::anyhow!(
+            "creating flash image {}: the operating system gave no random key ({e}); nothing was created",
+            path.display()
+        )
+    })?;
     let mut header = vec![0u8; HEADER as usize];
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
     header[12..16].copy_from_slice(&(PAGE as u32).to_le_bytes());
-    anyhow::ensure!(
-        (2..=MAX_PAGES).contains(&meta.pages),
-        "an image holds 2 to {MAX_PAGES} pages"
-    );
     header[16..20].copy_from_slice(&meta.pages.to_le_bytes());
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
+    header[KEY_AT..KEY_AT + 16].copy_from_slice(&key);
     let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
     header[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
-    remove_stale_temporaries(path);
-    let tmp =
-        crate::cleanup::Temp::new(&path.with_extension(format!("tmp.{}", std::process::id())));
-    write_new(tmp.path(), &header, meta.pages as usize * PAGE)
-        // Link, never rename: a link fails when the name exists, so of two processes
-        // creating one image, one creates it and the other opens that one (and finds it
-        // locked) instead of replacing the file under the first.
-        .and_then(|()| match std::fs::hard_link(tmp.path(), path) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
-            _ => Ok(()),
-        })
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "creating flash image {}: {e}; nothing was created",
-                path.display()
-            )
-        })
+    let failed = |e: std::io::Error| {
+        anyhow::anyhow!(
+            "creating flash image {}: {e}; nothing was created",
+            path.display()
+        )
+    };
+    let mut tmp = crate::files::temporary_beside(path).map_err(failed)?;
+    write_new(tmp.file(), &header, meta.pages as usize * PAGE).map_err(failed)?;
+    // Linked, never renamed over: of two processes creating one image, one creates it
+    // and the other (finding the name taken) opens that one, and finds it locked,
+    // instead of replacing the file under the first.
+    tmp.persist_new(path).map(drop).map_err(failed)
 }
 
-/// Removes `NAME.tmp.PID` files beside `path` whose process is gone: what a SIGKILL
-/// during an earlier creation left (a signal that can be caught removes its own).
-fn remove_stale_temporaries(path: &Path) {
-    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
-        return;
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!("{}.tmp.", stem.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(&prefix) else {
-            continue;
-        };
-        let gone = pid.parse::<u32>().is_ok_and(|pid| {
-            pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
-        });
-        if gone {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Writes a new file at `tmp`: `header`, then `flash` bytes of erased flash, synced.
-fn write_new(tmp: &Path, header: &[u8], flash: usize) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+/// Writes a new image into `f`: `header`, then `flash` bytes of erased flash, synced.
+fn write_new(f: &mut File, header: &[u8], flash: usize) -> std::io::Result<()> {
     f.write_all(header)?;
     f.write_all(&vec![0xFF; flash])?;
     f.sync_all()
@@ -583,5 +631,45 @@ mod tests {
             .to_string();
         assert!(e.contains("holds the offset store of ddia"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A `kafka consume` image of 2 partitions (10 pages) opened for 3 (15): the one
+    /// field that differs is named, since the two descriptions read alike.
+    #[test]
+    fn a_difference_the_description_does_not_show_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.bin");
+        let kafka = |pages| Meta {
+            scenario: "kafka:t".into(),
+            events: 0,
+            window: 32,
+            pages,
+            ..meta()
+        };
+        drop(Image::open_or_create(&path, &kafka(10)).unwrap());
+        let e = Image::open_or_create(&path, &kafka(15))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{} holds the offset store of kafka:t (0 events, checkpoint every 10), not the offset store of kafka:t (0 events, checkpoint every 10): pages 10 in the image, 15 in this run; it was left untouched",
+                path.display()
+            )
+        );
+    }
+
+    /// Each image draws its own key when it is created and keeps it in its header.
+    #[test]
+    fn an_image_keeps_its_own_id_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+        let key_a = Image::open_or_create(&a, &meta()).unwrap().id_key();
+        let key_b = Image::open_or_create(&b, &meta()).unwrap().id_key();
+        assert_ne!(key_a, key_b);
+        assert_ne!(key_a, IdKey::PUBLIC);
+        assert_eq!(Image::open(&a, false).unwrap().id_key(), key_a, "kept");
+        let bytes = std::fs::read(&a).unwrap();
+        assert_eq!(bytes[KEY_AT..KEY_AT + 16], key_a.0, "in the header");
     }
 }

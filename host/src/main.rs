@@ -6,6 +6,7 @@
 mod cleanup;
 mod cmd;
 mod device;
+mod files;
 mod image;
 
 use idem_lab::{error, render, select};
@@ -79,12 +80,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         // A closed pipe (`idem run ... | head`) is the reader's choice, not a failure.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            ExitCode::SUCCESS
-        }
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("idem: {e:#}");
             if e.is::<error::Usage>() {
@@ -96,4 +92,15 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether `e` is a write to a closed standard output: a broken pipe that reached `main`
+/// bare, as `writeln!(out, ..)?` passes it on. Everything else that can break a pipe says
+/// what it was doing (a context) or is no I/O error at all: the board's link and the
+/// monitor's source turn a hang-up (which `serialport` reports as a broken pipe) into a
+/// sentence of their own, so a link that closes is never taken for a reader that left.
+fn stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().count() == 1
+        && e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }

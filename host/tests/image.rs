@@ -392,3 +392,136 @@ fn each_sync_mode_syncs_as_documented() {
         "invalid value 'sometimes' for '--sync <SYNC>'",
     );
 }
+
+/// CRC-32C, as the image header's checksum (at byte 380) uses it.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// Rewrites an image header's description (JSON at 24, its length at 20) with `edit`
+/// and seals the header with a correct checksum: a header idem could have written.
+fn rewrite_meta(bytes: &mut [u8], edit: impl FnOnce(&mut Value)) {
+    let len = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    let mut meta: Value = serde_json::from_slice(&bytes[24..24 + len]).unwrap();
+    edit(&mut meta);
+    let json = serde_json::to_vec(&meta).unwrap();
+    bytes[24..344].fill(0);
+    bytes[24..24 + json.len()].copy_from_slice(&json);
+    bytes[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
+    seal(bytes);
+}
+
+fn seal(bytes: &mut [u8]) {
+    let crc = crc32c(&bytes[..380]);
+    bytes[380..384].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// An image of header format 2 (no message-id key of its own): refused in one sentence
+/// by every command, left byte for byte as it was.
+#[test]
+fn an_image_in_the_old_header_format_is_refused() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("old.bin");
+    consume_ddia("offset", img.path()).assert().success();
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    // Format 2 wrote version 2 and nothing between the description and the checksum.
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    bytes[344..380].fill(0);
+    seal(&mut bytes);
+    std::fs::write(img.path(), &bytes).unwrap();
+    let message = "was written by an older idem (image format 2, without the image's own message-id key; this one reads format 3): it was left untouched, start a new image";
+    refused(
+        img.path(),
+        &["consume", "ddia", "--store", "offset", "--flash"],
+        message,
+    );
+    refused(img.path(), &["status", "--flash"], message);
+    refused(img.path(), &["flash", "inspect"], message);
+}
+
+/// Each image draws its own 16-byte key when it is created (header bytes 344..360) and
+/// keeps it: a run killed mid-stream and resumed leaves it as it was.
+#[test]
+fn each_image_keeps_its_own_id_key() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let key = |p: &std::path::Path| std::fs::read(p).unwrap()[344..360].to_vec();
+    let (a, b) = (dir.child("a.bin"), dir.child("b.bin"));
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["consume", "ddia", "--store", "message-id", "--quiet"])
+        .args(["--pace-ms", "20", "--flash"])
+        .arg(a.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !a.path().exists() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let drawn = key(a.path());
+    consume_ddia("message-id", a.path()).assert().success();
+    assert_eq!(key(a.path()), drawn, "the rerun kept the key");
+    consume_ddia("message-id", b.path()).assert().success();
+    assert_ne!(key(b.path()), drawn, "another image, another key");
+    assert_ne!(drawn, [0; 16]);
+}
+
+/// A header that differs from the run's only where the description does not show it
+/// (the window of a store without one): the message names the field. It used to read
+/// "holds the offset store of ddia (..), not the offset store of ddia (..)".
+#[test]
+fn a_header_that_differs_only_in_its_window_names_it() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("w.bin");
+    consume_ddia("offset", img.path()).assert().success();
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    rewrite_meta(&mut bytes, |m| m["window"] = 16.into());
+    std::fs::write(img.path(), &bytes).unwrap();
+    refused(
+        img.path(),
+        &["consume", "ddia", "--store", "offset", "--flash"],
+        "w.bin holds the offset store of ddia (100 events, checkpoint every 10), not the offset store of ddia (100 events, checkpoint every 10): window 16 in the image, 0 in this run; it was left untouched",
+    );
+}
+
+/// Headers of 2 to 7 pages (and of 16), each with a flash of that size: one rule says
+/// what the run needs, for every command (`status` used to say "journal region must be
+/// at least two whole pages" although the header check allowed them).
+#[test]
+fn an_image_of_another_size_than_its_run_needs_is_refused() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let good = dir.child("good.bin");
+    consume_ddia("offset", good.path()).assert().success();
+    let good = std::fs::read(good.path()).unwrap();
+    for pages in [2u32, 4, 7, 16] {
+        let mut bytes = good[..512].to_vec();
+        bytes[16..20].copy_from_slice(&pages.to_le_bytes());
+        rewrite_meta(&mut bytes, |m| m["pages"] = pages.into());
+        bytes.resize(512 + pages as usize * 1024, 0xFF);
+        let img = dir.child(format!("p{pages}.bin"));
+        img.write_binary(&bytes).unwrap();
+        let message = format!(
+            "p{pages}.bin has {pages} pages of 1024 bytes, but the offset store of ddia (100 events, checkpoint every 10) needs 8 pages of 1024 bytes; it was left untouched"
+        );
+        refused(img.path(), &["status", "--flash"], &message);
+        refused(img.path(), &["flash", "inspect"], &message);
+        refused(
+            img.path(),
+            &["consume", "ddia", "--store", "offset", "--flash"],
+            &message,
+        );
+    }
+}

@@ -1,13 +1,18 @@
 //! Reads a user's log from a JSON Lines file: one message a line,
 //! `{"id": "p17", "producer": 1, "seq": 1, "amount": 5}` (`epoch` optional, default 0).
+//!
+//! The ids are the user's bytes. A store knows them by a keyed 64-bit hash
+//! ([`MessageId::keyed`]); the truth that grades the store knows them by their bytes, so
+//! a verdict never rests on the hash it grades.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use std::io::{BufRead, Read};
 
 use anyhow::Context;
 use idem_core::lab::scenario::ProducerMode;
-use idem_core::log::{AppendLog, LogError, Message, MessageId, VecLog};
+use idem_core::log::{AppendLog, Event, IdKey, Log, LogError, Message, MessageId, Offset, VecLog};
 use idem_core::producer::IdempotentLog;
 use serde::Deserialize;
 
@@ -16,8 +21,78 @@ use crate::error::usage;
 /// How many events a log file may hold.
 pub const FILE_LOG_CAPACITY: usize = 4096;
 
-/// A log read from a file.
-pub type FileLog = VecLog<FILE_LOG_CAPACITY>;
+/// A log read from a file: the messages that landed, with each one's id as the file
+/// gave it. Which offset carries a message's first occurrence, and the true total of
+/// every prefix, are computed from the ids' bytes when the file is read.
+#[derive(Debug, Clone)]
+pub struct FileLog {
+    log: VecLog<FILE_LOG_CAPACITY>,
+    ids: Vec<String>,
+    /// `canonical[o]`: the first offset whose id has the bytes of offset `o`'s.
+    canonical: Vec<Offset>,
+    /// `truth[n]`: the true total of the first `n` events.
+    truth: Vec<i64>,
+}
+
+impl FileLog {
+    /// The id of the event at `offset`, as the file wrote it.
+    pub fn id_text(&self, offset: Offset) -> Option<&str> {
+        self.ids
+            .get(usize::try_from(offset).ok()?)
+            .map(String::as_str)
+    }
+
+    /// The true total of each prefix: `truth_by_prefix()[n]` for the first `n` events.
+    pub fn truth_by_prefix(&self) -> &[i64] {
+        &self.truth
+    }
+}
+
+impl Log for FileLog {
+    fn len(&self) -> u64 {
+        self.log.len()
+    }
+
+    fn get(&self, offset: Offset) -> Option<Event> {
+        self.log.get(offset)
+    }
+
+    fn true_total_before(&self, end: Offset) -> i64 {
+        let n = usize::try_from(end)
+            .unwrap_or(usize::MAX)
+            .min(self.ids.len());
+        self.truth.get(n).copied().unwrap_or(0)
+    }
+
+    fn ids_distinct(&self) -> bool {
+        self.canonical
+            .iter()
+            .enumerate()
+            .all(|(o, &c)| c == o as u64)
+    }
+
+    fn canonical(&self, offset: Offset) -> Offset {
+        usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.canonical.get(o))
+            .copied()
+            .unwrap_or(offset)
+    }
+}
+
+/// A key for one run of the simulator, unknown to whoever wrote the file: 128 bits from
+/// std's `RandomState`, which the operating system seeds at process start.
+pub fn run_key() -> IdKey {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let mut key = [0u8; 16];
+    for (i, half) in key.chunks_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    IdKey(key)
+}
 
 /// How many producers an idempotent producer's log remembers for a file.
 pub const FILE_PRODUCERS: usize = 8;
@@ -34,36 +109,51 @@ struct Line {
 }
 
 /// Parses the lines of `name`, as they are read, into a log; the first bad line (or one
-/// that could not be read) is refused with its line number. With an idempotent producer each line is a send: a repeated
-/// sequence (a retry) and a fenced epoch (a zombie) do not land; a gap is refused.
+/// that could not be read) is refused with its line number. With an idempotent producer
+/// each line is a send: a repeated sequence (a retry) and a fenced epoch (a zombie) do
+/// not land; a gap is refused. `id_of` turns an id's bytes into the store's
+/// [`MessageId`]; two different ids that it maps to one value are refused by name.
 fn parse_lines(
     name: &str,
     lines: impl Iterator<Item = Result<String, String>>,
     mode: ProducerMode,
+    id_of: impl Fn(&[u8]) -> MessageId,
 ) -> anyhow::Result<Box<FileLog>> {
-    let mut plain = Box::new(FileLog::new());
-    let mut idempotent = Box::new(IdempotentLog::<FileLog, FILE_PRODUCERS>::new(FileLog::new()));
-    // The sum of |amount| bounds every total a replay-free run can reach.
-    let mut magnitude: u64 = 0;
+    let mut plain = Box::new(VecLog::<FILE_LOG_CAPACITY>::new());
+    let mut idempotent =
+        Box::new(IdempotentLog::<VecLog<FILE_LOG_CAPACITY>, FILE_PRODUCERS>::new(VecLog::new()));
+    let mut ids = Vec::new();
+    let mut canonical = Vec::new();
+    let mut truth = vec![0i64];
+    // Each distinct id (by its bytes): its first offset. Each hash: the id that has it.
+    let mut first: HashMap<String, Offset> = HashMap::new();
+    let mut by_hash: HashMap<MessageId, (String, usize)> = HashMap::new();
+    // The total a run that applies each landed event once reaches after each offset.
+    let mut running: i64 = 0;
     for (i, line) in lines.enumerate() {
-        let line = line.map_err(|e| usage(format!("{name} line {}: {e}", i + 1)))?;
+        let n = i + 1;
+        let line = line.map_err(|e| usage(format!("{name} line {n}: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
         let l: Line = serde_json::from_str(&line)
-            .map_err(|e| usage(format!("{name} line {}: not an event ({e})", i + 1)))?;
-        magnitude = magnitude
-            .checked_add(l.amount.unsigned_abs())
-            .filter(|&m| m <= i64::MAX as u64)
-            .ok_or_else(|| {
-                usage(format!(
-                    "{name} line {}: the amounts add up past what a 64-bit total holds ({})",
-                    i + 1,
-                    i64::MAX
-                ))
-            })?;
+            .map_err(|e| usage(format!("{name} line {n}: not an event ({e})")))?;
+        let id = id_of(l.id.as_bytes());
+        match by_hash.get(&id) {
+            Some((other, line)) if *other != l.id => {
+                return Err(usage(format!(
+                    "{name} lines {line} and {n}: the different ids {} and {} share one 64-bit message id under this run's key, so the message-id store would take one for the other (for ids nobody chose against the key, a chance of about n²/2⁶⁵ for n ids)",
+                    quote(other),
+                    quote(&l.id)
+                )));
+            }
+            Some(_) => {}
+            None => {
+                by_hash.insert(id, (l.id.clone(), n));
+            }
+        }
         let message = Message {
-            id: MessageId::from_key(l.id.as_bytes()),
+            id,
             producer: l.producer,
             epoch: l.epoch,
             seq: l.seq,
@@ -74,21 +164,64 @@ fn parse_lines(
             ProducerMode::Plain | ProducerMode::NoRetry => plain.append(message),
             ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.append(message),
         };
-        match landed {
-            Ok(_) | Err(LogError::Duplicate { .. } | LogError::Fenced { .. }) => {}
+        let offset = match landed {
+            Ok(offset) => offset,
+            Err(LogError::Duplicate { .. } | LogError::Fenced { .. }) => continue,
             Err(LogError::Full { capacity }) => {
                 return Err(usage(format!(
-                    "{name} line {}: the log holds at most {capacity} events",
-                    i + 1
+                    "{name} line {n}: the log holds at most {capacity} events"
                 )));
             }
-            Err(other) => return Err(usage(format!("{name} line {}: {other}", i + 1))),
-        }
+            Err(other) => return Err(usage(format!("{name} line {n}: {other}"))),
+        };
+        // What can overflow: the running total of a replay-free run, and the true total
+        // (each id's first amount). A replay past that is the store's typed error.
+        running = running.checked_add(l.amount).ok_or_else(|| {
+            usage(format!(
+                "{name} line {n}: at offset {offset} the running total {running} plus {} passes what a 64-bit total holds ({} to {})",
+                l.amount,
+                i64::MIN,
+                i64::MAX
+            ))
+        })?;
+        let last = *truth.last().unwrap_or(&0);
+        let (c, t) = match first.get(&l.id) {
+            Some(&c) => (c, last),
+            None => {
+                first.insert(l.id.clone(), offset);
+                let t = last.checked_add(l.amount).ok_or_else(|| {
+                    usage(format!(
+                        "{name} line {n}: at offset {offset} the true total {last} plus {} passes what a 64-bit total holds ({} to {})",
+                        l.amount,
+                        i64::MIN,
+                        i64::MAX
+                    ))
+                })?;
+                (offset, t)
+            }
+        };
+        canonical.push(c);
+        truth.push(t);
+        ids.push(l.id);
     }
-    Ok(match mode {
-        ProducerMode::Plain | ProducerMode::NoRetry => plain,
-        ProducerMode::Idempotent | ProducerMode::Transactional => Box::new(idempotent.into_inner()),
-    })
+    let log = match mode {
+        ProducerMode::Plain | ProducerMode::NoRetry => *plain,
+        ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.into_inner(),
+    };
+    Ok(Box::new(FileLog {
+        log,
+        ids,
+        canonical,
+        truth,
+    }))
+}
+
+/// `id` quoted for a message, cut to its first 40 characters.
+fn quote(id: &str) -> String {
+    match id.char_indices().nth(40) {
+        Some((cut, _)) => format!("{:?}...", &id[..cut]),
+        None => format!("{id:?}"),
+    }
 }
 
 /// The longest line an event file may have, in bytes.
@@ -97,8 +230,14 @@ pub const MAX_LINE: usize = 1024;
 /// Reads and parses the file at `path` as it is read: a line longer than [`MAX_LINE`],
 /// text that is not UTF-8, or more lines than a log holds events stop the read, so
 /// `/dev/zero` or a huge file is refused after at most one log's worth of input.
-pub fn load(path: &Path, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
+///
+/// Ids become message ids under `key` (see [`run_key`]).
+pub fn load(path: &Path, mode: ProducerMode, key: &IdKey) -> anyhow::Result<Box<FileLog>> {
     let name = path.display().to_string();
+    // A pipe is read as it arrives (`--log <(...)`), a directory is named as one.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(usage(format!("{name} is a directory, not an event file")));
+    }
     let file = std::fs::File::open(path)
         .with_context(|| format!("reading event file {name}"))
         .map_err(|e| usage(format!("{e:#}")))?;
@@ -133,7 +272,7 @@ pub fn load(path: &Path, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
                 .map_err(|_| "not UTF-8 text (is this a binary file?)".to_string())
         })
     });
-    parse_lines(&name, lines, mode)
+    parse_lines(&name, lines, mode, |id| MessageId::keyed(key, id))
 }
 
 /// The most lines an event file may have (blank lines included).
@@ -145,7 +284,68 @@ mod tests {
     use idem_core::log::Log;
 
     fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
-        parse_lines(name, text.lines().map(|l| Ok(l.to_string())), mode)
+        let key = run_key();
+        parse_with(name, text, mode, |id| MessageId::keyed(&key, id))
+    }
+
+    fn parse_with(
+        name: &str,
+        text: &str,
+        mode: ProducerMode,
+        id_of: impl Fn(&[u8]) -> MessageId,
+    ) -> anyhow::Result<Box<FileLog>> {
+        parse_lines(name, text.lines().map(|l| Ok(l.to_string())), mode, id_of)
+    }
+
+    fn line(id: &str, seq: u32, amount: i64) -> String {
+        format!("{{\"id\":\"{id}\",\"producer\":1,\"seq\":{seq},\"amount\":{amount}}}\n")
+    }
+
+    #[test]
+    fn only_totals_that_can_overflow_are_refused_and_the_offset_is_named() {
+        let p = 1i64 << 62;
+        let text = [line("a", 1, p), line("b", 2, -p), line("c", 3, p)].concat();
+        let log = parse("x", &text, ProducerMode::Plain).unwrap();
+        assert_eq!(log.true_total(), p, "a sum of 2^62 fits");
+        let log = parse("x", &line("a", 1, i64::MIN), ProducerMode::Plain).unwrap();
+        assert_eq!(log.true_total(), i64::MIN, "a single i64::MIN is a total");
+        let text = [line("a", 1, p), line("b", 2, p), line("c", 3, p)].concat();
+        let e = parse("big.jsonl", &text, ProducerMode::Plain).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "big.jsonl line 2: at offset 1 the running total 4611686018427387904 plus 4611686018427387904 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
+        );
+        // The running total fits (a repeat of a cancels it) but the truth, which counts a
+        // once, does not.
+        let text = [
+            line("a", 1, i64::MAX),
+            line("a", 2, -i64::MAX),
+            line("b", 3, 1),
+        ]
+        .concat();
+        let e = parse("t.jsonl", &text, ProducerMode::Plain).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.jsonl line 3: at offset 2 the true total 9223372036854775807 plus 1 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
+        );
+    }
+
+    #[test]
+    fn the_truth_counts_ids_by_their_bytes_and_a_shared_hash_is_refused_by_name() {
+        // A hash that keeps only the first byte: "p17" and "p18" share it.
+        let weak = |id: &[u8]| MessageId(u64::from(id[0]));
+        let text = [line("p17", 1, 5), line("p18", 2, 7)].concat();
+        let e = parse_with("c.jsonl", &text, ProducerMode::Plain, weak).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "c.jsonl lines 1 and 2: the different ids \"p17\" and \"p18\" share one 64-bit message id under this run's key"
+            ),
+            "{e}"
+        );
+        // Under the run's key they are two messages, and the truth says 12.
+        let log = parse("c.jsonl", &text, ProducerMode::Plain).unwrap();
+        assert_eq!((log.true_total(), log.canonical(1)), (12, 1));
+        assert_eq!(log.id_text(1), Some("p18"));
     }
 
     #[test]
@@ -154,7 +354,7 @@ mod tests {
         let e = parse("big.jsonl", text, ProducerMode::Plain).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "big.jsonl line 2: the amounts add up past what a 64-bit total holds (9223372036854775807)"
+            "big.jsonl line 2: at offset 1 the running total 9223372036854775807 plus 9223372036854775807 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
         );
         assert!(e.is::<crate::error::Usage>());
     }

@@ -3,9 +3,15 @@
 //! its UART on a unix socket and QMP on another, both in a temporary directory, and
 //! resets the board through QMP). Every run is bounded by its `--timeout`.
 
-use std::path::Path;
-use std::process::Command;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
+use idem_core::board::feed::{DOMAIN, DeviceKey, FromDevice, HostReader};
+use idem_core::log::IdKey;
 use serde_json::Value;
 
 fn idem(args: &[&str]) -> Value {
@@ -60,6 +66,10 @@ fn ddia_and_payments_on_the_board_end_as_the_simulator_does() {
             "--json",
         ]);
         assert_eq!(b["final_total"], sim["final_total"], "ddia {store}");
+        assert_eq!(
+            b["verdict"], sim["verdict"],
+            "ddia {store}: this host delivered every offset, so the run is graded"
+        );
         assert_eq!(b["boots"], 2, "ddia {store}: the planned reset");
         assert_eq!(b["resumes"][1], sim["resume_at"], "ddia {store}");
         ddia.push(b["final_total"].as_i64().unwrap());
@@ -179,4 +189,103 @@ fn the_demo_image_is_named_not_misread() {
         err.contains("the board sends frames that are not idem-feed's"),
         "{err}"
     );
+}
+
+/// Builds the idem-feed image for QEMU (as `idem device qemu` does); its path.
+fn feed_elf() -> PathBuf {
+    let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(&firmware)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--locked",
+            "--bin",
+            "idem-feed",
+        ])
+        .args(["--features", "qemu", "--target-dir", "target/feed-qemu"])
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    firmware.join("target/feed-qemu/thumbv6m-none-eabi/release/idem-feed")
+}
+
+/// Starts QEMU on a fresh flash, waits for each boot frame, resets the board through QMP
+/// after the first: the boots and keys of the two frames.
+fn two_boots(elf: &Path, n: u32) -> [(u32, DeviceKey); 2] {
+    let dir = std::env::temp_dir().join(format!("idem-feed-key-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let qmp_path = dir.join("qmp.sock");
+    let mut qemu = Command::new("qemu-system-arm")
+        .args(["-M", "microbit", "-display", "none", "-serial", "stdio"])
+        .arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", qmp_path.display()))
+        .arg("-kernel")
+        .arg(elf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("qemu-system-arm is installed (.ci/run installs it)");
+    let (tx, rx) = mpsc::channel();
+    let mut uart = qemu.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut reader = HostReader::in_domain(DOMAIN);
+        let mut buf = [0u8; 256];
+        while let Ok(n) = uart.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            for &b in &buf[..n] {
+                if let Some(Ok(FromDevice::Boot { boots, key, .. })) = reader.push(b)
+                    && tx.send((boots, key)).is_err()
+                {
+                    return;
+                }
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a boot frame");
+    let started = Instant::now();
+    let mut qmp = loop {
+        match UnixStream::connect(&qmp_path) {
+            Ok(s) => break s,
+            Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("QMP: {e}"),
+        }
+    };
+    let mut replies = qmp.try_clone().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut replies, &mut std::io::sink()));
+    qmp.write_all(b"{\"execute\": \"qmp_capabilities\"}\n{\"execute\": \"system_reset\"}\n")
+        .unwrap();
+    let second = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a boot frame after the reset");
+    let _ = qemu.kill();
+    let _ = qemu.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    [first, second]
+}
+
+#[test]
+fn the_board_draws_its_id_key_from_its_rng_and_keeps_it_in_flash() {
+    // QEMU's micro:bit models the nRF51's RNG (hw/misc/nrf51_rng.c): each QEMU run starts
+    // from a blank flash, so each first boot draws a key of its own; a reset reads it back.
+    let elf = feed_elf();
+    let [(b1, k1), (b2, k2)] = two_boots(&elf, 1);
+    let [(c1, l1), _] = two_boots(&elf, 2);
+    assert_eq!((b1, b2, c1), (1, 2, 1), "a fresh flash, then a reset");
+    assert_eq!(k1, k2, "a reset keeps the key in flash");
+    assert_ne!(k1, l1, "another first boot, another key");
+    for k in [k1, l1] {
+        assert_ne!(k, DeviceKey(IdKey::PUBLIC), "a key of its own");
+        assert!(k.0.0.iter().any(|&b| b != k.0.0[0]), "{k:?} is no RNG's");
+    }
 }

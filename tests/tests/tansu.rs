@@ -728,8 +728,17 @@ fn a_topic_fed_to_the_board_under_qemu_with_resets_and_a_restarted_bridge() {
     first.kill().unwrap();
     first.wait().unwrap();
     let group_then = python_committed(b, "board", "g2").expect("a committed offset");
-    let second = json(bridge(&["--json"]).output().unwrap());
+    // The second bridge did not deliver what the board held before it came: it reports
+    // the board's total unverified (exit 1), and still commits the group at the end.
+    let second = report(&mut bridge(&["--json"]), 1);
+    assert_eq!(second["verdict"], "unverified", "{second}");
     let resumed = second["resumes"][0].as_u64().unwrap();
+    let last = second["undelivered"]["last"].as_u64().unwrap();
+    assert!(
+        last + 1 >= resumed,
+        "this bridge delivered from {} on, the board resumed at {resumed}",
+        last + 1
+    );
     assert!(
         group_then <= resumed,
         "the group's offset {group_then} passed the board's position {resumed}"

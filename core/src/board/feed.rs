@@ -19,6 +19,22 @@
 //! next is counted and dropped; nothing is applied twice by the protocol itself, and
 //! what a replay does to a total is the store's business, as everywhere in idem.
 //!
+//! **The host grades only what it delivered.** [`Host`] checks every position the device
+//! reports against the offsets it sent: a device that claims more (an offset applied or
+//! durable that this host never delivered, a resume past the stream's end, a done before
+//! the end or with another length) or less (a resume below a position it acknowledged
+//! durable while its flash holds this stream: a lost checkpoint) is a [`HostError`]
+//! naming the claim. A done is gradable only when this host delivered every offset of
+//! the stream and the device acknowledged them all durable ([`Heard::Done`]); a device
+//! that already held a prefix when this host first heard it (a restarted host or bridge)
+//! ends unverified.
+//!
+//! **The device has its own id key.** It draws an [`IdKey`] at the first boot of its
+//! storage (the firmware from the nRF51's RNG), keeps it in its feed record beside its
+//! boot counter, and announces it in its boot frame; the host keys each event's message
+//! id from the event's id bytes under it ([`Source::event`]), so a producer that does not
+//! know the key cannot choose two ids the device's message-id store takes for one.
+//!
 //! Both ends speak [`VERSION`]; different versions refuse each other in one sentence.
 
 use core::mem::size_of;
@@ -30,12 +46,13 @@ use serde::{Deserialize, Serialize};
 use crate::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
 use crate::crash::{CrashPoint, Plan};
 use crate::journal::{Journal, JournalError, Region};
-use crate::log::{Event, Log, Message, MessageId, Offset};
+use crate::log::{Event, IdKey, Log, Message, MessageId, Offset};
 use crate::persist::Layout;
 use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase};
 
 /// The protocol's version: a host and a device of different versions refuse each other.
-pub const VERSION: u16 = 1;
+/// Version 2: the boot frame carries the device's [`IdKey`].
+pub const VERSION: u16 = 2;
 
 /// Events in one batch: a full batch is at most [`TO_DEVICE_MAX`] bytes on the wire.
 pub const BATCH: usize = 8;
@@ -259,6 +276,8 @@ pub enum Failure {
     /// The store refused an event: its bounded memory is full (a window or producer
     /// table), or a total would overflow.
     Store,
+    /// Its random number generator gave no id key at the first boot of its storage.
+    Key,
 }
 
 /// From the device to the host.
@@ -277,6 +296,9 @@ pub enum FromDevice {
         resume: Offset,
         /// Its total as recovered.
         total: i64,
+        /// The key its message ids are computed under, drawn at the first boot of its
+        /// storage.
+        key: DeviceKey,
     },
     /// Configured: consuming `stream` from `resume`.
     Ready {
@@ -354,15 +376,58 @@ pub const FROM_DEVICE_MAX: usize = FromDevice::POSTCARD_MAX_SIZE;
 /// The most bytes a [`FromDevice`] frame takes on the wire.
 pub const FROM_DEVICE_ENCODED: usize = super::wire::encoded_len(FROM_DEVICE_MAX);
 
-/// The feed's record in its own journal: boots, and the stream its flash holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
+/// The feed's record in its own journal: boots, the device's id key, and the stream its
+/// flash holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct FeedRecord {
     /// Boots since the storage was formatted.
     pub boots: u32,
+    /// The device's id key, drawn at the first boot of its storage.
+    pub key: DeviceKey,
     /// The stream the consumer partition holds.
     pub stream: Option<StreamConfig>,
     /// Boots since that stream was configured (the planned crash is on the first).
     pub stream_boots: u32,
+}
+
+/// The device's [`IdKey`] in its boot frame and its record: encoded as the key itself
+/// (sixteen bytes, as postcard writes a byte array), decoded in a loop, which takes a
+/// Cortex-M0 far less code than serde's array decoder, which decodes each of the sixteen
+/// elements in code of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, MaxSize)]
+pub struct DeviceKey(pub IdKey);
+
+impl<'de> Deserialize<'de> for DeviceKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = DeviceKey;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("16 bytes")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DeviceKey, A::Error> {
+                let mut key = [0u8; 16];
+                for (i, b) in key.iter_mut().enumerate() {
+                    *b = seq
+                        .next_element()?
+                        .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                }
+                Ok(DeviceKey(IdKey(key)))
+            }
+        }
+        deserializer.deserialize_tuple(16, Bytes)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for DeviceKey {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        // A secret is not printed.
+        defmt::write!(f, "DeviceKey(..)")
+    }
 }
 
 /// Where the feed's journals live: [`FEED_PAGES`] pages from `start`.
@@ -397,6 +462,8 @@ impl FeedLayout {
 pub enum FeedError<E> {
     /// The consumer (its journals or its store) failed.
     Consumer(ConsumerError<E>),
+    /// The first boot of the storage found no id key to draw.
+    NoKey,
 }
 
 impl<E> From<ConsumerError<E>> for FeedError<E> {
@@ -422,6 +489,7 @@ impl<E> FeedError<E> {
             Self::Consumer(ConsumerError::Journal(_)) => Failure::Journal,
             Self::Consumer(ConsumerError::Disagree(_)) => Failure::Disagree,
             Self::Consumer(ConsumerError::Store(_)) => Failure::Store,
+            Self::NoKey => Failure::Key,
         }
     }
 }
@@ -430,6 +498,7 @@ impl<E: core::fmt::Display> core::fmt::Display for FeedError<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::Consumer(e) => write!(f, "the device stopped consuming: {e}"),
+            Self::NoKey => f.write_str("the device's random number generator gave no id key"),
         }
     }
 }
@@ -609,6 +678,9 @@ impl Device {
     /// Boots: recovers the feed's record and, if its flash holds a stream, that
     /// stream's consumer; counts the boot. `tag` is the image's: storage written by
     /// another image is erased. `budget` is the RAM the device has for a consumer.
+    /// `new_key` is called only at the first boot of the storage (none is recorded): the
+    /// device's id key from then on, kept in its record (`None`: no key could be drawn,
+    /// [`FeedError::NoKey`]).
     // Out of line on bare metal: inlined, it was copied into several callers
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
@@ -617,6 +689,7 @@ impl Device {
         layout: FeedLayout,
         tag: u32,
         budget: usize,
+        new_key: impl FnOnce() -> Option<IdKey>,
     ) -> Result<(Self, FromDevice), FeedError<F::Error>> {
         let region = layout.pages(0, 2);
         let record_tag = tag ^ 0xFEED_0001;
@@ -630,7 +703,15 @@ impl Device {
             }
             other => other?,
         };
-        let mut record = record.unwrap_or_default();
+        let mut record = match record {
+            Some(r) => r,
+            None => FeedRecord {
+                boots: 0,
+                key: DeviceKey(new_key().ok_or(FeedError::NoKey)?),
+                stream: None,
+                stream_boots: 0,
+            },
+        };
         record.boots += 1;
         if record.stream.is_some() {
             record.stream_boots += 1;
@@ -679,6 +760,7 @@ impl Device {
             stream: self.record.stream,
             resume: self.consumer.as_ref().map_or(0, AnyConsumer::resume_at),
             total: self.consumer.as_ref().map_or(0, AnyConsumer::total),
+            key: self.record.key,
         }
     }
 
@@ -895,18 +977,32 @@ pub trait Source {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The event at `offset`.
-    fn event(&self, offset: Offset) -> Option<Event>;
+    /// The event at `offset`, its message id computed under `key`, the device's: from
+    /// the id's bytes (with [`MessageId::keyed`]) wherever the id came from outside idem,
+    /// such as a log file or a Kafka record key.
+    fn event(&self, offset: Offset, key: &IdKey) -> Option<Event>;
 }
 
+/// A [`Log`]'s events as they are, the device's key not used: for logs whose ids are
+/// idem's own (under [`IdKey::PUBLIC`]), which no producer chose. A stream of ids from
+/// outside implements [`Source`] itself and keys them.
 impl<L: Log> Source for L {
     fn len(&self) -> Offset {
         Log::len(self)
     }
 
-    fn event(&self, offset: Offset) -> Option<Event> {
+    fn event(&self, offset: Offset, _key: &IdKey) -> Option<Event> {
         self.get(offset)
     }
+}
+
+/// Consecutive offsets `from..to` (`to` excluded) that the host delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The first.
+    pub from: Offset,
+    /// One past the last.
+    pub to: Offset,
 }
 
 /// What the host learned from one message of the device.
@@ -929,15 +1025,157 @@ pub enum Heard {
     /// A pull, ack or done before the host knows the device consumes its stream (it
     /// connected mid-stream): the host asked who is there instead of answering.
     Unconfirmed,
-    /// A report the host passes on as it came: ready, ack, done or stats.
+    /// A report the host passes on as it came: ready, ack or stats.
     Report {
         /// The device's frame.
         said: FromDevice,
-        /// The device's durable position, when this ack or done moved it past every
-        /// position acknowledged before: what may be copied elsewhere (a consumer
-        /// group's offset), since it never has to move back.
+        /// The device's durable position, when this ack moved it past every position
+        /// acknowledged before: what may be copied elsewhere (a consumer group's
+        /// offset), since it never has to move back.
         advanced: Option<Offset>,
     },
+    /// The device consumed the stream to its end and acknowledged every offset durable,
+    /// and nothing it claimed goes past what this host delivered.
+    Done {
+        /// Boots so far.
+        boots: u32,
+        /// The final total.
+        total: i64,
+        /// The durable position at the end: the stream's length.
+        durable: Offset,
+        /// `None` when this host delivered every offset of the stream: the total may be
+        /// graded. `Some(n)`: this host never delivered offsets `0..n` (`n` excluded);
+        /// the device held them when this host first heard it (a restarted host or
+        /// bridge), so the total rests on deliveries this host did not see.
+        undelivered: Option<Offset>,
+        /// As for [`Heard::Report`].
+        advanced: Option<Offset>,
+    },
+}
+
+/// What a device claimed that the host knows to be false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// It acknowledged applying offsets this host never delivered.
+    Applied {
+        /// Its acknowledged next offset: every offset below it applied.
+        applied: Offset,
+        /// The offsets this host delivered since the device last went below them.
+        delivered: Option<Span>,
+    },
+    /// It acknowledged offsets durable that this host never delivered.
+    Durable {
+        /// Its durable position: every offset below it durable.
+        durable: Offset,
+        /// The offsets this host delivered since the device last went below them.
+        delivered: Option<Span>,
+    },
+    /// It resumes past what this host delivered.
+    Resume {
+        /// Where it says it resumes.
+        resume: Offset,
+        /// The offsets this host delivered since the device last went below them.
+        delivered: Option<Span>,
+    },
+    /// It asks for offsets past a gap it never had delivered.
+    Pull {
+        /// The first offset it asks for.
+        from: Offset,
+        /// The offsets this host delivered since the device last went below them.
+        delivered: Option<Span>,
+    },
+    /// A done frame with another length.
+    Length {
+        /// The length it says.
+        claimed: Offset,
+        /// The stream's.
+        events: Offset,
+    },
+    /// A done frame before the end: not every offset durable.
+    Early {
+        /// Its durable position.
+        durable: Offset,
+        /// The stream's length.
+        events: Offset,
+    },
+    /// While its flash holds this stream it resumes below a position it acknowledged
+    /// durable: a lost checkpoint.
+    LostCheckpoint {
+        /// Where it resumes.
+        resume: Offset,
+        /// The durable position it acknowledged.
+        durable: Offset,
+    },
+    /// Its durable position moved back with no reset between.
+    DurableBack {
+        /// The position it says now.
+        durable: Offset,
+        /// The one it acknowledged before.
+        was: Offset,
+    },
+    /// Another id key, while its flash holds this stream.
+    KeyChanged,
+}
+
+/// "no offsets" or "only offsets a..b".
+struct DeliveredText(Option<Span>);
+
+impl core::fmt::Display for DeliveredText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(Span { from, to }) if to > from => {
+                write!(f, "only offsets {from}..{}", to - 1)
+            }
+            _ => f.write_str("no offsets"),
+        }
+    }
+}
+
+impl core::fmt::Display for Claim {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::Applied { applied, delivered } => write!(
+                f,
+                "the board claims it applied every offset below {applied}, but this host delivered {}",
+                DeliveredText(delivered)
+            ),
+            Self::Durable { durable, delivered } => write!(
+                f,
+                "the board claims every offset below {durable} is durable, but this host delivered {}",
+                DeliveredText(delivered)
+            ),
+            Self::Resume { resume, delivered } => write!(
+                f,
+                "the board claims it resumes at offset {resume}, but this host delivered {}",
+                DeliveredText(delivered)
+            ),
+            Self::Pull { from, delivered } => write!(
+                f,
+                "the board asks for offsets from {from}, but this host delivered {}",
+                DeliveredText(delivered)
+            ),
+            Self::Length { claimed, events } => write!(
+                f,
+                "the board claims it is done with a stream of {claimed} events, but the stream has {events}"
+            ),
+            Self::Early { durable, events } => write!(
+                f,
+                "the board claims it is done with only the offsets below {durable} durable, but the stream has {events} events"
+            ),
+            Self::LostCheckpoint { resume, durable } => write!(
+                f,
+                "the board resumes at offset {resume} from its flash, which holds this stream, but it had acknowledged every offset below {durable} durable: it lost a checkpoint"
+            ),
+            Self::DurableBack { durable, was } => write!(
+                f,
+                "the board claims every offset below {durable} is durable after it acknowledged every offset below {was} durable, with no reset between"
+            ),
+            Self::KeyChanged => {
+                f.write_str("the board announces another id key while its flash holds this stream")
+            }
+        }
+    }
 }
 
 /// Why the host stops.
@@ -947,7 +1185,7 @@ pub enum HostError {
     Refused(Refusal),
     /// The device stopped.
     Failed(Failure),
-    /// The device wants offsets the stream does not have.
+    /// The device wants offsets the stream does not have, or resumes past its end.
     PastEnd {
         /// What it wants.
         from: Offset,
@@ -959,6 +1197,8 @@ pub enum HostError {
         /// The stream it says it is consuming.
         stream: u32,
     },
+    /// The device claimed what this host knows to be false.
+    Claimed(Claim),
 }
 
 impl core::fmt::Display for HostError {
@@ -989,6 +1229,7 @@ impl core::fmt::Display for HostError {
                         "recovery found its journals out of step (damage, not a crash); nothing was picked",
                     Failure::Store =>
                         "its store refused an event (a bounded memory is full, or a total would overflow)",
+                    Failure::Key => "its random number generator gave no id key",
                 }
             ),
             Self::PastEnd { from, events } => write!(
@@ -1001,20 +1242,33 @@ impl core::fmt::Display for HostError {
                     "the device is consuming stream {stream:#010x}, not this one"
                 )
             }
+            Self::Claimed(claim) => claim.fmt(f),
         }
     }
 }
 
 impl core::error::Error for HostError {}
 
-/// The host's end of the protocol: it answers; it sends events only when pulled.
+/// The host's end of the protocol: it answers; it sends events only when pulled; it
+/// checks every position the device reports against the offsets it delivered.
 #[derive(Debug, Clone)]
 pub struct Host {
     config: StreamConfig,
     /// Highest offset sent so far (exclusive): a pull below it is a resend.
     sent_to: Offset,
-    /// The highest durable position the device acknowledged.
+    /// The highest durable position the device acknowledged (what may be copied).
     durable: Offset,
+    /// The durable position the device's flash must keep while it holds this stream:
+    /// a resume below it is a lost checkpoint.
+    floor: Offset,
+    /// The offsets delivered since the device last went below them: every position the
+    /// device reports lies at or below its end, and a done is gradable only if it
+    /// starts at 0.
+    delivered: Option<Span>,
+    /// The device's id key, from its boot frame.
+    key: Option<IdKey>,
+    /// Where the device reads next, as last heard.
+    position: Offset,
     /// Boot frames seen (each reset shows one).
     pub boots_seen: u32,
     /// A hello is out: the next boot frame answers it.
@@ -1032,6 +1286,10 @@ impl Host {
             config,
             sent_to: 0,
             durable: 0,
+            floor: 0,
+            delivered: None,
+            key: None,
+            position: 0,
             boots_seen: 0,
             hello_pending: false,
             configured_boot: None,
@@ -1049,6 +1307,73 @@ impl Host {
         ToDevice::Hello { version: VERSION }
     }
 
+    /// Where the device reads next, as last heard (a resume, a pull, an ack): where the
+    /// stream stands when the link closes.
+    pub fn position(&self) -> Offset {
+        self.position
+    }
+
+    /// The device's id key, once its boot frame was heard.
+    pub fn key(&self) -> Option<IdKey> {
+        self.key
+    }
+
+    fn claimed<T>(claim: Claim) -> Result<T, HostError> {
+        Err(HostError::Claimed(claim))
+    }
+
+    /// A resume (boot or ready) of this stream: within the stream, within what was
+    /// delivered, and not below what was acknowledged durable.
+    fn check_resume(&self, resume: Offset, events: Offset) -> Result<(), HostError> {
+        if resume > events {
+            return Err(HostError::PastEnd {
+                from: resume,
+                events,
+            });
+        }
+        if self.delivered.is_some_and(|d| resume > d.to) {
+            return Self::claimed(Claim::Resume {
+                resume,
+                delivered: self.delivered,
+            });
+        }
+        if resume < self.floor {
+            return Self::claimed(Claim::LostCheckpoint {
+                resume,
+                durable: self.floor,
+            });
+        }
+        Ok(())
+    }
+
+    /// The furthest position the device can honestly report: the end of what was
+    /// delivered.
+    fn bound(&self) -> Offset {
+        self.delivered.map_or(0, |d| d.to)
+    }
+
+    /// Records `from..to` as delivered: it extends the span it touches; below it, with a
+    /// gap, it starts a new one (the device went back and walks up again from there).
+    fn deliver(&mut self, from: Offset, to: Offset) {
+        self.delivered = Some(match self.delivered {
+            Some(d) if from <= d.to && to >= d.from => Span {
+                from: d.from.min(from),
+                to: d.to.max(to),
+            },
+            _ => Span { from, to },
+        });
+    }
+
+    /// A durable position the device acknowledged: what may be copied, when it passes
+    /// every one before.
+    fn acknowledged(&mut self, durable: Offset) -> Option<Offset> {
+        self.floor = durable;
+        (durable > self.durable).then(|| {
+            self.durable = durable;
+            durable
+        })
+    }
+
     /// Handles one message of the device: what it means, and the answer to send.
     pub fn on_message<S: Source + ?Sized>(
         &mut self,
@@ -1062,6 +1387,7 @@ impl Host {
                 boots,
                 resume,
                 stream,
+                key: DeviceKey(key),
                 ..
             } => {
                 if version != VERSION {
@@ -1070,10 +1396,21 @@ impl Host {
                         host: VERSION,
                     }));
                 }
-                let resume = match stream {
-                    Some(s) if s.same_stream(&self.config) => resume,
-                    _ => 0,
+                let resume = if stream.is_some_and(|s| s.same_stream(&self.config)) {
+                    self.check_resume(resume, events)?;
+                    if self.key.is_some_and(|k| k != key) {
+                        return Self::claimed(Claim::KeyChanged);
+                    }
+                    self.floor = resume;
+                    resume
+                } else {
+                    // Another stream or none: the device starts this one from an erased
+                    // partition, at 0.
+                    self.floor = 0;
+                    0
                 };
+                self.key = Some(key);
+                self.position = resume;
                 // A new boot (a reset), or the answer to a hello, gets the configuration;
                 // the same boot announced twice does not get it twice.
                 let answer = self.hello_pending || self.configured_boot != Some(boots);
@@ -1095,21 +1432,47 @@ impl Host {
             FromDevice::Ready { stream, .. } if stream != self.config.stream => {
                 Err(HostError::WrongStream { stream })
             }
-            FromDevice::Pull { .. } | FromDevice::Ack { .. } | FromDevice::Done { .. }
-                if !self.confirmed =>
+            FromDevice::Ready { .. }
+            | FromDevice::Pull { .. }
+            | FromDevice::Ack { .. }
+            | FromDevice::Done { .. }
+                if self.key.is_none()
+                    || (!self.confirmed && !matches!(msg, FromDevice::Ready { .. })) =>
             {
-                // Not known to be this stream's device session: who is there? Its boot
-                // frame gets the configuration, and its ready the events. (A device
-                // waiting for a batch asks again after each silence, so a lost hello
-                // is asked again too.)
+                // Not known to be this stream's device session (no boot frame yet, or no
+                // ready since it): who is there? Its boot frame gets the configuration,
+                // and its ready the events. (A device waiting for a batch asks again
+                // after each silence, so a lost hello is asked again too.)
                 Ok((Heard::Unconfirmed, Some(self.hello())))
+            }
+            FromDevice::Ready { resume, .. } => {
+                self.check_resume(resume, events)?;
+                self.floor = resume;
+                self.position = resume;
+                self.confirmed = true;
+                Ok((
+                    Heard::Report {
+                        said: *msg,
+                        advanced: None,
+                    },
+                    None,
+                ))
             }
             FromDevice::Pull { from, max } => {
                 if from > events {
                     return Err(HostError::PastEnd { from, events });
                 }
+                if from > self.bound() && self.delivered.is_some() {
+                    return Self::claimed(Claim::Pull {
+                        from,
+                        delivered: self.delivered,
+                    });
+                }
+                let key = self.key.unwrap_or(IdKey::PUBLIC); // set: checked above
                 let resend = from < self.sent_to;
+                self.position = from;
                 if from == events {
+                    self.deliver(from, from);
                     return Ok((
                         Heard::Pulled { from, resend },
                         Some(ToDevice::End { events }),
@@ -1119,12 +1482,13 @@ impl Host {
                 let to = (from + n).min(events);
                 let mut batch = heapless::Vec::new();
                 for o in from..to {
-                    if let Some(e) = source.event(o) {
+                    if let Some(e) = source.event(o, &key) {
                         // `to - from` is at most BATCH.
                         let _ = batch.push(WireEvent::from(e));
                     }
                 }
                 self.sent_to = self.sent_to.max(to);
+                self.deliver(from, to);
                 let end = (to == events).then_some(events);
                 Ok((
                     Heard::Pulled { from, resend },
@@ -1133,20 +1497,24 @@ impl Host {
             }
             FromDevice::Refused(r) => Err(HostError::Refused(r)),
             FromDevice::Failed(f) => Err(HostError::Failed(f)),
-            FromDevice::Ready { .. }
-            | FromDevice::Ack { .. }
-            | FromDevice::Done { .. }
-            | FromDevice::Stats { .. } => {
-                self.confirmed |= matches!(msg, FromDevice::Ready { .. });
-                let advanced = match *msg {
-                    FromDevice::Ack { durable, .. } | FromDevice::Done { durable, .. }
-                        if durable > self.durable =>
-                    {
-                        self.durable = durable;
-                        Some(durable)
-                    }
-                    _ => None,
-                };
+            FromDevice::Ack {
+                applied, durable, ..
+            } => {
+                let delivered = self.delivered;
+                if applied > self.bound() {
+                    return Self::claimed(Claim::Applied { applied, delivered });
+                }
+                if durable > self.bound() {
+                    return Self::claimed(Claim::Durable { durable, delivered });
+                }
+                if durable < self.floor {
+                    return Self::claimed(Claim::DurableBack {
+                        durable,
+                        was: self.floor,
+                    });
+                }
+                self.position = applied;
+                let advanced = self.acknowledged(durable);
                 Ok((
                     Heard::Report {
                         said: *msg,
@@ -1155,6 +1523,42 @@ impl Host {
                     None,
                 ))
             }
+            FromDevice::Done {
+                boots,
+                total,
+                events: claimed,
+                durable,
+            } => {
+                let delivered = self.delivered;
+                if claimed != events {
+                    return Self::claimed(Claim::Length { claimed, events });
+                }
+                if durable > self.bound() {
+                    return Self::claimed(Claim::Durable { durable, delivered });
+                }
+                if durable < events {
+                    return Self::claimed(Claim::Early { durable, events });
+                }
+                self.position = durable;
+                let advanced = self.acknowledged(durable);
+                Ok((
+                    Heard::Done {
+                        boots,
+                        total,
+                        durable,
+                        undelivered: delivered.map(|d| d.from).filter(|&from| from > 0),
+                        advanced,
+                    },
+                    None,
+                ))
+            }
+            FromDevice::Stats { .. } => Ok((
+                Heard::Report {
+                    said: *msg,
+                    advanced: None,
+                },
+                None,
+            )),
         }
     }
 }
@@ -1169,6 +1573,12 @@ mod tests {
         page: 1024,
     };
 
+    const KEY: IdKey = IdKey([7; 16]);
+
+    fn key() -> Option<IdKey> {
+        Some(KEY)
+    }
+
     fn config(store: StoreId) -> StreamConfig {
         StreamConfig {
             stream: 7,
@@ -1181,11 +1591,11 @@ mod tests {
     #[test]
     fn another_version_is_refused_both_ways() {
         let mut flash = MemFlash::<10, 1024>::new();
-        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096, key).unwrap();
         let r = d
-            .handle(&mut flash, &ToDevice::Hello { version: 2 })
+            .handle(&mut flash, &ToDevice::Hello { version: 3 })
             .unwrap();
-        let refusal = FromDevice::Refused(Refusal::Version { device: 1, host: 2 });
+        let refusal = FromDevice::Refused(Refusal::Version { device: 2, host: 3 });
         assert_eq!(&r.send[..], &[refusal]);
         let mut host = Host::new(config(StoreId::Offset));
         let log = crate::log::GeneratedLog {
@@ -1193,23 +1603,24 @@ mod tests {
             amount: 1,
         };
         let boot = FromDevice::Boot {
-            version: 2,
+            version: 3,
             boots: 1,
             stream: None,
             resume: 0,
             total: 0,
+            key: DeviceKey(KEY),
         };
         let e = host.on_message(&boot, &log).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "the device speaks idem's feed protocol version 2 and this host version 1: flash the firmware that matches this idem"
+            "the device speaks idem's feed protocol version 3 and this host version 2: flash the firmware that matches this idem"
         );
     }
 
     #[test]
     fn a_store_too_big_for_the_ram_says_so_with_its_need() {
         let mut flash = MemFlash::<10, 1024>::new();
-        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 300).unwrap();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 300, key).unwrap();
         let msg = ToDevice::Configure {
             version: VERSION,
             config: config(StoreId::MessageId),
@@ -1237,7 +1648,7 @@ mod tests {
     #[test]
     fn a_batch_out_of_order_is_dropped_and_counted() {
         let mut flash = MemFlash::<10, 1024>::new();
-        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096).unwrap();
+        let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096, key).unwrap();
         let msg = ToDevice::Configure {
             version: VERSION,
             config: config(StoreId::Offset),
@@ -1296,6 +1707,7 @@ mod tests {
             stream: Some(config(StoreId::Offset)),
             resume: 8,
             total: 8,
+            key: DeviceKey(KEY),
         };
         let (_, reply) = host.on_message(&boot, &log).unwrap();
         assert!(matches!(reply, Some(ToDevice::Configure { .. })));
@@ -1312,38 +1724,334 @@ mod tests {
         assert_eq!((events[0].offset, events.len(), end), (8, 8, None));
     }
 
+    /// A host of a 30-event stream (stream 7, the offset store), and the log.
+    fn host_of(events: u64) -> (Host, crate::log::GeneratedLog) {
+        let log = crate::log::GeneratedLog { events, amount: 1 };
+        (Host::new(config(StoreId::Offset)), log)
+    }
+
+    fn boot(boots: u32, holds: bool, resume: Offset) -> FromDevice {
+        FromDevice::Boot {
+            version: VERSION,
+            boots,
+            stream: holds.then(|| config(StoreId::Offset)),
+            resume,
+            total: resume as i64,
+            key: DeviceKey(KEY),
+        }
+    }
+
+    fn ready(resume: Offset) -> FromDevice {
+        FromDevice::Ready {
+            stream: 7,
+            resume,
+            total: resume as i64,
+        }
+    }
+
+    fn pull(from: Offset) -> FromDevice {
+        FromDevice::Pull {
+            from,
+            max: BATCH as u8,
+        }
+    }
+
+    fn ack(applied: Offset, durable: Offset) -> FromDevice {
+        FromDevice::Ack {
+            applied,
+            durable,
+            total: applied as i64,
+        }
+    }
+
+    fn done(events: Offset, durable: Offset) -> FromDevice {
+        FromDevice::Done {
+            boots: 1,
+            total: events as i64,
+            events,
+            durable,
+        }
+    }
+
+    /// Plays `msgs` to `host`; the first error's sentence, or the last thing heard.
+    fn play(
+        host: &mut Host,
+        log: &crate::log::GeneratedLog,
+        msgs: &[FromDevice],
+    ) -> Result<Heard, String> {
+        let mut last = Heard::Unconfirmed;
+        for m in msgs {
+            last = host.on_message(m, log).map_err(|e| e.to_string())?.0;
+        }
+        Ok(last)
+    }
+
+    /// A boot frame of a fresh device, its ready, then pulls and acks of the stream from
+    /// 0 to `to` in batches (checkpoints every 10).
+    fn honest(to: Offset) -> Vec<FromDevice> {
+        let mut msgs = vec![boot(1, false, 0), ready(0)];
+        let mut from = 0;
+        while from < to {
+            let next = (from + BATCH as u64).min(to);
+            msgs.push(pull(from));
+            msgs.push(ack(next, next / 10 * 10));
+            from = next;
+        }
+        msgs
+    }
+
     #[test]
     fn the_durable_position_to_copy_only_moves_forward() {
-        let mut host = Host::new(config(StoreId::Offset));
-        let log = crate::log::GeneratedLog {
-            events: 30,
-            amount: 1,
-        };
-        let ready = FromDevice::Ready {
-            stream: 7,
-            resume: 0,
-            total: 0,
-        };
-        host.on_message(&ready, &log).unwrap();
-        let ack = |durable| FromDevice::Ack {
-            applied: durable + 3,
-            durable,
-            total: 0,
-        };
+        // Each ack follows a batch this host delivered (an ack of offsets it never sent
+        // is a claim it refuses, below). Durable 0, then 10 and 20; then the device's
+        // flash no longer holds this stream (another stream, say) and it starts over at
+        // 0: the copy stays at 20 until the device passes it.
+        let (mut host, log) = host_of(30);
+        let mut msgs = honest(24);
+        msgs.extend([boot(2, false, 0), ready(0)]);
+        msgs.extend(honest(30).into_iter().skip(2));
+        msgs.push(done(30, 30));
         let mut copied = heapless::Vec::<Offset, 8>::new();
-        // Nothing covered yet, then 10 and 20; a reset brings the device back to 10
-        // (another stream, say): the copy stays at 20 until the device passes it.
-        for d in [0, 10, 10, 20, 10, 20, 30] {
+        for m in &msgs {
             if let (
                 Heard::Report {
                     advanced: Some(o), ..
+                }
+                | Heard::Done {
+                    advanced: Some(o), ..
                 },
                 _,
-            ) = host.on_message(&ack(d), &log).unwrap()
+            ) = host.on_message(m, &log).unwrap()
             {
                 copied.push(o).unwrap();
             }
         }
         assert_eq!(&copied[..], &[10, 20, 30]);
+    }
+
+    #[test]
+    fn a_done_is_gradable_only_when_this_host_delivered_every_offset() {
+        let (mut host, log) = host_of(30);
+        let mut msgs = honest(30);
+        msgs.push(pull(30));
+        msgs.push(done(30, 30));
+        assert_eq!(
+            play(&mut host, &log, &msgs),
+            Ok(Heard::Done {
+                boots: 1,
+                total: 30,
+                durable: 30,
+                undelivered: None,
+                advanced: None, // the last ack copied it
+            })
+        );
+        // A restarted host: the board resumes at 20 from its flash, so offsets 0..19 were
+        // delivered by someone else. Not a lie, and not gradable either.
+        let (mut host, log) = host_of(30);
+        let msgs = [
+            boot(4, true, 20),
+            ready(20),
+            pull(20),
+            ack(28, 20),
+            pull(28),
+            ack(30, 30),
+            done(30, 30),
+        ];
+        assert!(matches!(
+            play(&mut host, &log, &msgs),
+            Ok(Heard::Done {
+                undelivered: Some(20),
+                ..
+            })
+        ));
+        // The same with nothing left to deliver: the board had it all.
+        let (mut host, log) = host_of(30);
+        let msgs = [
+            boot(4, true, 30),
+            ready(30),
+            pull(30),
+            ack(30, 30),
+            done(30, 30),
+        ];
+        assert!(matches!(
+            play(&mut host, &log, &msgs),
+            Ok(Heard::Done {
+                undelivered: Some(30),
+                ..
+            })
+        ));
+        // A reset that brings the board back below the first batch this host sent: the
+        // board walks up again from there, and the done is gradable once that walk
+        // started at 0.
+        let (mut host, log) = host_of(30);
+        let msgs = [
+            boot(1, false, 0),
+            ready(0),
+            pull(0),
+            ack(8, 0),
+            pull(8),
+            boot(2, true, 0),
+            ready(0),
+            pull(0),
+            ack(8, 0),
+            pull(8),
+            ack(16, 10),
+            pull(16),
+            ack(24, 20),
+            pull(24),
+            ack(30, 30),
+            done(30, 30),
+        ];
+        assert!(matches!(
+            play(&mut host, &log, &msgs),
+            Ok(Heard::Done {
+                undelivered: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_board_that_claims_more_or_less_than_it_was_given_is_named() {
+        let start = [boot(1, false, 0), ready(0)];
+        let cases: [(&[FromDevice], &str); 11] = [
+            (
+                &[done(30, 30)],
+                "the board claims every offset below 30 is durable, but this host delivered no offsets",
+            ),
+            (
+                &[ack(0, 3)],
+                "the board claims every offset below 3 is durable, but this host delivered no offsets",
+            ),
+            (
+                &[pull(0), ack(8, u64::MAX)],
+                "the board claims every offset below 18446744073709551615 is durable, but this host delivered only offsets 0..7",
+            ),
+            (
+                &[pull(0), ack(9, 0)],
+                "the board claims it applied every offset below 9, but this host delivered only offsets 0..7",
+            ),
+            (
+                &[pull(0), ack(8, 0), pull(20)],
+                "the board asks for offsets from 20, but this host delivered only offsets 0..7",
+            ),
+            (
+                &[ready(u64::MAX)],
+                "the device resumes at offset 18446744073709551615 but the stream has 30 events: its flash holds a longer stream under the same id",
+            ),
+            (
+                &[pull(0), ack(8, 0), boot(2, true, 16)],
+                "the board claims it resumes at offset 16, but this host delivered only offsets 0..7",
+            ),
+            (
+                &[
+                    pull(0),
+                    ack(8, 0),
+                    pull(8),
+                    ack(16, 10),
+                    pull(16),
+                    ack(24, 20),
+                    pull(24),
+                    ack(30, 30),
+                    done(29, 30),
+                ],
+                "the board claims it is done with a stream of 29 events, but the stream has 30",
+            ),
+            (
+                &[pull(0), ack(8, 0), pull(8), ack(16, 10), done(30, 10)],
+                "the board claims it is done with only the offsets below 10 durable, but the stream has 30 events",
+            ),
+            (
+                &[pull(0), ack(8, 0), pull(8), ack(16, 10), boot(2, true, 0)],
+                "the board resumes at offset 0 from its flash, which holds this stream, but it had acknowledged every offset below 10 durable: it lost a checkpoint",
+            ),
+            (
+                &[
+                    pull(0),
+                    ack(8, 0),
+                    pull(8),
+                    ack(16, 10),
+                    pull(16),
+                    ack(24, 0),
+                ],
+                "the board claims every offset below 0 is durable after it acknowledged every offset below 10 durable, with no reset between",
+            ),
+        ];
+        for (lies, sentence) in cases {
+            let (mut host, log) = host_of(30);
+            let msgs: heapless::Vec<FromDevice, 16> = start.iter().chain(lies).copied().collect();
+            assert_eq!(play(&mut host, &log, &msgs), Err(sentence.to_string()));
+        }
+        // Another key while the flash holds the stream.
+        let (mut host, log) = host_of(30);
+        let mut other = boot(2, true, 0);
+        if let FromDevice::Boot { key, .. } = &mut other {
+            *key = DeviceKey(IdKey([8; 16]));
+        }
+        assert_eq!(
+            play(&mut host, &log, &[boot(1, true, 0), other]),
+            Err("the board announces another id key while its flash holds this stream".into())
+        );
+    }
+
+    #[test]
+    fn the_device_keeps_the_key_of_its_first_boot() {
+        let mut flash = MemFlash::<10, 1024>::new();
+        let (_, first) = Device::boot(&mut flash, LAYOUT, 1, 4096, key).unwrap();
+        let (_, second) = Device::boot(&mut flash, LAYOUT, 1, 4096, || {
+            unreachable!("the key is in flash")
+        })
+        .unwrap();
+        let keys = [first, second].map(|f| match f {
+            FromDevice::Boot { key, boots, .. } => (boots, key),
+            _ => unreachable!(),
+        });
+        assert_eq!(keys, [(1, DeviceKey(KEY)), (2, DeviceKey(KEY))]);
+        // Storage of another image is erased, and a new key drawn; none is refused.
+        let (_, third) =
+            Device::boot(&mut flash, LAYOUT, 2, 4096, || Some(IdKey([9; 16]))).unwrap();
+        assert!(matches!(
+            third,
+            FromDevice::Boot {
+                key: DeviceKey(IdKey([9, ..])),
+                boots: 1,
+                ..
+            }
+        ));
+        let mut blank = MemFlash::<10, 1024>::new();
+        let e = Device::boot(&mut blank, LAYOUT, 1, 4096, || None).unwrap_err();
+        assert_eq!(e.failure(), Failure::Key);
+    }
+
+    #[test]
+    fn events_go_out_keyed_under_the_device_key() {
+        struct Keyed;
+        impl Source for Keyed {
+            fn len(&self) -> Offset {
+                1
+            }
+            fn event(&self, offset: Offset, key: &IdKey) -> Option<Event> {
+                Some(Event {
+                    offset,
+                    message: Message {
+                        id: MessageId::keyed(key, b"p17"),
+                        producer: 1,
+                        epoch: 0,
+                        seq: 1,
+                        amount: 5,
+                    },
+                })
+            }
+        }
+        let mut host = Host::new(config(StoreId::MessageId));
+        for m in [boot(1, false, 0), ready(0)] {
+            host.on_message(&m, &Keyed).unwrap();
+        }
+        let (_, reply) = host.on_message(&pull(0), &Keyed).unwrap();
+        let Some(ToDevice::Events { events, .. }) = reply else {
+            panic!("no batch: {reply:?}");
+        };
+        assert_eq!(events[0].id, MessageId::keyed(&KEY, b"p17").0);
+        assert_ne!(events[0].id, MessageId::keyed(&IdKey::PUBLIC, b"p17").0);
     }
 }

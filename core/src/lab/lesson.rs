@@ -274,7 +274,9 @@ store end at?",
                 .schedule("crash@commit:1"),
             Observe::FinalTotal,
             "The restart begins at the saved place, 2: nothing is handled twice, even with \
-no dedup. Committing more often shrinks the replay; only dedup removes it.",
+no dedup. Committing more often shrinks the replay; two things make it harmless: a store \
+that recognises what it already applied (by offset or by message id), and one that writes \
+its effect and its position in one record (the atomic store).",
         ),
         step(
             "p19 instead of the retry: message-id balance",
@@ -309,7 +311,8 @@ does any store end at?",
 naive store end at?",
             LessonRun::store("payments", "naive"),
             Observe::FinalTotal,
-            "Nothing is lost, and the retry is counted twice.",
+            "Nothing is lost, and p17 is counted twice, the original and its retry: 5 + 5 + \
+3 = 13.",
         ),
         step(
             "effectively once (retries, id dedup)",
@@ -325,7 +328,11 @@ by message id. What balance?",
 idempotent. What balance does the naive store end at?",
             LessonRun::store("payments", "naive").producer("idempotent"),
             Observe::FinalTotal,
-            "The log refuses the repeated sequence, so even a naive consumer is exact.",
+            "The broker appends the retried batch only once: it answers the repeated \
+sequence with success and the first send's offset, so the log holds p17 once and even the \
+naive store ends exact here, where the consumer does not crash. The idempotent producer \
+covers the leg from the producer to the log and no more: a consumer that crashes still \
+replays (idem run ddia --store naive --producer idempotent ends at 110).",
         ),
     ],
 };

@@ -138,7 +138,10 @@ type Land<'a> = dyn FnMut(SendKind, (Name, Message)) -> Result<Option<Offset>, L
 fn named(p: &mut Producer, name: &'static str, amount: i64) -> (Name, Message) {
     (
         Name::Is(name),
-        p.message(MessageId::from_key(name.as_bytes()), amount),
+        p.message(
+            MessageId::keyed(&crate::log::IdKey::PUBLIC, name.as_bytes()),
+            amount,
+        ),
     )
 }
 

@@ -288,7 +288,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
             base,
             consumer,
             high_water: None,
-            checker: Checker::new(applied, K::BATCHED),
+            checker: Checker::new(applied, K::BATCHED).repeats_harmless(K::NATURALLY_IDEMPOTENT),
             report: Report {
                 true_total: scenario.true_total(),
                 final_total: 0,

@@ -2,9 +2,11 @@
 //! feed`). The host configures the store and the checkpoint interval; the board announces
 //! where its flash says it resumes, pulls batches of events, applies them with the core's
 //! `Consumer`, checkpoints, and acknowledges. A reset is the crash: the board boots, reads
-//! its flash, and announces its position again. Every rule is
+//! its flash, and announces its position again. At the first boot of its storage it draws
+//! its id key from the RNG; the key stays in flash with its boot counter and goes out in
+//! every boot frame, and the host keys the message ids it sends under it. Every rule is
 //! `idem_core::board::feed::Device`'s; this is board glue: the NVMC driver, the UART, the
-//! silence timer and the reset.
+//! silence timer, the RNG and the reset.
 #![no_std]
 #![no_main]
 
@@ -13,7 +15,8 @@ use idem_core::board::feed::{
     DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
     encode,
 };
-use idem_firmware::{IMAGE_ID, nvmc, stack, timer, uart};
+use idem_core::log::IdKey;
+use idem_firmware::{IMAGE_ID, nvmc, rng, stack, timer, uart};
 use panic_halt as _;
 
 /// The device asks for its batch again after this much silence.
@@ -60,7 +63,9 @@ fn main() -> ! {
         start: 0,
         page: nvmc::PAGE as u32,
     };
-    let mut device = match Device::boot(&mut flash, layout, IMAGE_ID, CONSUMER_RAM) {
+    let mut device = match Device::boot(&mut flash, layout, IMAGE_ID, CONSUMER_RAM, || {
+        rng::key().map(IdKey)
+    }) {
         Ok((device, boot)) => {
             send(&mut uart, &boot);
             device

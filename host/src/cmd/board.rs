@@ -5,6 +5,12 @@
 //! stream, and answers the board's pulls from the position the board announces (its
 //! flash is the truth), through any number of resets. `qemu` starts the feed firmware
 //! under QEMU and runs `feed` against it, with resets at seeded instants through QMP.
+//!
+//! What the board says is checked by the core's `Host`: a claim past what this host
+//! delivered is one sentence and exit 1, and a done frame is graded only when this host
+//! delivered every offset (otherwise the verdict is `unverified`, exit 1). Message ids
+//! that came from outside idem (a log file's ids, a Kafka record's key) go to the board
+//! keyed under the board's own id key, from its boot frame.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -22,7 +28,7 @@ use idem_core::board::feed::{
 };
 use idem_core::lab::check::Verdict;
 use idem_core::lab::rng::SplitMix64;
-use idem_core::log::{Event, Offset};
+use idem_core::log::{Event, IdKey, MessageId, Offset};
 use serde_json::json;
 
 use crate::error::usage;
@@ -58,7 +64,7 @@ struct StreamArgs {
     /// Commit the position every K events (at least 1) [default: the scenario's]
     #[arg(long, value_name = "K")]
     checkpoint_every: Option<u64>,
-    /// Number of +1 events (ddia only) [default: 100]
+    /// Number of events (ddia and gauge only) [default: 100]
     #[arg(long)]
     events: Option<u64>,
     /// The producer the scenario runs with.
@@ -166,6 +172,9 @@ impl Cmd {
 struct Stream {
     name: String,
     events: Vec<Event>,
+    /// The bytes each event's id was made of, when the ids came from outside idem (a log
+    /// file, a Kafka partition): the board gets them keyed under its own key.
+    id_bytes: Option<Vec<Vec<u8>>>,
     true_total: i64,
     config: StreamConfig,
     /// A Kafka partition's group, when the stream is one.
@@ -177,8 +186,13 @@ impl idem_core::board::feed::Source for Stream {
         self.events.len() as u64
     }
 
-    fn event(&self, offset: Offset) -> Option<Event> {
-        self.events.get(usize::try_from(offset).ok()?).copied()
+    fn event(&self, offset: Offset, key: &IdKey) -> Option<Event> {
+        let i = usize::try_from(offset).ok()?;
+        let mut e = *self.events.get(i)?;
+        if let Some(bytes) = self.id_bytes.as_ref().and_then(|b| b.get(i)) {
+            e.message.id = MessageId::keyed(key, bytes);
+        }
+        Some(e)
     }
 }
 
@@ -191,14 +205,24 @@ fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
     })
 }
 
-/// The id of a stream of events: another stream is another id.
-fn stream_id(events: &[Event]) -> u32 {
+/// The id of a stream of events: another stream is another id. Ids that came as bytes
+/// count by their bytes (their message ids depend on a key), so a rerun on the same file
+/// names the same stream.
+fn stream_id(events: &[Event], id_bytes: Option<&[Vec<u8>]>) -> u32 {
     let mut bytes = Vec::with_capacity(events.len() * 48);
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
         let m = e.message;
+        let id = match id_bytes.and_then(|b| b.get(i)) {
+            Some(b) => {
+                bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(b);
+                0
+            }
+            None => m.id.0,
+        };
         for word in [
             e.offset,
-            m.id.0,
+            id,
             u64::from(m.producer),
             u64::from(m.epoch),
             u64::from(m.seq),
@@ -210,9 +234,9 @@ fn stream_id(events: &[Event]) -> u32 {
     short_id(&bytes)
 }
 
-/// A 32-bit id of `bytes`: the core's FNV-1a key hash, folded.
+/// A 32-bit id of `bytes`: the core's public-key id hash, folded.
 fn short_id(bytes: &[u8]) -> u32 {
-    let h = idem_core::log::MessageId::from_key(bytes).0;
+    let h = idem_core::log::MessageId::keyed(&idem_core::log::IdKey::PUBLIC, bytes).0;
     (h ^ (h >> 32)) as u32
 }
 
@@ -254,6 +278,7 @@ impl StreamArgs {
             },
             name,
             events: std::mem::take(&mut source.events),
+            id_bytes: Some(std::mem::take(&mut source.id_bytes)),
             bridge: Some(source),
         }))
     }
@@ -268,6 +293,7 @@ impl StreamArgs {
                 "dual-write writes two views; the board consumes a stream into one store",
             ));
         }
+        select::check_pair(self.scenario, self.store)?;
         let store = store_id(self.store)?;
         let args = ScenarioArgs {
             events: self.events,
@@ -295,16 +321,23 @@ impl StreamArgs {
                 events.len() - 1
             )));
         }
+        // A log file's ids are the user's bytes: the board keys them.
+        let id_bytes = self.log.as_ref().map(|_| {
+            (0..events.len() as u64)
+                .map(|o| loaded.id_text(o).unwrap_or_default().as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        });
         Ok(Stream {
             name: loaded.name().to_string(),
             true_total: loaded.truth_by_prefix().last().copied().unwrap_or(0),
             config: StreamConfig {
-                stream: stream_id(&events),
+                stream: stream_id(&events, id_bytes.as_deref()),
                 store,
                 checkpoint_every,
                 crash_after: self.crash_after,
             },
             events,
+            id_bytes,
             bridge: None,
         })
     }
@@ -349,7 +382,9 @@ struct Seen {
     boots: u32,
     resumes: Vec<Offset>,
     acked: Option<(Offset, Offset, i64)>,
-    done: Option<(u32, i64, Offset)>,
+    /// Boots, total and durable position of the done frame, and the offsets `0..n` this
+    /// host did not deliver, if any.
+    done: Option<(u32, i64, Offset, Option<Offset>)>,
     garbled: u32,
     out_of_order: u32,
     stack_bytes: u32,
@@ -362,17 +397,32 @@ struct Seen {
     resends: u64,
 }
 
+/// What a failed read or write of the board's link says, at `offset` (where the board
+/// reads next): never an I/O error, so that `main` does not take a hang-up (which
+/// `serialport` reports as a broken pipe) for a closed standard output.
+fn link_error(e: &std::io::Error, offset: Offset) -> anyhow::Error {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    if matches!(
+        e.kind(),
+        BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof
+    ) {
+        anyhow::anyhow!("the board's link closed at offset {offset}")
+    } else {
+        anyhow::anyhow!("the board's link failed at offset {offset}: {e}")
+    }
+}
+
 /// Writes a frame, damaging the line on purpose when asked (`--garble`).
 fn send(
     link: &mut dyn Link,
     msg: &ToDevice,
     noise: &mut Option<SplitMix64>,
     seen: &mut Seen,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let mut scratch = [0u8; TO_DEVICE_MAX + 4];
     let mut out = [0u8; TO_DEVICE_ENCODED];
     let bytes = encode(msg, &mut scratch, &mut out)
-        .map_err(|e| anyhow::anyhow!("encoding a frame: {e}"))?;
+        .map_err(|e| std::io::Error::other(format!("encoding a frame: {e}")))?;
     let mut bytes = bytes.to_vec();
     if let Some(rng) = noise.as_mut() {
         if rng.range(0, 2) == 0 {
@@ -441,7 +491,9 @@ fn feed(
             );
         }
         let n = match link.read(&mut buf) {
-            Ok(0) => anyhow::bail!("the board's link closed"),
+            // After the done frame, only the stats frame was still to come.
+            Ok(0) if seen.done.is_some() => return Ok(seen),
+            Ok(0) => anyhow::bail!("the board's link closed at offset {}", host.position()),
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -453,7 +505,8 @@ fn feed(
             {
                 0
             }
-            Err(e) => return Err(e).context("reading the board"),
+            Err(_) if seen.done.is_some() => return Ok(seen),
+            Err(e) => return Err(link_error(&e, host.position())),
         };
         for &b in &buf[..n] {
             let Some(Ok(msg)) = reader.push(b) else {
@@ -484,6 +537,21 @@ fn feed(
                 }
                 Heard::Pulled { resend, .. } => last_pull_resend = resend,
                 Heard::Unconfirmed => {}
+                Heard::Done {
+                    boots,
+                    total,
+                    durable,
+                    undelivered,
+                    advanced,
+                } => {
+                    if let (Some(durable), Some(bridge)) = (advanced, &stream.bridge) {
+                        bridge.commit(durable)?;
+                        seen.group_commits.push(durable);
+                    }
+                    seen.done = Some((boots, total, durable, undelivered));
+                    seen.boots = seen.boots.max(boots);
+                    done_at = Some(Instant::now());
+                }
                 Heard::Report { said, advanced } => {
                     if let (Some(durable), Some(bridge)) = (advanced, &stream.bridge) {
                         // The group gets only what the board acknowledged as durable.
@@ -511,16 +579,6 @@ fn feed(
                                 ));
                             }
                             seen.acked = Some((applied, durable, total));
-                        }
-                        FromDevice::Done {
-                            boots,
-                            total,
-                            durable,
-                            ..
-                        } => {
-                            seen.done = Some((boots, total, durable));
-                            seen.boots = seen.boots.max(boots);
-                            done_at = Some(Instant::now());
                         }
                         FromDevice::Stats {
                             garbled,
@@ -551,7 +609,8 @@ fn feed(
                     seen.batches += 1;
                     seen.resends += u64::from(last_pull_resend);
                 }
-                send(link, &m, &mut noise, &mut seen)?;
+                send(link, &m, &mut noise, &mut seen)
+                    .map_err(|e| link_error(&e, host.position()))?;
                 if let ToDevice::Events { events, .. } = &m
                     && let Some(first) = events.first()
                 {
@@ -565,7 +624,7 @@ fn feed(
         {
             seen.batches += 1;
             seen.resends += u64::from(resend);
-            send(link, &m, &mut noise, &mut seen)?;
+            send(link, &m, &mut noise, &mut seen).map_err(|e| link_error(&e, host.position()))?;
             if let ToDevice::Events { events, .. } = &m
                 && let Some(first) = events.first()
             {
@@ -576,7 +635,9 @@ fn feed(
             // Nothing heard: the board booted before we connected, or lost its
             // configuration. Who is there?
             seen.hellos += 1;
-            send(link, &host.hello(), &mut None, &mut seen)?;
+            let hello = host.hello();
+            send(link, &hello, &mut None, &mut seen)
+                .map_err(|e| link_error(&e, host.position()))?;
             last_heard = Instant::now();
         }
     }
@@ -588,10 +649,16 @@ fn report(
     seen: &Seen,
     resets: Option<u32>,
 ) -> anyhow::Result<ExitCode> {
-    let Some((boots, total, durable)) = seen.done else {
+    let Some((boots, total, durable, undelivered)) = seen.done else {
         anyhow::bail!("the board never reported done");
     };
     let verdict = Verdict::of(total, stream.true_total);
+    // Graded only when this host delivered every offset the board applied.
+    let verdict_name = if undelivered.is_some() {
+        "unverified"
+    } else {
+        verdict.name()
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = json!({
@@ -602,7 +669,7 @@ fn report(
             "crash_after": stream.config.crash_after,
             "true_total": stream.true_total,
             "final_total": total,
-            "verdict": verdict.name(),
+            "verdict": verdict_name,
             "durable": durable,
             "boots": boots,
             "resumes": seen.resumes,
@@ -618,6 +685,9 @@ fn report(
         }
         if args.garble.is_some() {
             v["damaged_on_purpose"] = seen.injected.into();
+        }
+        if let Some(n) = undelivered {
+            v["undelivered"] = json!({ "first": 0, "last": n - 1 });
         }
         #[cfg(feature = "kafka")]
         if let Some(b) = &stream.bridge {
@@ -641,7 +711,11 @@ fn report(
         writeln!(
             out,
             "  final total        {total} ({})",
-            render::verdict_text(verdict)
+            if undelivered.is_some() {
+                "unverified".to_string()
+            } else {
+                render::verdict_text(verdict)
+            }
         )?;
         writeln!(out, "  true total         {}", stream.true_total)?;
         let resumes: Vec<String> = seen.resumes.iter().map(ToString::to_string).collect();
@@ -679,7 +753,23 @@ fn report(
         }
     }
     out.flush()?;
+    if let Some(n) = undelivered {
+        eprintln!("idem: {}", undelivered_text(n));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why a done frame is not graded: offsets `0..n` came to the board before this host.
+fn undelivered_text(n: Offset) -> String {
+    let which = if n == 1 {
+        "offset 0".to_string()
+    } else {
+        format!("offsets 0..{}", n - 1)
+    };
+    format!(
+        "unverified: this host did not deliver {which} (the board held them before this host first heard from it: a restarted host or bridge), so its total is not graded"
+    )
 }
 
 impl Feed {
@@ -700,14 +790,15 @@ impl Feed {
 /// QEMU and its sockets, stopped and removed on every path.
 struct QemuRun {
     child: Child,
-    dir: PathBuf,
+    /// A folder of this run's own (created exclusively, under a name nobody can
+    /// predict), removed with its sockets after QEMU is stopped.
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for QemuRun {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -784,9 +875,11 @@ impl Qemu {
             )));
         }
         let elf = self.elf()?;
-        let dir = std::env::temp_dir().join(format!("idem-qemu-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let (uart, qmp) = (dir.join("uart.sock"), dir.join("qmp.sock"));
+        let dir = tempfile::Builder::new()
+            .prefix("idem-qemu-")
+            .tempdir()
+            .context("creating a temporary folder for QEMU's sockets")?;
+        let (uart, qmp) = (dir.path().join("uart.sock"), dir.path().join("qmp.sock"));
         let child = Command::new("qemu-system-arm")
             .args(["-M", "microbit", "-display", "none", "-monitor", "none"])
             .arg("-chardev")
@@ -801,7 +894,7 @@ impl Qemu {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| usage(format!("cannot start qemu-system-arm ({e}); install it (apt-get install qemu-system-arm)")))?;
-        let mut run = QemuRun { child, dir };
+        let mut run = QemuRun { child, _dir: dir };
         let qmp = connect_socket(&qmp, &mut run.child)?;
         let mut link = connect_socket(&uart, &mut run.child)?;
         link.set_read_timeout(Some(POLL))?;

@@ -47,6 +47,7 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let args = self.workload.scenario_args();
         let loaded = select::load(Some(self.scenario), &args)?;
+        select::check_pair(Some(self.scenario), self.store)?;
         select::check_window(self.store, self.workload.window)?;
         let meta = device::meta_for(&loaded, self.store, self.workload.window);
         let mut image = Image::open_or_create(&self.flash, &meta)?;

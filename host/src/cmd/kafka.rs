@@ -9,7 +9,7 @@
 //! offset; the atomic store keeps the position in its flash record and seeks to it
 //! (Kafka's "manage your own offsets").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,7 +20,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
-use idem_core::log::{Event, Log, Message, MessageId, Offset};
+use idem_core::log::{Event, IdKey, Log, Message, MessageId, Offset};
 use idem_core::persist::{Layout, Sinks};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
@@ -361,29 +361,63 @@ fn send(
 /// A partition's records, as the core reads a log: by offset, from 0 to the last record
 /// read. An offset with no record (a transaction marker, a compacted or skipped record)
 /// holds a record of amount 0 with an id of its own, so the consumer steps over it.
+///
+/// A record's message id is its key under `key` (the image's own). The truth knows a
+/// message by its key's bytes, not by that hash: `first` maps each key to the first
+/// offset that carries it.
+/// A record as read: its message, its key's bytes (none for a keyless record) and its
+/// value.
+type Record = (Message, Option<Vec<u8>>, String);
+
 struct PartitionLog {
     partition: i32,
-    records: Vec<Option<(Message, String, String)>>,
+    key: IdKey,
+    /// Each record, by offset.
+    records: Vec<Option<Record>>,
+    first: HashMap<Vec<u8>, usize>,
 }
 
 impl PartitionLog {
+    /// An empty read of partition `p`, its ids under `key`.
+    fn new(partition: i32, key: IdKey) -> Self {
+        Self {
+            partition,
+            key,
+            records: Vec::new(),
+            first: HashMap::new(),
+        }
+    }
+
     /// The message idem applies for a placeholder at `offset` of partition `p`.
-    fn placeholder(p: i32, offset: usize) -> Message {
+    fn placeholder(&self, offset: usize) -> Message {
         Message {
-            id: offset_id(p, offset),
+            id: self.offset_id(offset),
             producer: 0,
             epoch: 0,
             seq: offset as u32 + 1,
             amount: 0,
         }
     }
-}
 
-/// The id of a record by its place: partition and offset (a keyless record with
-/// `--keyless offset`, a placeholder). It is the hash of a NUL byte and the place, which no
-/// printable key spells.
-fn offset_id(p: i32, offset: usize) -> MessageId {
-    MessageId::from_key(format!("\0{p}@{offset}").as_bytes())
+    /// The id of a record by its place: partition and offset (a keyless record with
+    /// `--keyless offset`, a placeholder). It is the hash of a NUL byte and the place,
+    /// which no printable key spells.
+    fn offset_id(&self, offset: usize) -> MessageId {
+        MessageId::keyed(&self.key, &self.place(offset))
+    }
+
+    /// The bytes of a place's id: a NUL byte, the partition, `@`, the offset.
+    fn place(&self, offset: usize) -> Vec<u8> {
+        format!("\0{}@{offset}", self.partition).into_bytes()
+    }
+
+    /// The bytes the message id at `offset` is made of: its record's key, or its place.
+    fn id_bytes(&self, offset: usize) -> Vec<u8> {
+        match self.records.get(offset) {
+            Some(Some((_, Some(k), _))) => k.clone(),
+            _ => self.place(offset),
+        }
+    }
 }
 
 impl Log for PartitionLog {
@@ -395,21 +429,19 @@ impl Log for PartitionLog {
         let i = usize::try_from(offset).ok()?;
         let message = match self.records.get(i)? {
             Some((m, _, _)) => *m,
-            None => Self::placeholder(self.partition, i),
+            None => self.placeholder(i),
         };
         Some(Event { offset, message })
     }
 
+    /// The first offset with this record's key bytes (keyless records and placeholders
+    /// are their own message).
     fn canonical(&self, offset: Offset) -> Offset {
         match usize::try_from(offset)
             .ok()
             .and_then(|i| self.records.get(i))
         {
-            Some(Some((m, _, _))) => self
-                .records
-                .iter()
-                .position(|r| r.as_ref().is_some_and(|(x, _, _)| x.id == m.id))
-                .map_or(offset, |i| i as Offset),
+            Some(Some((_, Some(k), _))) => self.first.get(k).map_or(offset, |&i| i as Offset),
             _ => offset,
         }
     }
@@ -520,12 +552,10 @@ fn read_partition(
     topic: &str,
     p: i32,
     rules: &ReadRules,
+    key: IdKey,
 ) -> anyhow::Result<PartitionRead> {
     let mut read = PartitionRead {
-        log: PartitionLog {
-            partition: p,
-            records: Vec::new(),
-        },
+        log: PartitionLog::new(p, key),
         end_offset: 0,
         records_read: 0,
         skipped: Vec::new(),
@@ -629,11 +659,16 @@ fn ingest<M: rdkafka::message::Message>(
     match checked {
         Ok((keyed, amount, s)) => {
             read.sum = s;
+            let log = &mut read.log;
             let id = match key {
-                Some(k) if keyed => MessageId::from_key(k),
-                _ => offset_id(p, offset),
+                Some(k) if keyed => {
+                    let first = log.first.entry(k.to_vec()).or_insert(offset);
+                    *first = (*first).min(offset);
+                    MessageId::keyed(&log.key, k)
+                }
+                _ => log.offset_id(offset),
             };
-            records[offset] = Some((
+            log.records[offset] = Some((
                 Message {
                     id,
                     producer: 0,
@@ -641,10 +676,7 @@ fn ingest<M: rdkafka::message::Message>(
                     seq: offset as u32 + 1,
                     amount,
                 },
-                key.map_or_else(
-                    || "(none)".into(),
-                    |k| String::from_utf8_lossy(k).into_owned(),
-                ),
+                key.filter(|_| keyed).map(<[u8]>::to_vec),
                 String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
             ));
         }
@@ -925,7 +957,14 @@ impl SinksJob for SharedConsume<'_> {
                     Some(KOffset::Offset(n)) if n > 0 => n as Offset,
                     _ => 0,
                 };
-                let read = read_partition(self.reader, self.brokers, self.topic, p, &self.rules)?;
+                let read = read_partition(
+                    self.reader,
+                    self.brokers,
+                    self.topic,
+                    p,
+                    &self.rules,
+                    self.image.id_key(),
+                )?;
                 let layout = layout(self.image, p);
                 let mut consumer =
                     Consumer::open(&mut self.image.flash, layout, sinks.clone(), config)
@@ -1165,7 +1204,14 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         reads.resize_with(n as usize, || None);
         for (partition, read) in (0..n).zip(reads) {
             let read = match read {
-                None => read_partition(&kafka, o.brokers, o.topic, partition, &rules)?,
+                None => read_partition(
+                    &kafka,
+                    o.brokers,
+                    o.topic,
+                    partition,
+                    &rules,
+                    image.id_key(),
+                )?,
                 Some(mut read) => {
                     read_more(&kafka, o.brokers, o.topic, &mut read, &rules)?;
                     read
@@ -1461,7 +1507,8 @@ fn lab(
     let n = partitions(&reader, brokers, &topic)?.unwrap_or(1);
     let mut records = Vec::new();
     for p in 0..n {
-        let read = read_partition(&reader, brokers, &topic, p, &ReadRules::LAB)?;
+        // The lab grades by keys, not ids: any key will do for its read.
+        let read = read_partition(&reader, brokers, &topic, p, &ReadRules::LAB, IdKey::PUBLIC)?;
         anyhow::ensure!(
             !read.short_read(),
             "{topic} partition {p}: records were fetched past the broker's end offset {}; its counts cannot be trusted",
@@ -1469,7 +1516,11 @@ fn lab(
         );
         for (o, r) in read.log.records.iter().enumerate() {
             if let Some((_, k, v)) = r {
-                records.push((p, o, k.clone(), v.clone()));
+                let k = k.as_deref().map_or_else(
+                    || "(none)".into(),
+                    |k| String::from_utf8_lossy(k).into_owned(),
+                );
+                records.push((p, o, k, v.clone()));
             }
         }
     }
@@ -1479,8 +1530,13 @@ fn lab(
         sent.entry(key.as_str()).or_insert(*amount);
     }
     let truth: i64 = sent.values().sum();
-    let dir = std::env::temp_dir().join(format!("idem-lab-{}", unique()));
-    std::fs::create_dir_all(&dir)?;
+    // A folder of this run's own (created exclusively, an unpredictable name), removed
+    // with what is in it when the lab ends.
+    let tmp = tempfile::Builder::new()
+        .prefix("idem-lab-")
+        .tempdir()
+        .context("creating a temporary folder for the lab's images")?;
+    let dir = tmp.path();
     let mut totals = BTreeMap::new();
     let stores = [
         StoreKind::Naive,
@@ -1515,7 +1571,7 @@ fn lab(
         );
         totals.insert(store.name(), results.iter().map(|r| r.total).sum::<i64>());
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     if json_out {
         let v = json!({
             "topic": topic,
@@ -1567,9 +1623,13 @@ fn lab(
 /// 0 past the broker's end offset), and the consumer group that gets the board's
 /// position as a copy, committed only after the board acknowledged a checkpoint.
 pub struct BoardSource {
-    /// The partition's events, by offset (placeholders where no payment is).
+    /// The partition's events, by offset (placeholders where no payment is), their ids
+    /// under [`IdKey::PUBLIC`]: the board's own key is applied to `id_bytes`.
     pub events: Vec<Event>,
-    /// Each distinct message id counted once.
+    /// The bytes each event's message id is made of: its record's key, or for a keyless
+    /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
+    pub id_bytes: Vec<Vec<u8>>,
+    /// Each distinct message id (by its key's bytes) counted once.
     pub true_total: i64,
     /// The group's committed offset before the bridge started, if any.
     pub group_was: Option<i64>,
@@ -1607,7 +1667,7 @@ impl BoardSource {
             by_id,
             ..ReadRules::LAB
         };
-        let read = read_partition(&reader, brokers, topic, partition, &rules)?;
+        let read = read_partition(&reader, brokers, topic, partition, &rules, IdKey::PUBLIC)?;
         if read.short_read() {
             anyhow::bail!(
                 "{topic} partition {partition}: the broker's end offset is {} but it served {} records: its count of its own partition is short, so the board's verdict could not be trusted",
@@ -1630,6 +1690,9 @@ impl BoardSource {
         Ok(Self {
             events: (0..read.log.len())
                 .filter_map(|o| read.log.get(o))
+                .collect(),
+            id_bytes: (0..read.log.records.len())
+                .map(|o| read.log.id_bytes(o))
                 .collect(),
             true_total: read.log.true_total(),
             group_was,

@@ -3,7 +3,7 @@
 //! simulator, and compares. The questions are the core's (`idem_core::lab::lesson`);
 //! every answer comes from a run.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -94,8 +94,9 @@ impl Cmd {
                 }
                 // Every answer must read before anything runs.
                 for (i, (step, a)) in lesson.steps.iter().zip(&given).enumerate() {
-                    parse(step.observe, a)
-                        .map_err(|e| usage(format!("--answers, answer {}: {e}", i + 1)))?;
+                    parse(step.observe, a).map_err(|e| {
+                        usage(format!("--answers, answer {}: {}", i + 1, shorten(&e)))
+                    })?;
                 }
                 Predictions::Given(given)
             }
@@ -114,24 +115,43 @@ fn teach(
 ) -> anyhow::Result<()> {
     writeln!(out, "{}\n\n{}\n", lesson.title, lesson.intro)?;
     let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
+    let mut input = stdin.lock();
     let (mut right, mut asked) = (0, 0);
     let mut summary: Vec<(&str, Option<Answer>, Answer)> = Vec::new();
     for (i, step) in lesson.steps.iter().enumerate() {
         writeln!(out, "{}. {}", i + 1, step.question)?;
         let said = match &predictions {
-            Predictions::Given(given) => Some(parse(step.observe, given[i]).map_err(usage)?),
+            Predictions::Given(given) => {
+                Some(parse(step.observe, given[i]).map_err(|e| usage(shorten(&e)))?)
+            }
             Predictions::Typed => loop {
                 write!(out, "   your prediction (q to stop)> ")?;
                 out.flush()?;
-                let line = lines.next().transpose()?;
-                let Some(line) = line.filter(|l| !matches!(l.trim(), "q" | "quit")) else {
+                let line = match read_answer(&mut input)? {
+                    Typed::Line(line) => line,
+                    Typed::TooLong(n) => {
+                        writeln!(
+                            out,
+                            "   that answer is {n} bytes long, more than the {MAX_ANSWER} an answer may have; try again"
+                        )?;
+                        continue;
+                    }
+                    Typed::NotText => {
+                        writeln!(out, "   that answer is not UTF-8 text; try again")?;
+                        continue;
+                    }
+                    Typed::End => {
+                        writeln!(out)?;
+                        return score(out, &summary, right, asked);
+                    }
+                };
+                if matches!(line.trim(), "q" | "quit") {
                     writeln!(out)?;
                     return score(out, &summary, right, asked);
-                };
+                }
                 match parse(step.observe, &line) {
                     Ok(v) => break Some(v),
-                    Err(e) => writeln!(out, "   {e}; try again")?,
+                    Err(e) => writeln!(out, "   {}; try again", shorten(&e))?,
                 }
             },
             Predictions::None => None,
@@ -163,6 +183,79 @@ fn teach(
         summary.push((step.label, said, seen));
     }
     score(out, &summary, right, asked)
+}
+
+/// The longest answer read at a prompt, in bytes (1,000 balances fit).
+const MAX_ANSWER: usize = 16 * 1024;
+/// The longest message about an answer, in characters: longer ones are shortened.
+const MAX_MESSAGE: usize = 200;
+
+/// One line typed at the prompt.
+#[derive(Debug, PartialEq, Eq)]
+enum Typed {
+    /// A line of text, without its line end.
+    Line(String),
+    /// A line of more than [`MAX_ANSWER`] bytes (its length), skipped to its end.
+    TooLong(u64),
+    /// A line that is not UTF-8.
+    NotText,
+    /// The end of the input.
+    End,
+}
+
+/// Reads one line from `input`, holding at most [`MAX_ANSWER`] bytes of it.
+fn read_answer(input: &mut impl BufRead) -> std::io::Result<Typed> {
+    let mut buf = Vec::new();
+    let n = input
+        .by_ref()
+        .take(MAX_ANSWER as u64 + 1)
+        .read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(Typed::End);
+    }
+    if buf.last() != Some(&b'\n') && buf.len() > MAX_ANSWER {
+        // The rest of the line, read and dropped a buffer at a time.
+        let mut total = buf.len() as u64;
+        loop {
+            let chunk = input.fill_buf()?;
+            if chunk.is_empty() {
+                break;
+            }
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    total += i as u64;
+                    input.consume(i + 1);
+                    break;
+                }
+                None => {
+                    let len = chunk.len();
+                    total += len as u64;
+                    input.consume(len);
+                }
+            }
+        }
+        return Ok(Typed::TooLong(total));
+    }
+    Ok(match String::from_utf8(buf) {
+        Ok(line) => Typed::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+        Err(_) => Typed::NotText,
+    })
+}
+
+/// `message` shortened to at most about [`MAX_MESSAGE`] characters: its start and its
+/// end (which says what was wrong), and how much was left out between them.
+fn shorten(message: &str) -> String {
+    let chars = message.chars().count();
+    if chars <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let (head, tail) = (MAX_MESSAGE / 2, MAX_MESSAGE / 4);
+    let start: String = message.chars().take(head).collect();
+    let end: String = message.chars().skip(chars - tail).collect();
+    format!(
+        "{start}[... {} characters left out ...]{end}",
+        chars - head - tail
+    )
 }
 
 /// The closing table (every step so far side by side: what was said, what was seen) and
@@ -253,4 +346,41 @@ fn worksheet(out: &mut impl Write, lesson: &Lesson, key: bool) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_reads_one_bounded_line_at_a_time() {
+        let mut long = vec![b'7'; MAX_ANSWER + 10];
+        long.push(b'\n');
+        let mut input: Vec<u8> = b"40\r\n\xff\n".to_vec();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"q");
+        let mut r = std::io::Cursor::new(input);
+        assert_eq!(read_answer(&mut r).unwrap(), Typed::Line("40".into()));
+        assert_eq!(read_answer(&mut r).unwrap(), Typed::NotText);
+        assert_eq!(
+            read_answer(&mut r).unwrap(),
+            Typed::TooLong(MAX_ANSWER as u64 + 10)
+        );
+        assert_eq!(read_answer(&mut r).unwrap(), Typed::Line("q".into()));
+        assert_eq!(read_answer(&mut r).unwrap(), Typed::End);
+    }
+
+    #[test]
+    fn a_long_message_keeps_its_start_and_its_end() {
+        let e = format!("{:?} is not a whole number", "x".repeat(1000));
+        let s = shorten(&e);
+        assert_eq!(
+            s.chars().count(),
+            150 + "[... 874 characters left out ...]".len()
+        );
+        assert!(s.starts_with("\"xxx"), "{s}");
+        assert!(s.ends_with("xxx\" is not a whole number"), "{s}");
+        assert!(s.contains("[... 874 characters left out ...]"), "{s}");
+        assert_eq!(shorten("short"), "short");
+    }
 }

@@ -2,7 +2,8 @@
 //! standard input (`-`), and shows the live totals of each sink.
 //!
 //! Garbage and damaged frames on the line are counted and skipped. It exits 0 after the
-//! done frame, 1 if the stream ends before it.
+//! done frame, 1 if the stream ends before it: a file or standard input that ends, or a
+//! serial link that hangs up ("the board's link closed at offset N").
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -92,9 +93,11 @@ fn frame_text(frame: &Frame) -> String {
 }
 
 impl Cmd {
-    fn open(&self) -> anyhow::Result<Box<dyn Read>> {
+    /// The source, and whether it is a serial link (which can hang up) rather than a
+    /// file or standard input (which end).
+    fn open(&self) -> anyhow::Result<(Box<dyn Read>, bool)> {
         if self.source.as_os_str() == "-" {
-            return Ok(Box::new(std::io::stdin()));
+            return Ok((Box::new(std::io::stdin()), false));
         }
         let name = self.source.display().to_string();
         let meta = std::fs::metadata(&self.source).map_err(|e| {
@@ -113,32 +116,59 @@ impl Cmd {
                         "{name} is a device but not a serial port ({e}); give the board's serial port, a file of frames, or - for standard input"
                     ))
                 })?;
-            Ok(port)
+            Ok((port, true))
         } else {
-            Ok(Box::new(
-                File::open(&self.source).with_context(|| format!("opening {name}"))?,
+            Ok((
+                Box::new(File::open(&self.source).with_context(|| format!("opening {name}"))?),
+                false,
             ))
         }
     }
 
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let mut source = self.open()?;
+        let (mut source, link) = self.open()?;
         let mut out = std::io::stdout().lock();
         let mut decoder = Decoder::new();
         let mut buf = [0u8; 256];
+        // Where the board reads next, as its frames said: its resume, then one past
+        // each offset it applied.
+        let mut at = 0u64;
         loop {
             let n = match source.read(&mut buf) {
+                Ok(0) if link => anyhow::bail!("the board's link closed at offset {at}"),
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-                Err(e) => return Err(e).context("reading the device"),
+                // Said as a sentence, not passed on as an I/O error: `serialport` reports
+                // a hang-up as a broken pipe, which `main` would take for a closed
+                // standard output.
+                Err(e)
+                    if link
+                        && matches!(
+                            e.kind(),
+                            std::io::ErrorKind::BrokenPipe
+                                | std::io::ErrorKind::ConnectionReset
+                                | std::io::ErrorKind::UnexpectedEof
+                        ) =>
+                {
+                    anyhow::bail!("the board's link closed at offset {at}")
+                }
+                Err(e) => anyhow::bail!(
+                    "reading {} failed at offset {at}: {e}",
+                    self.source.display()
+                ),
             };
             for &b in &buf[..n] {
                 let Some(Ok(frame)) = decoder.push(b) else {
                     continue;
                 };
+                match frame {
+                    Frame::Boot { resume, .. } => at = resume,
+                    Frame::Progress { offset, .. } => at = offset.saturating_add(1),
+                    Frame::Done { .. } | Frame::Stats { .. } => {}
+                }
                 if self.json {
                     writeln!(out, "{}", frame_json(&frame))?;
                 } else {

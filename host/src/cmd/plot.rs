@@ -54,6 +54,11 @@ enum XAxis {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        // A target that is not a regular file is refused before anything runs.
+        crate::files::check_target(&self.svg)?;
+        for store in &self.store {
+            select::check_pair(self.scenario, *store)?;
+        }
         let loaded = select::load(self.scenario, &self.args)?;
         if loaded.events() > MAX_EVENTS {
             return Err(usage(format!(
@@ -69,7 +74,7 @@ impl Cmd {
             series.push((*store, o.trace.unwrap_or_default(), o.report.final_total));
         }
         let svg = draw(&loaded, &series, &truth, self.x);
-        crate::cleanup::write_atomically(&self.svg, svg.as_bytes())?;
+        crate::files::write_atomically(&self.svg, svg.as_bytes())?;
         eprintln!("wrote {}", self.svg.display());
         Ok(ExitCode::SUCCESS)
     }

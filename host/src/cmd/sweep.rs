@@ -26,9 +26,7 @@ use serde_json::{Value, json};
 
 use crate::error::usage;
 use crate::render::anomalies_json;
-use crate::select::{
-    self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, StoreKind, WorkloadArgs,
-};
+use crate::select::{self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, WorkloadArgs};
 
 /// Branches handed to the cores at once.
 const BATCH: usize = 1024;
@@ -144,8 +142,8 @@ struct Tally {
     exact: u64,
     over: u64,
     under: u64,
-    worst_over: Option<(i64, String)>,
-    worst_under: Option<(i64, String)>,
+    worst_over: Option<(u64, String)>,
+    worst_under: Option<(u64, String)>,
     anomalies: Anomalies,
     examples: [Option<String>; 4],
     failing: u64,
@@ -281,6 +279,16 @@ impl Job for Sweep<'_> {
             } else {
                 0
             };
+            let k = s.consumer.checkpoint_every;
+            let replay = sweep::replay_steps(pass.points + cuts, k, n);
+            if replay > sweep::MAX_REPLAY_STEPS {
+                return Err(usage(format!(
+                    "a sweep of {n} events with a checkpoint every {k} replays up to {k} events at each of its {} crash points: about {replay} simulated steps, over {} (some {} minutes here); sweep fewer --events or a smaller --checkpoint-every",
+                    pass.points + cuts,
+                    sweep::MAX_REPLAY_STEPS,
+                    replay / 25_000_000 / 60
+                )));
+            }
             opts.bar.set_length(pass.points + cuts);
             // Pass 2: the clean run again, branching off at every point.
             let mut branches = Branches::new(fresh().map_err(sim)?, opts.torn);
@@ -345,35 +353,7 @@ impl Job for Sweep<'_> {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let dual = self.scenario == ScenarioKind::DualWrite;
-        let choices: Vec<SinkChoice> = match (dual, self.store.as_deref(), self.fix) {
-            (true, Some(_), _) => {
-                return Err(usage(
-                    "dual-write writes its own two views: give --fix, not --store",
-                ));
-            }
-            (true, None, None) => return Err(usage("dual-write needs --fix none, atomic, derive or split")),
-            (true, None, Some(fix)) => vec![SinkChoice::Dual(fix)],
-            (false, _, Some(_)) => {
-                return Err(usage("--fix applies to the dual-write scenario only"));
-            }
-            (false, None | Some("all"), None) => {
-                // A gauge's readings are for the gauges; every other log for the stores
-                // that sum amounts.
-                let family: &[StoreKind] = match self.scenario {
-                    ScenarioKind::Gauge | ScenarioKind::LateReading => &StoreKind::GAUGES,
-                    _ => &StoreKind::ALL,
-                };
-                family.iter().copied().map(SinkChoice::Store).collect()
-            }
-            (false, Some(name), None) => vec![SinkChoice::Store(
-                StoreKind::from_name(name).ok_or_else(|| {
-                    usage(format!(
-                        "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max, all"
-                    ))
-                })?,
-            )],
-        };
+        let choices = select::choose_all(self.scenario, self.store.as_deref(), self.fix)?;
         let mut args = self.workload.scenario_args();
         args.fix = self.fix;
         let loaded = select::load(Some(self.scenario), &args)?;
@@ -480,21 +460,22 @@ impl Cmd {
         writeln!(out)?;
         writeln!(
             out,
-            "{:<13} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  anomalies",
-            "store", "schedules", "exact", "over", "under", "worst over", "worst under"
+            "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  anomalies",
+            "store", "schedules", "exact", "over", "under", "failing", "worst over", "worst under"
         )?;
         for t in tallies {
-            let worst = |w: &Option<(i64, String)>, sign: char| {
+            let worst = |w: &Option<(u64, String)>, sign: char| {
                 w.as_ref().map_or("-".into(), |(d, _)| format!("{sign}{d}"))
             };
             writeln!(
                 out,
-                "{:<13} {:>9} {:>8} {:>7} {:>7}  {:<11} {:<11}  {}",
+                "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  {}",
                 t.store,
                 t.schedules,
                 t.exact,
                 t.over,
                 t.under,
+                t.failing,
                 worst(&t.worst_over, '+'),
                 worst(&t.worst_under, '-'),
                 anomaly_text(&t.anomalies)
@@ -586,7 +567,7 @@ fn anomaly_text(a: &Anomalies) -> String {
 
 fn tally_json(t: &Tally, rerun: &str) -> Value {
     let worst =
-        |w: &Option<(i64, String)>| w.as_ref().map(|(d, s)| json!({ "by": d, "schedule": s }));
+        |w: &Option<(u64, String)>| w.as_ref().map(|(d, s)| json!({ "by": d, "schedule": s }));
     let line = |s: &str| format!("{rerun} {} --schedule \"{s}\"", t.flag);
     json!({
         "store": t.store,

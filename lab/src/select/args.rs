@@ -115,6 +115,18 @@ impl ScenarioKind {
         }
     }
 
+    /// Whether `--events N` sets this scenario's length (a generated log); the others
+    /// have a fixed log.
+    pub fn takes_events(self) -> bool {
+        matches!(self, Self::Ddia | Self::Gauge)
+    }
+
+    /// Whether this scenario's log holds a gauge's readings (for the gauges, set and
+    /// max) rather than amounts (for the stores that sum).
+    pub fn is_gauge(self) -> bool {
+        matches!(self, Self::Gauge | Self::LateReading)
+    }
+
     /// The scenario named `name` on the command line.
     pub fn from_name(name: &str) -> Option<Self> {
         <Self as ValueEnum>::value_variants()
@@ -127,7 +139,7 @@ impl ScenarioKind {
 /// Scenario options shared by the commands that run one.
 #[derive(Debug, Clone, Args)]
 pub struct ScenarioArgs {
-    /// Number of +1 events (ddia only, at most 1048576) [default: 100]
+    /// Number of events (ddia and gauge only, at most 1048576) [default: 100]
     #[arg(long)]
     pub events: Option<u64>,
     /// Commit the consumer position every K events (at least 1) [default: 10]
@@ -157,6 +169,10 @@ pub struct ScenarioArgs {
     /// The dual-write fix the run is for (set by the command; it picks the default crash).
     #[arg(skip)]
     pub fix: Option<FixArg>,
+    /// The key of the message ids of a `--log` file's ids (set by the command: a device's
+    /// or an image's own); `None` draws one for this run ([`crate::events::run_key`]).
+    #[arg(skip)]
+    pub id_key: Option<idem_core::log::IdKey>,
 }
 
 /// `--guarantee`.
@@ -209,6 +225,7 @@ impl Default for ScenarioArgs {
             guarantee: GuaranteeArg::AtLeastOnce,
             producer: ProducerArg::Plain,
             fix: None,
+            id_key: None,
         }
     }
 }
@@ -217,7 +234,7 @@ impl Default for ScenarioArgs {
 /// its crashes (`consume`, `chaos`, `sweep`).
 #[derive(Debug, Clone, Args)]
 pub struct WorkloadArgs {
-    /// Number of +1 events (ddia only, at most 1048576) [default: 100]
+    /// Number of events (ddia and gauge only, at most 1048576) [default: 100]
     #[arg(long)]
     pub events: Option<u64>,
     /// Commit the consumer position every K events (at least 1) [default: 10]
@@ -329,7 +346,9 @@ impl From<StoreKind> for SinkChoice {
 }
 
 /// What consumes a run of `scenario`: dual-write takes a fix and no store, every other
-/// scenario a store and no fix; anything else is a usage error in one sentence.
+/// scenario a store and no fix; a gauge's readings take a gauge (set, max) and a log of
+/// amounts a store that sums. Anything else is a usage error in one sentence. Every
+/// command that runs a scenario with a store asks here, so each refuses alike.
 pub fn choose(
     scenario: Option<ScenarioKind>,
     store: Option<StoreKind>,
@@ -349,6 +368,69 @@ pub fn choose(
         (false, None, None) => Err(usage(
             "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
         )),
-        (false, Some(store), None) => Ok(SinkChoice::Store(store)),
+        (false, Some(store), None) => {
+            check_pair(scenario, store)?;
+            Ok(SinkChoice::Store(store))
+        }
     }
+}
+
+/// Refuses a store that does not fit the scenario's log: a gauge store on amounts, a
+/// summing store on a gauge's readings. A `--log` file (no scenario) takes any store.
+pub fn check_pair(scenario: Option<ScenarioKind>, store: StoreKind) -> anyhow::Result<()> {
+    use crate::error::usage;
+    let Some(kind) = scenario else {
+        return Ok(());
+    };
+    let gauge_store = StoreKind::GAUGES.contains(&store);
+    if kind == ScenarioKind::DualWrite {
+        return Err(usage(
+            "dual-write writes its own two views: give --fix, not --store",
+        ));
+    }
+    if kind.is_gauge() && !gauge_store {
+        return Err(usage(format!(
+            "{} holds a gauge's readings, which the {} store would add up: give --store set or max",
+            kind.name(),
+            store.name()
+        )));
+    }
+    if !kind.is_gauge() && gauge_store {
+        return Err(usage(format!(
+            "the {} store keeps a gauge's newest reading, and {} holds amounts to add up: give --store naive, offset, message-id, producer-seq, atomic or two-phase",
+            store.name(),
+            kind.name()
+        )));
+    }
+    Ok(())
+}
+
+/// The stores a command runs for `name` (one store, or `all` or nothing for the
+/// scenario's whole family), each checked with [`choose`].
+pub fn choose_all(
+    scenario: ScenarioKind,
+    name: Option<&str>,
+    fix: Option<FixArg>,
+) -> anyhow::Result<Vec<SinkChoice>> {
+    use crate::error::usage;
+    let family: &[StoreKind] = if scenario.is_gauge() {
+        &StoreKind::GAUGES
+    } else {
+        &StoreKind::ALL
+    };
+    let all = name.is_none_or(|n| n == "all");
+    if all && scenario != ScenarioKind::DualWrite && fix.is_none() {
+        return Ok(family.iter().copied().map(SinkChoice::Store).collect());
+    }
+    let store = match name {
+        None => None,
+        // `all` with a fix, or on dual-write: refused below as a store would be.
+        Some("all") => Some(family[0]),
+        Some(name) => Some(StoreKind::from_name(name).ok_or_else(|| {
+            usage(format!(
+                "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max, all"
+            ))
+        })?),
+    };
+    Ok(vec![choose(Some(scenario), store, fix)?])
 }

@@ -53,8 +53,17 @@ impl Loaded {
         match self {
             Self::Generated(s) => prefix(&s.log),
             Self::Small(s) => prefix(&s.log),
-            Self::File(s) => prefix(&s.log),
+            Self::File(s) => s.log.truth_by_prefix().to_vec(),
             Self::Gauge(s) => prefix(&s.log),
+        }
+    }
+
+    /// The id of the event at `offset` as the user's file wrote it (a `--log` file
+    /// only; the built-in scenarios' ids are idem's own).
+    pub fn id_text(&self, offset: u64) -> Option<&str> {
+        match self {
+            Self::File(s) => s.log.id_text(offset),
+            _ => None,
         }
     }
 
@@ -116,7 +125,7 @@ pub const MAX_EVENTS: u64 = idem_core::lab::sim::DefaultApplied::CAPACITY;
 
 /// Builds the scenario the user asked for; impossible choices are usage errors.
 pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {
-    if a.events.is_some() && !matches!(kind, Some(ScenarioKind::Ddia | ScenarioKind::Gauge)) {
+    if a.events.is_some() && !kind.is_some_and(ScenarioKind::takes_events) {
         return Err(usage(
             "--events applies to the ddia and gauge scenarios only",
         ));
@@ -175,7 +184,8 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
             Loaded::Small(Box::new(configure(base, &default, a)?))
         }
         (None, Some(path)) => {
-            let log = *events::load(path, a.producer.mode())?;
+            let key = a.id_key.unwrap_or_else(events::run_key);
+            let log = *events::load(path, a.producer.mode(), &key)?;
             let base = Scenario::new("log", log, ConsumerConfig::every(ddia::CHECKPOINT_EVERY));
             Loaded::File(Box::new(configure(base, &[], a)?))
         }
