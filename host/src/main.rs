@@ -55,6 +55,14 @@ enum Command {
     /// The stores against a real Kafka-protocol broker.
     #[cfg(feature = "kafka")]
     Kafka(cmd::kafka::Cmd),
+    /// The stores against a real Kafka-protocol broker (a build with the kafka feature).
+    #[cfg(not(feature = "kafka"))]
+    #[command(disable_help_flag = true)]
+    Kafka {
+        /// Whatever followed `kafka`: this build has no such command to give it to.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -76,6 +84,10 @@ fn main() -> ExitCode {
         Command::Device(c) => c.run(),
         #[cfg(feature = "kafka")]
         Command::Kafka(c) => c.run(),
+        #[cfg(not(feature = "kafka"))]
+        Command::Kafka { .. } => Err(error::usage(
+            "this idem was built without the kafka feature, which `idem kafka` needs: run it as `cargo run --release --features kafka -- kafka ...` (librdkafka is built from source: a C compiler and make)",
+        )),
     };
     match result {
         Ok(code) => code,
