@@ -55,34 +55,6 @@ fn remove_all() {
     }
 }
 
-/// A file removed when the guard drops and when a signal stops the process: a path
-/// this process chose and creates itself (`chaos`'s image in the temporary folder).
-#[derive(Debug)]
-pub struct Temp {
-    path: PathBuf,
-}
-
-impl Temp {
-    /// Registers `path` (which may not exist yet) for removal.
-    pub fn new(path: &Path) -> Self {
-        if let Ok(mut files) = FILES.lock() {
-            files.push(path.to_owned());
-        }
-        Self {
-            path: path.to_owned(),
-        }
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if let Ok(mut files) = FILES.lock() {
-            files.retain(|f| f != &self.path);
-        }
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 /// A path the signal handler removes while the guard lives; dropping the guard only
 /// takes it off the list (the file's owner, such as a `tempfile::NamedTempFile`,
 /// removes it itself).

@@ -86,13 +86,15 @@ impl Cmd {
             }
             None => {
                 // A folder of this run's own, created exclusively under a name nobody can
-                // predict: what is removed afterwards is only what this run made.
+                // predict: what is removed afterwards (the folder and the image in it, as
+                // the guard drops, signals included: chaos handles them itself) is only
+                // what this run made.
                 let dir = tempfile::Builder::new()
                     .prefix("idem-chaos-")
                     .tempdir()
                     .context("creating a temporary folder for the chaos image")?;
                 let path = dir.path().join("chaos.bin");
-                (path.clone(), Some((cleanup::Temp::new(&path), dir)))
+                (path, Some(dir))
             }
         };
         // SIGINT/SIGTERM/SIGHUP: kill the child, remove the temporary image, exit 130.
