@@ -77,11 +77,15 @@ impl MessageId {
 pub struct Message {
     /// The application's message id.
     pub id: MessageId,
-    /// The producer's id.
+    /// The application's own numbering of its sends, carried in the payload: the
+    /// sending instance. (Kafka's producer id, epoch and sequence are another thing: the
+    /// producer library writes them in a record batch's header, only with idempotence or
+    /// transactions on, and only the broker reads them; see [`crate::producer`].)
     pub producer: u32,
-    /// The producer's epoch: a restarted producer instance gets a higher one.
+    /// The application's epoch of that instance: a restarted instance takes a higher one.
     pub epoch: u16,
-    /// The producer's sequence number; a retry after a lost ack reuses it.
+    /// The application's sequence number of the send, from 0; a retry after a lost ack
+    /// sends the same message again, so it reuses it.
     pub seq: u32,
     /// The amount this message adds to the total.
     pub amount: i64,
@@ -106,14 +110,8 @@ pub enum LogError {
         /// How many messages it holds.
         capacity: usize,
     },
-    /// An idempotent log refused a sequence it already holds: a producer's retry.
-    Duplicate {
-        /// The producer.
-        producer: u32,
-        /// The repeated sequence.
-        seq: u32,
-    },
-    /// An idempotent log refused a gap in a producer's sequence.
+    /// An idempotent log rejected a gap in a producer's sequence (Kafka's
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER).
     OutOfSequence {
         /// The producer.
         producer: u32,
@@ -122,8 +120,8 @@ pub enum LogError {
         /// The sequence it got.
         got: u32,
     },
-    /// An idempotent log refused a send from a producer instance that a newer epoch
-    /// replaced (a zombie).
+    /// An idempotent log rejected a batch from a producer instance that a newer epoch
+    /// replaced (a zombie; Kafka's fencing).
     Fenced {
         /// The producer.
         producer: u32,
@@ -145,12 +143,6 @@ impl core::fmt::Display for LogError {
             Self::Full { capacity } => {
                 write!(f, "the log is full: its capacity is {capacity} events")
             }
-            Self::Duplicate { producer, seq } => {
-                write!(
-                    f,
-                    "producer {producer} already landed sequence {seq}: a retry, refused"
-                )
-            }
             Self::OutOfSequence {
                 producer,
                 expected,
@@ -158,7 +150,7 @@ impl core::fmt::Display for LogError {
             } => {
                 write!(
                     f,
-                    "producer {producer} sent sequence {got} where {expected} was next: a gap, refused"
+                    "producer id {producer} sent sequence {got} where the broker expected {expected} (sequences start at 0 for each producer id and epoch): a gap, rejected"
                 )
             }
             Self::Fenced {
@@ -168,7 +160,7 @@ impl core::fmt::Display for LogError {
             } => {
                 write!(
                     f,
-                    "producer {producer} epoch {epoch} is fenced by epoch {current}: a zombie, refused"
+                    "producer id {producer} epoch {epoch} is fenced by epoch {current}: a zombie, rejected"
                 )
             }
             Self::Producers { capacity } => {

@@ -1,17 +1,28 @@
-//! Producers, their retries, and the log-side check that makes a producer idempotent.
+//! Producers, their retries, and the broker-side check that makes a producer idempotent.
 //!
-//! Each [`Producer::send`] call is one application-level send: it takes the next
-//! sequence number. When the ack of an append is lost, the producer cannot tell
+//! Three writers put numbers on an event, and each number means something else:
+//! - the broker writes the **offset**;
+//! - the producer library writes a **producer id, epoch and sequence** in the header of
+//!   each record batch ([`BatchHeader`]), and only with idempotence or transactions on
+//!   (`enable.idempotence`, `transactional.id`); without them Kafka stores producer id
+//!   -1. Only the broker checks them: a Kafka consumer cannot read them;
+//! - the application writes a **message id**, or its own numbering of its sends
+//!   ([`Producer`]: instance, epoch, sequence), in the payload, where a consumer reads it.
+//!
+//! Each [`Producer::message`] call is one application-level send: it takes the next
+//! sequence number, from 0. When the ack of an append is lost, the producer cannot tell
 //! whether the message landed and sends the same message again, same id and same
-//! sequence; a plain log keeps both copies at two offsets. A second `send` call for the
-//! same message id is an application resend and gets a new sequence.
+//! sequence; a log without the broker's check keeps both copies at two offsets. A second
+//! send call for the same message id is an application resend and gets a new sequence.
 //!
-//! An [`IdempotentLog`] is Kafka's idempotent producer seen from the broker: it remembers,
-//! per producer, the current epoch and the last sequence, and refuses a repeated sequence
-//! (a retry: the producer takes the refusal as its ack), a gap, and any send from an older
-//! epoch (a zombie instance that a restart replaced). It remembers a fixed number of
-//! producers: O(producers), never O(messages). It cannot catch an application resend,
-//! which carries a new sequence.
+//! An [`IdempotentLog`] is Kafka's broker-side check of an idempotent producer. It
+//! remembers, per producer id, the current epoch, the last sequence and the offsets of
+//! the last [`REMEMBERED_BATCHES`] batches. A retry of one of those is answered with
+//! success and its original offset, and nothing is appended; an older one gets
+//! DUPLICATE_SEQUENCE_NUMBER, which the Java producer reports as success with no offset;
+//! a gap and a batch from an older epoch (a zombie instance that a restart replaced) are
+//! rejected. It remembers a fixed number of producers: O(producers), never O(messages).
+//! It cannot catch an application resend, which carries a new sequence.
 
 use crate::log::{AppendLog, Event, Log, LogError, Message, MessageId, Offset};
 
@@ -44,13 +55,19 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// A producer instance; its first message gets sequence 1.
+    /// A producer instance; its first message gets sequence 0.
     pub const fn new(id: u32, epoch: u16) -> Self {
         Self {
             id,
             epoch,
-            next_seq: 1,
+            next_seq: 0,
         }
+    }
+
+    /// The instance that replaces this one after a restart: the same instance in the
+    /// application's next epoch, numbering its sends from 0 again.
+    pub const fn restarted(&self) -> Self {
+        Self::new(self.id, self.epoch.wrapping_add(1))
     }
 
     /// The producer id.
@@ -77,9 +94,8 @@ impl Producer {
         message
     }
 
-    /// Sends one message. With [`Ack::Lost`] the producer retries it: a plain log lands
-    /// it twice, an idempotent log refuses the retry as a duplicate (and that refusal is
-    /// the producer's ack).
+    /// Sends one message into a log without the broker's check. With [`Ack::Lost`] the
+    /// producer retries it, and the log lands it twice.
     pub fn send<L: AppendLog>(
         &mut self,
         log: &mut L,
@@ -101,28 +117,67 @@ impl Producer {
     }
 
     /// Sends `message` again, as a producer does when its ack never came (possibly much
-    /// later). `Ok(None)` when an idempotent log refused it as a duplicate.
+    /// later), into a log without the broker's check: it lands again.
     pub fn retry<L: AppendLog>(log: &mut L, message: Message) -> Result<Option<Offset>, LogError> {
-        match log.append(message) {
-            Ok(offset) => Ok(Some(offset)),
-            Err(LogError::Duplicate { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        log.append(message).map(Some)
     }
 }
 
-/// What an [`IdempotentLog`] remembers of one producer.
+/// What the producer library writes in a record batch's header when idempotence or
+/// transactions are on: the broker checks it, and no consumer can read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// The producer id the broker assigned (`InitProducerId`).
+    pub producer_id: u32,
+    /// The producer epoch: a transactional producer's restart bumps it.
+    pub epoch: u16,
+    /// The batch's sequence for this producer id, epoch and partition, from 0.
+    pub sequence: u32,
+}
+
+/// How many batches of each producer id the broker remembers, to answer a retry with
+/// its original offset (Kafka keeps five, which is why an idempotent producer allows at
+/// most five requests in flight per connection).
+pub const REMEMBERED_BATCHES: usize = 5;
+
+/// What the broker did with a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// Appended at this offset.
+    At(Offset),
+    /// One of the last [`REMEMBERED_BATCHES`] batches of that producer, sent again (a
+    /// retry): answered with success and the original offset; nothing appended.
+    Already(Offset),
+    /// A sequence older than the batches the broker remembers: answered
+    /// DUPLICATE_SEQUENCE_NUMBER, which the Java producer reports as success with no
+    /// offset; nothing appended.
+    OlderDuplicate,
+}
+
+/// What an [`IdempotentLog`] remembers of one producer id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerEntry {
-    /// The producer.
+    /// The producer id.
     pub producer: u32,
     /// Its current epoch.
     pub epoch: u16,
-    /// The last sequence landed in that epoch.
+    /// The last sequence appended in that epoch.
     pub last_seq: u32,
+    /// The offsets of the last batches, by sequence modulo [`REMEMBERED_BATCHES`].
+    recent: [Offset; REMEMBERED_BATCHES],
 }
 
-/// A log that refuses retries, gaps and zombies, for up to `P` producers.
+impl ProducerEntry {
+    /// The offset of the batch with sequence `seq` (at most `last_seq`), if the broker
+    /// still remembers it.
+    fn remembered(&self, seq: u32) -> Option<Offset> {
+        let back = self.last_seq - seq;
+        (back < REMEMBERED_BATCHES as u32).then(|| self.recent[seq as usize % REMEMBERED_BATCHES])
+    }
+}
+
+/// A log behind Kafka's broker-side check of idempotent producers, for up to `P`
+/// producer ids.
 #[derive(Debug, Clone, Default)]
 pub struct IdempotentLog<L, const P: usize> {
     inner: L,
@@ -143,7 +198,7 @@ impl<L, const P: usize> IdempotentLog<L, P> {
         self.inner
     }
 
-    /// The producers it remembers.
+    /// The producer ids it remembers.
     pub fn producers(&self) -> &[ProducerEntry] {
         &self.producers
     }
@@ -167,51 +222,72 @@ impl<L: Log, const P: usize> Log for IdempotentLog<L, P> {
     }
 }
 
-impl<L: AppendLog, const P: usize> AppendLog for IdempotentLog<L, P> {
-    fn append(&mut self, m: Message) -> Result<Offset, LogError> {
-        let found = self.producers.iter().position(|e| e.producer == m.producer);
+impl<L: AppendLog, const P: usize> IdempotentLog<L, P> {
+    /// Takes a batch without a producer id (a non-idempotent producer's: Kafka stores
+    /// producer id -1): the broker checks nothing and appends it.
+    pub fn append_unchecked(&mut self, m: Message) -> Result<Offset, LogError> {
+        self.inner.append(m)
+    }
+
+    /// Takes one batch, `m` under `header`, as the broker does: a retry of a remembered
+    /// batch is answered with its offset, an older duplicate is answered without one, and
+    /// a gap, a zombie's epoch and one producer id too many are errors.
+    pub fn append_batch(&mut self, header: BatchHeader, m: Message) -> Result<Appended, LogError> {
+        let BatchHeader {
+            producer_id,
+            epoch,
+            sequence,
+        } = header;
+        let found = self
+            .producers
+            .iter()
+            .position(|e| e.producer == producer_id);
         let expected = match found.map(|i| self.producers[i]) {
-            Some(e) if m.epoch < e.epoch => {
+            Some(e) if epoch < e.epoch => {
                 return Err(LogError::Fenced {
-                    producer: m.producer,
-                    epoch: m.epoch,
+                    producer: producer_id,
+                    epoch,
                     current: e.epoch,
                 });
             }
-            Some(e) if m.epoch == e.epoch && m.seq <= e.last_seq => {
-                return Err(LogError::Duplicate {
-                    producer: m.producer,
-                    seq: m.seq,
-                });
+            Some(e) if epoch == e.epoch && sequence <= e.last_seq => {
+                return Ok(e
+                    .remembered(sequence)
+                    .map_or(Appended::OlderDuplicate, Appended::Already));
             }
-            Some(e) if m.epoch == e.epoch => e.last_seq + 1,
-            // A new producer, or a new epoch of a known one, starts at sequence 1.
-            _ => 1,
+            Some(e) if epoch == e.epoch => e.last_seq + 1,
+            // A new producer id, or a new epoch of a known one, starts at sequence 0.
+            _ => 0,
         };
-        if m.seq != expected {
+        if sequence != expected {
             return Err(LogError::OutOfSequence {
-                producer: m.producer,
+                producer: producer_id,
                 expected,
-                got: m.seq,
+                got: sequence,
             });
         }
-        let entry = ProducerEntry {
-            producer: m.producer,
-            epoch: m.epoch,
-            last_seq: m.seq,
-        };
         match found {
             Some(i) => {
                 let offset = self.inner.append(m)?;
-                self.producers[i] = entry;
-                Ok(offset)
+                let e = &mut self.producers[i];
+                e.epoch = epoch;
+                e.last_seq = sequence;
+                e.recent[sequence as usize % REMEMBERED_BATCHES] = offset;
+                Ok(Appended::At(offset))
             }
             None if self.producers.is_full() => Err(LogError::Producers { capacity: P }),
             None => {
                 let offset = self.inner.append(m)?;
+                let mut recent = [0; REMEMBERED_BATCHES];
+                recent[0] = offset;
                 // Cannot fail: checked not full just above.
-                let _ = self.producers.push(entry);
-                Ok(offset)
+                let _ = self.producers.push(ProducerEntry {
+                    producer: producer_id,
+                    epoch,
+                    last_seq: sequence,
+                    recent,
+                });
+                Ok(Appended::At(offset))
             }
         }
     }
@@ -226,6 +302,14 @@ mod tests {
         MessageId::keyed(&crate::log::IdKey::PUBLIC, k.as_bytes())
     }
 
+    fn header(producer_id: u32, epoch: u16, sequence: u32) -> BatchHeader {
+        BatchHeader {
+            producer_id,
+            epoch,
+            sequence,
+        }
+    }
+
     #[test]
     fn a_lost_ack_lands_the_same_message_twice_in_a_plain_log() {
         let mut log = VecLog::<4>::new();
@@ -238,69 +322,104 @@ mod tests {
             log.get(1).unwrap().message,
             "same id, same sequence"
         );
-        assert_eq!(log.get(2).unwrap().message.seq, 2);
+        assert_eq!(log.get(0).unwrap().message.seq, 0, "sequences start at 0");
+        assert_eq!(log.get(2).unwrap().message.seq, 1);
         assert_eq!(log.true_total(), 8);
     }
 
     #[test]
-    fn an_idempotent_log_refuses_the_retry_but_not_a_resend() {
+    fn the_broker_answers_a_retry_with_its_offset_and_takes_a_resend() {
         let mut log = IdempotentLog::<VecLog<4>, 2>::new(VecLog::new());
         let mut p = Producer::new(1, 0);
-        let sent = p.send(&mut log, id("p17"), 5, Ack::Lost).unwrap();
+        let p17 = p.message(id("p17"), 5);
         assert_eq!(
-            (sent.offset, sent.retry),
-            (0, None),
-            "the retry never reaches the log"
+            log.append_batch(header(1000, 0, 0), p17),
+            Ok(Appended::At(0))
         );
-        p.send(&mut log, id("p17"), 5, Ack::Received).unwrap();
         assert_eq!(
-            log.len(),
-            2,
+            log.append_batch(header(1000, 0, 0), p17),
+            Ok(Appended::Already(0)),
+            "the retry: success, the first offset, nothing appended"
+        );
+        let again = p.message(id("p17"), 5);
+        assert_eq!(
+            log.append_batch(header(1000, 0, 1), again),
+            Ok(Appended::At(1)),
             "an application resend has a new sequence: it lands"
         );
+        assert_eq!(log.len(), 2);
     }
 
     #[test]
-    fn gaps_zombies_and_too_many_producers_are_refused() {
+    fn the_broker_remembers_five_batches_of_each_producer() {
+        let mut log = IdempotentLog::<VecLog<8>, 1>::new(VecLog::new());
+        let mut p = Producer::new(1, 0);
+        let sent: Vec<Message> = (0..7).map(|_| p.message(id("r"), 1)).collect();
+        for (s, m) in sent.iter().enumerate() {
+            let s = s as u32;
+            assert_eq!(
+                log.append_batch(header(1000, 0, s), *m),
+                Ok(Appended::At(u64::from(s)))
+            );
+        }
+        // Sequences 2..=6 are the last five.
+        assert_eq!(
+            log.append_batch(header(1000, 0, 2), sent[2]),
+            Ok(Appended::Already(2))
+        );
+        assert_eq!(
+            log.append_batch(header(1000, 0, 1), sent[1]),
+            Ok(Appended::OlderDuplicate)
+        );
+        assert_eq!(log.len(), 7);
+    }
+
+    #[test]
+    fn gaps_zombies_and_too_many_producers_are_rejected() {
         let mut log = IdempotentLog::<VecLog<8>, 2>::new(VecLog::new());
-        let m = |producer, epoch, seq| Message {
+        let m = Message {
             id: MessageId(1),
-            producer,
-            epoch,
-            seq,
+            producer: 1,
+            epoch: 0,
+            seq: 0,
             amount: 1,
         };
-        log.append(m(1, 0, 1)).unwrap();
         assert_eq!(
-            log.append(m(1, 0, 3)),
+            log.append_batch(header(1, 0, 1), m),
             Err(LogError::OutOfSequence {
                 producer: 1,
-                expected: 2,
-                got: 3
+                expected: 0,
+                got: 1
+            }),
+            "a new producer id starts at sequence 0"
+        );
+        log.append_batch(header(1, 0, 0), m).unwrap();
+        assert_eq!(
+            log.append_batch(header(1, 0, 2), m),
+            Err(LogError::OutOfSequence {
+                producer: 1,
+                expected: 1,
+                got: 2
             })
         );
-        log.append(m(1, 1, 1)).unwrap();
+        log.append_batch(header(1, 1, 0), m).unwrap();
         assert_eq!(
-            log.append(m(1, 0, 2)),
+            log.append_batch(header(1, 0, 1), m),
             Err(LogError::Fenced {
                 producer: 1,
                 epoch: 0,
                 current: 1
             })
         );
-        log.append(m(2, 0, 1)).unwrap();
+        log.append_batch(header(2, 0, 0), m).unwrap();
         assert_eq!(
-            log.append(m(3, 0, 1)),
+            log.append_batch(header(3, 0, 0), m),
             Err(LogError::Producers { capacity: 2 })
         );
         assert_eq!(log.len(), 3);
         assert_eq!(
-            log.producers()[0],
-            ProducerEntry {
-                producer: 1,
-                epoch: 1,
-                last_seq: 1
-            }
+            (log.producers()[0].epoch, log.producers()[0].last_seq),
+            (1, 0)
         );
     }
 

@@ -369,7 +369,7 @@ fn a_clean_link_with_a_planned_crash_matches_the_simulator() {
 
 #[test]
 fn payments_end_as_in_the_lesson() {
-    let s = scenario::payments(ProducerMode::Plain).unwrap();
+    let s = scenario::payments(ProducerMode::NonIdempotent).unwrap();
     for (store, expected) in [
         (StoreId::Naive, 13),
         (StoreId::Offset, 13),

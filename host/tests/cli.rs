@@ -20,7 +20,7 @@ fn demo_tells_the_ddia_story_with_110_and_100() {
         .success()
         .stdout(predicate::str::contains("applied offsets 0..49, total 50, last checkpoint covers offset 39"))
         .stdout(predicate::str::contains("resumes at offset 40: redelivers 40..49 (10 events), then 50..99"))
-        .stdout(predicate::str::contains("final total  110 (true total 100, INFLATED by 10)"))
+        .stdout(predicate::str::contains("final total  110 (true total 100, over by 10)"))
         .stdout(predicate::str::contains("skipped 10 already-applied offsets: 40..49"))
         .stdout(predicate::str::contains("final total  100 (true total 100, exact)"))
         .stdout(predicate::str::contains("naive              110  +10 from the 10 replayed events"))
@@ -364,11 +364,39 @@ fn matrix_shows_stores_against_faults() {
             "{store} × {fault}"
         );
     }
-    idem()
-        .arg("matrix")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("over 110 (+10)"));
+    // It fits a 100-column terminal, with no trailing blanks, and its JSON names each
+    // column's producer as `--producer` spells it.
+    let out = idem().arg("matrix").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("naive         over 110      over 13"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+        assert_eq!(line, line.trim_end(), "trailing blanks: {line:?}");
+    }
+    let producers: Vec<String> = v["rows"][0]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["producer"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        producers,
+        [
+            "non-idempotent",
+            "non-idempotent",
+            "idempotent",
+            "idempotent",
+            "non-idempotent",
+            "non-idempotent"
+        ]
+    );
 }
 
 /// Offsets are named as offsets, lost ones too, and two-phase recovery says what it did
@@ -457,30 +485,65 @@ fn a_trace_shows_the_producer_side() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     for line in [
-        "producer:\n  send p17 (5) -> offset 0\n  ack lost; retry p17 -> offset 1\n  send p18 (3) -> offset 2\n",
+        "producer:\n  The broker writes the offset. The producer library writes a batch header",
+        "  send p17 (5) -> offset 0\n      payload: instance 1 epoch 0 seq 0; batch: no producer id (Kafka stores -1)\n",
+        "  ack lost; retry p17 -> offset 1\n      payload: instance 1 epoch 0 seq 0; batch: no producer id (Kafka stores -1)\n",
+        "  send p18 (3) -> offset 2\n",
         "     2        1  p17      deliver                  5          0\n",
         "     5        2  p18      apply                   13          0\n",
+        "  delivery            at-least-once consumer, non-idempotent producer\n",
     ] {
         assert!(text.contains(line), "{line}\n{text}");
     }
-    let out = idem()
-        .args([
+    let trace = |scenario: &str, producer: &str| {
+        let args = [
             "run",
-            "payments",
+            scenario,
             "--store",
             "naive",
             "--producer",
-            "idempotent",
+            producer,
             "--trace",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+        ];
+        String::from_utf8(idem().args(args).output().unwrap().stdout).unwrap()
+    };
+    let text = trace("payments", "idempotent");
     assert!(text.contains(
-        "  ack lost; retry p17 -> refused by the log: producer 1 epoch 0 sequence 1 already landed (a retry, not a new message)\n"
+        "  ack lost; retry p17 -> already at offset 0: answered with success and that offset, nothing appended\n      payload: instance 1 epoch 0 seq 0; batch: producer id 1000 epoch 0 sequence 0\n"
     ), "{text}");
+    assert!(!text.contains("refused"), "{text}");
+    // The zombie: who sent what, and the broker's fencing of the old epoch.
+    let text = trace("zombie", "transactional");
+    assert!(text.contains(
+        "  the stalled send of p42 (3) arrives late -> fenced: rejected, producer id 1000 is at epoch 1 now\n      payload: instance 7 epoch 0 seq 1; batch: producer id 1000 epoch 0 sequence 1\n"
+    ), "{text}");
+    let v = run_json(&[
+        "payments",
+        "--store",
+        "naive",
+        "--producer",
+        "idempotent",
+        "--trace",
+    ]);
+    assert_eq!(v["producer"][1]["landed"], "already-appended");
+    assert_eq!(v["producer"][1]["offset"], 0);
+    assert_eq!(
+        v["producer"][1]["batch"],
+        json!({"producer_id": 1000, "epoch": 0, "sequence": 0})
+    );
+    let v = run_json(&[
+        "late-retry",
+        "--store",
+        "naive",
+        "--producer",
+        "idempotent",
+        "--trace",
+    ]);
+    assert_eq!(v["producer"][40]["landed"], "older-duplicate");
+    assert_eq!(v["producer"][40]["offset"], Value::Null);
     let v = run_json(&["payments", "--store", "naive", "--trace"]);
     assert_eq!(v["producer"][1]["kind"], "retry");
+    assert_eq!(v["producer"][1]["batch"], Value::Null);
     assert_eq!(
         (
             v["producer"][1]["message"].as_str(),

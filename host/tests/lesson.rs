@@ -12,15 +12,15 @@ use common::idem;
 const LESSONS: [(&str, &str, &str, usize); 3] = [
     (
         "ddia",
-        "40;40..49;110;100;100;10;40;yes",
-        "0;1;2;3;4;5;6;no",
-        8,
+        "40;40..49;110;100;40..49;100;100;10;40;yes",
+        "0;1;2;3;4;5;6;7;8;no",
+        10,
     ),
     (
         "payments",
-        "0, 1;13;8;8;0;20;5, 8, 13, 16, 20;12;13",
-        "2;8;13;13;1;16;5 8 12;20;8",
-        9,
+        "0, 1;3;13;8;8;0;20;5, 8, 13, 16, 20;12;9;13",
+        "2;2;8;13;13;1;16;5 8 12;20;12;8",
+        11,
     ),
     ("guarantees", "3;13;8;8", "8;8;13;13", 4),
 ];
@@ -54,10 +54,88 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
             "{name}: a comparison for every step\n{text}"
         );
     }
-    let text = stdout(&["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;no"]);
+    // An answer nobody listed gets the step's own explanation of the number it gave.
+    let text = stdout(&["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;no"]);
     assert!(text.contains(
-        "   you said 2; it is 110. Each redelivered event is added a second time: at-least-once delivery.\n"
-    ));
+        "   you said 2; it is 110. 50 before the crash (0..49), then 60 after it (40..99): 110. Each redelivered event is added a second time: at-least-once delivery, 10 over the true 100.\n"
+    ), "{text}");
+}
+
+/// The lesson's steps as the core holds them: the tempting wrong answers of every step.
+fn tempting() -> Vec<(
+    &'static str,
+    usize,
+    &'static idem_core::lab::lesson::Tempting,
+)> {
+    idem_core::lab::lesson::LESSONS
+        .iter()
+        .flat_map(|l| {
+            l.steps
+                .iter()
+                .enumerate()
+                .flat_map(move |(i, s)| s.tempting.iter().map(move |t| (l.name, i, t)))
+        })
+        .collect()
+}
+
+/// Every tempting wrong answer, typed: the program answers it with the explanation
+/// written for it, which is not the right answer's, and the parts it names add up to
+/// the number typed.
+#[test]
+fn each_tempting_wrong_answer_gets_its_own_explanation() {
+    let all = tempting();
+    assert!(all.len() >= 30, "{} tempting answers", all.len());
+    for (name, right, _, n) in LESSONS {
+        let right: Vec<&str> = right.split(';').collect();
+        assert_eq!(right.len(), n);
+        let lesson = idem_core::lab::lesson::lesson(name).unwrap();
+        // Round r types each step's r-th tempting answer (the right one where a step
+        // has fewer), so every tempting answer is typed once.
+        let rounds = lesson.steps.iter().map(|s| s.tempting.len()).max().unwrap();
+        for r in 0..rounds {
+            let typed: Vec<&str> = lesson
+                .steps
+                .iter()
+                .zip(&right)
+                .map(|(s, right)| s.tempting.get(r).map_or(*right, |t| t.answer))
+                .collect();
+            let text = stdout(&["lesson", name, "--answers", &typed.join(";")]);
+            for (i, step) in lesson.steps.iter().enumerate() {
+                let Some(t) = step.tempting.get(r) else {
+                    continue;
+                };
+                assert_ne!(t.answer, right[i], "{name} {}: tempting but right", i + 1);
+                assert_ne!(t.why, step.explain, "{name} {}", i + 1);
+                let said = format!("you said {}; it is ", t.answer);
+                let line = text
+                    .lines()
+                    .find(|l| l.contains(&said) && l.contains(t.why))
+                    .unwrap_or_else(|| {
+                        panic!("{name} {}: {:?} is not explained:\n{text}", i + 1, t.answer)
+                    });
+                assert!(
+                    line.ends_with(&format!("{} {}", t.why, step.explain)),
+                    "{line}"
+                );
+                if let Ok(value) = t.answer.parse::<i64>() {
+                    assert_eq!(
+                        t.parts.iter().sum::<i64>(),
+                        value,
+                        "{name} {}: the parts of {value}",
+                        i + 1
+                    );
+                    for part in t.parts {
+                        assert!(
+                            t.why.contains(&part.abs().to_string()),
+                            "{name} {}: {part} is not named in {:?}",
+                            i + 1,
+                            t.why
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -71,18 +149,22 @@ fn without_a_terminal_each_question_is_followed_by_its_observation() {
         assert_eq!(text.matches("   observed: ").count(), n, "{name}");
         assert!(!text.contains("score:"), "nothing was predicted");
     }
-    assert!(stdout(&["lesson", "payments"]).contains("   observed: 0..1. A retry is a new append"));
+    assert!(
+        stdout(&["lesson", "payments"])
+            .contains("   observed: 0..1. 0 and 1: a retry is a new append")
+    );
 }
 
 /// The payments lesson's worked example: the step table drawn from the run (committed as
-/// the next offset to read), its "committed = 2" variant and "p19 instead of the retry".
+/// the next offset to read), its "committed = 2" variant, the commit before handling, and
+/// "p19 instead of the retry".
 #[test]
 fn the_worked_example_draws_the_lessons_step_table() {
     let text = stdout(&[
         "lesson",
         "payments",
         "--answers",
-        "0, 1;13;8;8;0;20;8, 5, 13, 16, 20;12;8",
+        "0, 1;3;13;8;8;0;20;8, 5, 13, 16, 20;12;9;8",
     ]);
     assert!(text.contains(
         "   you said 8, 5, 13, 16, 20; it is 5, 8, 13, 16, 20. The committed offset stays 0"
@@ -101,11 +183,13 @@ fn the_worked_example_draws_the_lessons_step_table() {
         ),
         "{text}"
     );
-    assert!(
-        text.contains("   right: you said 12; it is 12. The restart begins at the saved place, 2")
-    );
+    assert!(text.contains(
+        "   right: you said 12; it is 12. 8 before the crash, and the restart begins at the saved place, 2"
+    ));
     assert!(text.contains("(run it: idem run worked-example --store naive --checkpoint-every 2 --schedule crash@commit:1 --trace)"));
-    assert!(text.contains("   you said 8; it is 13. A new id is a new payment"));
+    assert!(text.contains("   right: you said 9; it is 9. 5 before the crash, then the restart reads from 2, past offset 1"));
+    assert!(text.contains("(run it: idem run worked-example --store naive --checkpoint-every 1 --guarantee at-most-once --schedule crash@commit:1 --trace)"), "{text}");
+    assert!(text.contains("   you said 8; it is 13. 8 = 5 + 3 skips p19 for having p17's amount."));
     // The closing table puts every step side by side.
     assert!(
         text.contains(
@@ -113,53 +197,125 @@ fn the_worked_example_draws_the_lessons_step_table() {
         ),
         "{text}"
     );
-    assert!(text.contains("score: 7/9\n"));
-    // On paper the step column is given, with the restart's offset left to the learner;
-    // the key fills in every cell.
+    assert!(text.contains("score: 9/11\n"), "{text}");
+    // On paper the rows are blank and numbered; the key fills in every cell.
     let sheet = stdout(&["lesson", "payments", "--worksheet"]);
-    assert!(sheet.contains(
-        "   | crash, then restart | - |  |  |\n   | handle offset 0 again | 0 again |  |  |\n"
-    ));
-    let key = stdout(&["lesson", "payments", "--worksheet", "--key"]);
+    assert!(
+        sheet.contains("   | 1 |  |  |  |\n   | 2 |  |  |  |\n"),
+        "{sheet}"
+    );
+    let key = stdout(&["lesson", "payments", "--key"]);
     assert!(key.contains("   | crash, then restart at 0 | - | 0 | 8 |\n   | handle offset 0 again | 0 again | 0 | 13 |\n"));
     assert!(key.contains("   | handle offset 2 | 2 | 3 | 20 |\n"));
 }
 
+/// A sheet to hand out: a name line, and for each question room for the prediction, the
+/// observation and why, with the command to run after predicting; no question's answer
+/// anywhere on it. The key fills in all three.
 #[test]
-fn worksheets_and_their_keys_print() {
-    for (name, _, _, n) in LESSONS {
+fn worksheets_give_nothing_away_and_keys_fill_in_all_three() {
+    for (name, right, _, n) in LESSONS {
         let sheet = stdout(&["lesson", name, "--worksheet"]);
-        assert_eq!(sheet.matches("Prediction: ____").count(), n, "{name}");
         assert!(sheet.starts_with("# ") && sheet.contains("(worksheet)"));
-        let key = stdout(&["lesson", name, "--worksheet", "--key"]);
-        assert_eq!(key.matches("   **").count(), n, "{name}");
+        assert_eq!(sheet.matches("Name: ____").count(), 1, "{name}");
+        for field in [
+            "Prediction: ____",
+            "Observed: ____",
+            "Why: ____",
+            "Then run: `idem run ",
+        ] {
+            assert_eq!(sheet.matches(field).count(), n, "{name}: {field}");
+        }
+        for spoiler in ["0 again", "8 in all", "writes 110", "40..49", "0..1"] {
+            assert!(
+                !sheet.contains(spoiler),
+                "{name}: {spoiler:?} on the sheet\n{sheet}"
+            );
+        }
+        let key = stdout(&["lesson", name, "--key"]);
+        assert_eq!(key, stdout(&["lesson", name, "--worksheet", "--key"]));
+        assert!(key.contains("(answer key)"));
+        for (i, answer) in right.split(';').enumerate() {
+            let shown = match answer {
+                "0, 1" => "0..1".to_string(),
+                "5, 8, 13, 16, 20" => answer.to_string(),
+                a => a.to_string(),
+            };
+            assert!(
+                key.contains(&format!(
+                    "   - Prediction: **{shown}**\n   - Observed: {shown} (`idem run "
+                )),
+                "{name} {}: {shown}\n{key}",
+                i + 1
+            );
+        }
+        assert_eq!(key.matches("   - Why: ").count(), n, "{name}");
     }
-    let key = stdout(&["lesson", "guarantees", "--worksheet", "--key"]);
-    assert!(key.contains("   **3**. Nothing is duplicated"), "{key}");
+    let html = stdout(&["lesson", "ddia", "--worksheet", "--format", "html"]);
+    assert!(html.starts_with("<!doctype html>\n"), "{html}");
+    assert!(html.contains("@media print"));
+    assert!(html.contains("<p class=\"name\">Name: <span class=\"blank\"></span></p>"));
+    assert_eq!(html.matches("<li>").count(), 10);
+    assert!(!html.contains("110"), "no answer on the printed sheet");
+    let key = stdout(&["lesson", "ddia", "--key", "--format", "html"]);
+    assert!(
+        key.contains("<dt>Prediction</dt><dd><strong>110</strong></dd>"),
+        "{key}"
+    );
 }
 
 #[test]
 fn bad_answers_are_refused_before_anything_runs() {
-    for (answers, message) in [
+    for (args, message) in [
         (
-            "0;1",
-            "--answers has 2 answers for the 8 questions of the ddia lesson",
+            &["lesson", "ddia", "--answers", "0;1"][..],
+            "--answers has 2 answers for the 10 questions of the ddia lesson",
         ),
         (
-            "x;1;2;3;4;5;6;no",
+            &["lesson", "ddia", "--answers", "x;1;2;3;4;5;6;7;8;no"],
             "--answers, answer 1: \"x\" is not a whole number",
         ),
         (
-            "0;1;2;3;4;5;6;maybe",
-            "--answers, answer 8: \"maybe\": answer yes or no",
+            &["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;maybe"],
+            "--answers, answer 10: \"maybe\": answer yes or no",
+        ),
+        (
+            &["lesson", "ddia", "--answers", "0;;2;3;4;5;6;7;8;no"],
+            "--answers, answer 2: give an answer: offsets such as 3..7 or 0, 1, or none",
+        ),
+        (
+            &["lesson", "ddia", "--worksheet", "--answers", "0"],
+            "--worksheet and --key print a sheet to hand out, --answers grades predictions: give one or the other",
+        ),
+        (
+            &["lesson", "ddia", "--format", "html"],
+            "--format chooses a sheet's format: give it with --worksheet or --key",
         ),
     ] {
-        let out = idem()
-            .args(["lesson", "ddia", "--answers", answers])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&out.stderr).contains(message));
+        let out = idem().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one sentence: {err}");
+    }
+}
+
+/// Ranges as people write them.
+#[test]
+fn ranges_read_as_people_write_them() {
+    for typed in [
+        "40..49",
+        "40-49",
+        "40 to 49",
+        "40, 41, 42, 43, 44, 45, 46, 47, 48, 49",
+    ] {
+        let text = stdout(&[
+            "lesson",
+            "ddia",
+            "--answers",
+            &format!("40;{typed};110;100;40..49;100;100;10;40;yes"),
+        ]);
+        assert!(text.contains("score: 10/10"), "{typed}: {text}");
     }
 }
 
@@ -179,7 +335,7 @@ fn typed_at_a_terminal_a_wrong_then_a_right_prediction() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"0\n40..49\nq\n")
+        .write_all(b"0\n\n40..49\nq\n")
         .unwrap();
     // Bounded: the lesson stops at `q`; give up after 30 s.
     let started = Instant::now();
@@ -204,6 +360,10 @@ fn typed_at_a_terminal_a_wrong_then_a_right_prediction() {
     assert!(
         screen.contains("right: you said 40..49; it is 40..49."),
         "the right prediction is confirmed:\n{screen}"
+    );
+    assert!(
+        screen.contains("give an answer: offsets such as 3..7 or 0, 1, or none; try again"),
+        "an empty Enter asks again:\n{screen}"
     );
     assert!(screen.contains("score: 1/2"), "{screen}");
 }

@@ -10,8 +10,17 @@ use serde_json::Value;
 mod common;
 use common::{idem, json};
 
+/// The documents whose figures and outputs are checked: the README, and the teachers'
+/// page that holds its answers.
+const DOCS: [&str; 2] = ["README.md", "docs/teachers.md"];
+
+fn doc(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/../{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Every checked document, one after the other.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap()
+    DOCS.map(doc).join("\n")
 }
 
 /// `text` with every run of whitespace as one space.
@@ -120,7 +129,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/final_total",
     ),
     (
-        "refuses the zombie's send (every store **12**)",
+        "and for producer-seq, which reads the application's own epochs)",
+        "run zombie --store producer-seq --producer idempotent --json",
+        "/verdict",
+    ),
+    (
+        "fences the zombie's send (every store **12**)",
         "run zombie --store naive --producer transactional --json",
         "/final_total",
     ),
@@ -219,9 +233,19 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "run dual-write --fix split --json",
         "/index_sum",
     ),
+    (
+        "exact at all **532** points",
+        "sweep ddia --store two-phase --torn-writes --json",
+        "/stores/0/exact",
+    ),
+    (
+        "**30** for the run's 10 checkpoints",
+        "run ddia --store two-phase --no-crash --json",
+        "/flash/writes",
+    ),
     // 4. Real crashes: the resumed run.
     (
-        "offset --flash ddia.bin # resumes, ends at 100",
+        "The resumed `consume` ends at 100",
         "run ddia --store offset --no-crash --json",
         "/final_total",
     ),
@@ -318,11 +342,24 @@ fn every_readme_figure_comes_from_its_run() {
 }
 
 /// Every ```text block is the output of a command it names (each of its lines, in order,
-/// is a line of that command's output), or is marked as a sample (output that changes from
-/// run to run or comes from elsewhere: a broker's random topic, QEMU) or as not output.
+/// is a line of that command's output; for `whole output of`, the output is the block,
+/// line for line), or is marked as a sample (output that changes from run to run or comes
+/// from elsewhere: a broker's random topic, QEMU) or as not output.
 #[test]
 fn every_sample_output_in_the_readme_is_the_programs() {
-    let readme = readme();
+    let mut checked = 0;
+    for name in DOCS {
+        checked += check_outputs(name);
+    }
+    assert!(
+        checked >= 2,
+        "the sweep's sample and the matrix are checked"
+    );
+}
+
+/// Checks the text blocks of document `name`; how many were outputs.
+fn check_outputs(name: &str) -> usize {
+    let readme = doc(name);
     let lines: Vec<&str> = readme.lines().collect();
     let mut checked = 0;
     for (i, line) in lines.iter().enumerate() {
@@ -338,12 +375,14 @@ fn every_sample_output_in_the_readme_is_the_programs() {
         if marker.starts_with("<!-- sample:") || marker == "<!-- not output -->" {
             continue;
         }
+        let whole = marker.starts_with("<!-- whole output of: idem ");
         let command = marker
             .strip_prefix("<!-- output of: idem ")
+            .or_else(|| marker.strip_prefix("<!-- whole output of: idem "))
             .and_then(|m| m.strip_suffix(" -->"))
             .unwrap_or_else(|| {
                 panic!(
-                    "README line {}: a text block needs <!-- output of: idem ... -->, \
+                    "{name} line {}: a text block needs <!-- output of: idem ... -->, \
                      <!-- sample: why --> or <!-- not output --> above it",
                     i + 1
                 )
@@ -359,15 +398,58 @@ fn every_sample_output_in_the_readme_is_the_programs() {
             .unwrap();
         let out = String::from_utf8(out.stdout).unwrap();
         let out: Vec<&str> = out.lines().collect();
-        let start = out.windows(block.len()).position(|w| w == block.as_slice());
+        let found = if whole {
+            out == block
+        } else {
+            out.windows(block.len()).any(|w| w == block.as_slice())
+        };
         assert!(
-            start.is_some(),
-            "README line {}: the block is not the output of `idem {command}`:\n{}\n---\n{}",
+            found,
+            "{name} line {}: the block is not the {}output of `idem {command}`:\n{}\n---\n{}",
             i + 1,
+            if whole { "whole " } else { "" },
             block.join("\n"),
             out.join("\n")
         );
         checked += 1;
     }
-    assert!(checked >= 1, "at least the sweep's sample is checked");
+    checked
+}
+
+/// Predict, then observe: the README asks and shows the commands; the answers live in
+/// docs/teachers.md. Nothing in README.md, even read raw (`cat README.md`), gives away a
+/// lesson's figure.
+#[test]
+fn the_readme_asks_and_the_teachers_page_answers() {
+    let readme = doc("README.md");
+    assert!(
+        !readme.contains("<details>"),
+        "answers hidden only on a rendered page"
+    );
+    for spoiler in [
+        "twice, at two offsets",
+        "three events at offsets 0, 1, 2",
+        "ends at **110**",
+        "naive ends at 110",
+        "offset store at 100",
+        "exactly 100",
+        "| naive | `total += amount` | over 110",
+        "### Figures",
+    ] {
+        assert!(
+            !readme.contains(spoiler),
+            "README.md gives away {spoiler:?}"
+        );
+    }
+    let teachers = doc("docs/teachers.md");
+    for answer in [
+        "naive ends at **110**",
+        "## Figures",
+        "<!-- whole output of: idem matrix -->",
+    ] {
+        assert!(
+            teachers.contains(answer),
+            "docs/teachers.md lacks {answer:?}"
+        );
+    }
 }

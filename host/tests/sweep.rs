@@ -238,11 +238,40 @@ fn plot_puts_offsets_on_the_x_axis() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("— total against offset</text>"));
     assert!(text.contains(">offset</text>"));
-    // 100 offsets over the 860-pixel plot area (from x = 70): 8.6 pixels an offset.
+    // 100 offsets over the 810-pixel plot area (from x = 70): 8.1 pixels an offset.
     assert!(
-        text.contains(r##"<rect x="414.0" y="60" width="86.0""##),
+        text.contains(r##"<rect x="394.0" y="60" width="81.0""##),
         "the replay spans offsets 40..50:\n{text}"
     );
+}
+
+/// `-o` names the file; the x axis is the offset unless asked; counts are English; a
+/// line that runs on another's says so; the position has its own axis, named.
+#[test]
+fn plot_defaults_and_its_legend() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let svg = dir.path().join("p.svg");
+    idem()
+        .args(["plot", "payments", "--store", "message-id,naive", "-o"])
+        .arg(&svg)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for needle in [
+        "— total against offset</text>",
+        "message-id store (ends at 8; rings: 1 skipped duplicate; on the true total after every effect)",
+        ">committed position (next offset to read)</text>",
+        ">total</text>",
+    ] {
+        assert!(text.contains(needle), "missing {needle}:\n{text}");
+    }
+    idem()
+        .args(["plot", "ddia", "--store", "naive,offset,atomic", "-o"])
+        .arg(&svg)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("points on the offset line"), "{text}");
 }
 
 #[test]
@@ -259,7 +288,7 @@ fn plot_draws_the_drift() {
     for needle in [
         "crash@effect:49",
         "naive store (ends at 110)",
-        "offset store (ends at 100, rings: 10 skipped duplicates)",
+        "offset store (ends at 100; rings: 10 skipped duplicates;",
         "true total of what was delivered",
         ">replay</text>",
     ] {

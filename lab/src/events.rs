@@ -1,5 +1,8 @@
 //! Reads a user's log from a JSON Lines file: one message a line,
-//! `{"id": "p17", "producer": 1, "seq": 1, "amount": 5}` (`epoch` optional, default 0).
+//! `{"id": "p17", "producer": 1, "seq": 0, "amount": 5}` (`epoch` optional, default 0).
+//! `producer`, `epoch` and `seq` are the application's own numbering of its sends; with
+//! an idempotent or transactional producer the library's batch header is made from
+//! them as for the built-in scenarios ([`ProducerMode::header`]).
 //!
 //! The ids are the user's bytes. A store knows them by a keyed 64-bit hash
 //! ([`MessageId::keyed`]); the truth that grades the store knows them by their bytes, so
@@ -12,8 +15,8 @@ use std::io::{BufRead, Read};
 
 use anyhow::Context;
 use idem_core::lab::scenario::ProducerMode;
-use idem_core::log::{AppendLog, Event, IdKey, Log, LogError, Message, MessageId, Offset, VecLog};
-use idem_core::producer::IdempotentLog;
+use idem_core::log::{Event, IdKey, Log, LogError, Message, MessageId, Offset, VecLog};
+use idem_core::producer::{Appended, IdempotentLog};
 use serde::Deserialize;
 
 use crate::error::usage;
@@ -119,9 +122,9 @@ fn parse_lines(
     mode: ProducerMode,
     id_of: impl Fn(&[u8]) -> MessageId,
 ) -> anyhow::Result<Box<FileLog>> {
-    let mut plain = Box::new(VecLog::<FILE_LOG_CAPACITY>::new());
-    let mut idempotent =
+    let mut broker =
         Box::new(IdempotentLog::<VecLog<FILE_LOG_CAPACITY>, FILE_PRODUCERS>::new(VecLog::new()));
+    let mut producer_ids = heapless::Vec::<(u32, u16), FILE_PRODUCERS>::new();
     let mut ids = Vec::new();
     let mut canonical = Vec::new();
     let mut truth = vec![0i64];
@@ -159,14 +162,20 @@ fn parse_lines(
             seq: l.seq,
             amount: l.amount,
         };
-        let landed = match mode {
-            // A file holds what landed: without retries that is a plain log.
-            ProducerMode::Plain | ProducerMode::NoRetry => plain.append(message),
-            ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.append(message),
-        };
+        // Without idempotence each line lands; with it, the broker checks the header the
+        // producer library writes for it.
+        let landed = mode
+            .header(&message, &mut producer_ids)
+            .and_then(|header| match header {
+                None => broker.append_unchecked(message).map(Some),
+                Some(h) => broker.append_batch(h, message).map(|a| match a {
+                    Appended::At(offset) => Some(offset),
+                    Appended::Already(_) | Appended::OlderDuplicate => None,
+                }),
+            });
         let offset = match landed {
-            Ok(offset) => offset,
-            Err(LogError::Duplicate { .. } | LogError::Fenced { .. }) => continue,
+            Ok(Some(offset)) => offset,
+            Ok(None) | Err(LogError::Fenced { .. }) => continue,
             Err(LogError::Full { capacity }) => {
                 return Err(usage(format!(
                     "{name} line {n}: the log holds at most {capacity} events"
@@ -204,10 +213,7 @@ fn parse_lines(
         truth.push(t);
         ids.push(l.id);
     }
-    let log = match mode {
-        ProducerMode::Plain | ProducerMode::NoRetry => *plain,
-        ProducerMode::Idempotent | ProducerMode::Transactional => idempotent.into_inner(),
-    };
+    let log = broker.into_inner();
     Ok(Box::new(FileLog {
         log,
         ids,
@@ -305,12 +311,12 @@ mod tests {
     fn only_totals_that_can_overflow_are_refused_and_the_offset_is_named() {
         let p = 1i64 << 62;
         let text = [line("a", 1, p), line("b", 2, -p), line("c", 3, p)].concat();
-        let log = parse("x", &text, ProducerMode::Plain).unwrap();
+        let log = parse("x", &text, ProducerMode::NonIdempotent).unwrap();
         assert_eq!(log.true_total(), p, "a sum of 2^62 fits");
-        let log = parse("x", &line("a", 1, i64::MIN), ProducerMode::Plain).unwrap();
+        let log = parse("x", &line("a", 1, i64::MIN), ProducerMode::NonIdempotent).unwrap();
         assert_eq!(log.true_total(), i64::MIN, "a single i64::MIN is a total");
         let text = [line("a", 1, p), line("b", 2, p), line("c", 3, p)].concat();
-        let e = parse("big.jsonl", &text, ProducerMode::Plain).unwrap_err();
+        let e = parse("big.jsonl", &text, ProducerMode::NonIdempotent).unwrap_err();
         assert_eq!(
             e.to_string(),
             "big.jsonl line 2: at offset 1 the running total 4611686018427387904 plus 4611686018427387904 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
@@ -323,7 +329,7 @@ mod tests {
             line("b", 3, 1),
         ]
         .concat();
-        let e = parse("t.jsonl", &text, ProducerMode::Plain).unwrap_err();
+        let e = parse("t.jsonl", &text, ProducerMode::NonIdempotent).unwrap_err();
         assert_eq!(
             e.to_string(),
             "t.jsonl line 3: at offset 2 the true total 9223372036854775807 plus 1 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
@@ -335,7 +341,7 @@ mod tests {
         // A hash that keeps only the first byte: "p17" and "p18" share it.
         let weak = |id: &[u8]| MessageId(u64::from(id[0]));
         let text = [line("p17", 1, 5), line("p18", 2, 7)].concat();
-        let e = parse_with("c.jsonl", &text, ProducerMode::Plain, weak).unwrap_err();
+        let e = parse_with("c.jsonl", &text, ProducerMode::NonIdempotent, weak).unwrap_err();
         assert!(
             e.to_string().starts_with(
                 "c.jsonl lines 1 and 2: the different ids \"p17\" and \"p18\" share one 64-bit message id under this run's key"
@@ -343,7 +349,7 @@ mod tests {
             "{e}"
         );
         // Under the run's key they are two messages, and the truth says 12.
-        let log = parse("c.jsonl", &text, ProducerMode::Plain).unwrap();
+        let log = parse("c.jsonl", &text, ProducerMode::NonIdempotent).unwrap();
         assert_eq!((log.true_total(), log.canonical(1)), (12, 1));
         assert_eq!(log.id_text(1), Some("p18"));
     }
@@ -351,7 +357,7 @@ mod tests {
     #[test]
     fn amounts_that_would_overflow_a_total_are_refused() {
         let text = "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":9223372036854775807}\n{\"id\":\"b\",\"producer\":1,\"seq\":2,\"amount\":9223372036854775807}\n";
-        let e = parse("big.jsonl", text, ProducerMode::Plain).unwrap_err();
+        let e = parse("big.jsonl", text, ProducerMode::NonIdempotent).unwrap_err();
         assert_eq!(
             e.to_string(),
             "big.jsonl line 2: at offset 1 the running total 9223372036854775807 plus 9223372036854775807 passes what a 64-bit total holds (-9223372036854775808 to 9223372036854775807)"
@@ -361,11 +367,17 @@ mod tests {
 
     #[test]
     fn parses_events_and_counts_ids_once() {
-        let text = "{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n\n{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n";
-        let log = parse("x", text, ProducerMode::Plain).unwrap();
+        let text = "{\"id\":\"p17\",\"producer\":1,\"seq\":0,\"amount\":5}\n\n{\"id\":\"p17\",\"producer\":1,\"seq\":0,\"amount\":5}\n";
+        let log = parse("x", text, ProducerMode::NonIdempotent).unwrap();
         assert_eq!((log.len(), log.true_total()), (2, 5));
         let log = parse("x", text, ProducerMode::Idempotent).unwrap();
         assert_eq!(log.len(), 1, "an idempotent producer's retry does not land");
+        let late = "{\"id\":\"p17\",\"producer\":1,\"seq\":1,\"amount\":5}\n";
+        let e = parse("late.jsonl", late, ProducerMode::Idempotent).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "late.jsonl line 1: producer id 1000 sent sequence 1 where the broker expected 0 (sequences start at 0 for each producer id and epoch): a gap, rejected"
+        );
     }
 
     #[test]
@@ -373,7 +385,7 @@ mod tests {
         let e = parse(
             "f.jsonl",
             "{\"id\":\"a\",\"producer\":1,\"seq\":1,\"amount\":1}\n{\"id\":\"b\"}\n",
-            ProducerMode::Plain,
+            ProducerMode::NonIdempotent,
         )
         .unwrap_err();
         assert!(

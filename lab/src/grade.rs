@@ -11,7 +11,8 @@ use idem_core::lab::sim::{Action, TraceStep};
 use crate::render::ranges;
 use crate::report::RunReport;
 use crate::select::{
-    self, FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WINDOW_CAPACITY,
+    self, FixArg, GuaranteeArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
+    WINDOW_CAPACITY,
 };
 use crate::spec::RunSpec;
 
@@ -45,11 +46,21 @@ impl std::fmt::Display for Answer {
 /// Reads a prediction of the kind `observe` asks for; a sentence saying why not.
 pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
     let text = text.trim();
+    if text.is_empty() {
+        return Err(match observe {
+            Observe::Redelivered | Observe::Skipped | Observe::Landed(_) => {
+                "give an answer: offsets such as 3..7 or 0, 1, or none".into()
+            }
+            Observe::Diverged => "give an answer: yes or no".into(),
+            _ => "give an answer: a whole number".into(),
+        });
+    }
     match observe {
-        Observe::FinalTotal | Observe::ResumeAt | Observe::FlashRecords => text
-            .parse()
-            .map(Answer::Number)
-            .map_err(|_| format!("{text:?} is not a whole number")),
+        Observe::FinalTotal | Observe::ResumeAt | Observe::NextOffset | Observe::FlashRecords => {
+            text.parse()
+                .map(Answer::Number)
+                .map_err(|_| format!("{text:?} is not a whole number"))
+        }
         Observe::Diverged => match text.to_ascii_lowercase().as_str() {
             "yes" | "y" => Ok(Answer::YesNo(true)),
             "no" | "n" => Ok(Answer::YesNo(false)),
@@ -70,17 +81,19 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
                 n => Ok(Answer::Numbers(n)),
             }
         }
-        Observe::Redelivered | Observe::Landed(_) => {
+        Observe::Redelivered | Observe::Skipped | Observe::Landed(_) => {
             if text.eq_ignore_ascii_case("none") {
                 return Ok(Answer::Offsets(Vec::new()));
             }
             let mut out = Vec::new();
+            // "40 to 49" and "40-49" are ranges too.
+            let text = text.to_ascii_lowercase().replace(" to ", "..");
             for part in text
                 .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|p| !p.is_empty())
             {
                 let bad = || format!("{part:?} is not an offset or a range such as 40..49");
-                match part.split_once("..") {
+                match part.split_once("..").or_else(|| part.split_once('-')) {
                     Some((a, b)) => {
                         let (a, b): (u64, u64) = (
                             a.trim().parse().map_err(|_| bad())?,
@@ -193,6 +206,7 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         store,
         fix,
         producer,
+        guarantee,
         schedule,
         every,
     } = step.run;
@@ -202,6 +216,8 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
     let args = ScenarioArgs {
         producer: ProducerArg::from_str(producer, true)
             .map_err(|e| anyhow::anyhow!("lesson names a producer {producer:?}: {e}"))?,
+        guarantee: GuaranteeArg::from_str(guarantee, true)
+            .map_err(|e| anyhow::anyhow!("lesson names a guarantee {guarantee:?}: {e}"))?,
         schedule: schedule.map(str::to_string),
         checkpoint_every: every,
         fix,
@@ -226,7 +242,14 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         Observe::FinalTotal => Answer::Number(o.report.final_total),
         Observe::ResumeAt => Answer::Number(o.report.resume_at_crash.unwrap_or(0) as i64),
         Observe::FlashRecords => Answer::Number(o.report.flash.writes as i64),
+        Observe::NextOffset => Answer::Number(
+            o.trace
+                .as_deref()
+                .and_then(<[_]>::last)
+                .map_or(0, |t| t.resume_at) as i64,
+        ),
         Observe::Redelivered => Answer::Offsets(o.redelivered.clone()),
+        Observe::Skipped => Answer::Offsets(o.skipped.clone()),
         Observe::Diverged => Answer::YesNo(o.report.views.is_some_and(|(t, i)| t != i)),
         Observe::Landed(name) => Answer::Offsets(
             loaded
@@ -272,6 +295,21 @@ impl Graded {
     /// Whether the prediction was right.
     pub fn right(&self) -> bool {
         self.said == self.observed.value
+    }
+}
+
+/// What a learner is told after saying `said` where the run gave `seen`: the step's
+/// explanation, and before it, for a tempting wrong answer, what that answer counts and
+/// where it goes wrong.
+pub fn feedback(step: &LessonStep, said: Option<&Answer>, seen: &Answer) -> String {
+    let tempting = said.filter(|s| *s != seen).and_then(|said| {
+        step.tempting
+            .iter()
+            .find(|t| parse(step.observe, t.answer).as_ref() == Ok(said))
+    });
+    match tempting {
+        Some(t) => format!("{} {}", t.why, step.explain),
+        None => step.explain.to_string(),
     }
 }
 

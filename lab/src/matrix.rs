@@ -11,6 +11,8 @@ pub struct Fault {
     pub name: &'static str,
     /// The column's title.
     pub title: &'static str,
+    /// The column's title in a terminal's table, at most 12 characters.
+    pub head: &'static str,
     /// The scenario that shows it.
     pub scenario: ScenarioKind,
     /// The producer the scenario runs with.
@@ -22,38 +24,44 @@ pub const FAULTS: [Fault; 6] = [
     Fault {
         name: "consumer-crash",
         title: "consumer crash",
+        head: "crash",
         scenario: ScenarioKind::Ddia,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
     Fault {
         name: "producer-retry",
         title: "producer retry",
+        head: "retry",
         scenario: ScenarioKind::Payments,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
     Fault {
         name: "producer-retry-idempotent",
         title: "retry, idem. producer",
+        head: "retry",
         scenario: ScenarioKind::Payments,
         producer: ProducerArg::Idempotent,
     },
     Fault {
         name: "application-resend",
         title: "app resend, idem. prod.",
+        head: "app resend",
         scenario: ScenarioKind::Resend,
         producer: ProducerArg::Idempotent,
     },
     Fault {
         name: "zombie-producer",
         title: "zombie producer",
+        head: "zombie",
         scenario: ScenarioKind::Zombie,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
     Fault {
         name: "late-retry",
         title: "retry 40 msgs late",
+        head: "retry, late",
         scenario: ScenarioKind::LateRetry,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
 ];
 
@@ -63,14 +71,16 @@ pub const GAUGE_FAULTS: [Fault; 2] = [
     Fault {
         name: "consumer-crash",
         title: "consumer crash",
+        head: "crash",
         scenario: ScenarioKind::Gauge,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
     Fault {
         name: "late-reading",
         title: "late reading",
+        head: "late reading",
         scenario: ScenarioKind::LateReading,
-        producer: ProducerArg::Plain,
+        producer: ProducerArg::NonIdempotent,
     },
 ];
 

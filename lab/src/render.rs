@@ -6,6 +6,7 @@ use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
 use idem_core::lab::sim::{Action, Report, TraceStep};
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
+use idem_core::producer::{BatchHeader, REMEMBERED_BATCHES};
 use serde_json::Value;
 
 use crate::report::{AnomalyCounts, RunReport};
@@ -130,8 +131,28 @@ pub fn message_name(producer: &[ProducerStep], offset: Offset) -> Option<String>
         .map(|p| p.name.to_string())
 }
 
-/// One send of the producer side for people: `send p17 (5) -> offset 0`, `ack lost;
-/// retry p17 -> offset 1`, `... refused by the log: ...`.
+/// Who writes each number on an event, for the head of a producer trace.
+pub const WHO_WRITES: &str =
+    "  The broker writes the offset. The producer library writes a batch header (producer
+  id, epoch, sequence), only with idempotence or transactions on, and only the broker
+  reads it. The application writes the message id and its own numbering (instance,
+  epoch, seq) in the payload, where a consumer can read them.";
+
+/// The batch header the producer library wrote, in words.
+pub fn header_text(h: Option<BatchHeader>) -> String {
+    match h {
+        None => "batch: no producer id (Kafka stores -1)".into(),
+        Some(h) => format!(
+            "batch: producer id {} epoch {} sequence {}",
+            h.producer_id, h.epoch, h.sequence
+        ),
+    }
+}
+
+/// One send of the producer side for people, on two lines: what was sent and what the
+/// broker did (`send p17 (5) -> offset 0`, `ack lost; retry p17 -> already at offset 0:
+/// ...`), then, indented, the numbers the application and the producer library put on
+/// it.
 pub fn producer_line(p: &ProducerStep) -> String {
     let m = &p.message;
     let what = match p.kind {
@@ -142,20 +163,27 @@ pub fn producer_line(p: &ProducerStep) -> String {
         SendKind::Lost => format!("send {} ({})", p.name, m.amount),
     };
     let who = format!(
-        "producer {} epoch {} sequence {}",
-        m.producer, m.epoch, m.seq
+        "payload: instance {} epoch {} seq {}; {}",
+        m.producer,
+        m.epoch,
+        m.seq,
+        header_text(p.header)
     );
+    let id = p.header.map_or(0, |h| h.producer_id);
     let outcome = match p.landed {
         Landed::At(o) => format!("-> offset {o}"),
-        Landed::Duplicate => {
-            format!("-> refused by the log: {who} already landed (a retry, not a new message)")
-        }
+        Landed::Already(o) => format!(
+            "-> already at offset {o}: answered with success and that offset, nothing appended"
+        ),
+        Landed::OlderDuplicate => format!(
+            "-> not appended: older than the {REMEMBERED_BATCHES} batches the broker remembers for producer id {id}; answered DUPLICATE_SEQUENCE_NUMBER, success with no offset"
+        ),
         Landed::Fenced { current } => {
-            format!("-> fenced by the log: {who} is older than that producer's epoch {current}")
+            format!("-> fenced: rejected, producer id {id} is at epoch {current} now")
         }
         Landed::Never => "-> lost before the log; this producer never retries".to_string(),
     };
-    format!("{what} {outcome}")
+    format!("{what} {outcome}\n      {who}")
 }
 
 /// The verdict with its difference: `exact`, `over by 10`, `under by 4`.

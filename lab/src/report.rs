@@ -207,18 +207,34 @@ pub struct SendEntry {
     pub message: String,
     /// `send`, `retry`, `resend`, `stalled` or `lost`.
     pub kind: String,
-    /// The producer id.
-    pub producer: u32,
-    /// The producer's epoch.
+    /// The application's own numbering in the payload: the sending instance.
+    pub instance: u32,
+    /// The application's epoch of that instance.
     pub epoch: u16,
-    /// The producer's sequence number.
+    /// The application's sequence number of the send, from 0.
     pub seq: u32,
     /// The amount.
     pub amount: i64,
-    /// `landed`, `duplicate`, `fenced` or `lost`.
+    /// What the producer library wrote in the batch header; `None` without idempotence
+    /// (Kafka stores producer id -1).
+    pub batch: Option<BatchEntry>,
+    /// `landed`, `already-appended` (a retry the broker answered with its first offset),
+    /// `older-duplicate` (answered DUPLICATE_SEQUENCE_NUMBER, no offset), `fenced` or
+    /// `lost`.
     pub landed: String,
-    /// Where it landed.
+    /// Where it landed, or where the broker said a retry already was.
     pub offset: Option<Offset>,
+}
+
+/// A record batch's header, as the producer library wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchEntry {
+    /// The producer id.
+    pub producer_id: u32,
+    /// The producer epoch.
+    pub epoch: u16,
+    /// The batch's sequence, from 0.
+    pub sequence: u32,
 }
 
 impl SendEntry {
@@ -226,7 +242,8 @@ impl SendEntry {
     pub fn new(p: &ProducerStep) -> Self {
         let (landed, offset) = match p.landed {
             Landed::At(o) => ("landed", Some(o)),
-            Landed::Duplicate => ("duplicate", None),
+            Landed::Already(o) => ("already-appended", Some(o)),
+            Landed::OlderDuplicate => ("older-duplicate", None),
             Landed::Fenced { .. } => ("fenced", None),
             Landed::Never => ("lost", None),
         };
@@ -240,13 +257,26 @@ impl SendEntry {
                 SendKind::Lost => "lost",
             }
             .into(),
-            producer: p.message.producer,
+            instance: p.message.producer,
             epoch: p.message.epoch,
             seq: p.message.seq,
             amount: p.message.amount,
+            batch: p.header.map(|h| BatchEntry {
+                producer_id: h.producer_id,
+                epoch: h.epoch,
+                sequence: h.sequence,
+            }),
             landed: landed.into(),
             offset,
         }
+    }
+}
+
+/// A consumer guarantee as the CLI spells it: `at-least-once` or `at-most-once`.
+pub fn guarantee_name(g: Guarantee) -> &'static str {
+    match g {
+        Guarantee::AtLeastOnce => "at-least-once",
+        Guarantee::AtMostOnce => "at-most-once",
     }
 }
 
@@ -283,11 +313,7 @@ impl RunReport {
                 .iter()
                 .map(|n| n.to_string())
                 .collect(),
-            guarantee: match loaded.consumer().guarantee {
-                Guarantee::AtLeastOnce => "at-least-once",
-                Guarantee::AtMostOnce => "at-most-once",
-            }
-            .to_string(),
+            guarantee: guarantee_name(loaded.consumer().guarantee).to_string(),
             evicted: r.evicted,
             anomalies: (&r.anomalies).into(),
             delivered: r.delivered,

@@ -35,7 +35,7 @@ pub struct RunSpec {
     /// scenario's own crash; empty or `none`: no crash.
     #[serde(default)]
     pub schedule: Option<String>,
-    /// The producer (`plain`, `idempotent`, `transactional`, `no-retry`).
+    /// The producer (`non-idempotent`, `idempotent`, `transactional`, `no-retry`).
     #[serde(default)]
     pub producer: Option<String>,
     /// `at-least-once` (the default) or `at-most-once`.
@@ -49,13 +49,17 @@ pub struct RunSpec {
     pub trace: bool,
 }
 
+/// The name of a choice as the CLI spells it (`non-idempotent`, `message-id`).
+pub fn value_name<T: ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
 /// Reads `name` as a value of `T`, or says which names there are.
 fn named<T: ValueEnum>(what: &str, name: &str) -> anyhow::Result<T> {
     T::from_str(name, false).map_err(|_| {
-        let names: Vec<String> = T::value_variants()
-            .iter()
-            .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))
-            .collect();
+        let names: Vec<String> = T::value_variants().iter().map(value_name).collect();
         usage(format!(
             "unknown {what} {name:?}: one of {}",
             names.join(", ")
@@ -89,7 +93,7 @@ impl RunSpec {
             },
             producer: match self.producer.as_deref() {
                 Some(p) => named::<ProducerArg>("producer", p)?,
-                None => ProducerArg::Plain,
+                None => ProducerArg::NonIdempotent,
             },
             fix,
             ..ScenarioArgs::default()
@@ -110,7 +114,12 @@ impl RunSpec {
         flag("store", self.store.clone());
         flag("fix", self.fix.clone());
         flag("events", self.events.map(|n| n.to_string()));
-        flag("producer", self.producer.clone().filter(|p| p != "plain"));
+        flag(
+            "producer",
+            self.producer
+                .clone()
+                .filter(|p| p != "non-idempotent" && p != "plain"),
+        );
         flag(
             "checkpoint-every",
             self.checkpoint_every.map(|k| k.to_string()),
@@ -141,6 +150,7 @@ impl From<&LessonRun> for RunSpec {
             checkpoint_every: r.every,
             schedule: r.schedule.map(Into::into),
             producer: Some(r.producer.into()),
+            guarantee: Some(r.guarantee.into()),
             ..Self::default()
         }
     }
@@ -203,7 +213,7 @@ mod tests {
         };
         assert_eq!(
             run(&bad).unwrap_err().to_string(),
-            "unknown producer \"sloppy\": one of plain, idempotent, transactional, no-retry"
+            "unknown producer \"sloppy\": one of non-idempotent, idempotent, transactional, no-retry"
         );
     }
 }

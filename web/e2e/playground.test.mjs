@@ -81,6 +81,8 @@ test('the ddia lesson, answered wrong then right, shows 110 and 100 and the comp
   await page.click('#check-2');
   const wrong = await page.textContent('#observation-2');
   assert.match(wrong, /not quite: you said 100; it is 110\./);
+  // A tempting wrong answer gets the explanation written for it, as in the terminal.
+  assert.match(wrong, /100 counts each of the 100 events once, and forgets the replay/);
   await page.fill('#answer-2', '110');
   await page.press('#answer-2', 'Enter'); // the keyboard works as well as the button
   assert.match(await page.textContent('#observation-2'), /right: you said 110; it is 110\./);
@@ -92,7 +94,7 @@ test('the ddia lesson, answered wrong then right, shows 110 and 100 and the comp
   assert.equal(await page.textContent('#observation-0'), '"forty" is not a whole number; try again.');
   assert.match(await page.textContent('#lesson-summary'), /naive total\s*110\s*110/);
   // The first prediction counts: 100 for the naive total was wrong.
-  assert.equal(await page.textContent('#lesson-score'), 'score: 1/2 first predictions right (8 questions)');
+  assert.equal(await page.textContent('#lesson-score'), 'score: 1/2 first predictions right (10 questions)');
   await page.screenshot({ path: path.join(shots, 'lessons.png'), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();
@@ -140,6 +142,11 @@ test('payments: p17 lands at offsets 0 and 1, message-id ends at 8', async () =>
   assert.equal(await total(page, 'naive'), '13');
   assert.equal(await total(page, 'offset'), '13');
   assert.equal(await total(page, 'message-id'), '8');
+  // The plot's legend: English counts, and the line one store shares with another.
+  assert.equal(await page.textContent('#plot-legend [data-store="message-id"]'), 'message-id store (ends at 8; rings: 1 skipped duplicate)');
+  assert.match(await page.textContent('#plot-legend [data-store="offset"]'), /the same line as naive/);
+  await page.selectOption('#x-axis', 'step');
+  assert.match(page.url(), /x=step/);
   await page.screenshot({ path: path.join(shots, 'payments.png'), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();

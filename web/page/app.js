@@ -20,10 +20,11 @@ const state = {
   stores: ['naive', 'offset'],
   k: null, // the scenario's own
   events: null,
-  producer: 'plain',
+  producer: 'non-idempotent',
   schedule: null, // null: the scenario's own crash; '': none
   kind: 'effect',
   focus: null,
+  x: 'offset', // the plot's x axis: 'offset' or 'step'
 };
 let catalogue;
 let lessons;
@@ -32,7 +33,7 @@ let lessons;
 function readUrl(search = location.search) {
   const q = new URLSearchParams(search);
   // Parameters a link leaves out take their defaults.
-  Object.assign(state, { scenario: 'ddia', stores: ['naive', 'offset'], k: null, events: null, producer: 'plain', schedule: null, focus: null });
+  Object.assign(state, { scenario: 'ddia', stores: ['naive', 'offset'], k: null, events: null, producer: 'non-idempotent', schedule: null, focus: null });
   if (q.has('view')) state.view = q.get('view');
   if (q.has('lesson')) state.lesson = q.get('lesson');
   if (q.has('scenario')) state.scenario = q.get('scenario');
@@ -42,6 +43,7 @@ function readUrl(search = location.search) {
   if (q.has('producer')) state.producer = q.get('producer');
   if (q.has('schedule')) state.schedule = q.get('schedule') === 'none' ? '' : q.get('schedule');
   if (q.has('focus')) state.focus = q.get('focus');
+  if (q.get('x') === 'step') state.x = 'step';
 }
 
 function writeUrl() {
@@ -53,9 +55,10 @@ function writeUrl() {
     q.set('stores', state.stores.join(','));
     if (state.k !== null) q.set('k', String(state.k));
     if (state.events !== null && state.scenario === 'ddia') q.set('events', String(state.events));
-    if (state.producer !== 'plain') q.set('producer', state.producer);
+    if (state.producer !== 'non-idempotent') q.set('producer', state.producer);
     if (state.schedule !== null) q.set('schedule', state.schedule === '' ? 'none' : state.schedule);
     if (state.focus) q.set('focus', state.focus);
+    if (state.x !== 'offset') q.set('x', state.x);
   }
   history.replaceState(null, '', `${location.pathname}?${q}`);
 }
@@ -186,7 +189,7 @@ function playgroundUrl(spec) {
   const q = new URLSearchParams({ view: 'playground', scenario: spec.scenario });
   q.set('stores', spec.store || 'naive');
   if (spec.checkpoint_every) q.set('k', String(spec.checkpoint_every));
-  if (spec.producer && spec.producer !== 'plain') q.set('producer', spec.producer);
+  if (spec.producer && spec.producer !== 'non-idempotent') q.set('producer', spec.producer);
   if (spec.schedule !== null && spec.schedule !== undefined) q.set('schedule', spec.schedule || 'none');
   return `?${q}`;
 }
@@ -203,6 +206,7 @@ function spec(store, trace) {
 function syncControls() {
   $('scenario').value = state.scenario;
   $('producer').value = state.producer;
+  $('x-axis').value = state.x;
   $('events-label').hidden = state.scenario !== 'ddia';
   $('events').value = state.events ?? '';
   $('events').placeholder = '100';
@@ -329,12 +333,32 @@ function drawTimeline(focus) {
   box.replaceChildren(...cells);
 }
 
+// Where each step of a trace sits on the plot's x axis: its index, or (as `idem plot`
+// draws it) the offset: a delivery at its offset, its effect one further on, anything
+// else where the step before it was.
+function xsOf(trace, axis) {
+  let last = 0;
+  return trace.map((t, j) => {
+    if (axis === 'step') return j;
+    if ((t.action === 'deliver' || t.action === 'redeliver') && t.offset !== null) last = t.offset;
+    else if ((t.action === 'apply' || t.action === 'skip' || t.action === 'between') && t.offset !== null) last = t.offset + 1;
+    return last;
+  });
+}
+
+// `n thing` or `n things`.
+function count(n, thing) {
+  return `${n} ${thing}${n === 1 ? '' : 's'}`;
+}
+
 function drawPlot(runs) {
   const W = 800; const H = 300; const P = 36;
-  const maxSteps = Math.max(...runs.map((r) => r.trace.length), 1);
+  const axis = state.x;
+  const xsOfRun = runs.map((r) => xsOf(r.trace, axis));
+  const span = Math.max(...xsOfRun.map((xs) => Math.max(...xs, 0)), 1);
   const totals = runs.flatMap((r) => r.trace.map((t) => t.total)).concat(runs.map((r) => r.true_total), [0]);
   const lo = Math.min(...totals); const hi = Math.max(...totals, lo + 1);
-  const x = (i) => P + (i / Math.max(maxSteps - 1, 1)) * (W - 2 * P);
+  const x = (v) => P + (v / span) * (W - 2 * P);
   const y = (v) => H - P - ((v - lo) / (hi - lo)) * (H - 2 * P);
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
@@ -350,7 +374,7 @@ function drawPlot(runs) {
   };
   add('line', { x1: P, y1: H - P, x2: W - P, y2: H - P, stroke: '#999' });
   add('line', { x1: P, y1: P, x2: P, y2: H - P, stroke: '#999' });
-  add('text', { x: P, y: H - 10, 'font-size': 12, fill: '#555' }, 'step');
+  add('text', { x: P, y: H - 10, 'font-size': 12, fill: '#555' }, axis);
   add('text', { x: 4, y: P - 8, 'font-size': 12, fill: '#555' }, 'total');
   add('text', { x: P - 4, y: y(lo) + 4, 'font-size': 11, 'text-anchor': 'end', fill: '#555' }, String(lo));
   add('text', { x: P - 4, y: y(hi) + 4, 'font-size': 11, 'text-anchor': 'end', fill: '#555' }, String(hi));
@@ -360,32 +384,48 @@ function drawPlot(runs) {
   // The replay window of each store that had one, shaded: from its first redelivery to
   // its last (the steps the trace names `redeliver`).
   runs.forEach((r, i) => {
+    const xs = xsOfRun[i];
     const replayed = r.trace.map((t, j) => (t.action === 'redeliver' ? j : -1)).filter((j) => j >= 0);
     if (replayed.length) {
-      const [a, b] = [replayed[0], replayed[replayed.length - 1]];
-      add('rect', { x: x(a), y: P, width: Math.max(x(b) - x(a), 2), height: H - 2 * P, fill: COLORS[i % COLORS.length], opacity: 0.08, 'data-replay': r.store });
+      const [a, b] = [xs[replayed[0]], xs[replayed[replayed.length - 1]]];
+      add('rect', { x: x(Math.min(a, b)), y: P, width: Math.max(Math.abs(x(b) - x(a)), 2), height: H - 2 * P, fill: COLORS[i % COLORS.length], opacity: 0.08, 'data-replay': r.store });
     }
   });
   runs.forEach((r, i) => {
     const color = COLORS[i % COLORS.length];
+    const xs = xsOfRun[i];
     // One point per step is plenty up to a few thousand; beyond, every n-th step and
     // every crash or recovery step, so the line keeps its shape.
     const every = Math.max(1, Math.floor(r.trace.length / 4000));
     const pts = [];
     r.trace.forEach((t, j) => {
-      if (j % every === 0 || j === r.trace.length - 1 || t.action.startsWith('crash') || t.action === 'recover') pts.push(`${x(j).toFixed(1)},${y(t.total).toFixed(1)}`);
+      if (j % every === 0 || j === r.trace.length - 1 || t.action.startsWith('crash') || t.action === 'recover') pts.push(`${x(xs[j]).toFixed(1)},${y(t.total).toFixed(1)}`);
     });
     // Earlier lines are wider, so a line that another covers still shows at its edges.
     const width = 2 + 2.5 * (runs.length - 1 - i);
     add('polyline', { points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': width, 'stroke-linejoin': 'round', 'data-store': r.store });
     r.trace.forEach((t, j) => {
-      if (t.action.startsWith('crash')) add('circle', { cx: x(j), cy: y(t.total), r: 4, fill: '#b3261e' });
+      if (t.action.startsWith('crash')) add('circle', { cx: x(xs[j]), cy: y(t.total), r: 4, fill: '#b3261e' });
       // A ring where the store skipped a duplicate (few enough to draw one by one).
-      if (t.action === 'skip' && r.skipped.length <= 400) add('circle', { cx: x(j), cy: y(t.total), r: 3.5, fill: 'none', stroke: color, 'stroke-width': 1.5, 'data-skip': r.store });
+      if (t.action === 'skip' && r.skipped.length <= 400) add('circle', { cx: x(xs[j]), cy: y(t.total), r: 3.5, fill: 'none', stroke: color, 'stroke-width': 1.5, 'data-skip': r.store });
     });
-    add('text', { x: W - P + 2, y: y(r.final_total) + 4 + i * 12, 'font-size': 11, fill: color }, `${r.store} ${r.final_total}`);
   });
-  $('plot').replaceChildren(svg);
+  // The legend, under the plot: each store's end, its skips, and whose line it runs on.
+  const points = runs.map((r, i) => r.trace.map((t, j) => `${xsOfRun[i][j]},${t.total}`));
+  const legend = el('ul', { id: 'plot-legend' }, runs.map((r, i) => {
+    const notes = [`ends at ${r.final_total}`];
+    const skips = r.trace.filter((t) => t.action === 'skip').length;
+    if (skips > 0) notes.push(`rings: ${count(skips, 'skipped duplicate')}`);
+    runs.forEach((o, k) => {
+      if (k === i) return;
+      const theirs = new Set(points[k]);
+      const shared = points[i].filter((p) => theirs.has(p)).length;
+      if (shared === points[i].length && points[k].length === points[i].length) notes.push(`the same line as ${o.store}`);
+      else if (2 * shared >= points[i].length) notes.push(`${shared} of its ${points[i].length} points on the ${o.store} line`);
+    });
+    return el('li', { 'data-store': r.store }, el('span', { class: 'swatch', style: `background:${COLORS[i % COLORS.length]}` }), `${r.store} store (${notes.join('; ')})`);
+  }));
+  $('plot').replaceChildren(svg, legend);
 }
 
 function drawTrace(focus) {
@@ -429,6 +469,7 @@ async function start() {
   $('lesson-name').addEventListener('change', (e) => { state.lesson = e.target.value; drawLesson(); writeUrl(); });
   $('scenario').addEventListener('change', (e) => { state.scenario = e.target.value; state.schedule = null; state.k = null; state.events = null; runPlayground(); });
   $('producer').addEventListener('change', (e) => { state.producer = e.target.value; runPlayground(); });
+  $('x-axis').addEventListener('change', (e) => { state.x = e.target.value; runPlayground(); });
   $('k').addEventListener('change', (e) => { state.k = e.target.value === '' ? null : Number(e.target.value); runPlayground(); });
   $('events').addEventListener('change', (e) => { state.events = e.target.value === '' ? null : Number(e.target.value); runPlayground(); });
   $('stores').addEventListener('change', () => {

@@ -11,7 +11,7 @@ use idem_lab::grade::{self, Answer, GradeError, Observed, Row};
 use idem_lab::matrix::{self, Fault};
 use idem_lab::report::RunReport;
 use idem_lab::select::{ScenarioKind, StoreKind};
-use idem_lab::spec::{self, RunSpec};
+use idem_lab::spec::{self, RunSpec, value_name};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -19,13 +19,6 @@ use wasm_bindgen::prelude::wasm_bindgen;
 /// The most events the playground runs with a trace (about 2.4 MB of JSON for 10,000
 /// events with a crash); longer logs are the CLI's.
 pub const MAX_TRACED_EVENTS: u64 = 100_000;
-
-/// The name of a choice as the CLI spells it.
-fn value_name<T: ValueEnum>(v: &T) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
-}
 
 /// A choice's one-line description: the CLI's help text for it.
 fn about<T: ValueEnum>(v: &T) -> String {
@@ -135,8 +128,10 @@ pub fn lessons() -> String {
 /// What kind of answer a step asks for, for the page's input hint.
 fn answer_kind(o: Observe) -> &'static str {
     match o {
-        Observe::FinalTotal | Observe::ResumeAt | Observe::FlashRecords => "number",
-        Observe::Redelivered | Observe::Landed(_) => "offsets",
+        Observe::FinalTotal | Observe::ResumeAt | Observe::NextOffset | Observe::FlashRecords => {
+            "number"
+        }
+        Observe::Redelivered | Observe::Skipped | Observe::Landed(_) => "offsets",
         Observe::Diverged => "yes-no",
         Observe::Balances => "numbers",
     }
@@ -185,6 +180,8 @@ pub fn grade(lesson: &str, step: usize, prediction: &str) -> String {
     match grade::grade(s, prediction) {
         Ok(g) => {
             let mut v = observed_json(s, &g.observed);
+            // The explanation of the number given: a tempting wrong answer gets its own.
+            v["explain"] = grade::feedback(s, Some(&g.said), &g.observed.value).into();
             v["said"] = answer_text(&g.said).into();
             v["right"] = g.right().into();
             ok(v)

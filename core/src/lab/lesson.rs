@@ -10,8 +10,12 @@ pub enum Observe {
     FinalTotal,
     /// Where the restart after the crash resumed (the next offset to read): a number.
     ResumeAt,
+    /// The committed position at the end of the run (the next offset to read): a number.
+    NextOffset,
     /// Offsets delivered a second time: a list of offsets.
     Redelivered,
+    /// Offsets the store skipped as already applied: a list of offsets.
+    Skipped,
     /// The offsets at which the named message landed in the log: a list of offsets.
     Landed(&'static str),
     /// Journal records the run wrote: a number.
@@ -33,8 +37,10 @@ pub struct LessonRun {
     pub store: Option<&'static str>,
     /// The dual-write fix (`none`, `atomic`, `derive`), when the run is a dual write.
     pub fix: Option<&'static str>,
-    /// The producer (`plain`, `idempotent`, `transactional`, `no-retry`).
+    /// The producer (`non-idempotent`, `idempotent`, `transactional`, `no-retry`).
     pub producer: &'static str,
+    /// The consumer's guarantee (`at-least-once`, `at-most-once`).
+    pub guarantee: &'static str,
     /// A crash schedule in idem's grammar, or `None` for the scenario's own.
     pub schedule: Option<&'static str>,
     /// The checkpoint interval, or `None` for the scenario's own.
@@ -47,7 +53,8 @@ impl LessonRun {
             scenario,
             store: Some(store),
             fix: None,
-            producer: "plain",
+            producer: "non-idempotent",
+            guarantee: "at-least-once",
             schedule: None,
             every: None,
         }
@@ -55,6 +62,10 @@ impl LessonRun {
 
     const fn producer(self, producer: &'static str) -> Self {
         Self { producer, ..self }
+    }
+
+    const fn guarantee(self, guarantee: &'static str) -> Self {
+        Self { guarantee, ..self }
     }
 
     const fn every(self, every: u64) -> Self {
@@ -72,6 +83,22 @@ impl LessonRun {
     }
 }
 
+/// A wrong answer that tempts, and what it counts: shown to whoever gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tempting {
+    /// The answer, as a learner types it.
+    pub answer: &'static str,
+    /// For a number, the parts its explanation names, which add up to it (empty for
+    /// other answers).
+    pub parts: &'static [i64],
+    /// Why it tempts, and where it goes wrong.
+    pub why: &'static str,
+}
+
+const fn tempt(answer: &'static str, parts: &'static [i64], why: &'static str) -> Tempting {
+    Tempting { answer, parts, why }
+}
+
 /// One step: a question, the run that answers it, and what the answer means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LessonStep {
@@ -85,6 +112,8 @@ pub struct LessonStep {
     pub observe: Observe,
     /// Why the answer is what it is, shown after the run.
     pub explain: &'static str,
+    /// The tempting wrong answers, each with its own explanation.
+    pub tempting: &'static [Tempting],
 }
 
 /// A lesson: a title, a setting, and its steps in order.
@@ -106,6 +135,7 @@ const fn step(
     run: LessonRun,
     observe: Observe,
     explain: &'static str,
+    tempting: &'static [Tempting],
 ) -> LessonStep {
     LessonStep {
         label,
@@ -113,6 +143,7 @@ const fn step(
         run,
         observe,
         explain,
+        tempting,
     }
 }
 
@@ -122,29 +153,100 @@ pub const DDIA: Lesson = Lesson {
     name: "ddia",
     title: "A replay after a crash (DDIA chapter 12)",
     intro: "A consumer reads 100 events of +1 at offsets 0..99 and adds each to a total kept \
-in flash. It commits its position every 10 events, after the effects. The device crashes \
-right after applying offset 49, before that batch's checkpoint.",
+in flash. It commits its position every 10 events, after the effects: the position it saves \
+is the next offset to read. The device crashes right after applying offset 49, before that \
+batch's checkpoint.",
     steps: &[
         step(
             "where the restart resumes",
             "Where does the restart resume: which offset does it read first?",
             LessonRun::store("ddia", "naive"),
             Observe::ResumeAt,
-            "The last durable checkpoint covers through 39, so the restart resumes at 40.",
+            "The last durable checkpoint was taken after offset 39, and it saved the next \
+offset to read: 39 + 1 = 40. The effects after it (40..49) are in the total, but not in the \
+position.",
+            &[
+                tempt(
+                    "50",
+                    &[49, 1],
+                    "50 = 49 + 1 is the offset after the last one applied. But applying an \
+event does not move the saved position; only a checkpoint does.",
+                ),
+                tempt(
+                    "49",
+                    &[49],
+                    "49 is the last offset applied before the crash, which the restart does \
+not know: flash holds the position of the last checkpoint.",
+                ),
+                tempt(
+                    "39",
+                    &[39],
+                    "39 is the last offset the checkpoint covers; the position it saves is \
+the next one to read.",
+                ),
+            ],
         ),
         step(
             "offsets delivered twice",
             "Which offsets are delivered a second time? (a range such as 3..7, or a list)",
             LessonRun::store("ddia", "naive"),
             Observe::Redelivered,
-            "Everything after the checkpoint and up to the crash comes again.",
+            "Everything after the checkpoint and up to the crash comes again: 40..49, ten \
+events.",
+            &[
+                tempt(
+                    "none",
+                    &[],
+                    "None would need the position saved with every effect; here it is saved \
+every 10 events, so the restart reads from the last checkpoint again.",
+                ),
+                tempt(
+                    "50..99",
+                    &[],
+                    "50..99 are read after the restart, but for the first time: the crash came \
+before them.",
+                ),
+                tempt(
+                    "0..49",
+                    &[],
+                    "0..49 were all applied before the crash, but the checkpoint covers 0..39: \
+only what comes after it is read again.",
+                ),
+            ],
         ),
         step(
             "naive total",
             "What total does the naive store (total += 1) end at?",
             LessonRun::store("ddia", "naive"),
             Observe::FinalTotal,
-            "Each redelivered event is added a second time: at-least-once delivery.",
+            "50 before the crash (0..49), then 60 after it (40..99): 110. Each redelivered \
+event is added a second time: at-least-once delivery, 10 over the true 100.",
+            &[
+                tempt(
+                    "100",
+                    &[100],
+                    "100 counts each of the 100 events once, and forgets the replay: the \
+naive store has no way to know that 40..49 were already added.",
+                ),
+                tempt(
+                    "50",
+                    &[50],
+                    "50 is the total at the crash (0..49). The restart goes on: it reads \
+40..99, 60 more.",
+                ),
+                tempt(
+                    "120",
+                    &[100, 10, 10],
+                    "120 = 100 + 10 + 10 adds the replay twice. 40..49 are delivered twice in \
+all, once before the crash and once after: one extra time each.",
+                ),
+                tempt(
+                    "90",
+                    &[100, -10],
+                    "90 = 100 - 10 loses the replayed events. They were applied before the \
+crash and the total is in flash: nothing is lost, it is counted again.",
+                ),
+            ],
         ),
         step(
             "offset-stamped total",
@@ -152,35 +254,139 @@ right after applying offset 49, before that batch's checkpoint.",
 record as the total, and skips anything not newer. What total does it end at?",
             LessonRun::store("ddia", "offset"),
             Observe::FinalTotal,
-            "The replayed offsets are not newer than the stamp: skipped, so the replay is \
-harmless.",
+            "50 before the crash, with the stamp 49 in the same record; after it 40..49 are \
+not newer than 49 and are skipped, and 50..99 add 50: 100. The replay still happens, but \
+it is harmless: effectively once, the effect of each event counted once however often it is \
+delivered. Kafka and DDIA call it exactly once.",
+            &[
+                tempt(
+                    "110",
+                    &[100, 10],
+                    "110 = 100 + 10 is the naive total. The stamp 49 survived the crash in the \
+same record as the total, so the replayed 40..49 are skipped.",
+                ),
+                tempt(
+                    "90",
+                    &[100, -10],
+                    "90 = 100 - 10 would lose 40..49. Skipping their second delivery loses \
+nothing: their first one is in the total.",
+                ),
+            ],
+        ),
+        step(
+            "offset-stamped: offsets skipped",
+            "And which offsets does the offset-stamped store skip? (a range, a list, or none)",
+            LessonRun::store("ddia", "offset"),
+            Observe::Skipped,
+            "The replayed offsets, 40..49: each is not newer than the stamp 49.",
+            &[
+                tempt(
+                    "none",
+                    &[],
+                    "None would mean the stamp was lost with RAM. It is in the same flash \
+record as the total, so it survived the crash.",
+                ),
+                tempt(
+                    "0..49",
+                    &[],
+                    "0..49 were applied before the crash; after it, the restart reads only \
+from 40, so only 40..49 reach the stamp a second time.",
+                ),
+            ],
         ),
         step(
             "gauge, set (no stamp)",
-            "The boundary: a gauge whose event at offset i is the reading i + 1, stored with \
-value = reading (no stamp). Same crash. What value does it end at?",
+            "The boundary is where a dedup stops being needed: an operation whose second \
+application changes nothing needs no stamp. A gauge whose event at offset i is the reading \
+i + 1, stored with value = reading (no stamp). Same crash. What value does it end at?",
             LessonRun::store("gauge", "set"),
             Observe::FinalTotal,
-            "Setting a value is naturally idempotent: applying a reading twice changes \
-nothing.",
+            "The newest reading, 100 (offset 99). Setting a value is naturally idempotent: \
+applying the reading of 40..49 again sets the same values, and the run goes on to 99.",
+            &[
+                tempt(
+                    "110",
+                    &[100, 10],
+                    "110 = 100 + 10 treats the readings as increments. A set writes the \
+reading itself: the replay sets 41..50 again, and 99 sets 100.",
+                ),
+                tempt(
+                    "50",
+                    &[50],
+                    "50 is the reading at the crash (offset 49). The restart goes on to offset \
+99.",
+                ),
+            ],
+        ),
+        step(
+            "atomic checkpoint: total",
+            "Go deeper: make the checkpoint atomic instead. The total and the position are \
+written together in one record, at each checkpoint only, with no dedup set. Does the naive \
+increment now survive the crash: what total does it end at?",
+            LessonRun::store("ddia", "atomic"),
+            Observe::FinalTotal,
+            "The crash loses the total of 40..49 with RAM, as it loses the position: the \
+record holds 40 and position 40, and the restart adds 40..99, 60 more: 100. Recovery never \
+replays a committed effect.",
+            &[
+                tempt(
+                    "110",
+                    &[100, 10],
+                    "110 = 100 + 10 is what a position saved apart from the total gives. Here \
+both are in one record: the total the restart finds is the one that goes with its position.",
+                ),
+                tempt(
+                    "40",
+                    &[40],
+                    "40 is the total in the record after the crash (0..39). The restart then \
+adds 40..99.",
+                ),
+                tempt(
+                    "50",
+                    &[50],
+                    "50 is the total in RAM at the crash, which the crash loses; flash holds \
+40, and the restart adds 40..99.",
+                ),
+            ],
         ),
         step(
             "atomic checkpoint: flash records",
-            "Go deeper: an atomic checkpoint writes value and position in one record, at \
-each checkpoint only. How many flash records does it write in all (the offset store \
-writes 110)?",
+            "How many flash records does the atomic checkpoint write in all?",
             LessonRun::store("ddia", "atomic"),
             Observe::FlashRecords,
-            "One record per checkpoint: about K times fewer, and exact.",
+            "One record per checkpoint, and none per effect: about K times fewer than a \
+record after every effect, and exact.",
+            &[
+                tempt(
+                    "110",
+                    &[100, 10],
+                    "110 = 100 + 10 is a record after every effect, replays included: the \
+offset store's way. The atomic store writes only at checkpoints.",
+                ),
+                tempt(
+                    "100",
+                    &[100],
+                    "100 is one record per event. The atomic store writes one per checkpoint.",
+                ),
+            ],
         ),
         step(
             "two-phase, crash after prepare: resumes at",
-            "Go deeper: two-phase commit, with the crash right after the prepared record \
-of the batch 40..49 (before the decision). Where does the restart resume?",
+            "Go deeper: two-phase commit. At each checkpoint the store first writes a \
+prepared record (the batch's effects and position), then the decision: a second record that \
+says commit. The crash comes right after the prepared record of the batch that holds offset \
+49, before its decision. Where does the restart resume?",
             LessonRun::store("ddia", "two-phase").schedule("crash@prepare:49"),
             Observe::ResumeAt,
-            "No decision was written: recovery rolls the prepared record back and the batch \
-is replayed, harmlessly.",
+            "No decision was written, so recovery rolls the prepared record back: the last \
+decided batch ends at 39, and the restart resumes at 39 + 1 = 40 and replays the batch, \
+harmlessly.",
+            &[tempt(
+                "50",
+                &[49, 1],
+                "50 = 49 + 1 would follow if the prepared record counted. Without its \
+decision recovery cannot know the batch was meant to commit, so it rolls it back.",
+            )],
         ),
         step(
             "dual write: views disagree",
@@ -190,12 +396,21 @@ with a crash between the two writes. Do the views disagree at the end? (yes or n
                 scenario: "dual-write",
                 store: None,
                 fix: Some("none"),
-                producer: "plain",
+                producer: "non-idempotent",
+                guarantee: "at-least-once",
                 schedule: None,
                 every: None,
             },
             Observe::Diverged,
-            "Two records, two writes: a crash between them leaves one view ahead for good.",
+            "Two records, two writes: a crash between them leaves one view ahead for good \
+(total 106, index 105). Both are over the truth, 90, as well: neither view dedups the \
+replay.",
+            &[tempt(
+                "no",
+                &[],
+                "No would need both writes in one record, or one view derived from the other. \
+Here they are two writes, and the crash falls between them.",
+            )],
         ),
     ],
 };
@@ -206,14 +421,36 @@ pub const PAYMENTS: Lesson = Lesson {
     title: "A duplicate payment",
     intro: "A producer sends payment p17 (5). The log appends it, but the ack is lost, so \
 the producer sends p17 again. Then it sends p18 (3). A consumer adds every payment to a \
-balance. The application sent 8 in all.",
+balance.",
     steps: &[
         step(
             "where p17 lands",
             "At which offsets does p17 land in the log?",
             LessonRun::store("payments", "naive"),
             Observe::Landed("p17"),
-            "A retry is a new append: the same payment at a new offset.",
+            "0 and 1: a retry is a new append, the same payment at a new offset (p18 lands \
+at 2).",
+            &[tempt(
+                "0",
+                &[],
+                "0 is where the first send landed. The producer cannot tell its ack was lost \
+from the send being lost, so it sends again, and the broker appends the retry at 1.",
+            )],
+        ),
+        step(
+            "the next offset",
+            "The consumer reads the whole log and commits. What is the committed position at \
+the end: the next offset it would read?",
+            LessonRun::store("payments", "naive"),
+            Observe::NextOffset,
+            "The log holds offsets 0, 1 and 2, and the position is the next to read: 2 + 1 = \
+3.",
+            &[tempt(
+                "2",
+                &[2],
+                "2 is the last offset read. A committed position names the next offset to \
+read, one past it.",
+            )],
         ),
         step(
             "offset-stamped balance",
@@ -221,22 +458,44 @@ balance. The application sent 8 in all.",
 at?",
             LessonRun::store("payments", "offset"),
             Observe::FinalTotal,
-            "The retry has a new offset, so the stamp lets it through.",
+            "5 + 5 + 3 = 13: the retry has a new offset, 1, so the stamp lets it through, 5 \
+over the 8 the application meant.",
+            &[tempt(
+                "8",
+                &[5, 3],
+                "8 = 5 + 3 is what the application meant. The stamp compares offsets, and \
+the retry came with its own, 1: nothing repeats by offset.",
+            )],
         ),
         step(
             "message-id balance",
             "The message-id store remembers the ids it applied. What balance?",
             LessonRun::store("payments", "message-id"),
             Observe::FinalTotal,
-            "The retry carries the same id: skipped.",
+            "5 + 3 = 8: the retry carries p17's id, which the store has: skipped.",
+            &[tempt(
+                "13",
+                &[5, 5, 3],
+                "13 = 5 + 5 + 3 counts the retry. It is a new offset but the same id, and \
+the message-id store compares ids.",
+            )],
         ),
         step(
             "naive balance, idempotent producer",
-            "With Kafka's idempotent producer the log checks each producer's sequence. What \
+            "With Kafka's idempotent producer (the Java client's and kafka-python's \
+default) the producer library numbers each batch, and the broker checks the number. What \
 balance does the naive store end at now?",
             LessonRun::store("payments", "naive").producer("idempotent"),
             Observe::FinalTotal,
-            "The retry repeats a sequence that already landed: the log refuses it.",
+            "5 + 3 = 8: the retried batch repeats a sequence the broker already appended, so \
+it answers with success and the first offset and appends nothing. The log holds p17 once.",
+            &[tempt(
+                "13",
+                &[5, 5, 3],
+                "13 = 5 + 5 + 3 would need the retry in the log. The broker knows the \
+batch's producer id and sequence, answers the retry with p17's first offset, and appends \
+nothing.",
+            )],
         ),
         step(
             "worked example: resumes at",
@@ -245,14 +504,46 @@ and a crash right after handling offset 1, with nothing committed. Where does th
 restart resume?",
             LessonRun::store("worked-example", "naive"),
             Observe::ResumeAt,
-            "Nothing was committed: the restart reads from the start.",
+            "Nothing was committed, so the position is still the first offset: the restart \
+reads from 0.",
+            &[tempt(
+                "2",
+                &[1, 1],
+                "2 = 1 + 1 is the offset after the last one handled. Only a commit moves the \
+position, and none was made.",
+            )],
         ),
         step(
             "worked example: naive balance",
             "And what balance does the naive store show at the end (5, 8, crash, then...)?",
             LessonRun::store("worked-example", "naive"),
             Observe::FinalTotal,
-            "Offsets 0 and 1 are applied a second time after the restart.",
+            "8 before the crash (5 + 3), then 12 after it (0, 1 and 2 again: 5 + 3 + 4): 20, \
+which is 8 over the true 12.",
+            &[
+                tempt(
+                    "12",
+                    &[5, 3, 4],
+                    "12 = 5 + 3 + 4 is each payment once. The balance is in flash with 8 in \
+it, and the restart handles 0 and 1 again on top of it.",
+                ),
+                tempt(
+                    "16",
+                    &[8, 5, 3],
+                    "16 = 8 + 5 + 3 stops after handling 0 and 1 again; the restart goes on \
+to offset 2 (4 more). That is 8 before the crash and 12 after: 20, which is 8 over the true 12.",
+                ),
+                tempt(
+                    "13",
+                    &[8, 5],
+                    "13 = 8 + 5 handles offset 0 again and stops; the restart reads 0, 1 and 2.",
+                ),
+                tempt(
+                    "8",
+                    &[5, 3],
+                    "8 = 5 + 3 is the balance at the crash. The restart goes on from 0.",
+                ),
+            ],
         ),
         step(
             "worked example: balance after each step",
@@ -262,7 +553,13 @@ is handled, in order, the two handled before the crash and every one after the r
             LessonRun::store("worked-example", "naive"),
             Observe::Balances,
             "The committed offset stays 0 (the next to read) until the end, so every \
-handling after the restart adds again: the true total is 12.",
+handling after the restart adds again: 5, 8, then 13, 16, 20, against a true total of 12.",
+            &[tempt(
+                "5, 8, 12",
+                &[],
+                "5, 8, 12 is the run without a crash. The crash after offset 1 makes the \
+restart handle 0 and 1 again before 2.",
+            )],
         ),
         step(
             "worked example, committed = 2: naive balance",
@@ -273,10 +570,38 @@ store end at?",
                 .every(2)
                 .schedule("crash@commit:1"),
             Observe::FinalTotal,
-            "The restart begins at the saved place, 2: nothing is handled twice, even with \
-no dedup. Committing more often shrinks the replay; two things make it harmless: a store \
-that recognises what it already applied (by offset or by message id), and one that writes \
-its effect and its position in one record (the atomic store).",
+            "8 before the crash, and the restart begins at the saved place, 2: 4 more, 12. \
+Nothing is handled twice, even with no dedup. Committing more often shrinks the replay; two \
+things make it harmless: a store that recognises what it already applied (by offset or by \
+message id), and one that writes its effect and its position in one record (the atomic \
+store).",
+            &[tempt(
+                "20",
+                &[8, 12],
+                "20 = 8 + 12 replays from 0. The commit came before the crash, so the restart \
+reads 2 next: 8 + 4.",
+            )],
+        ),
+        step(
+            "commit before handling: naive balance",
+            "Committing before handling avoids the repeat. Take the worked example again, \
+but the consumer commits each position before it handles the payment (at-most-once), and \
+crashes after committing past offset 1, before handling it. What balance does the naive \
+store end at?",
+            LessonRun::store("worked-example", "naive")
+                .guarantee("at-most-once")
+                .every(1)
+                .schedule("crash@commit:1"),
+            Observe::FinalTotal,
+            "5 before the crash, then the restart reads from 2, past offset 1: 4 more, 9. \
+Nothing is repeated, and payment 1 (3) is lost: at-most-once, 3 under the true 12. Most \
+systems choose the repeat, and make it harmless.",
+            &[tempt(
+                "12",
+                &[5, 3, 4],
+                "12 = 5 + 3 + 4 counts offset 1, which was committed but never handled. The \
+restart reads from the committed position, 2.",
+            )],
         ),
         step(
             "p19 instead of the retry: message-id balance",
@@ -284,8 +609,14 @@ its effect and its position in one record (the atomic store).",
 p18 (3), each sent once. What balance does the message-id store end at?",
             LessonRun::store("same-amount", "message-id"),
             Observe::FinalTotal,
-            "A new id is a new payment, whatever its amount: the store skips repeated ids, \
-never repeated amounts.",
+            "5 + 5 + 3 = 13: a new id is a new payment, whatever its amount. The store \
+skips repeated ids, never repeated amounts.",
+            &[tempt(
+                "8",
+                &[5, 3],
+                "8 = 5 + 3 skips p19 for having p17's amount. The store compares ids, and \
+p19 is a new one.",
+            )],
         ),
     ],
 };
@@ -294,8 +625,8 @@ never repeated amounts.",
 pub const GUARANTEES: Lesson = Lesson {
     name: "guarantees",
     title: "At most once, at least once, effectively once",
-    intro: "The same payments: p17 (5), then p18 (3), 8 in all. The first send of p17 is \
-troubled: either the send itself or its ack is lost.",
+    intro: "The same payments: p17 (5), then p18 (3). The first send of p17 is troubled: \
+either the send itself or its ack is lost.",
     steps: &[
         step(
             "at most once (never retries)",
@@ -303,7 +634,14 @@ troubled: either the send itself or its ack is lost.",
 does any store end at?",
             LessonRun::store("payments", "naive").producer("no-retry"),
             Observe::FinalTotal,
-            "Nothing is duplicated, and the lost payment is simply gone.",
+            "The log holds p18 only (3). Nothing is duplicated, and the lost payment (5) is \
+simply gone, 5 under the 8 the application meant.",
+            &[tempt(
+                "8",
+                &[5, 3],
+                "8 = 5 + 3 counts p17, whose send was lost and never retried: it never \
+reached the log, and no consumer can read it.",
+            )],
         ),
         step(
             "at least once (retries)",
@@ -313,14 +651,26 @@ naive store end at?",
             Observe::FinalTotal,
             "Nothing is lost, and p17 is counted twice, the original and its retry: 5 + 5 + \
 3 = 13.",
+            &[tempt(
+                "8",
+                &[5, 3],
+                "8 = 5 + 3 forgets the retry. The ack was lost, not the append, so the log \
+holds p17 twice.",
+            )],
         ),
         step(
             "effectively once (retries, id dedup)",
-            "Effectively once, on the consumer's side: it retries, and the consumer dedups \
-by message id. What balance?",
+            "Effectively once means each payment's effect counted once, however often it is \
+delivered; Kafka and DDIA call it exactly once. On the consumer's side: the producer \
+retries, and the consumer dedups by message id. What balance?",
             LessonRun::store("payments", "message-id"),
             Observe::FinalTotal,
-            "Every payment once: retries plus dedup.",
+            "Every payment once, 5 + 3 = 8: retries plus dedup.",
+            &[tempt(
+                "13",
+                &[5, 5, 3],
+                "13 = 5 + 5 + 3 counts the retry, which carries p17's id: the store skips it.",
+            )],
         ),
         step(
             "effectively once (retries, idempotent producer)",
@@ -328,11 +678,17 @@ by message id. What balance?",
 idempotent. What balance does the naive store end at?",
             LessonRun::store("payments", "naive").producer("idempotent"),
             Observe::FinalTotal,
-            "The broker appends the retried batch only once: it answers the repeated \
-sequence with success and the first send's offset, so the log holds p17 once and even the \
-naive store ends exact here, where the consumer does not crash. The idempotent producer \
-covers the leg from the producer to the log and no more: a consumer that crashes still \
-replays (idem run ddia --store naive --producer idempotent ends at 110).",
+            "5 + 3 = 8. The broker appends the retried batch only once: it answers the \
+repeated sequence with success and the first send's offset, so the log holds p17 once and \
+even the naive store ends exact here, where the consumer does not crash. The idempotent \
+producer covers the leg from the producer to the log and no more: a consumer that crashes \
+still replays (idem run ddia --store naive --producer idempotent ends at 110).",
+            &[tempt(
+                "13",
+                &[5, 5, 3],
+                "13 = 5 + 5 + 3 would need the retry in the log; the broker appended p17's \
+batch once and answered the retry with its offset.",
+            )],
         ),
     ],
 };

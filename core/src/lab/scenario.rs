@@ -13,18 +13,17 @@
 //! - [`late_retry`]: a retry that lands 40 messages after its original: further back
 //!   than a message-id window of 32 remembers.
 //!
-//! The last four take a [`ProducerMode`]: a plain producer, Kafka's idempotent one (the
-//! log refuses retries and gaps per producer id, [`crate::producer::IdempotentLog`]), or
-//! its transactional one (a restart bumps the epoch, and the log fences the old one).
+//! The last four take a [`ProducerMode`]: a non-idempotent producer, Kafka's idempotent
+//! one (the broker appends a retried batch once and rejects gaps per producer id,
+//! [`crate::producer::IdempotentLog`]), or its transactional one (a restart bumps the
+//! epoch, and the broker fences the old instance).
 //!
 //! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::lab::sim`] runs it.
 
 use crate::consumer::{CheckpointEvery, ConsumerConfig};
 use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::log::{
-    AppendLog, GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog,
-};
-use crate::producer::{IdempotentLog, Producer};
+use crate::log::{GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog};
+use crate::producer::{Appended, BatchHeader, IdempotentLog, Producer};
 
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 64;
@@ -35,34 +34,63 @@ pub const SCENARIO_PRODUCERS: usize = 4;
 /// How the built-in scenarios produce their log, as Kafka's producer settings have it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProducerMode {
-    /// A plain log keeps whatever is sent, retries included.
+    /// A producer with `enable.idempotence=false` (librdkafka's default, and idem's own
+    /// `kafka produce` without `--idempotent`): it writes no producer id, epoch or
+    /// sequence (Kafka stores producer id -1), so the broker appends whatever it is
+    /// sent, retries included.
     #[default]
-    Plain,
-    /// Kafka's idempotent producer (`enable.idempotence`): the log refuses a repeated
-    /// sequence (a retry) and a gap per producer id. A restarted instance gets a fresh
+    NonIdempotent,
+    /// Kafka's idempotent producer (`enable.idempotence=true`, with `acks=all`): the
+    /// default of the Java client since 3.0.1, 3.1.1 and 3.2.0, and of kafka-python 3.
+    /// The library numbers each batch under a producer id, and the broker appends a
+    /// retried batch once. Each start of the application's producer gets a fresh
     /// producer id, so nothing fences the instance it replaced: a zombie's sends land.
     Idempotent,
-    /// Kafka's transactional producer (`transactional.id`): as idempotent, and a restart
-    /// keeps the producer id and bumps its epoch, so the log fences every send of the
-    /// instance it replaced.
+    /// Kafka's transactional producer (`transactional.id`): as idempotent, and a
+    /// restart keeps the producer id and bumps its epoch, so the broker fences every
+    /// batch of the instance it replaced.
     Transactional,
     /// A producer that never retries (`retries=0`): at-most-once on the producer's side.
     /// A send that is lost is simply gone; the application meant it all the same.
     NoRetry,
 }
 
+/// The producer id the simulated broker gives the first producer it meets (the next
+/// get the following ones), far from the application's own instance numbers.
+pub const FIRST_PRODUCER_ID: u32 = 1000;
+
 impl ProducerMode {
-    /// The instance that replaces `old` after a restart: a fresh producer id (`fresh`)
-    /// for an idempotent producer, the same id in the next epoch otherwise (the
-    /// transactional producer's fencing; a plain producer's application keeps its own
-    /// epoch, which the producer-seq store can read).
-    pub fn restart(self, old: &Producer, fresh: u32) -> Producer {
-        match self {
-            Self::Idempotent => Producer::new(fresh, 0),
-            Self::Plain | Self::Transactional | Self::NoRetry => {
-                Producer::new(old.id(), old.epoch() + 1)
+    /// The header the producer library writes on the batch of the application's
+    /// message `m`: none without idempotence (Kafka stores producer id -1). With it,
+    /// the idempotent producer gets a fresh producer id each time the application
+    /// starts an instance (instance, epoch), and the transactional one one producer id
+    /// per instance (its `transactional.id`), whose epoch is bumped at each start. Each
+    /// send call is one batch, so the batch's sequence is the application's, from 0.
+    /// `ids` holds the producer ids given so far, by what they were given for.
+    pub fn header<const P: usize>(
+        self,
+        m: &Message,
+        ids: &mut heapless::Vec<(u32, u16), P>,
+    ) -> Result<Option<BatchHeader>, LogError> {
+        let (key, epoch) = match self {
+            Self::NonIdempotent | Self::NoRetry => return Ok(None),
+            Self::Idempotent => ((m.producer, m.epoch), 0),
+            // One producer id per transactional.id: keyed by the instance alone.
+            Self::Transactional => ((m.producer, 0), m.epoch),
+        };
+        let index = match ids.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                ids.push(key)
+                    .map_err(|_| LogError::Producers { capacity: P })?;
+                ids.len() - 1
             }
-        }
+        };
+        Ok(Some(BatchHeader {
+            producer_id: FIRST_PRODUCER_ID + index as u32,
+            epoch,
+            sequence: m.seq,
+        }))
     }
 }
 
@@ -99,16 +127,20 @@ pub enum SendKind {
     Lost,
 }
 
-/// What the log did with a send.
+/// What the broker did with a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Landed {
     /// It landed at this offset.
     At(Offset),
-    /// The log refused it: that producer's sequence already landed (a retry).
-    Duplicate,
-    /// The log refused it: a newer epoch of that producer id exists (a zombie).
+    /// A retry of a batch the broker already holds and remembers: answered with
+    /// success and the original offset; nothing appended.
+    Already(Offset),
+    /// A retry older than the batches the broker remembers for that producer id:
+    /// answered DUPLICATE_SEQUENCE_NUMBER (success with no offset); nothing appended.
+    OlderDuplicate,
+    /// Rejected: a newer epoch of that producer id exists (a zombie, fenced).
     Fenced {
-        /// The epoch the log knows.
+        /// The epoch the broker knows.
         current: u16,
     },
     /// It never reached the log.
@@ -122,9 +154,12 @@ pub struct ProducerStep {
     pub name: Name,
     /// Why it was sent.
     pub kind: SendKind,
-    /// What was sent (producer id, epoch, sequence, amount).
+    /// What the application sent (its own numbering in the payload, and the amount).
     pub message: Message,
-    /// What the log did with it.
+    /// What the producer library wrote in the batch header: `None` without
+    /// idempotence.
+    pub header: Option<BatchHeader>,
+    /// What the broker did with it.
     pub landed: Landed,
 }
 
@@ -145,61 +180,43 @@ fn named(p: &mut Producer, name: &'static str, amount: i64) -> (Name, Message) {
     )
 }
 
-/// Sends with `send` into a log that `mode` chooses; what landed, and what the producer
-/// did.
+/// Sends with `send` into a log behind the broker's check when `mode` has one; what
+/// landed, and what the producer did.
 fn produce(
     mode: ProducerMode,
     send: impl Fn(&mut Land<'_>) -> Result<(), LogError>,
 ) -> Result<(VecLog<SMALL_LOG>, ProducerSteps), LogError> {
     let mut steps = ProducerSteps::new();
-    let mut record = |name, kind, message, landed| {
+    let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::<SMALL_LOG>::new());
+    let mut ids = heapless::Vec::<(u32, u16), SCENARIO_PRODUCERS>::new();
+    send(&mut |kind, (name, m)| {
+        let header = mode.header(&m, &mut ids)?;
+        let landed = match (kind, header) {
+            (SendKind::Lost, _) => Landed::Never,
+            (_, None) => Landed::At(log.append_unchecked(m)?),
+            (_, Some(h)) => match log.append_batch(h, m) {
+                Ok(Appended::At(o)) => Landed::At(o),
+                Ok(Appended::Already(o)) => Landed::Already(o),
+                Ok(Appended::OlderDuplicate) => Landed::OlderDuplicate,
+                Err(LogError::Fenced { current, .. }) => Landed::Fenced { current },
+                Err(e) => return Err(e),
+            },
+        };
         // As long as the log: a scenario that sends more than twice its capacity fails
         // on the log first.
         let _ = steps.push(ProducerStep {
             name,
             kind,
-            message,
+            message: m,
+            header,
             landed,
         });
-    };
-    let log = match mode {
-        ProducerMode::Plain | ProducerMode::NoRetry => {
-            let mut log = VecLog::new();
-            send(&mut |kind, (name, m)| land(&mut log, name, kind, m, &mut record))?;
-            log
-        }
-        ProducerMode::Idempotent | ProducerMode::Transactional => {
-            let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::new());
-            send(&mut |kind, (name, m)| land(&mut log, name, kind, m, &mut record))?;
-            log.into_inner()
-        }
-    };
-    Ok((log, steps))
-}
-
-/// Appends `m` (a lost send reaches nothing); a zombie's fenced send and a retry the log
-/// already holds are refused (`Ok(None)`). Records what happened.
-fn land<L: AppendLog>(
-    log: &mut L,
-    name: Name,
-    kind: SendKind,
-    m: Message,
-    record: &mut impl FnMut(Name, SendKind, Message, Landed),
-) -> Result<Option<Offset>, LogError> {
-    let landed = match kind {
-        SendKind::Lost => Landed::Never,
-        _ => match log.append(m) {
-            Ok(o) => Landed::At(o),
-            Err(LogError::Duplicate { .. }) => Landed::Duplicate,
-            Err(LogError::Fenced { current, .. }) => Landed::Fenced { current },
-            Err(e) => return Err(e),
-        },
-    };
-    record(name, kind, m, landed);
-    Ok(match landed {
-        Landed::At(o) => Some(o),
-        _ => None,
-    })
+        Ok(match landed {
+            Landed::At(o) => Some(o),
+            _ => None,
+        })
+    })?;
+    Ok((log.into_inner(), steps))
 }
 
 /// A workload with its consumer settings and crash plan.
@@ -359,7 +376,7 @@ pub fn late_reading() -> Result<Scenario<GaugeLog>, ScenarioError> {
 /// The lesson's worked example: amounts 5, 3, 4, a crash after handling offset 1 with
 /// nothing committed yet (checkpoint every 10 events).
 pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
-    let log = produce(ProducerMode::Plain, |land| {
+    let log = produce(ProducerMode::NonIdempotent, |land| {
         let mut producer = Producer::new(1, 0);
         for (name, amount) in [("w0", 5), ("w1", 3), ("w2", 4)] {
             land(SendKind::Send, named(&mut producer, name, amount))?;
@@ -438,7 +455,7 @@ pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
         let mut a = Producer::new(7, 0);
         land(Send, named(&mut a, "p41", 5))?;
         let stalled = named(&mut a, "p42", 3);
-        let mut b = mode.restart(&a, 8);
+        let mut b = a.restarted();
         land(Resend, named(&mut b, "p42", 3))?;
         land(Send, named(&mut b, "p43", 4))?;
         land(Stalled, stalled)?; // the zombie's send, late
@@ -472,7 +489,7 @@ pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sce
 /// the payer), a checkpoint every 10; see [`crate::lab::dual`] for its sinks and its
 /// default crash.
 pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
-    let log = produce(ProducerMode::Plain, |land| {
+    let log = produce(ProducerMode::NonIdempotent, |land| {
         let mut payers = [
             Producer::new(0, 0),
             Producer::new(1, 0),
@@ -532,7 +549,7 @@ mod tests {
 
     #[test]
     fn payments_log_holds_the_retry_at_a_new_offset() {
-        let s = payments(ProducerMode::Plain).unwrap();
+        let s = payments(ProducerMode::NonIdempotent).unwrap();
         assert_eq!(s.log.len(), 3);
         let (a, b) = (s.log.get(0).unwrap().message, s.log.get(1).unwrap().message);
         assert_eq!((a.id, a.seq), (b.id, b.seq));
@@ -547,7 +564,7 @@ mod tests {
 
     #[test]
     fn resend_zombie_and_late_retry_logs() {
-        for mode in [ProducerMode::Plain, ProducerMode::Idempotent] {
+        for mode in [ProducerMode::NonIdempotent, ProducerMode::Idempotent] {
             let r = resend(mode).unwrap();
             assert_eq!(
                 (r.log.len(), r.log.true_total()),
@@ -555,7 +572,7 @@ mod tests {
                 "{mode:?}: a resend always lands"
             );
         }
-        let z = zombie(ProducerMode::Plain).unwrap();
+        let z = zombie(ProducerMode::NonIdempotent).unwrap();
         assert_eq!((z.log.len(), z.log.true_total()), (4, 12));
         assert_eq!(
             zombie(ProducerMode::Idempotent).unwrap().log.len(),
@@ -567,7 +584,7 @@ mod tests {
             3,
             "a bumped epoch: the zombie is fenced"
         );
-        let l = late_retry(ProducerMode::Plain).unwrap();
+        let l = late_retry(ProducerMode::NonIdempotent).unwrap();
         assert_eq!(
             (l.log.len(), l.log.true_total(), l.log.canonical(40)),
             (41, 40, 0)

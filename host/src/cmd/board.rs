@@ -68,7 +68,7 @@ struct StreamArgs {
     #[arg(long)]
     events: Option<u64>,
     /// The producer the scenario runs with.
-    #[arg(long, value_enum, default_value = "plain")]
+    #[arg(long, value_enum, default_value = "non-idempotent")]
     producer: ProducerArg,
     /// The board resets itself once, on its first boot of this stream, right after
     /// applying this offset (before its checkpoint).

@@ -1,7 +1,7 @@
 //! `idem demo`: the DDIA chapter 12 exercise told step by step, every figure taken from
 //! a run of the simulator.
 
-use std::io::Write;
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -14,26 +14,51 @@ use crate::select::{
 };
 use idem_core::consumer::covers_through;
 
-/// Tell the DDIA exercise step by step.
+/// Tell the DDIA exercise step by step. On a terminal it stops before each figure so
+/// that you can predict it first; piped, or with --no-pause, it prints straight through.
 #[derive(Debug, Args)]
-pub struct Cmd {}
+pub struct Cmd {
+    /// Print every figure without stopping for a prediction.
+    #[arg(long)]
+    no_pause: bool,
+}
 
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let pause =
+            !self.no_pause && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
         let args = ScenarioArgs::default();
         let loaded = select::load(Some(ScenarioKind::Ddia), &args)?;
         let naive = select::run(&loaded, StoreKind::Naive, WINDOW_CAPACITY, true)?;
         let offset = select::run(&loaded, StoreKind::Offset, WINDOW_CAPACITY, true)?;
         let atomic = select::run(&loaded, StoreKind::Atomic, WINDOW_CAPACITY, false)?;
-        write!(out, "{}", story(&loaded, &naive, &offset, &atomic))?;
+        let mut out = std::io::stdout().lock();
+        let mut input = std::io::stdin().lock();
+        let mut stop = pause;
+        for (prompt, text) in story(&loaded, &naive, &offset, &atomic) {
+            if let (true, Some(prompt)) = (stop, prompt) {
+                write!(out, "{prompt} (Enter to see it) ")?;
+                out.flush()?;
+                let mut line = String::new();
+                // At the end of the input, the rest prints without stopping.
+                stop = input.read_line(&mut line)? > 0;
+                writeln!(out)?;
+            }
+            write!(out, "{text}")?;
+        }
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     }
 }
 
-fn story(loaded: &Loaded, naive: &Outcome, offset: &Outcome, atomic: &Outcome) -> String {
+/// The story in parts, each with the prediction to ask for before it (if any).
+fn story(
+    loaded: &Loaded,
+    naive: &Outcome,
+    offset: &Outcome,
+    atomic: &Outcome,
+) -> Vec<(Option<&'static str>, String)> {
     let n = loaded.events();
     let k = loaded.consumer().checkpoint_every;
     let crash = loaded
@@ -51,11 +76,19 @@ fn story(loaded: &Loaded, naive: &Outcome, offset: &Outcome, atomic: &Outcome) -
     s += "  A consumer applies each event to a total kept in flash and commits its position\n";
     s += &format!("  every {k} events, after the effects (at-least-once). The device crashes at\n");
     s += &format!("  {crash}: after an effect, before the checkpoint that would cover it.\n\n");
-    s += &chapter("Naive store: total += 1", naive);
-    s += &chapter(
-        "Offset-stamped store: apply only if the offset is newer than the stamp",
-        offset,
-    );
+    let mut parts = vec![(None, s)];
+    parts.push((
+        Some("Predict: where does the restart resume, and what does the naive store end at?"),
+        chapter("Naive store: total += 1", naive),
+    ));
+    parts.push((
+        Some("Predict: what does the offset-stamped store end at, and which offsets does it skip?"),
+        chapter(
+            "Offset-stamped store: apply only if the offset is newer than the stamp",
+            offset,
+        ),
+    ));
+    let mut s = String::new();
     s += "Summary\n";
     let d = |o: &Outcome| Verdict::of(o.report.final_total, o.report.true_total);
     s += &format!(
@@ -78,15 +111,20 @@ fn story(loaded: &Loaded, naive: &Outcome, offset: &Outcome, atomic: &Outcome) -
             v => format!("{v:?}"),
         }
     );
-    s += &format!(
-        "  atomic           {:>5}  {}: value and position in one record, {} flash records instead of {}\n\n",
+    parts.push((None, s));
+    let s = format!(
+        "  atomic           {:>5}  {}: value and position in one record, {} flash records instead of {}\n\n\
+Next: idem run ddia --store naive --trace   |   idem lesson payments   |   idem matrix\n",
         atomic.report.final_total,
         crate::render::verdict_text(d(atomic)),
         atomic.report.flash.writes,
         offset.report.flash.writes
     );
-    s += "Next: idem run ddia --store naive --trace   |   idem run payments --store message-id   |   idem matrix\n";
-    s
+    parts.push((
+        Some("Predict: the atomic store writes value and position in one record, at checkpoints only. What does it end at, and in how many flash records?"),
+        s,
+    ));
+    parts
 }
 
 /// One store's run as the exercise tells it: first run, crash, restart, final total.
@@ -147,11 +185,7 @@ fn chapter(title: &str, o: &Outcome) -> String {
         "  final total  {} (true total {}, {})\n\n",
         r.final_total,
         r.true_total,
-        match Verdict::of(r.final_total, r.true_total) {
-            Verdict::Exact => "exact".to_string(),
-            Verdict::Over(d) => format!("INFLATED by {d}"),
-            Verdict::Under(d) => format!("short by {d}"),
-        }
+        crate::render::verdict_text(Verdict::of(r.final_total, r.true_total))
     );
     s
 }

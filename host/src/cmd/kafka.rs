@@ -93,7 +93,9 @@ enum Action {
         #[command(flatten)]
         broker: Broker,
     },
-    /// Consume a topic to its end into a store whose state lives in a flash image.
+    /// Consume a topic to its end into a store whose state lives in a flash image. It
+    /// reads with isolation.level=read_committed, librdkafka's default (the Java client
+    /// and kafka-python default to read_uncommitted).
     Consume {
         /// The topic.
         topic: String,
@@ -252,10 +254,17 @@ fn partitions(consumer: &BaseConsumer, brokers: &str, topic: &str) -> anyhow::Re
         .filter(|&n| n > 0))
 }
 
+/// The isolation level every consumer reads with: librdkafka's default, set here so that
+/// it is said. Under `read_committed` a consumer skips the records of aborted
+/// transactions and stops at the last stable offset (the first open transaction); the
+/// Java client and kafka-python default to `read_uncommitted`, which reads them all.
+const ISOLATION_LEVEL: &str = "read_committed";
+
 fn consumer(brokers: &str, group: &str) -> anyhow::Result<BaseConsumer> {
     config(brokers)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
+        .set("isolation.level", ISOLATION_LEVEL)
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .create()
@@ -1152,6 +1161,7 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         let group = config(o.brokers)
             .set("group.id", o.group)
             .set("enable.auto.commit", "false")
+            .set("isolation.level", ISOLATION_LEVEL)
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             // A member that stops heartbeating (killed) loses its partitions after 6 s.
@@ -1167,6 +1177,7 @@ fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         let reader = config(o.brokers)
             .set("group.id", format!("idem-reader-{}", unique()))
             .set("enable.auto.commit", "false")
+            .set("isolation.level", ISOLATION_LEVEL)
             .set("fetch.wait.max.ms", "50")
             .create()
             .map_err(|e| unreachable(o.brokers, e))?;
@@ -1392,6 +1403,7 @@ fn report(
         let v = json!({
             "topic": topic,
             "store": store.name(),
+            "isolation_level": ISOLATION_LEVEL,
             "total": total,
             "true_total": truth,
             "verdict": verdict,
@@ -1474,6 +1486,10 @@ fn report(
             out,
             "{topic} with the {} store: total {total}, true total {truth} of the distinct message ids read{excluded}: {verdict}",
             store.name()
+        )?;
+        writeln!(
+            out,
+            "(read with isolation.level={ISOLATION_LEVEL}, librdkafka's default; the Java client and kafka-python default to read_uncommitted)"
         )?;
     }
     Ok(if verdict == "unverified" {
@@ -1652,6 +1668,7 @@ impl BoardSource {
         let reader: BaseConsumer = config(brokers)
             .set("group.id", format!("idem-reader-{}", unique()))
             .set("enable.auto.commit", "false")
+            .set("isolation.level", ISOLATION_LEVEL)
             .set("fetch.wait.max.ms", "50")
             .create()
             .map_err(|e| unreachable(brokers, e))?;

@@ -7,8 +7,8 @@ use std::io::{BufRead, IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::lab::lesson::{self, Lesson};
-use idem_lab::grade::{Answer, Observed, Row, observe, parse, run_line};
+use idem_core::lab::lesson::{self, Lesson, Observe};
+use idem_lab::grade::{Answer, Observed, Row, feedback, observe, parse, run_line};
 
 use crate::error::usage;
 
@@ -22,12 +22,26 @@ pub struct Cmd {
     /// is followed by its observation.
     #[arg(long, value_name = "ANSWERS")]
     answers: Option<String>,
-    /// Print the questions as a Markdown fill-in sheet instead.
+    /// Print the questions as a fill-in sheet to hand out instead: for each, room for
+    /// the prediction, the observation and why, and the command to run after predicting.
     #[arg(long)]
     worksheet: bool,
-    /// With --worksheet: the answer key, each answer taken from its run.
-    #[arg(long, requires = "worksheet")]
+    /// The answer key: the sheet with all three filled in, each answer taken from its
+    /// run (implies --worksheet).
+    #[arg(long)]
     key: bool,
+    /// The sheet's format: md (Markdown) or html (a printable page, one lesson per sheet).
+    #[arg(long, value_enum, default_value = "md", value_name = "FORMAT")]
+    format: SheetFormat,
+}
+
+/// `--format` of a sheet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SheetFormat {
+    /// Markdown.
+    Md,
+    /// A printable HTML page, with a print stylesheet.
+    Html,
 }
 
 /// Prints a step table, indented under its step.
@@ -77,9 +91,24 @@ impl Cmd {
             ))
         })?;
         let mut out = std::io::stdout().lock();
-        if self.worksheet {
-            worksheet(&mut out, lesson, self.key)?;
+        if (self.worksheet || self.key) && self.answers.is_some() {
+            return Err(usage(
+                "--worksheet and --key print a sheet to hand out, --answers grades predictions: give one or the other",
+            ));
+        }
+        if self.worksheet || self.key {
+            let sheet = sheet(lesson, self.key)?;
+            match self.format {
+                SheetFormat::Md => write!(out, "{}", sheet.markdown())?,
+                SheetFormat::Html => write!(out, "{}", sheet.html())?,
+            }
+            out.flush()?;
             return Ok(ExitCode::SUCCESS);
+        }
+        if self.format != SheetFormat::Md {
+            return Err(usage(
+                "--format chooses a sheet's format: give it with --worksheet or --key",
+            ));
         }
         let predictions = match &self.answers {
             Some(a) => {
@@ -108,18 +137,42 @@ impl Cmd {
     }
 }
 
+/// `text` as lines of at most `width` columns, broken at word boundaries, the first
+/// line starting with `first` and the rest indented by `rest`; as one line without a
+/// width (output that is not a terminal).
+fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> String {
+    match width {
+        Some(w) => textwrap::fill(
+            text,
+            textwrap::Options::new(w)
+                .initial_indent(first)
+                .subsequent_indent(rest),
+        ),
+        None => format!("{first}{text}"),
+    }
+}
+
 fn teach(
     out: &mut impl Write,
     lesson: &Lesson,
     predictions: Predictions<'_>,
 ) -> anyhow::Result<()> {
-    writeln!(out, "{}\n\n{}\n", lesson.title, lesson.intro)?;
+    // On a terminal, text wraps at word boundaries to its width.
+    let width = std::io::stdout()
+        .is_terminal()
+        .then(|| textwrap::termwidth().max(20));
+    let say = |out: &mut dyn Write, first: &str, rest: &str, text: &str| {
+        writeln!(out, "{}", wrap(text, width, first, rest))
+    };
+    writeln!(out, "{}\n", lesson.title)?;
+    say(out, "", "", lesson.intro)?;
+    writeln!(out)?;
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let (mut right, mut asked) = (0, 0);
     let mut summary: Vec<(&str, Option<Answer>, Answer)> = Vec::new();
     for (i, step) in lesson.steps.iter().enumerate() {
-        writeln!(out, "{}. {}", i + 1, step.question)?;
+        say(out, &format!("{}. ", i + 1), "   ", step.question)?;
         let said = match &predictions {
             Predictions::Given(given) => {
                 Some(parse(step.observe, given[i]).map_err(|e| usage(shorten(&e)))?)
@@ -160,26 +213,34 @@ fn teach(
             value: seen, table, ..
         } = observe(step)?;
         let run = run_line(&step.run);
+        let why = feedback(step, said.as_ref(), &seen);
         match &said {
             Some(said) => {
                 asked += 1;
                 if *said == seen {
                     right += 1;
-                    writeln!(
+                    say(
                         out,
-                        "   right: you said {said}; it is {seen}. {}",
-                        step.explain
+                        "   ",
+                        "   ",
+                        &format!("right: you said {said}; it is {seen}. {why}"),
                     )?;
                 } else {
-                    writeln!(out, "   you said {said}; it is {seen}. {}", step.explain)?;
+                    say(
+                        out,
+                        "   ",
+                        "   ",
+                        &format!("you said {said}; it is {seen}. {why}"),
+                    )?;
                 }
             }
-            None => writeln!(out, "   observed: {seen}. {}", step.explain)?,
+            None => say(out, "   ", "   ", &format!("observed: {seen}. {why}"))?,
         }
         if let Some(rows) = &table {
             print_table(out, rows)?;
         }
-        writeln!(out, "   (run it: {run})\n")?;
+        say(out, "   ", "   ", &format!("(run it: {run})"))?;
+        writeln!(out)?;
         summary.push((step.label, said, seen));
     }
     score(out, &summary, right, asked)
@@ -298,54 +359,222 @@ fn score(
     Ok(())
 }
 
-fn worksheet(out: &mut impl Write, lesson: &Lesson, key: bool) -> anyhow::Result<()> {
-    let what = if key { "answer key" } else { "worksheet" };
-    writeln!(out, "# {} ({what})\n\n{}\n", lesson.title, lesson.intro)?;
-    if !key {
-        writeln!(
-            out,
-            "Write your prediction for each question before you run anything.\n"
-        )?;
-    }
-    for (i, step) in lesson.steps.iter().enumerate() {
-        writeln!(out, "{}. {}\n", i + 1, step.question)?;
-        let Observed {
-            value: seen, table, ..
-        } = observe(step)?;
-        if key {
-            writeln!(
-                out,
-                "   **{seen}**. {} (`{}`)\n",
-                step.explain,
-                run_line(&step.run)
-            )?;
+/// A lesson's sheet to hand out: its questions, and for the key their answers.
+struct Sheet {
+    title: String,
+    intro: &'static str,
+    key: bool,
+    questions: Vec<SheetQuestion>,
+}
+
+/// One question of a sheet.
+struct SheetQuestion {
+    question: &'static str,
+    /// The command to run after predicting.
+    run: String,
+    /// For the key: the answer and why.
+    answer: Option<(String, String)>,
+    /// The step table's rows, when the question asks for one: the key's are the run's,
+    /// a worksheet's are blank (`None`).
+    table: Option<Vec<Option<Row>>>,
+}
+
+/// How many blank rows a worksheet's step table has.
+const BLANK_ROWS: usize = 8;
+
+/// The sheet of `lesson`; with `key`, every answer is taken from its run. Nothing on a
+/// sheet without `key` comes from a run, so no question answers another.
+fn sheet(lesson: &Lesson, key: bool) -> anyhow::Result<Sheet> {
+    let mut questions = Vec::new();
+    for step in lesson.steps {
+        let (answer, table) = if key {
+            let Observed {
+                value: seen, table, ..
+            } = observe(step)?;
+            let rows = table.map(|rows| rows.into_iter().map(Some).collect());
+            (Some((seen.to_string(), step.explain.to_string())), rows)
         } else {
-            writeln!(out, "   Prediction: ____________________\n")?;
+            // Blank rows, as many as a learner may need: their number is not the run's.
+            let blank = (step.observe == Observe::Balances).then(|| vec![None; BLANK_ROWS]);
+            (None, blank)
+        };
+        questions.push(SheetQuestion {
+            question: step.question,
+            run: run_line(&step.run),
+            answer,
+            table,
+        });
+    }
+    Ok(Sheet {
+        title: lesson.title.to_string(),
+        intro: lesson.intro,
+        key,
+        questions,
+    })
+}
+
+/// A blank to write in.
+const BLANK: &str = "______________________________________";
+
+impl Sheet {
+    fn what(&self) -> &'static str {
+        if self.key { "answer key" } else { "worksheet" }
+    }
+
+    /// The sheet in Markdown.
+    fn markdown(&self) -> String {
+        let mut s = format!("# {} ({})\n\n", self.title, self.what());
+        if !self.key {
+            s += &format!("Name: {BLANK}\n\n");
         }
-        if let Some(rows) = table {
-            // The lesson's table: the steps are given, the cells to fill in are blank on
-            // the sheet and filled in the key.
-            writeln!(
-                out,
-                "   | Step | Offset handled | Committed offset (next to read) | Balance |\n   |---|---|---|---|"
-            )?;
-            for r in rows {
-                let (committed, balance) = if key {
-                    (r.committed.to_string(), r.balance.to_string())
-                } else {
-                    (String::new(), String::new())
-                };
-                writeln!(
-                    out,
-                    "   | {} | {} | {committed} | {balance} |",
-                    r.step(key),
-                    r.handled
-                )?;
+        s += &format!("{}\n\n", self.intro);
+        if !self.key {
+            s += "For each question, write your prediction before you run anything. Then run \
+the command under it, write what you observe, and why.\n\n";
+        }
+        for (i, q) in self.questions.iter().enumerate() {
+            s += &format!("{}. {}\n\n", i + 1, q.question);
+            match &q.answer {
+                Some((seen, why)) => {
+                    s += &format!(
+                        "   - Prediction: **{seen}**\n   - Observed: {seen} (`{}`)\n   - Why: {why}\n\n",
+                        q.run
+                    );
+                }
+                None => {
+                    s += &format!(
+                        "   - Prediction: {BLANK}\n   - Then run: `{}`\n   - Observed: {BLANK}\n   - Why: {BLANK}\n\n",
+                        q.run
+                    );
+                }
             }
-            writeln!(out)?;
+            if let Some(rows) = &q.table {
+                s += "   | Step | Offset handled | Committed offset (next to read) | Balance |\n   |---|---|---|---|\n";
+                for (n, r) in rows.iter().enumerate() {
+                    match r {
+                        Some(r) => {
+                            s += &format!(
+                                "   | {} | {} | {} | {} |\n",
+                                r.step(true),
+                                r.handled,
+                                r.committed,
+                                r.balance
+                            );
+                        }
+                        // Only the row number: what each row handles is part of what the
+                        // learner works out.
+                        None => s += &format!("   | {} |  |  |  |\n", n + 1),
+                    }
+                }
+                s += "\n";
+            }
+        }
+        s
+    }
+
+    /// The sheet as a printable HTML page.
+    fn html(&self) -> String {
+        let e = escape;
+        let mut s = format!(
+            "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{} ({})</title>\n<style>\n{HTML_STYLE}</style>\n</head>\n<body>\n<h1>{} <small>({})</small></h1>\n",
+            e(&self.title),
+            self.what(),
+            e(&self.title),
+            self.what()
+        );
+        if !self.key {
+            s += "<p class=\"name\">Name: <span class=\"blank\"></span></p>\n";
+        }
+        s += &format!("<p>{}</p>\n", e(self.intro));
+        if !self.key {
+            s += "<p>For each question, write your prediction before you run anything. Then run the command under it, write what you observe, and why.</p>\n";
+        }
+        s += "<ol>\n";
+        for q in &self.questions {
+            s += &format!("<li>\n<p>{}</p>\n<dl>\n", e(q.question));
+            match &q.answer {
+                Some((seen, why)) => {
+                    s += &format!(
+                        "<dt>Prediction</dt><dd><strong>{}</strong></dd>\n<dt>Observed</dt><dd>{} (<code>{}</code>)</dd>\n<dt>Why</dt><dd>{}</dd>\n",
+                        e(seen),
+                        e(seen),
+                        e(&q.run),
+                        e(why)
+                    );
+                }
+                None => {
+                    s += &format!(
+                        "<dt>Prediction</dt><dd class=\"blank\"></dd>\n<dt>Then run</dt><dd><code>{}</code></dd>\n<dt>Observed</dt><dd class=\"blank\"></dd>\n<dt>Why</dt><dd class=\"blank\"></dd><dd class=\"blank\"></dd>\n",
+                        e(&q.run)
+                    );
+                }
+            }
+            s += "</dl>\n";
+            if let Some(rows) = &q.table {
+                s += "<table>\n<thead><tr><th>Step</th><th>Offset handled</th><th>Committed offset (next to read)</th><th>Balance</th></tr></thead>\n<tbody>\n";
+                for (n, r) in rows.iter().enumerate() {
+                    match r {
+                        Some(r) => {
+                            s += &format!(
+                                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                                e(&r.step(true)),
+                                e(&r.handled),
+                                r.committed,
+                                r.balance
+                            );
+                        }
+                        None => {
+                            s += &format!(
+                                "<tr><td>{}</td><td></td><td></td><td></td></tr>\n",
+                                n + 1
+                            );
+                        }
+                    }
+                }
+                s += "</tbody>\n</table>\n";
+            }
+            s += "</li>\n";
+        }
+        s += "</ol>\n</body>\n</html>\n";
+        s
+    }
+}
+
+/// A printable sheet's style: lines to write on, and a page per lesson when printed.
+const HTML_STYLE: &str =
+    "body { font: 12pt/1.45 Georgia, serif; max-width: 46em; margin: 2em auto; padding: 0 1em; }
+h1 small { font-weight: normal; color: #555; }
+.blank { display: block; border-bottom: 1px solid #444; min-height: 1.6em; }
+p.name .blank { display: inline-block; width: 22em; }
+dl { display: grid; grid-template-columns: 8em 1fr; gap: 0.3em 0.8em; }
+dt { font-weight: bold; }
+dd { margin: 0; }
+li { margin-bottom: 1.4em; break-inside: avoid; }
+table { border-collapse: collapse; margin: 0.6em 0; }
+td, th { border: 1px solid #444; padding: 0.2em 0.6em; min-width: 5em; height: 1.4em; }
+code { font-size: 0.95em; }
+@media print {
+  body { margin: 0; max-width: none; }
+  @page { margin: 1.6cm; }
+  h1 { break-before: page; }
+  h1:first-of-type { break-before: auto; }
+}
+";
+
+/// `text` with HTML's special characters escaped: four replacements, written here
+/// rather than taken from a crate for a page that only idem's own texts fill.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
         }
     }
-    Ok(())
+    out
 }
 
 #[cfg(test)]

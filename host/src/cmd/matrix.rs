@@ -14,6 +14,7 @@ use crate::select::{
     self, FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WINDOW_CAPACITY,
 };
 use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, table};
+use idem_lab::spec::value_name;
 
 /// The JSON rows of a table.
 fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_json::Value> {
@@ -24,7 +25,7 @@ fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_j
                 "cells": cells.iter().zip(faults).map(|(r, f)| json!({
                     "fault": f.name,
                     "scenario": f.scenario.name(),
-                    "producer": if f.producer == ProducerArg::Idempotent { "idempotent" } else { "plain" },
+                    "producer": value_name(&f.producer),
                     "verdict": Verdict::of(r.final_total, r.true_total).name(),
                     "final_total": r.final_total,
                     "true_total": r.true_total,
@@ -35,28 +36,47 @@ fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_j
         .collect()
 }
 
-/// A table as text: a header of fault titles, the truths, a row per store.
+/// The width of a column of a matrix in a terminal (cells are at most 12 characters).
+const COLUMN: usize = 13;
+
+/// Writes `cells` after `first`, each in its column, without trailing blanks.
+fn write_row(out: &mut impl Write, first: &str, cells: &[String]) -> std::io::Result<()> {
+    let mut line = format!("{first:<COLUMN$}");
+    for c in cells {
+        line += &format!(" {c:<COLUMN$}");
+    }
+    writeln!(out, "{}", line.trim_end())
+}
+
+/// A table as text: a header of fault titles, each column's scenario (as `idem run`
+/// takes it) and producer, the truths, a row per store.
 fn write_table(
     out: &mut impl Write,
     rows: &[(StoreKind, Vec<Report>)],
     faults: &[Fault],
 ) -> std::io::Result<()> {
-    write!(out, "{:<13}", "store")?;
-    for f in faults {
-        write!(out, " {:<23}", f.title)?;
+    let row = |f: fn(&Fault) -> String| faults.iter().map(f).collect::<Vec<_>>();
+    write_row(out, "store", &row(|f| f.head.to_string()))?;
+    write_row(out, "  scenario", &row(|f| f.scenario.name().to_string()))?;
+    // The producer where it is not the default (non-idempotent).
+    if faults.iter().any(|f| f.producer != ProducerArg::default()) {
+        write_row(
+            out,
+            "  --producer",
+            &row(|f| {
+                if f.producer == ProducerArg::default() {
+                    String::new()
+                } else {
+                    value_name(&f.producer)
+                }
+            }),
+        )?;
     }
-    writeln!(out)?;
-    write!(out, "{:<13}", "  (truth)")?;
-    for r in &rows[0].1 {
-        write!(out, " {:<23}", r.true_total)?;
-    }
-    writeln!(out)?;
+    let truths: Vec<String> = rows[0].1.iter().map(|r| r.true_total.to_string()).collect();
+    write_row(out, "  (truth)", &truths)?;
     for (store, cells) in rows {
-        write!(out, "{:<13}", store.name())?;
-        for r in cells {
-            write!(out, " {:<23}", cell(r))?;
-        }
-        writeln!(out)?;
+        let cells: Vec<String> = cells.iter().map(cell).collect();
+        write_row(out, store.name(), &cells)?;
     }
     Ok(())
 }
@@ -72,8 +92,8 @@ pub struct Cmd {
 fn cell(r: &Report) -> String {
     match Verdict::of(r.final_total, r.true_total) {
         Verdict::Exact => format!("exact {}", r.final_total),
-        Verdict::Over(d) => format!("over {} (+{d})", r.final_total),
-        Verdict::Under(d) => format!("under {} (-{d})", r.final_total),
+        Verdict::Over(_) => format!("over {}", r.final_total),
+        Verdict::Under(_) => format!("under {}", r.final_total),
     }
 }
 
@@ -126,7 +146,13 @@ impl Cmd {
             return Ok(ExitCode::SUCCESS);
         }
         write_table(&mut out, &rows, &FAULTS)?;
-        writeln!(out)?;
+        writeln!(
+            out,
+            "\nwho writes what each store reads: the broker writes the offset (offset, atomic,\n\
+two-phase); the application writes the message id (message-id) and its own instance, epoch\n\
+and seq in the payload (producer-seq). An idempotent producer's id, epoch and sequence are\n\
+written by its library and read by the broker only: no store can see them.\n"
+        )?;
         writeln!(
             out,
             "dual writes (a crash between the two writes of offset {}):",
@@ -144,12 +170,12 @@ impl Cmd {
         }
         writeln!(
             out,
-            "\nnaturally idempotent operations (the gauge: reading i + 1 at offset i; the truth is the last reading):"
+            "\nnaturally idempotent operations (the gauge: reading i + 1 at offset i; the truth is\nthe newest reading):"
         )?;
         write_table(&mut out, &gauges, &GAUGE_FAULTS)?;
         writeln!(
             out,
-            "\nrerun a cell: idem run <scenario> --store <store> [--producer idempotent] --trace; idem run dual-write --fix <fix>; idem run gauge|late-reading --store set|max"
+            "\nthe producer is non-idempotent where no --producer is named; rerun a cell:\n  idem run <scenario> --store <store> [--producer <producer>] --trace\n  idem run dual-write --fix <fix> --trace"
         )?;
         out.flush()?;
         Ok(ExitCode::SUCCESS)

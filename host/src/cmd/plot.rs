@@ -10,17 +10,21 @@ use clap::Args;
 use idem_core::lab::sim::{Action, TraceStep};
 
 use crate::error::usage;
-use crate::render::action_name;
+use crate::render::{action_name, count};
 use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 
 /// The most events a plot draws.
 const MAX_EVENTS: u64 = 20_000;
 const W: f64 = 960.0;
+/// The plot's height, above the legend's rows.
 const H: f64 = 540.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 30.0;
+const RIGHT: f64 = 80.0;
 const TOP: f64 = 60.0;
 const BOTTOM: f64 = 60.0;
+/// The height of one row of the legend, under the plot.
+const LEGEND_ROW: f64 = 20.0;
+const POSITION_COLOR: &str = "#ff7f0e";
 const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
 
 /// Draw total against step for stores of a scenario, as SVG.
@@ -32,11 +36,11 @@ pub struct Cmd {
     #[arg(long, value_enum, value_delimiter = ',', default_values = ["naive", "offset"])]
     store: Vec<StoreKind>,
     /// Where to write the picture.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE")]
     svg: PathBuf,
-    /// The x axis: the run's steps, or the offsets (a replay then runs back over the
-    /// offsets it redelivers).
-    #[arg(long, value_enum, default_value = "step")]
+    /// The x axis: the offsets (a replay runs back over the offsets it redelivers), or
+    /// the run's steps.
+    #[arg(long, value_enum, default_value = "offset")]
     x: XAxis,
     #[command(flatten)]
     args: ScenarioArgs,
@@ -126,7 +130,7 @@ fn draw(
     };
     let max_y = series
         .iter()
-        .flat_map(|(_, t, _)| t.iter().map(|s| s.total.max(s.resume_at as i64)))
+        .flat_map(|(_, t, _)| t.iter().map(|s| s.total))
         .chain(truth.iter().copied())
         .max()
         .unwrap_or(1)
@@ -138,12 +142,23 @@ fn draw(
         .min()
         .unwrap_or(0)
         .min(0) as f64;
+    // The committed position has an axis of its own, on the right: offsets.
+    let max_position = series
+        .iter()
+        .flat_map(|(_, t, _)| t.iter().map(|s| s.resume_at))
+        .max()
+        .unwrap_or(1)
+        .max(loaded.events())
+        .max(1) as f64;
     let x = |i: f64| LEFT + i / steps * (W - LEFT - RIGHT);
     let y = |v: f64| H - BOTTOM - (v - min_y) / (max_y - min_y) * (H - TOP - BOTTOM);
+    let y_position = |v: f64| H - BOTTOM - v / max_position * (H - TOP - BOTTOM);
+    let legend_rows = 2 + series.len();
+    let height = H + LEGEND_ROW * legend_rows as f64 + 10.0;
     let mut s = String::new();
     let _ = write!(
         s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="13">
 <rect width="100%" height="100%" fill="white"/>
 <text x="{LEFT}" y="24" font-size="16" font-weight="bold">idem: {} ({} events, checkpoint every {}) — total against {}</text>
 "##,
@@ -201,7 +216,39 @@ fn draw(
             "offset"
         }
     );
-    let line = |points: &[(f64, f64)], color: &str, dash: &str, width: f64| -> String {
+    // The axes' names, and the right-hand axis of the committed position.
+    let _ = writeln!(
+        s,
+        r##"<text x="18" y="{0:.1}" text-anchor="middle" transform="rotate(-90 18 {0:.1})">total</text>"##,
+        (TOP + H - BOTTOM) / 2.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{0}" y1="{TOP}" x2="{0}" y2="{1}" stroke="{POSITION_COLOR}"/>"##,
+        W - RIGHT,
+        y(min_y)
+    );
+    for v in nice_ticks(0.0, max_position) {
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" fill="{POSITION_COLOR}">{:.0}</text>"##,
+            W - RIGHT + 6.0,
+            y_position(v) + 4.0,
+            v
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{0}" y="{1:.1}" text-anchor="middle" fill="{POSITION_COLOR}" transform="rotate(90 {0} {1:.1})">committed position (next offset to read)</text>"##,
+        W - 22.0,
+        (TOP + H - BOTTOM) / 2.0
+    );
+    let line = |points: &[(f64, f64)],
+                scale: &dyn Fn(f64) -> f64,
+                color: &str,
+                dash: &str,
+                width: f64|
+     -> String {
         let mut d = String::new();
         for (i, (px, py)) in points.iter().enumerate() {
             let _ = write!(
@@ -209,7 +256,7 @@ fn draw(
                 "{}{:.1},{:.1}",
                 if i == 0 { "M" } else { " L" },
                 x(*px),
-                y(*py)
+                scale(*py)
             );
         }
         format!(
@@ -232,7 +279,30 @@ fn draw(
             );
         }
     }
-    // The truth, the committed position (of the first store), then each store.
+    // The committed position (of the first store) on its own axis, each store from the
+    // widest line to the narrowest, and the truth last, dashed, so that lines that
+    // coincide all show.
+    let points = |trace: &[TraceStep], value: &dyn Fn(&TraceStep) -> f64| -> Vec<(f64, f64)> {
+        let xs = xs_of(trace);
+        trace
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (xs[i], value(st)))
+            .collect()
+    };
+    if let Some((_, trace, _)) = series.first() {
+        let c = points(trace, &|st| st.resume_at as f64);
+        let _ = writeln!(s, "{}", line(&c, &y_position, POSITION_COLOR, "2 3", 1.5));
+    }
+    let width = |k: usize| 2.0 + 2.5 * (series.len() - 1 - k) as f64;
+    for (k, (_, trace, _)) in series.iter().enumerate() {
+        let pts = points(trace, &|st| st.total as f64);
+        let _ = writeln!(
+            s,
+            "{}",
+            line(&pts, &y, COLORS[k % COLORS.len()], "none", width(k))
+        );
+    }
     if let Some((_, trace, _)) = series.first() {
         let xs = xs_of(trace);
         let t: Vec<(f64, f64)> = truth_at(trace)
@@ -240,26 +310,7 @@ fn draw(
             .enumerate()
             .map(|(i, v)| (xs[i], *v as f64))
             .collect();
-        let _ = writeln!(s, "{}", line(&t, "#555", "6 4", 2.0));
-        let c: Vec<(f64, f64)> = trace
-            .iter()
-            .enumerate()
-            .map(|(i, st)| (xs[i], st.resume_at as f64))
-            .collect();
-        let _ = writeln!(s, "{}", line(&c, "#ff7f0e", "2 3", 1.5));
-    }
-    for (k, (_, trace, _)) in series.iter().enumerate() {
-        let xs = xs_of(trace);
-        let pts: Vec<(f64, f64)> = trace
-            .iter()
-            .enumerate()
-            .map(|(i, st)| (xs[i], st.total as f64))
-            .collect();
-        let _ = writeln!(
-            s,
-            "{}",
-            line(&pts, COLORS[k % COLORS.len()], "none", 2.5 - k as f64 * 0.4)
-        );
+        let _ = writeln!(s, "{}", line(&t, &y, "#555", "6 4", 1.5));
     }
     // Skipped duplicates: a ring on each store's line where it skipped an event.
     for (k, (_, trace, _)) in series.iter().enumerate() {
@@ -297,30 +348,70 @@ fn draw(
             );
         }
     }
-    // Legend.
+    // Legend, under the plot (never over a line or the crash marker). A store whose line
+    // is another's, or the truth's, says so.
+    let totals = |trace: &[TraceStep]| -> Vec<(f64, i64)> {
+        let xs = xs_of(trace);
+        trace
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (xs[i], t.total))
+            .collect()
+    };
     let mut entries: Vec<(String, &str, &str)> = vec![
         ("true total of what was delivered".into(), "#555", "6 4"),
         (
-            "committed position (next offset to read)".into(),
-            "#ff7f0e",
+            "committed position, right-hand axis (next offset to read)".into(),
+            POSITION_COLOR,
             "2 3",
         ),
     ];
     for (k, (store, trace, total)) in series.iter().enumerate() {
-        let skips = trace.iter().filter(|t| t.action == Action::Skip).count();
-        let skipped = if skips > 0 {
-            format!(", rings: {skips} skipped duplicates")
-        } else {
-            String::new()
-        };
+        let skips = trace.iter().filter(|t| t.action == Action::Skip).count() as u64;
+        let mut notes = vec![format!("ends at {total}")];
+        if skips > 0 {
+            notes.push(format!("rings: {}", count(skips, "skipped duplicate")));
+        }
+        // Another store's line that runs through most of this one's points.
+        let mine = totals(trace);
+        for (j, (other, other_trace, _)) in series.iter().enumerate() {
+            if j == k {
+                continue;
+            }
+            let theirs = totals(other_trace);
+            let set: std::collections::HashSet<(u64, i64)> =
+                theirs.iter().map(|&(x, v)| (x.to_bits(), v)).collect();
+            let shared = mine
+                .iter()
+                .filter(|&&(x, v)| set.contains(&(x.to_bits(), v)))
+                .count();
+            if shared == mine.len() && theirs.len() == mine.len() {
+                notes.push(format!("the same line as {}", other.name()));
+            } else if 2 * shared >= mine.len() {
+                notes.push(format!(
+                    "{shared} of its {} points on the {} line",
+                    mine.len(),
+                    other.name()
+                ));
+            }
+        }
+        // After every effect (applied or skipped), the total is the truth's.
+        let on_truth = trace
+            .iter()
+            .zip(truth_at(trace))
+            .filter(|(t, _)| matches!(t.action, Action::Apply | Action::Skip))
+            .all(|(t, truth)| t.total == truth);
+        if on_truth {
+            notes.push("on the true total after every effect".into());
+        }
         entries.push((
-            format!("{} store (ends at {total}{skipped})", store.name()),
+            format!("{} store ({})", store.name(), notes.join("; ")),
             COLORS[k % COLORS.len()],
             "none",
         ));
     }
     for (k, (label, color, dash)) in entries.iter().enumerate() {
-        let ly = TOP + 10.0 + 20.0 * k as f64;
+        let ly = H + 4.0 + LEGEND_ROW * k as f64;
         let _ = writeln!(
             s,
             r##"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3" stroke-dasharray="{dash}"/><text x="{}" y="{}">{label}</text>"##,

@@ -7,9 +7,12 @@ use clap::Args;
 use idem_core::crash::{At, CrashPoint};
 use idem_core::lab::check::Verdict;
 
+use idem_lab::report::guarantee_name;
+use idem_lab::spec::value_name;
+
 use crate::render;
 use crate::select::{
-    self, FixArg, Loaded, Outcome, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
+    self, FixArg, Loaded, Outcome, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
 };
 
 /// Run one scenario with one store.
@@ -54,7 +57,7 @@ impl Cmd {
         if let Some(trace) = &o.trace {
             let producer = loaded.producer();
             if !producer.is_empty() {
-                writeln!(out, "producer:")?;
+                writeln!(out, "producer:\n{}", render::WHO_WRITES)?;
                 for p in producer {
                     writeln!(out, "  {}", render::producer_line(p))?;
                 }
@@ -67,7 +70,7 @@ impl Cmd {
             writeln!(out)?;
         }
         match choice {
-            SinkChoice::Store(store) => summary(&mut out, &loaded, store, &o)?,
+            SinkChoice::Store(store) => summary(&mut out, &loaded, store, self.args.producer, &o)?,
             SinkChoice::Dual(fix) => dual_summary(&mut out, &loaded, fix, &o)?,
         }
         out.flush()?;
@@ -89,6 +92,7 @@ fn summary(
     out: &mut impl Write,
     loaded: &Loaded,
     store: StoreKind,
+    producer: ProducerArg,
     o: &Outcome,
 ) -> anyhow::Result<()> {
     let r = &o.report;
@@ -100,6 +104,12 @@ fn summary(
         render::count(loaded.events(), "event"),
         loaded.consumer().checkpoint_every,
         crashes_text(loaded)
+    )?;
+    writeln!(
+        out,
+        "  delivery            {} consumer, {} producer",
+        guarantee_name(loaded.consumer().guarantee),
+        value_name(&producer)
     )?;
     writeln!(
         out,

@@ -163,8 +163,8 @@ pub struct ScenarioArgs {
     /// Commit the position after the effects (at-least-once) or before (at-most-once)
     #[arg(long, value_enum, default_value = "at-least-once")]
     pub guarantee: GuaranteeArg,
-    /// The producer, as Kafka configures it: plain, idempotent (retries refused per producer id), or transactional (also fences a replaced instance)
-    #[arg(long, value_enum, default_value = "plain")]
+    /// The producer's settings: non-idempotent (enable.idempotence=false, librdkafka's default; alias plain), idempotent (the broker appends a retried batch once; a Java 3.0.1+ or kafka-python 3 producer at its defaults), transactional (also fences a replaced instance), or no-retry
+    #[arg(long, value_enum, default_value = "non-idempotent")]
     pub producer: ProducerArg,
     /// The dual-write fix the run is for (set by the command; it picks the default crash).
     #[arg(skip)]
@@ -184,13 +184,18 @@ pub enum GuaranteeArg {
     AtMostOnce,
 }
 
-/// `--producer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--producer`. A Java (3.0.1, 3.1.1, 3.2.0 and later) or kafka-python 3 producer left
+/// at its defaults is `idempotent`; librdkafka's is `non-idempotent`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum ProducerArg {
-    /// A plain producer: its retries land twice.
-    Plain,
-    /// Kafka's idempotent producer: retries deduplicated per producer id; a restart
-    /// gets a fresh producer id, so a zombie instance is not fenced.
+    /// enable.idempotence=false (librdkafka's default): no producer id, epoch or
+    /// sequence on a batch, so a retry lands twice.
+    #[value(alias = "plain")]
+    #[default]
+    NonIdempotent,
+    /// Kafka's idempotent producer, the Java client's and kafka-python's default: the
+    /// broker appends a retried batch once; a restart gets a fresh producer id, so a
+    /// zombie instance is not fenced.
     Idempotent,
     /// Kafka's transactional producer: as idempotent, and a restart bumps the epoch of
     /// its transactional id, which fences the instance it replaced.
@@ -203,7 +208,7 @@ impl ProducerArg {
     /// The core's producer mode.
     pub fn mode(self) -> ProducerMode {
         match self {
-            Self::Plain => ProducerMode::Plain,
+            Self::NonIdempotent => ProducerMode::NonIdempotent,
             Self::Idempotent => ProducerMode::Idempotent,
             Self::Transactional => ProducerMode::Transactional,
             Self::NoRetry => ProducerMode::NoRetry,
@@ -223,7 +228,7 @@ impl Default for ScenarioArgs {
             log: None,
             window: WINDOW_CAPACITY,
             guarantee: GuaranteeArg::AtLeastOnce,
-            producer: ProducerArg::Plain,
+            producer: ProducerArg::NonIdempotent,
             fix: None,
             id_key: None,
         }
