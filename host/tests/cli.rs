@@ -591,3 +591,58 @@ fn flash_cost_per_event_on_an_nrf51() {
     let atomic = common::run_json(&["ddia", "--store", "atomic"]);
     assert_eq!(atomic["flash"]["lifetime_events"], 4_000_000);
 }
+
+/// `--replay`: the trace's replay window alone, from the crash to the last effect of a
+/// redelivered offset.
+#[test]
+fn the_replay_window_alone() {
+    let out = idem()
+        .args(["run", "ddia", "--store", "naive", "--replay"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("  step"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(rows[0].contains("*** CRASH"), "{text}");
+    assert!(rows[1].contains("recovered from flash"), "{text}");
+    // The second column is the offset.
+    let offset = |row: &str| row.split_whitespace().nth(1).unwrap().to_string();
+    assert_eq!(offset(rows.last().unwrap()), "49", "{text}");
+    let applied: Vec<String> = rows
+        .iter()
+        .filter(|r| r.contains(" apply "))
+        .map(|r| offset(r))
+        .collect();
+    assert_eq!(
+        applied,
+        (40..=49).map(|o: u64| o.to_string()).collect::<Vec<_>>(),
+        "{text}"
+    );
+}
+
+/// On a terminal (a pseudo-terminal from util-linux `script`) the demo stops for a
+/// prediction before each figure; `--no-pause` and a pipe print straight through.
+#[test]
+fn the_demo_pauses_for_a_prediction_on_a_terminal() {
+    let screen = |args: &str, input: &[u8]| common::in_a_terminal(&format!("demo {args}"), input);
+    let paused = screen("", b"\n\n\n");
+    let prompt =
+        "Predict: where does the restart resume, and what does the naive store end at? [Enter]";
+    let (before, after) = paused.split_once(prompt).expect(&paused);
+    assert!(
+        !before.contains("110"),
+        "a figure before its prediction:\n{paused}"
+    );
+    assert!(
+        after.contains("final total  110 (true total 100, over by 10)"),
+        "{paused}"
+    );
+    assert_eq!(paused.matches("[Enter]").count(), 3, "{paused}");
+    let straight = screen("--no-pause", b"");
+    assert!(!straight.contains("[Enter]"), "{straight}");
+    assert!(straight.contains("final total  110"), "{straight}");
+}

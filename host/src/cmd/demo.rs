@@ -38,7 +38,7 @@ impl Cmd {
         let mut stop = pause;
         for (prompt, text) in story(&loaded, &naive, &offset, &atomic) {
             if let (true, Some(prompt)) = (stop, prompt) {
-                write!(out, "{prompt} (Enter to see it) ")?;
+                write!(out, "{prompt} [Enter] ")?;
                 out.flush()?;
                 let mut line = String::new();
                 // At the end of the input, the rest prints without stopping.
@@ -121,7 +121,10 @@ Next: idem run ddia --store naive --trace   |   idem lesson payments   |   idem 
         offset.report.flash.writes
     );
     parts.push((
-        Some("Predict: the atomic store writes value and position in one record, at checkpoints only. What does it end at, and in how many flash records?"),
+        Some(
+            "The atomic store writes value and position in one record, at checkpoints only.\n\
+Predict: what does it end at, and in how many flash records?",
+        ),
         s,
     ));
     parts

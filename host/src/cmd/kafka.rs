@@ -7,7 +7,7 @@
 //! partitions would drop events). Stores whose position lives apart commit it to the
 //! consumer group after the effects (at-least-once) and resume from the group's committed
 //! offset; the atomic store keeps the position in its flash record and seeks to it
-//! (Kafka's "manage your own offsets").
+//! (what Kafka's consumer documentation calls storing offsets outside Kafka).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;

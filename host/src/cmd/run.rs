@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use idem_core::crash::{At, CrashPoint};
 use idem_core::lab::check::Verdict;
+use idem_core::lab::sim::{Action, TraceStep};
 
 use idem_lab::report::guarantee_name;
 use idem_lab::spec::value_name;
@@ -32,6 +33,10 @@ pub struct Cmd {
     /// Print every step: offset, action, total, and where a restart resumes.
     #[arg(long)]
     trace: bool,
+    /// Print only the replay window of the trace: from the first crash to the last
+    /// effect of an offset delivered again.
+    #[arg(long, conflicts_with = "json")]
+    replay: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -47,7 +52,7 @@ impl Cmd {
             ..self.args.clone()
         };
         let loaded = select::load(self.scenario, &args)?;
-        let o = select::run(&loaded, choice, self.args.window, self.trace)?;
+        let o = select::run(&loaded, choice, self.args.window, self.trace || self.replay)?;
         select::ensure_every_crash_happened(&loaded, &o.report)?;
         if self.json {
             writeln!(out, "{}", render::run_json(&loaded, choice, &o))?;
@@ -56,7 +61,17 @@ impl Cmd {
         }
         if let Some(trace) = &o.trace {
             let producer = loaded.producer();
-            if !producer.is_empty() {
+            let trace = if self.replay {
+                replay_window(trace, &o.redelivered)
+            } else {
+                trace
+            };
+            if self.replay {
+                writeln!(
+                    out,
+                    "the replay window: from the first crash to the last effect of an offset delivered again"
+                )?;
+            } else if !producer.is_empty() {
                 writeln!(out, "producer:\n{}", render::WHO_WRITES)?;
                 for p in producer {
                     writeln!(out, "  {}", render::producer_line(p))?;
@@ -76,6 +91,28 @@ impl Cmd {
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The steps of `trace` from its first crash to the last effect (applied or skipped) of
+/// an offset in `redelivered`; none without a crash.
+fn replay_window<'a>(trace: &'a [TraceStep], redelivered: &[u64]) -> &'a [TraceStep] {
+    let Some(start) = trace
+        .iter()
+        .position(|t| matches!(t.action, Action::Crash(_)))
+    else {
+        return &[];
+    };
+    let end = trace
+        .iter()
+        .enumerate()
+        .skip(start)
+        .rfind(|(_, t)| {
+            matches!(t.action, Action::Apply | Action::Skip)
+                && t.offset.is_some_and(|o| redelivered.contains(&o))
+        })
+        .map_or(start + 1, |(i, _)| i)
+        .min(trace.len() - 1);
+    &trace[start..=end]
 }
 
 /// The crash plan in words.

@@ -67,3 +67,35 @@ pub fn matrix_cell(v: &Value, store: &str, fault: &str) -> (String, i64) {
         c["final_total"].as_i64().unwrap(),
     )
 }
+
+/// The screen of `idem ARGS` run in a pseudo-terminal (util-linux `script`), with `input`
+/// typed at it; bounded: the command is killed, and the test fails, after 30 s.
+pub fn in_a_terminal(args: &str, input: &[u8]) -> String {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_idem"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs a command in a pseudo-terminal");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("idem {args} did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
