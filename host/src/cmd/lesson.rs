@@ -547,8 +547,8 @@ h1 small { font-weight: normal; color: #555; }
 .blank { display: block; border-bottom: 1px solid #444; min-height: 1.6em; }
 p.name .blank { display: inline-block; width: 22em; }
 dl { display: grid; grid-template-columns: 8em 1fr; gap: 0.3em 0.8em; }
-dt { font-weight: bold; }
-dd { margin: 0; }
+dt { font-weight: bold; grid-column: 1; }
+dd { margin: 0; grid-column: 2; }
 li { margin-bottom: 1.4em; break-inside: avoid; }
 table { border-collapse: collapse; margin: 0.6em 0; }
 td, th { border: 1px solid #444; padding: 0.2em 0.6em; min-width: 5em; height: 1.4em; }
