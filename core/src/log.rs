@@ -80,7 +80,8 @@ pub struct Message {
     /// The application's own numbering of its sends, carried in the payload: the
     /// sending instance. (Kafka's producer id, epoch and sequence are another thing: the
     /// producer library writes them in a record batch's header, only with idempotence or
-    /// transactions on, and only the broker reads them; see [`crate::producer`].)
+    /// transactions on, for the broker; no application reads them; see
+    /// [`crate::producer`].)
     pub producer: u32,
     /// The application's epoch of that instance: a restarted instance takes a higher one.
     pub epoch: u16,

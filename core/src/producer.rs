@@ -18,9 +18,9 @@
 //! An [`IdempotentLog`] is Kafka's broker-side check of an idempotent producer. It
 //! remembers, per producer id, the current epoch, the last sequence and the offsets of
 //! the last [`REMEMBERED_BATCHES`] batches. A retry of one of those is answered with
-//! success and its original offset, and nothing is appended; an older one gets
-//! DUPLICATE_SEQUENCE_NUMBER, which the Java producer reports as success with no offset;
-//! a gap and a batch from an older epoch (a zombie instance that a restart replaced) are
+//! success and its original offset, and nothing is appended; an older one fails the
+//! sequence check (OUT_OF_ORDER_SEQUENCE_NUMBER), as a gap does; a gap and a batch from
+//! an older epoch (a zombie instance that a restart replaced) are
 //! rejected. It remembers a fixed number of producers: O(producers), never O(messages).
 //! It cannot catch an application resend, which carries a new sequence.
 
@@ -148,9 +148,9 @@ pub enum Appended {
     /// One of the last [`REMEMBERED_BATCHES`] batches of that producer, sent again (a
     /// retry): answered with success and the original offset; nothing appended.
     Already(Offset),
-    /// A sequence older than the batches the broker remembers: answered
-    /// DUPLICATE_SEQUENCE_NUMBER, which the Java producer reports as success with no
-    /// offset; nothing appended.
+    /// A sequence older than the batches the broker remembers: it fails the sequence
+    /// check (OUT_OF_ORDER_SEQUENCE_NUMBER, which the producer reports as an error);
+    /// nothing appended.
     OlderDuplicate,
 }
 

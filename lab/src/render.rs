@@ -134,8 +134,8 @@ pub fn message_name(producer: &[ProducerStep], offset: Offset) -> Option<String>
 /// Who writes each number on an event, for the head of a producer trace.
 pub const WHO_WRITES: &str =
     "  The broker writes the offset. The producer library writes a batch header (producer
-  id, epoch, sequence), only with idempotence or transactions on, and only the broker
-  reads it. The application writes the message id and its own numbering (instance,
+  id, epoch, sequence), only with idempotence or transactions on, for the broker: no
+  application reads it. The application writes the message id and its own numbering (instance,
   epoch, seq) in the payload, where a consumer can read them.";
 
 /// The batch header the producer library wrote, in words.
@@ -176,7 +176,7 @@ pub fn producer_line(p: &ProducerStep) -> String {
             "-> already at offset {o}: answered with success and that offset, nothing appended"
         ),
         Landed::OlderDuplicate => format!(
-            "-> not appended: older than the {REMEMBERED_BATCHES} batches the broker remembers for producer id {id}; answered DUPLICATE_SEQUENCE_NUMBER, success with no offset"
+            "-> not appended: older than the {REMEMBERED_BATCHES} batches the broker remembers for producer id {id}, it fails the sequence check (OUT_OF_ORDER_SEQUENCE_NUMBER)"
         ),
         Landed::Fenced { current } => {
             format!("-> fenced: rejected, producer id {id} is at epoch {current} now")

@@ -219,7 +219,8 @@ pub struct SendEntry {
     /// (Kafka stores producer id -1).
     pub batch: Option<BatchEntry>,
     /// `landed`, `already-appended` (a retry the broker answered with its first offset),
-    /// `older-duplicate` (answered DUPLICATE_SEQUENCE_NUMBER, no offset), `fenced` or
+    /// `older-duplicate` (a retry older than the broker's memory, rejected as out of
+    /// sequence), `fenced` or
     /// `lost`.
     pub landed: String,
     /// Where it landed, or where the broker said a retry already was.

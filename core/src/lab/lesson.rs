@@ -307,8 +307,9 @@ applying the reading of 40..49 again sets the same values, and the run goes on t
                 tempt(
                     "110",
                     &[100, 10],
-                    "110 = 100 + 10 treats the readings as increments. A set writes the \
-reading itself: the replay sets 41..50 again, and 99 sets 100.",
+                    "110 = 100 + 10 is the naive counter's total, which counts the replay \
+again. A set writes the reading itself: the replay sets 41..50 again, and offset 99 sets \
+100.",
                 ),
                 tempt(
                     "50",
@@ -354,8 +355,9 @@ adds 40..99.",
             "How many flash records does the atomic checkpoint write in all?",
             LessonRun::store("ddia", "atomic"),
             Observe::FlashRecords,
-            "One record per checkpoint, and none per effect: about K times fewer than a \
-record after every effect, and exact.",
+            "One record per checkpoint and none per effect: 4 before the crash (after 9, \
+19, 29 and 39), none for the batch the crash cut, and 6 after the restart (after 49, 59, \
+..., 99): 10, against the offset store's 110, and exact.",
             &[
                 tempt(
                     "110",
@@ -482,8 +484,9 @@ the message-id store compares ids.",
         ),
         step(
             "naive balance, idempotent producer",
-            "With Kafka's idempotent producer (the Java client's and kafka-python's \
-default) the producer library numbers each batch, and the broker checks the number. What \
+            "With Kafka's idempotent producer (the default of the Java client since \
+3.0.1, 3.1.1 and 3.2.0, and of kafka-python 3) the producer library numbers each record, \
+and the broker checks the number. What \
 balance does the naive store end at now?",
             LessonRun::store("payments", "naive").producer("idempotent"),
             Observe::FinalTotal,
@@ -518,8 +521,8 @@ position, and none was made.",
             "And what balance does the naive store show at the end (5, 8, crash, then...)?",
             LessonRun::store("worked-example", "naive"),
             Observe::FinalTotal,
-            "8 before the crash (5 + 3), then 12 after it (0, 1 and 2 again: 5 + 3 + 4): 20, \
-which is 8 over the true 12.",
+            "8 before the crash (5 + 3), then 12 after it (0 and 1 again, then 2: 5 + 3 + \
+4): 20, which is 8 over the true 12.",
             &[
                 tempt(
                     "12",
@@ -552,8 +555,8 @@ is handled, in order, the two handled before the crash and every one after the r
 (a list such as 1, 2, 3).",
             LessonRun::store("worked-example", "naive"),
             Observe::Balances,
-            "The committed offset stays 0 (the next to read) until the end, so every \
-handling after the restart adds again: 5, 8, then 13, 16, 20, against a true total of 12.",
+            "The committed offset stays 0 (the next to read) until the end, so the restart \
+handles 0 and 1 again and then 2: 5, 8, then 13, 16, 20, against a true total of 12.",
             &[tempt(
                 "5, 8, 12",
                 &[],

@@ -42,7 +42,7 @@ pub enum ProducerMode {
     NonIdempotent,
     /// Kafka's idempotent producer (`enable.idempotence=true`, with `acks=all`): the
     /// default of the Java client since 3.0.1, 3.1.1 and 3.2.0, and of kafka-python 3.
-    /// The library numbers each batch under a producer id, and the broker appends a
+    /// The library numbers each record under a producer id, and the broker appends a
     /// retried batch once. Each start of the application's producer gets a fresh
     /// producer id, so nothing fences the instance it replaced: a zombie's sends land.
     Idempotent,
@@ -136,7 +136,8 @@ pub enum Landed {
     /// success and the original offset; nothing appended.
     Already(Offset),
     /// A retry older than the batches the broker remembers for that producer id:
-    /// answered DUPLICATE_SEQUENCE_NUMBER (success with no offset); nothing appended.
+    /// it fails the broker's sequence check (OUT_OF_ORDER_SEQUENCE_NUMBER); nothing
+    /// appended.
     OlderDuplicate,
     /// Rejected: a newer epoch of that producer id exists (a zombie, fenced).
     Fenced {

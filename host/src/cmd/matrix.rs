@@ -151,7 +151,7 @@ impl Cmd {
             "\nwho writes what each store reads: the broker writes the offset (offset, atomic,\n\
 two-phase); the application writes the message id (message-id) and its own instance, epoch\n\
 and seq in the payload (producer-seq). An idempotent producer's id, epoch and sequence are\n\
-written by its library and read by the broker only: no store can see them.\n"
+written by its library for the broker: no application, and so no store, can see them.\n"
         )?;
         writeln!(
             out,
