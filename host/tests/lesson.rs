@@ -1,10 +1,6 @@
 //! `idem lesson`: predict, then observe, scripted, without a terminal, on paper, and in
 //! a real pseudo-terminal.
 
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 mod common;
 use common::idem;
 
@@ -323,36 +319,8 @@ fn ranges_read_as_people_write_them() {
 /// right one to the second, then `q`. Both comparisons appear on the screen.
 #[test]
 fn typed_at_a_terminal_a_wrong_then_a_right_prediction() {
-    let command = format!("{} lesson ddia", env!("CARGO_BIN_EXE_idem"));
-    let mut child = Command::new("script")
-        .args(["-qfec", &command, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script (util-linux) runs a command in a pseudo-terminal");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"0\n\n40..49\nq\n")
-        .unwrap();
-    // Bounded: the lesson stops at `q`; give up after 30 s.
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("the lesson did not stop at q");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut screen = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut screen)
-        .unwrap();
+    // Bounded: the lesson stops at `q`; the helper gives up after 30 s.
+    let screen = common::in_a_terminal("lesson ddia", b"0\n\n40..49\nq\n");
     assert!(
         screen.contains("you said 0; it is 40."),
         "the wrong prediction is compared:\n{screen}"
