@@ -137,6 +137,10 @@ pub enum Step {
     Between(Event),
     /// The sinks applied or skipped the event (and persisted themselves when needed).
     Effect(Event, Outcome),
+    /// The event at the position is not for the sinks ([`Log::passed_over`]: under
+    /// `read_committed`, a record of an aborted transaction): the position moved past
+    /// it and no sink was written.
+    Pass(Event),
     /// Two-phase stores: the prepared record for the commit of `next` is durable; the
     /// decision is not made yet.
     Prepare {
@@ -246,6 +250,8 @@ impl Cursor {
                         .checkpoint_every
                         .batch_end(event.offset, log.len()),
                 );
+            } else if log.passed_over(event.offset) {
+                return Due::Report(self.passed(event, log.len()));
             } else {
                 self.delivered = Some(event);
                 return Due::Report(Step::Deliver(event));
@@ -274,13 +280,25 @@ impl Cursor {
             Outcome::Skipped
         };
         (self.delivered, self.written, self.applied) = (None, 0, false);
-        self.next = event.offset + 1;
+        self.moved_past(event.offset, len);
+        Step::Effect(event, outcome)
+    }
+
+    /// The event at the position is passed over: nothing to write.
+    fn passed(&mut self, event: Event, len: u64) -> Step {
+        self.moved_past(event.offset, len);
+        Step::Pass(event)
+    }
+
+    /// The position moved past `offset`, in a log of `len` events: a commit is due when
+    /// it closed a batch (at-least-once).
+    fn moved_past(&mut self, offset: Offset, len: u64) {
+        self.next = offset + 1;
         if self.config.guarantee == Guarantee::AtLeastOnce
-            && self.config.checkpoint_every.closes_batch(event.offset, len)
+            && self.config.checkpoint_every.closes_batch(offset, len)
         {
             self.commit_due = Some(self.next);
         }
-        Step::Effect(event, outcome)
     }
 
     /// The sinks made `phase` of the commit of `next` durable.

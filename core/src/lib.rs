@@ -10,7 +10,9 @@
 //! and every record is a slot in a [`journal`] on any `embedded_storage`
 //! [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash, the journals are
 //! all that is left, and the consumer resumes from them. A [`crash`] point names a place
-//! among the consumer's steps; [`ddia`] holds the exercise's parameters.
+//! among the consumer's steps; [`ddia`] holds the exercise's parameters. [`txn`] is
+//! Kafka's transactions as a consumer reads them: a log may say to pass over an offset
+//! (an aborted transaction's record, under `read_committed`).
 //!
 //! [`lab`] proves it (default feature `lab`): the strict in-memory flash, scenarios, the
 //! simulator, the checker, sweeps of every crash point, dual writes. [`board`] is what
@@ -86,3 +88,4 @@ pub mod persist;
 pub mod producer;
 pub mod store;
 pub mod sync;
+pub mod txn;

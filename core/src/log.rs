@@ -195,6 +195,14 @@ pub trait Log {
         self.true_total_before(self.len())
     }
 
+    /// Whether the consumer passes over the event at `offset` without giving it to its
+    /// sinks: under `read_committed`, a record of an aborted transaction
+    /// ([`crate::txn`]). The position still moves past it. Never, by default.
+    fn passed_over(&self, offset: Offset) -> bool {
+        let _ = offset;
+        false
+    }
+
     /// The true total of the first `end` events: each distinct message id among them
     /// counted once.
     fn true_total_before(&self, end: Offset) -> i64 {

@@ -198,6 +198,12 @@ impl<L, const P: usize> IdempotentLog<L, P> {
         self.inner
     }
 
+    /// The log underneath, to change what the broker's check does not (a record's
+    /// transaction state, [`crate::txn`]).
+    pub fn inner_mut(&mut self) -> &mut L {
+        &mut self.inner
+    }
+
     /// The producer ids it remembers.
     pub fn producers(&self) -> &[ProducerEntry] {
         &self.producers

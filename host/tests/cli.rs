@@ -491,7 +491,7 @@ fn a_trace_shows_the_producer_side() {
         "  send p18 (3) -> offset 2\n",
         "     2        1  p17      deliver                  5          0\n",
         "     5        2  p18      apply                   13          0\n",
-        "  delivery            at-least-once consumer, non-idempotent producer\n",
+        "  delivery            at-least-once consumer at read_uncommitted, non-idempotent producer\n",
     ] {
         assert!(text.contains(line), "{line}\n{text}");
     }
@@ -513,9 +513,9 @@ fn a_trace_shows_the_producer_side() {
     ), "{text}");
     assert!(!text.contains("refused"), "{text}");
     // The zombie: who sent what, and the broker's fencing of the old epoch.
-    let text = trace("zombie", "transactional");
+    let text = trace("zombie", "idempotent");
     assert!(text.contains(
-        "  the stalled send of p42 (3) arrives late -> fenced: rejected, producer id 1000 is at epoch 1 now\n      payload: instance 7 epoch 0 seq 1; batch: producer id 1000 epoch 0 sequence 1\n"
+        "  the stalled send of p42 (3) arrives late -> offset 3\n      payload: instance 7 epoch 0 seq 1; batch: producer id 1000 epoch 0 sequence 1\n"
     ), "{text}");
     let v = run_json(&[
         "payments",
@@ -552,6 +552,118 @@ fn a_trace_shows_the_producer_side() {
         (Some("p17"), Some(1))
     );
     assert_eq!(v["trace"][2]["message"], "p17");
+}
+
+/// A transactional zombie: A's p42 lands in a transaction A never commits, B's start
+/// aborts it, A's late commit is fenced; read_uncommitted reads the aborted record,
+/// read_committed passes over it; the last stable offset is told where it holds a
+/// read_committed consumer back.
+#[test]
+fn transactions_abort_fence_and_the_isolation_level_decides() {
+    let trace = |isolation: &str| {
+        let args = [
+            "run",
+            "zombie",
+            "--store",
+            "naive",
+            "--producer",
+            "transactional",
+            "--isolation",
+            isolation,
+            "--trace",
+        ];
+        let out = idem().args(args).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = trace("read-uncommitted");
+    for line in [
+        "  send p41 (5) -> offset 0, committed\n",
+        "  send p42 (3), then stall before the commit -> offset 1, in an open transaction\n      a read_committed consumer reads no further than offset 1 (the last stable\n      offset) until that transaction commits or aborts\n",
+        "  send p42 (3) again, a new send call -> offset 2, committed\n      payload: instance 7 epoch 1 seq 0; batch: producer id 1000 epoch 1 sequence 0\n      this instance's start (initTransactions) bumped the epoch and aborted the open\n      transaction of producer id 1000 at offset 1\n",
+        "  the stalled commit of p42 arrives late -> fenced: rejected, producer id 1000 is at epoch 1 now\n      the commit (EndTxn) is from producer id 1000 epoch 0\n",
+        "     3        1  p42      apply                    8          0\n",
+        "  delivery            at-least-once consumer at read_uncommitted, transactional producer\n  final total         15 (over by 3)\n  true total          12\n",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    assert!(!text.contains("passed over"), "{text}");
+    let text = trace("read-committed");
+    for line in [
+        "     2        1  p42      pass (aborted)           5          0\n     3        2  p42      deliver                  5          0\n",
+        "  delivery            at-least-once consumer at read_committed, transactional producer\n  final total         12 (exact)\n",
+        "  passed over         offset 1 (1 event): in an aborted transaction, never given to the store\n",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    let v = run_json(&[
+        "zombie",
+        "--store",
+        "message-id",
+        "--producer",
+        "transactional",
+        "--isolation",
+        "read-committed",
+        "--trace",
+    ]);
+    assert_eq!(
+        (&v["isolation"], &v["passed"], &v["final_total"]),
+        (&json!("read_committed"), &json!([1]), &json!(12))
+    );
+    assert_eq!(
+        (&v["producer"][1]["kind"], &v["producer"][1]["stable_end"]),
+        (&json!("uncommitted"), &json!(1))
+    );
+    assert_eq!(v["producer"][2]["aborted"], 1);
+    assert_eq!(
+        (&v["producer"][4]["kind"], &v["producer"][4]["landed"]),
+        (&json!("late-commit"), &json!("fenced"))
+    );
+    // Without transactions in the log the level changes nothing, and the header says
+    // the level the run used.
+    let v = run_json(&[
+        "payments",
+        "--store",
+        "naive",
+        "--isolation",
+        "read-committed",
+    ]);
+    assert_eq!(
+        (&v["final_total"], &v["isolation"]),
+        (&json!(13), &json!("read_committed"))
+    );
+    // The matrix holds both levels side by side.
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let totals: Vec<(String, Vec<i64>)> = m["transactions"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let cells = r["cells"].as_array().unwrap();
+            (
+                r["store"].as_str().unwrap().to_string(),
+                cells
+                    .iter()
+                    .map(|c| c["final_total"].as_i64().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(totals[0], ("naive".to_string(), vec![15, 12]));
+    assert_eq!(totals[2], ("message-id".to_string(), vec![12, 12]));
+    let bad = idem()
+        .args([
+            "run",
+            "zombie",
+            "--store",
+            "naive",
+            "--isolation",
+            "serializable",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 /// Predict, then observe: neither `idem --help` nor the README above its story section

@@ -134,8 +134,18 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/verdict",
     ),
     (
-        "fences the zombie's send (every store **12**)",
+        "still reads it, **15** for the naive store",
         "run zombie --store naive --producer transactional --json",
+        "/final_total",
+    ),
+    (
+        "(12 for message-id)",
+        "run zombie --store message-id --producer transactional --json",
+        "/final_total",
+    ),
+    (
+        "`--isolation read-committed` does every store end at **12**",
+        "run zombie --store producer-seq --producer transactional --isolation read-committed --json",
         "/final_total",
     ),
     (

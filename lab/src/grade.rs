@@ -11,8 +11,8 @@ use idem_core::lab::sim::{Action, TraceStep};
 use crate::render::ranges;
 use crate::report::RunReport;
 use crate::select::{
-    self, FixArg, GuaranteeArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
-    WINDOW_CAPACITY,
+    self, FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice,
+    StoreKind, WINDOW_CAPACITY,
 };
 use crate::spec::RunSpec;
 
@@ -207,6 +207,7 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         fix,
         producer,
         guarantee,
+        isolation,
         schedule,
         every,
     } = step.run;
@@ -218,6 +219,8 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
             .map_err(|e| anyhow::anyhow!("lesson names a producer {producer:?}: {e}"))?,
         guarantee: GuaranteeArg::from_str(guarantee, true)
             .map_err(|e| anyhow::anyhow!("lesson names a guarantee {guarantee:?}: {e}"))?,
+        isolation: IsolationArg::from_str(isolation, true)
+            .map_err(|e| anyhow::anyhow!("lesson names an isolation level {isolation:?}: {e}"))?,
         schedule: schedule.map(str::to_string),
         checkpoint_every: every,
         fix,

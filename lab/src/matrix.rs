@@ -3,7 +3,9 @@
 
 use idem_core::lab::sim::Report;
 
-use crate::select::{self, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY};
+use crate::select::{
+    self, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
+};
 
 /// A fault of the matrix: a name, a column title, and the run that shows it.
 pub struct Fault {
@@ -17,6 +19,8 @@ pub struct Fault {
     pub scenario: ScenarioKind,
     /// The producer the scenario runs with.
     pub producer: ProducerArg,
+    /// The consumer's isolation level.
+    pub isolation: IsolationArg,
 }
 
 /// The faults of the stores' matrix, in column order.
@@ -27,6 +31,7 @@ pub const FAULTS: [Fault; 6] = [
         head: "crash",
         scenario: ScenarioKind::Ddia,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "producer-retry",
@@ -34,6 +39,7 @@ pub const FAULTS: [Fault; 6] = [
         head: "retry",
         scenario: ScenarioKind::Payments,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "producer-retry-idempotent",
@@ -41,6 +47,7 @@ pub const FAULTS: [Fault; 6] = [
         head: "retry",
         scenario: ScenarioKind::Payments,
         producer: ProducerArg::Idempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "application-resend",
@@ -48,6 +55,7 @@ pub const FAULTS: [Fault; 6] = [
         head: "app resend",
         scenario: ScenarioKind::Resend,
         producer: ProducerArg::Idempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "zombie-producer",
@@ -55,6 +63,7 @@ pub const FAULTS: [Fault; 6] = [
         head: "zombie",
         scenario: ScenarioKind::Zombie,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "late-retry",
@@ -62,6 +71,28 @@ pub const FAULTS: [Fault; 6] = [
         head: "retry, late",
         scenario: ScenarioKind::LateRetry,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
+    },
+];
+
+/// The transactional zombie, read at each isolation level: instance A's p42 sits in
+/// the open transaction that B's start aborted.
+pub const TXN_FAULTS: [Fault; 2] = [
+    Fault {
+        name: "zombie-transaction-read-uncommitted",
+        title: "zombie txn, read_uncommitted",
+        head: "zombie",
+        scenario: ScenarioKind::Zombie,
+        producer: ProducerArg::Transactional,
+        isolation: IsolationArg::ReadUncommitted,
+    },
+    Fault {
+        name: "zombie-transaction-read-committed",
+        title: "zombie txn, read_committed",
+        head: "zombie",
+        scenario: ScenarioKind::Zombie,
+        producer: ProducerArg::Transactional,
+        isolation: IsolationArg::ReadCommitted,
     },
 ];
 
@@ -74,6 +105,7 @@ pub const GAUGE_FAULTS: [Fault; 2] = [
         head: "crash",
         scenario: ScenarioKind::Gauge,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
     Fault {
         name: "late-reading",
@@ -81,6 +113,7 @@ pub const GAUGE_FAULTS: [Fault; 2] = [
         head: "late reading",
         scenario: ScenarioKind::LateReading,
         producer: ProducerArg::NonIdempotent,
+        isolation: IsolationArg::ReadUncommitted,
     },
 ];
 
@@ -95,6 +128,7 @@ pub fn table(
         for f in faults {
             let args = ScenarioArgs {
                 producer: f.producer,
+                isolation: f.isolation,
                 ..ScenarioArgs::default()
             };
             let loaded = select::load(Some(f.scenario), &args)?;

@@ -81,8 +81,8 @@ pub fn position_text(resume_at: Offset) -> String {
     }
 }
 
-/// The action's name in traces: `deliver`, `redeliver`, `apply`, `skip`, `commit`,
-/// `recover`, or the crash point (`crash@effect:49`).
+/// The action's name in traces: `deliver`, `redeliver`, `apply`, `skip`, `pass
+/// (aborted)`, `commit`, `recover`, or the crash point (`crash@effect:49`).
 pub fn action_name(action: Action) -> String {
     match action {
         Action::Deliver { redelivery: false } => "deliver".into(),
@@ -90,6 +90,7 @@ pub fn action_name(action: Action) -> String {
         Action::Between => "between".into(),
         Action::Apply => "apply".into(),
         Action::Skip => "skip".into(),
+        Action::Pass => "pass (aborted)".into(),
         Action::Prepare => "prepare".into(),
         Action::Commit => "commit".into(),
         Action::Crash(p) => p.to_string(),
@@ -161,17 +162,34 @@ pub fn producer_line(p: &ProducerStep) -> String {
         SendKind::Resend => format!("send {} ({}) again, a new send call", p.name, m.amount),
         SendKind::Stalled => format!("the stalled send of {} ({}) arrives late", p.name, m.amount),
         SendKind::Lost => format!("send {} ({})", p.name, m.amount),
+        SendKind::Uncommitted => format!(
+            "send {} ({}), then stall before the commit",
+            p.name, m.amount
+        ),
+        SendKind::LateCommit => format!("the stalled commit of {} arrives late", p.name),
     };
-    let who = format!(
-        "payload: instance {} epoch {} seq {}; {}",
-        m.producer,
-        m.epoch,
-        m.seq,
-        header_text(p.header)
-    );
+    let who = match (p.kind, p.header) {
+        (SendKind::LateCommit, Some(h)) => format!(
+            "the commit (EndTxn) is from producer id {} epoch {}",
+            h.producer_id, h.epoch
+        ),
+        _ => format!(
+            "payload: instance {} epoch {} seq {}; {}",
+            m.producer,
+            m.epoch,
+            m.seq,
+            header_text(p.header)
+        ),
+    };
     let id = p.header.map_or(0, |h| h.producer_id);
     let outcome = match p.landed {
+        Landed::At(o) if p.kind == SendKind::Uncommitted => format!(
+            "-> offset {o}, in an open transaction\n      a read_committed consumer reads no further than offset {} (the last stable\n      offset) until that transaction commits or aborts",
+            p.stable_end
+        ),
+        Landed::At(o) if p.transactional => format!("-> offset {o}, committed"),
         Landed::At(o) => format!("-> offset {o}"),
+        Landed::Committed => "-> committed".to_string(),
         Landed::Already(o) => format!(
             "-> already at offset {o}: answered with success and that offset, nothing appended"
         ),
@@ -183,7 +201,12 @@ pub fn producer_line(p: &ProducerStep) -> String {
         }
         Landed::Never => "-> lost before the log; this producer never retries".to_string(),
     };
-    format!("{what} {outcome}\n      {who}")
+    let aborted = p.aborted.map_or(String::new(), |o| {
+        format!(
+            "\n      this instance's start (initTransactions) bumped the epoch and aborted the open\n      transaction of producer id {id} at offset {o}"
+        )
+    });
+    format!("{what} {outcome}\n      {who}{aborted}")
 }
 
 /// The verdict with its difference: `exact`, `over by 10`, `under by 4`.

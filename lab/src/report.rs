@@ -51,6 +51,11 @@ pub struct RunReport {
     pub lost_sends: Vec<String>,
     /// `at-least-once` or `at-most-once`.
     pub guarantee: String,
+    /// The consumer's isolation level: `read_uncommitted` or `read_committed`.
+    pub isolation: String,
+    /// Offsets the consumer passed over: records of aborted transactions, under
+    /// `read_committed`.
+    pub passed: Vec<Offset>,
     /// Message ids the message-id store's window forgot.
     pub evicted: u64,
     /// The checker's anomalies, by their Jepsen names.
@@ -205,7 +210,9 @@ impl TraceEntry {
 pub struct SendEntry {
     /// The message's name.
     pub message: String,
-    /// `send`, `retry`, `resend`, `stalled` or `lost`.
+    /// `send`, `retry`, `resend`, `stalled`, `lost`, `uncommitted` (a transactional
+    /// send whose instance stalls before committing) or `late-commit` (that commit,
+    /// arriving late).
     pub kind: String,
     /// The application's own numbering in the payload: the sending instance.
     pub instance: u32,
@@ -220,11 +227,16 @@ pub struct SendEntry {
     pub batch: Option<BatchEntry>,
     /// `landed`, `already-appended` (a retry the broker answered with its first offset),
     /// `older-duplicate` (a retry older than the broker's memory, rejected as out of
-    /// sequence), `fenced` or
-    /// `lost`.
+    /// sequence), `committed` (a late commit, accepted), `fenced` or `lost`.
     pub landed: String,
     /// Where it landed, or where the broker said a retry already was.
     pub offset: Option<Offset>,
+    /// The first offset of the open transaction this send's instance aborted when it
+    /// started (transactional producer only).
+    pub aborted: Option<Offset>,
+    /// The last stable offset after this send: a `read_committed` consumer reads no
+    /// further.
+    pub stable_end: Offset,
 }
 
 /// A record batch's header, as the producer library wrote it.
@@ -245,6 +257,7 @@ impl SendEntry {
             Landed::At(o) => ("landed", Some(o)),
             Landed::Already(o) => ("already-appended", Some(o)),
             Landed::OlderDuplicate => ("older-duplicate", None),
+            Landed::Committed => ("committed", None),
             Landed::Fenced { .. } => ("fenced", None),
             Landed::Never => ("lost", None),
         };
@@ -256,6 +269,8 @@ impl SendEntry {
                 SendKind::Resend => "resend",
                 SendKind::Stalled => "stalled",
                 SendKind::Lost => "lost",
+                SendKind::Uncommitted => "uncommitted",
+                SendKind::LateCommit => "late-commit",
             }
             .into(),
             instance: p.message.producer,
@@ -269,6 +284,8 @@ impl SendEntry {
             }),
             landed: landed.into(),
             offset,
+            aborted: p.aborted,
+            stable_end: p.stable_end,
         }
     }
 }
@@ -315,6 +332,8 @@ impl RunReport {
                 .map(|n| n.to_string())
                 .collect(),
             guarantee: guarantee_name(loaded.consumer().guarantee).to_string(),
+            isolation: loaded.isolation().name().to_string(),
+            passed: o.passed.clone(),
             evicted: r.evicted,
             anomalies: (&r.anomalies).into(),
             delivered: r.delivered,

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::usage;
 use crate::report::RunReport;
 use crate::select::{
-    self, FixArg, GuaranteeArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
+    self, FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind,
+    WINDOW_CAPACITY,
 };
 
 /// One run, by the names `idem run` takes: `{"scenario": "ddia", "store": "naive",
@@ -41,6 +42,10 @@ pub struct RunSpec {
     /// `at-least-once` (the default) or `at-most-once`.
     #[serde(default)]
     pub guarantee: Option<String>,
+    /// The consumer's isolation level: `read-uncommitted` (the default) or
+    /// `read-committed`.
+    #[serde(default)]
+    pub isolation: Option<String>,
     /// The message-id store's window (1 to 32).
     #[serde(default)]
     pub window: Option<usize>,
@@ -95,6 +100,10 @@ impl RunSpec {
                 Some(p) => named::<ProducerArg>("producer", p)?,
                 None => ProducerArg::NonIdempotent,
             },
+            isolation: match self.isolation.as_deref() {
+                Some(i) => named::<IsolationArg>("isolation level", i)?,
+                None => IsolationArg::ReadUncommitted,
+            },
             fix,
             ..ScenarioArgs::default()
         };
@@ -128,6 +137,10 @@ impl RunSpec {
             "guarantee",
             self.guarantee.clone().filter(|g| g != "at-least-once"),
         );
+        flag(
+            "isolation",
+            self.isolation.clone().filter(|i| i != "read-uncommitted"),
+        );
         flag("window", self.window.map(|w| w.to_string()));
         match self.schedule.as_deref().map(str::trim) {
             None => {}
@@ -151,6 +164,7 @@ impl From<&LessonRun> for RunSpec {
             schedule: r.schedule.map(Into::into),
             producer: Some(r.producer.into()),
             guarantee: Some(r.guarantee.into()),
+            isolation: Some(r.isolation.into()),
             ..Self::default()
         }
     }

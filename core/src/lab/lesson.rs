@@ -41,6 +41,8 @@ pub struct LessonRun {
     pub producer: &'static str,
     /// The consumer's guarantee (`at-least-once`, `at-most-once`).
     pub guarantee: &'static str,
+    /// The consumer's isolation level (`read-uncommitted`, `read-committed`).
+    pub isolation: &'static str,
     /// A crash schedule in idem's grammar, or `None` for the scenario's own.
     pub schedule: Option<&'static str>,
     /// The checkpoint interval, or `None` for the scenario's own.
@@ -55,6 +57,7 @@ impl LessonRun {
             fix: None,
             producer: "non-idempotent",
             guarantee: "at-least-once",
+            isolation: "read-uncommitted",
             schedule: None,
             every: None,
         }
@@ -66,6 +69,10 @@ impl LessonRun {
 
     const fn guarantee(self, guarantee: &'static str) -> Self {
         Self { guarantee, ..self }
+    }
+
+    const fn isolation(self, isolation: &'static str) -> Self {
+        Self { isolation, ..self }
     }
 
     const fn every(self, every: u64) -> Self {
@@ -400,6 +407,7 @@ with a crash between the two writes. Do the views disagree at the end? (yes or n
                 fix: Some("none"),
                 producer: "non-idempotent",
                 guarantee: "at-least-once",
+                isolation: "read-uncommitted",
                 schedule: None,
                 every: None,
             },
@@ -691,6 +699,48 @@ still replays (idem run ddia --store naive --producer idempotent ends at 110).",
                 &[5, 5, 3],
                 "13 = 5 + 5 + 3 would need the retry in the log; the broker appended p17's \
 batch once and answered the retry with its offset.",
+            )],
+        ),
+        step(
+            "a zombie's aborted transaction, read_uncommitted",
+            "Transactions: a transactional producer (one transactional.id) sends each \
+payment in a transaction. Instance A sends p41 (5) and commits, then sends p42 (3) and \
+stalls before committing. Instance B starts with the same transactional.id, which aborts \
+A's open transaction, and sends p42 (3) again and p43 (4), each committed. A's late commit \
+is fenced. The consumer reads at read_uncommitted, the Java client's and kafka-python's \
+default. What balance does the naive store end at?",
+            LessonRun::store("zombie", "naive").producer("transactional"),
+            Observe::FinalTotal,
+            "An aborted transaction's records stay in the log, and read_uncommitted reads \
+them: p41 (5), A's aborted p42 (3), B's p42 (3) and p43 (4), 15, 3 over the 12 that was \
+committed. Fencing stopped A's commit, not A's record, which had landed already.",
+            &[tempt(
+                "12",
+                &[5, 3, 4],
+                "12 = 5 + 3 + 4 leaves out A's p42, but only its commit was refused: its \
+record landed at offset 1 before B started, and read_uncommitted reads aborted records \
+too. 5 + 3 + 3 + 4 = 15.",
+            )],
+        ),
+        step(
+            "the same log, read_committed",
+            "Which isolation level does this consumer need? Read the same log at \
+read_committed, librdkafka's default. What balance does the naive store end at?",
+            LessonRun::store("zombie", "naive")
+                .producer("transactional")
+                .isolation("read-committed"),
+            Observe::FinalTotal,
+            "12: read_committed passes over the records of aborted transactions, so A's p42 \
+at offset 1 never reaches the store: 5 + 3 + 4. It also reads no further than the last \
+stable offset, the first offset of a transaction still open: had B never started, the \
+consumer would wait at offset 1 until the coordinator aborted A's transaction, after \
+transaction.timeout.ms (60 s by default). A transactional producer is exact only for \
+consumers that read committed.",
+            &[tempt(
+                "15",
+                &[5, 3, 3, 4],
+                "15 = 5 + 3 + 3 + 4 counts A's aborted p42 at offset 1: read_committed \
+passes over it.",
             )],
         ),
     ],

@@ -15,15 +15,18 @@
 //!
 //! The last four take a [`ProducerMode`]: a non-idempotent producer, Kafka's idempotent
 //! one (the broker appends a retried batch once and rejects gaps per producer id,
-//! [`crate::producer::IdempotentLog`]), or its transactional one (a restart bumps the
-//! epoch, and the broker fences the old instance).
+//! [`crate::producer::IdempotentLog`]), or its transactional one (each send a
+//! transaction; a restart bumps the epoch, which aborts the old instance's open
+//! transaction and fences that instance, [`crate::txn`]). Their logs are
+//! [`TxnLog`]s, read at the consumer's isolation level.
 //!
 //! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::lab::sim`] runs it.
 
 use crate::consumer::{CheckpointEvery, ConsumerConfig};
 use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::log::{GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset, VecLog};
+use crate::log::{GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset};
 use crate::producer::{Appended, BatchHeader, IdempotentLog, Producer};
+use crate::txn::TxnLog;
 
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 64;
@@ -46,9 +49,10 @@ pub enum ProducerMode {
     /// retried batch once. Each start of the application's producer gets a fresh
     /// producer id, so nothing fences the instance it replaced: a zombie's sends land.
     Idempotent,
-    /// Kafka's transactional producer (`transactional.id`): as idempotent, and a
-    /// restart keeps the producer id and bumps its epoch, so the broker fences every
-    /// batch of the instance it replaced.
+    /// Kafka's transactional producer (`transactional.id`): as idempotent, and each
+    /// send is a transaction, committed once it lands. A restart keeps the producer id
+    /// and bumps its epoch: that aborts the open transaction of the instance it
+    /// replaced, and the broker fences that instance from then on ([`crate::txn`]).
     Transactional,
     /// A producer that never retries (`retries=0`): at-most-once on the producer's side.
     /// A send that is lost is simply gone; the application meant it all the same.
@@ -123,6 +127,12 @@ pub enum SendKind {
     Resend,
     /// A send that stalled in flight and arrives late, from an instance since replaced.
     Stalled,
+    /// A transactional send that landed, in a transaction its instance stalls before
+    /// committing: the transaction stays open.
+    Uncommitted,
+    /// The stalled commit of an [`SendKind::Uncommitted`] send's transaction, arriving
+    /// late from an instance since replaced. Nothing is appended.
+    LateCommit,
     /// A send that was lost before the log, by a producer that never retries.
     Lost,
 }
@@ -139,6 +149,8 @@ pub enum Landed {
     /// it fails the broker's sequence check (OUT_OF_ORDER_SEQUENCE_NUMBER); nothing
     /// appended.
     OlderDuplicate,
+    /// A transaction's commit, accepted: its records are committed.
+    Committed,
     /// Rejected: a newer epoch of that producer id exists (a zombie, fenced).
     Fenced {
         /// The epoch the broker knows.
@@ -162,6 +174,14 @@ pub struct ProducerStep {
     pub header: Option<BatchHeader>,
     /// What the broker did with it.
     pub landed: Landed,
+    /// Whether the send is in a transaction (a transactional producer's).
+    pub transactional: bool,
+    /// The first offset of another instance's open transaction that this send's
+    /// instance aborted when it started (transactional only).
+    pub aborted: Option<Offset>,
+    /// The last stable offset after this send: a `read_committed` consumer reads no
+    /// further ([`TxnLog::stable_end`]).
+    pub stable_end: Offset,
 }
 
 /// The producer side of a small scenario, in order.
@@ -182,18 +202,39 @@ fn named(p: &mut Producer, name: &'static str, amount: i64) -> (Name, Message) {
 }
 
 /// Sends with `send` into a log behind the broker's check when `mode` has one; what
-/// landed, and what the producer did.
+/// landed, and what the producer did. A transactional send is its own transaction,
+/// committed once it lands, except an [`SendKind::Uncommitted`] one; a transactional
+/// instance's first send aborts the open transaction of the instance it replaced.
 fn produce(
     mode: ProducerMode,
     send: impl Fn(&mut Land<'_>) -> Result<(), LogError>,
-) -> Result<(VecLog<SMALL_LOG>, ProducerSteps), LogError> {
+) -> Result<(TxnLog<SMALL_LOG>, ProducerSteps), LogError> {
     let mut steps = ProducerSteps::new();
-    let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(VecLog::<SMALL_LOG>::new());
+    let mut log = IdempotentLog::<_, SCENARIO_PRODUCERS>::new(TxnLog::<SMALL_LOG>::new());
     let mut ids = heapless::Vec::<(u32, u16), SCENARIO_PRODUCERS>::new();
+    let txn = mode == ProducerMode::Transactional;
     send(&mut |kind, (name, m)| {
         let header = mode.header(&m, &mut ids)?;
+        let aborted = match header {
+            Some(h) if txn && kind != SendKind::LateCommit => {
+                log.inner_mut().abort_older(h.producer_id, h.epoch)
+            }
+            _ => None,
+        };
         let landed = match (kind, header) {
             (SendKind::Lost, _) => Landed::Never,
+            (SendKind::LateCommit, Some(h)) => {
+                let known = log.producers().iter().find(|e| e.producer == h.producer_id);
+                match known {
+                    Some(e) if e.epoch > h.epoch => Landed::Fenced { current: e.epoch },
+                    _ => {
+                        log.inner_mut().end(h.producer_id, h.epoch, true);
+                        Landed::Committed
+                    }
+                }
+            }
+            // No transaction to commit without a transactional producer.
+            (SendKind::LateCommit, None) => Landed::Never,
             (_, None) => Landed::At(log.append_unchecked(m)?),
             (_, Some(h)) => match log.append_batch(h, m) {
                 Ok(Appended::At(o)) => Landed::At(o),
@@ -203,6 +244,13 @@ fn produce(
                 Err(e) => return Err(e),
             },
         };
+        if let (true, Some(h), Landed::At(o)) = (txn, header, landed) {
+            let log = log.inner_mut();
+            log.open(o, h.producer_id, h.epoch);
+            if kind != SendKind::Uncommitted {
+                log.end(h.producer_id, h.epoch, true);
+            }
+        }
         // As long as the log: a scenario that sends more than twice its capacity fails
         // on the log first.
         let _ = steps.push(ProducerStep {
@@ -211,6 +259,9 @@ fn produce(
             message: m,
             header,
             landed,
+            transactional: txn && header.is_some(),
+            aborted,
+            stable_end: log.inner_mut().stable_end(),
         });
         Ok(match landed {
             Landed::At(o) => Some(o),
@@ -236,6 +287,9 @@ pub struct Scenario<L> {
     pub lost_sends: LostSends,
     /// What the producer side did, send by send (empty for generated logs and files).
     pub producer: ProducerSteps,
+    /// The consumer's isolation level. Only a [`TxnLog`] holds records it changes, and
+    /// it is read at its own level ([`TxnLog::with_isolation`]); the loader sets both.
+    pub isolation: crate::txn::Isolation,
 }
 
 /// Sends lost before the log: their names and the sum of their amounts.
@@ -295,6 +349,7 @@ impl<L: Log> Scenario<L> {
             crashes: heapless::Vec::new(),
             lost_sends: LostSends::default(),
             producer: ProducerSteps::new(),
+            isolation: crate::txn::Isolation::ReadUncommitted,
         }
     }
 
@@ -376,7 +431,7 @@ pub fn late_reading() -> Result<Scenario<GaugeLog>, ScenarioError> {
 
 /// The lesson's worked example: amounts 5, 3, 4, a crash after handling offset 1 with
 /// nothing committed yet (checkpoint every 10 events).
-pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn worked_example() -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(ProducerMode::NonIdempotent, |land| {
         let mut producer = Producer::new(1, 0);
         for (name, amount) in [("w0", 5), ("w1", 3), ("w2", 4)] {
@@ -392,7 +447,7 @@ pub fn worked_example() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
 /// idempotent producer the retry never reaches the log. With a producer that never
 /// retries, p17's send itself is lost: the log holds p18 only, 3 against the 8 the
 /// application sent ([`Scenario::lost_sends`]).
-pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn payments(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     use SendKind::{Lost, Retry, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
@@ -419,7 +474,7 @@ pub fn payments(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scena
 /// once and acknowledged. Nothing repeats, so every store ends at the true 13: a message-id
 /// store skips a repeated id, never a repeated amount (the payments lesson's "change the
 /// second p17 to p19").
-pub fn same_amount(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn same_amount(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
         land(SendKind::Send, named(&mut p, "p17", 5))?;
@@ -432,7 +487,7 @@ pub fn same_amount(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sc
 
 /// An application resend: the application sends p17 (5) again with a second send call
 /// (a new sequence), then p18 (3). The idempotent producer cannot tell: both land.
-pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn resend(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     use SendKind::{Resend, Send};
     let log = produce(mode, |land| {
         let mut p = Producer::new(1, 0);
@@ -448,18 +503,26 @@ pub fn resend(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
 /// flight. A restarted instance B takes over, sends p42 again (it cannot know whether
 /// A's landed) and p43 (4). Then A's stalled p42 arrives. A plain log lands it (15); so
 /// does an idempotent producer's log, since B came back under a fresh producer id and
-/// A's send is the next in A's own sequence (15); a transactional producer's restart
-/// bumped the epoch, and the log fences A (12).
-pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
-    use SendKind::{Resend, Send, Stalled};
+/// A's send is the next in A's own sequence (15). A transactional producer's p42
+/// lands at once, in a transaction A stalls before committing: B's start aborts it and
+/// bumps the epoch, and A's late commit is fenced. The log holds p42 twice, once
+/// aborted: a `read_uncommitted` consumer reads both (15), a `read_committed` one passes
+/// over the aborted copy (12).
+pub fn zombie(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
+    use SendKind::{LateCommit, Resend, Send, Stalled, Uncommitted};
     let log = produce(mode, |land| {
         let mut a = Producer::new(7, 0);
         land(Send, named(&mut a, "p41", 5))?;
         let stalled = named(&mut a, "p42", 3);
+        let txn = mode == ProducerMode::Transactional;
+        if txn {
+            // A transaction's send lands at once; what stalls is A's commit.
+            land(Uncommitted, stalled)?;
+        }
         let mut b = a.restarted();
         land(Resend, named(&mut b, "p42", 3))?;
         land(Send, named(&mut b, "p43", 4))?;
-        land(Stalled, stalled)?; // the zombie's send, late
+        land(if txn { LateCommit } else { Stalled }, stalled)?; // the zombie, late
         Ok(())
     });
     small("zombie", log)
@@ -467,7 +530,7 @@ pub fn zombie(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Scenari
 
 /// A late retry: r0 .. r39 (1 each), and the retry of r0 (same id, same sequence) lands
 /// after all of them, 40 messages after its original.
-pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn late_retry(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(mode, |land| {
         let mut p = Producer::new(3, 0);
         let mut first = None;
@@ -489,7 +552,7 @@ pub fn late_retry(mode: ProducerMode) -> Result<Scenario<VecLog<SMALL_LOG>>, Sce
 /// The dual-write workload: 30 payments (1 to 5 each) by 3 payers (the producer id is
 /// the payer), a checkpoint every 10; see [`crate::lab::dual`] for its sinks and its
 /// default crash.
-pub fn dual_write() -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+pub fn dual_write() -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     let log = produce(ProducerMode::NonIdempotent, |land| {
         let mut payers = [
             Producer::new(0, 0),
@@ -513,8 +576,8 @@ const SMALL_EVERY: CheckpointEvery = CheckpointEvery::new(10).unwrap();
 /// crash.
 fn small(
     name: &'static str,
-    log: Result<(VecLog<SMALL_LOG>, ProducerSteps), LogError>,
-) -> Result<Scenario<VecLog<SMALL_LOG>>, ScenarioError> {
+    log: Result<(TxnLog<SMALL_LOG>, ProducerSteps), LogError>,
+) -> Result<Scenario<TxnLog<SMALL_LOG>>, ScenarioError> {
     let (log, steps) = log.map_err(ScenarioError::Log)?;
     let mut s = Scenario::new(name, log, ConsumerConfig::every(SMALL_EVERY));
     s.producer = steps;
@@ -580,10 +643,16 @@ mod tests {
             4,
             "a fresh producer id: the zombie's send lands"
         );
+        let t = zombie(ProducerMode::Transactional).unwrap();
         assert_eq!(
-            zombie(ProducerMode::Transactional).unwrap().log.len(),
-            3,
-            "a bumped epoch: the zombie is fenced"
+            (t.log.len(), t.log.state(1), t.producer[1].stable_end),
+            (4, Some(crate::txn::TxnState::Aborted), 1),
+            "A's open transaction held p42 at offset 1 until B's start aborted it"
+        );
+        assert_eq!(
+            (t.producer[2].aborted, t.producer[4].landed),
+            (Some(1), Landed::Fenced { current: 1 }),
+            "B's first send aborted it; A's late commit is fenced"
         );
         let l = late_retry(ProducerMode::NonIdempotent).unwrap();
         assert_eq!(

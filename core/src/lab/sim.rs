@@ -54,6 +54,9 @@ pub enum Action {
     Apply,
     /// The store skipped the event as a duplicate.
     Skip,
+    /// The consumer passed over the event without giving it to the store (under
+    /// `read_committed`, a record of an aborted transaction).
+    Pass,
     /// A two-phase store's prepared record is durable (the decision is not).
     Prepare,
     /// The position was committed: the step's `resume_at` is the new one.
@@ -136,6 +139,9 @@ pub struct Report {
     pub applied: u64,
     /// Events skipped as duplicates.
     pub skipped: u64,
+    /// Events the consumer passed over (records of aborted transactions, under
+    /// `read_committed`).
+    pub passed: u64,
     /// Flash use.
     pub flash: FlashUse,
     /// What the checker found.
@@ -300,6 +306,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
                 redelivered: 0,
                 applied: 0,
                 skipped: 0,
+                passed: 0,
                 flash: FlashUse::default(),
                 anomalies: Anomalies::default(),
                 evicted: 0,
@@ -535,6 +542,10 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
                 self.report.skipped += 1;
                 (Some(e.offset), Action::Skip)
             }
+            Step::Pass(e) => {
+                self.report.passed += 1;
+                (Some(e.offset), Action::Pass)
+            }
             Step::Prepare { next } => (next.checked_sub(1), Action::Prepare),
             Step::Commit { next } => {
                 self.checker.committed(next, |o| log.canonical(o))?;
@@ -658,9 +669,10 @@ mod tests {
             Idempotent, NonIdempotent as Plain, Transactional,
         };
         use crate::store::ProducerSeq;
+        use crate::txn::Isolation;
         type Mid = MessageIdWindow<32>;
         type Seq = ProducerSeq<8>;
-        let totals = |s: &Scenario<crate::log::VecLog<{ scenario::SMALL_LOG }>>| {
+        let totals = |s: &Scenario<crate::txn::TxnLog<{ scenario::SMALL_LOG }>>| {
             [
                 run(s, Naive, &mut Quiet).unwrap().final_total,
                 run(s, OffsetStamped, &mut Quiet).unwrap().final_total,
@@ -695,13 +707,26 @@ mod tests {
         // nothing, and the zombie's p42 is the next in its own sequence. The message-id
         // store sees the same payment twice; producer-seq reads the application's own
         // numbering in the payload (the same under every producer setting), where the
-        // zombie's epoch is the older one. A transactional restart bumps the epoch of its
-        // producer id: the broker fences the zombie.
+        // zombie's epoch is the older one.
         assert_eq!(
             totals(&scenario::zombie(Idempotent).unwrap()),
             [15, 15, 12, 12, 15, 15]
         );
-        assert_eq!(totals(&scenario::zombie(Transactional).unwrap()), [12; 6]);
+        // A transactional A's p42 landed in a transaction it never committed; B's start
+        // aborted it. Read uncommitted, the aborted copy counts (and producer-seq sees
+        // A's epoch before B's); read committed, it is passed over, and all are exact.
+        let txn = scenario::zombie(Transactional).unwrap();
+        assert_eq!(totals(&txn), [15, 15, 12, 15, 15, 15]);
+        let committed = Scenario {
+            log: txn.log.clone().with_isolation(Isolation::ReadCommitted),
+            ..txn
+        };
+        assert_eq!(totals(&committed), [12; 6]);
+        let r = run(&committed, Naive, &mut Quiet).unwrap();
+        assert_eq!(
+            (r.passed, r.delivered, r.anomalies),
+            (1, 3, Anomalies::default())
+        );
         // The retry of r0 arrives 40 messages late: a 32-id window has evicted r0.
         assert_eq!(
             totals(&scenario::late_retry(Plain).unwrap()),

@@ -11,9 +11,10 @@ use serde_json::json;
 
 use crate::render::verdict_name;
 use crate::select::{
-    self, FixArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind, WINDOW_CAPACITY,
+    self, FixArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
+    WINDOW_CAPACITY,
 };
-use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, table};
+use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, TXN_FAULTS, table};
 use idem_lab::spec::value_name;
 
 /// The JSON rows of a table.
@@ -26,6 +27,7 @@ fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_j
                     "fault": f.name,
                     "scenario": f.scenario.name(),
                     "producer": value_name(&f.producer),
+                    "isolation": value_name(&f.isolation),
                     "verdict": Verdict::of(r.final_total, r.true_total).name(),
                     "final_total": r.final_total,
                     "true_total": r.true_total,
@@ -39,11 +41,16 @@ fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_j
 /// The width of a column of a matrix in a terminal (cells are at most 12 characters).
 const COLUMN: usize = 13;
 
-/// Writes `cells` after `first`, each in its column, without trailing blanks.
-fn write_row(out: &mut impl Write, first: &str, cells: &[String]) -> std::io::Result<()> {
+/// Writes `cells` after `first`, each in a column of `width`, without trailing blanks.
+fn write_row(
+    out: &mut impl Write,
+    width: usize,
+    first: &str,
+    cells: &[String],
+) -> std::io::Result<()> {
     let mut line = format!("{first:<COLUMN$}");
     for c in cells {
-        line += &format!(" {c:<COLUMN$}");
+        line += &format!(" {c:<width$}");
     }
     writeln!(out, "{}", line.trim_end())
 }
@@ -56,12 +63,30 @@ fn write_table(
     faults: &[Fault],
 ) -> std::io::Result<()> {
     let row = |f: fn(&Fault) -> String| faults.iter().map(f).collect::<Vec<_>>();
-    write_row(out, "store", &row(|f| f.head.to_string()))?;
-    write_row(out, "  scenario", &row(|f| f.scenario.name().to_string()))?;
+    // Isolation levels are longer than a column: their table is wider.
+    let isolation = faults
+        .iter()
+        .any(|f| f.isolation != IsolationArg::default());
+    let w = if isolation {
+        faults
+            .iter()
+            .map(|f| value_name(&f.isolation).len())
+            .fold(COLUMN, usize::max)
+    } else {
+        COLUMN
+    };
+    write_row(out, w, "store", &row(|f| f.head.to_string()))?;
+    write_row(
+        out,
+        w,
+        "  scenario",
+        &row(|f| f.scenario.name().to_string()),
+    )?;
     // The producer where it is not the default (non-idempotent).
     if faults.iter().any(|f| f.producer != ProducerArg::default()) {
         write_row(
             out,
+            w,
             "  --producer",
             &row(|f| {
                 if f.producer == ProducerArg::default() {
@@ -72,11 +97,15 @@ fn write_table(
             }),
         )?;
     }
+    // Every level, where one is not the default.
+    if isolation {
+        write_row(out, w, "  --isolation", &row(|f| value_name(&f.isolation)))?;
+    }
     let truths: Vec<String> = rows[0].1.iter().map(|r| r.true_total.to_string()).collect();
-    write_row(out, "  (truth)", &truths)?;
+    write_row(out, w, "  (truth)", &truths)?;
     for (store, cells) in rows {
         let cells: Vec<String> = cells.iter().map(cell).collect();
-        write_row(out, store.name(), &cells)?;
+        write_row(out, w, store.name(), &cells)?;
     }
     Ok(())
 }
@@ -103,6 +132,7 @@ impl Cmd {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let rows = table(&StoreKind::ALL, &FAULTS)?;
         let gauges = table(&StoreKind::GAUGES, &GAUGE_FAULTS)?;
+        let txns = table(&StoreKind::ALL, &TXN_FAULTS)?;
         let duals: Vec<(&str, Report)> = FixArg::ALL
             .iter()
             .map(|&fix| {
@@ -136,11 +166,22 @@ impl Cmd {
                     })
                 })
                 .collect();
+            let txn_faults: Vec<_> = TXN_FAULTS.iter().map(|f| f.name).collect();
+            let transactions = json!({
+                "faults": txn_faults,
+                "rows": rows_json(&txns, &TXN_FAULTS),
+            });
             let faults: Vec<_> = FAULTS.iter().map(|f| f.name).collect();
             writeln!(
                 out,
                 "{}",
-                json!({ "faults": faults, "rows": rows, "dual_write": dual_rows, "gauges": gauges })
+                json!({
+                    "faults": faults,
+                    "rows": rows,
+                    "dual_write": dual_rows,
+                    "gauges": gauges,
+                    "transactions": transactions,
+                })
             )?;
             out.flush()?;
             return Ok(ExitCode::SUCCESS);
@@ -155,7 +196,13 @@ written by its library for the broker: no application, and so no store, can see 
         )?;
         writeln!(
             out,
-            "dual writes (a crash between the two writes of offset {}):",
+            "transactions (zombie with --producer transactional): A's p42 sits in the open\n\
+transaction that B's start aborted; read_committed passes over it:"
+        )?;
+        write_table(&mut out, &txns, &TXN_FAULTS)?;
+        writeln!(
+            out,
+            "\ndual writes (a crash between the two writes of offset {}):",
             idem_core::lab::dual::DUAL_CRASH
         )?;
         for (fix, r) in &duals {
@@ -175,7 +222,7 @@ written by its library for the broker: no application, and so no store, can see 
         write_table(&mut out, &gauges, &GAUGE_FAULTS)?;
         writeln!(
             out,
-            "\nthe producer is non-idempotent where no --producer is named; rerun a cell:\n  idem run <scenario> --store <store> [--producer <producer>] --trace\n  idem run dual-write --fix <fix> --trace"
+            "\nthe producer is non-idempotent where no --producer is named, the consumer at\nread-uncommitted where no --isolation is; rerun a cell:\n  idem run <scenario> --store <store> [--producer <producer>] [--isolation <level>] --trace\n  idem run dual-write --fix <fix> --trace"
         )?;
         out.flush()?;
         Ok(ExitCode::SUCCESS)

@@ -144,8 +144,9 @@ fn summary(
     )?;
     writeln!(
         out,
-        "  delivery            {} consumer, {} producer",
+        "  delivery            {} consumer at {}, {} producer",
         guarantee_name(loaded.consumer().guarantee),
+        loaded.isolation().name(),
         value_name(&producer)
     )?;
     writeln!(
@@ -185,6 +186,13 @@ fn summary(
         "  skipped             {}",
         render::offsets_text(&o.skipped)
     )?;
+    if !o.passed.is_empty() {
+        writeln!(
+            out,
+            "  passed over         {}: in an aborted transaction, never given to the store",
+            render::offsets_text(&o.passed)
+        )?;
+    }
     if !o.lost.is_empty() {
         writeln!(
             out,

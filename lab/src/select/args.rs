@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use idem_core::crash::CrashPoint;
 use idem_core::lab::scenario::ProducerMode;
 use idem_core::log::Offset;
+use idem_core::txn::Isolation;
 
 use super::dispatch::WINDOW_CAPACITY;
 
@@ -163,9 +164,12 @@ pub struct ScenarioArgs {
     /// Commit the position after the effects (at-least-once) or before (at-most-once)
     #[arg(long, value_enum, default_value = "at-least-once")]
     pub guarantee: GuaranteeArg,
-    /// The producer's settings: non-idempotent (enable.idempotence=false, librdkafka's default; alias plain), idempotent (the broker appends a retried batch once; a Java 3.0.1+ or kafka-python 3 producer at its defaults), transactional (also fences a replaced instance), or no-retry
+    /// The producer's settings: non-idempotent (enable.idempotence=false, librdkafka's default; alias plain), idempotent (the broker appends a retried batch once; a Java 3.0.1+ or kafka-python 3 producer at its defaults), transactional (each send a transaction; a restart aborts the replaced instance's open one and fences it), or no-retry
     #[arg(long, value_enum, default_value = "non-idempotent")]
     pub producer: ProducerArg,
+    /// The consumer's isolation.level: read-uncommitted (the Java client's and kafka-python's default) reads the records of aborted transactions too; read-committed (librdkafka's default) passes over them and stops at the first open transaction
+    #[arg(long, value_enum, default_value = "read-uncommitted")]
+    pub isolation: IsolationArg,
     /// The dual-write fix the run is for (set by the command; it picks the default crash).
     #[arg(skip)]
     pub fix: Option<FixArg>,
@@ -197,8 +201,9 @@ pub enum ProducerArg {
     /// broker appends a retried batch once; a restart gets a fresh producer id, so a
     /// zombie instance is not fenced.
     Idempotent,
-    /// Kafka's transactional producer: as idempotent, and a restart bumps the epoch of
-    /// its transactional id, which fences the instance it replaced.
+    /// Kafka's transactional producer: as idempotent, each send a transaction; a
+    /// restart bumps the epoch of its transactional id, which aborts the open
+    /// transaction of the instance it replaced and fences that instance.
     Transactional,
     /// A producer that never retries: a send that is lost is gone (at-most-once).
     NoRetry,
@@ -216,6 +221,28 @@ impl ProducerArg {
     }
 }
 
+/// `--isolation`: the consumer's `isolation.level`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// read_uncommitted, the Java client's and kafka-python's default: every record,
+    /// aborted transactions included.
+    #[default]
+    ReadUncommitted,
+    /// read_committed, librdkafka's default: passes over aborted transactions and
+    /// stops at the first open one.
+    ReadCommitted,
+}
+
+impl IsolationArg {
+    /// The core's isolation level.
+    pub fn level(self) -> Isolation {
+        match self {
+            Self::ReadUncommitted => Isolation::ReadUncommitted,
+            Self::ReadCommitted => Isolation::ReadCommitted,
+        }
+    }
+}
+
 impl Default for ScenarioArgs {
     /// The scenario's own defaults, with the full message-id window.
     fn default() -> Self {
@@ -229,6 +256,7 @@ impl Default for ScenarioArgs {
             window: WINDOW_CAPACITY,
             guarantee: GuaranteeArg::AtLeastOnce,
             producer: ProducerArg::NonIdempotent,
+            isolation: IsolationArg::ReadUncommitted,
             fix: None,
             id_key: None,
         }

@@ -5,7 +5,8 @@ use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
 use idem_core::lab::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
-use idem_core::log::{Event, GaugeLog, GeneratedLog, Log, VecLog};
+use idem_core::log::{Event, GaugeLog, GeneratedLog, Log};
+use idem_core::txn::{Isolation, TxnLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
 use crate::error::usage;
@@ -16,7 +17,7 @@ pub enum Loaded {
     /// A generated workload.
     Generated(Box<Scenario<GeneratedLog>>),
     /// A small built-in log.
-    Small(Box<Scenario<VecLog<SMALL_LOG>>>),
+    Small(Box<Scenario<TxnLog<SMALL_LOG>>>),
     /// The user's log file.
     File(Box<Scenario<FileLog>>),
     /// A gauge's readings.
@@ -98,6 +99,17 @@ impl Loaded {
         }
     }
 
+    /// The consumer's isolation level (only a built-in log of a transactional
+    /// producer holds records it changes).
+    pub fn isolation(&self) -> Isolation {
+        match self {
+            Self::Generated(s) => s.isolation,
+            Self::Small(s) => s.isolation,
+            Self::File(s) => s.isolation,
+            Self::Gauge(s) => s.isolation,
+        }
+    }
+
     /// Sends the application made that never reached the log.
     pub fn lost_sends(&self) -> &LostSends {
         match self {
@@ -160,7 +172,7 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
         (Some(ScenarioKind::WorkedExample), None) => {
             let base = scenario::worked_example().map_err(|e| usage(e.to_string()))?;
             let default = base.crashes.clone();
-            Loaded::Small(Box::new(configure(base, &default, a)?))
+            Loaded::Small(Box::new(configure(isolated(base, a), &default, a)?))
         }
         (Some(kind), None) => {
             let mode = a.producer.mode();
@@ -181,7 +193,7 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 (ScenarioKind::DualWrite, Some(fix)) => vec![fix.default_crash()],
                 _ => base.crashes.to_vec(),
             };
-            Loaded::Small(Box::new(configure(base, &default, a)?))
+            Loaded::Small(Box::new(configure(isolated(base, a), &default, a)?))
         }
         (None, Some(path)) => {
             let key = a.id_key.unwrap_or_else(events::run_key);
@@ -190,6 +202,14 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
             Loaded::File(Box::new(configure(base, &[], a)?))
         }
     })
+}
+
+/// `base` read at the user's isolation level.
+fn isolated(base: Scenario<TxnLog<SMALL_LOG>>, a: &ScenarioArgs) -> Scenario<TxnLog<SMALL_LOG>> {
+    Scenario {
+        log: base.log.with_isolation(a.isolation.level()),
+        ..base
+    }
 }
 
 /// Refuses a generated log longer than [`MAX_EVENTS`].
@@ -235,6 +255,7 @@ fn configure<L: Log>(
         .map_err(|e| usage(e.to_string()))?;
     s.lost_sends = lost_sends;
     s.producer = producer;
+    s.isolation = a.isolation.level();
     Ok(s)
 }
 

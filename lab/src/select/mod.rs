@@ -8,8 +8,8 @@ pub mod load;
 pub mod simulate;
 
 pub use args::{
-    FixArg, GuaranteeArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
-    WorkloadArgs, check_pair, choose, choose_all,
+    FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice,
+    StoreKind, WorkloadArgs, check_pair, choose, choose_all,
 };
 pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, check_window, dispatch, with_store};
 pub use load::{Loaded, load};

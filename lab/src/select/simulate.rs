@@ -21,6 +21,9 @@ pub struct Outcome {
     pub redelivered: Vec<Offset>,
     /// Offsets the store skipped as duplicates, in order.
     pub skipped: Vec<Offset>,
+    /// Offsets the consumer passed over (records of aborted transactions, under
+    /// read_committed), in order.
+    pub passed: Vec<Offset>,
     /// Messages (by first offset) never durably applied: lost writes.
     pub lost: Vec<Offset>,
     /// Every step, when asked for.
@@ -50,7 +53,8 @@ pub fn run(
 }
 
 fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::Result<Outcome> {
-    let (mut redelivered, mut skipped, mut trace) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut redelivered, mut skipped, mut passed, mut trace) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let failed = |e: SimError| match e {
         SimError::Store(e) => usage(e.to_string()),
         e => anyhow::anyhow!("the simulated device failed: {e}"),
@@ -62,6 +66,7 @@ fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::
         match (t.action, t.offset) {
             (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
             (Action::Skip, Some(o)) => skipped.push(o),
+            (Action::Pass, Some(o)) => passed.push(o),
             _ => {}
         }
         if keep {
@@ -76,6 +81,7 @@ fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::
         report,
         redelivered,
         skipped,
+        passed,
         lost,
         trace: keep.then_some(trace),
     })
