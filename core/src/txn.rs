@@ -6,14 +6,17 @@
 //! aborted by its producer, by the next instance that starts with the same
 //! `transactional.id` (its initialisation aborts the open transaction and bumps the
 //! epoch, which fences the old instance), or by the transaction coordinator once
-//! `transaction.timeout.ms` has passed (60 s by default in the Java client).
+//! `transaction.timeout.ms` has passed (60 s by default in the Java client), at its next
+//! check. idem keeps one epoch per instance, as Kafka's transaction version 1 does; with
+//! transaction version 2 (KIP-890, Kafka 4.0) the epoch also goes up at every commit or
+//! abort.
 //!
 //! What a consumer reads depends on its `isolation.level` ([`Isolation`]):
 //! - `read_uncommitted` (the Java client's and kafka-python's default): every record,
 //!   those of aborted and open transactions included, up to the end of the log;
 //! - `read_committed` (librdkafka's default): it passes over the records of aborted
-//!   transactions ([`Log::passed_over`]), and it reads no further than the **last
-//!   stable offset**, the first offset of a transaction still open, until that
+//!   transactions ([`Log::passed_over`]), and it reads only the offsets before the
+//!   **last stable offset**, the first offset of a transaction still open, until that
 //!   transaction commits or aborts.
 //!
 //! Where idem simplifies: Kafka ends a transaction with a control record (a commit or
@@ -104,7 +107,8 @@ impl<const N: usize> TxnLog<N> {
     }
 
     /// The last stable offset: the first offset of a transaction still open, or the
-    /// end of the log when none is open. A `read_committed` consumer reads no further.
+    /// end of the log when none is open. A `read_committed` consumer reads only the
+    /// offsets before it.
     pub fn stable_end(&self) -> Offset {
         self.states
             .iter()

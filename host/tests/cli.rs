@@ -579,10 +579,11 @@ fn transactions_abort_fence_and_the_isolation_level_decides() {
     let text = trace("read-uncommitted");
     for line in [
         "  send p41 (5) -> offset 0, committed\n",
-        "  send p42 (3), then stall before the commit -> offset 1, in an open transaction\n      a read_committed consumer reads no further than offset 1 (the last stable\n      offset) until that transaction commits or aborts\n",
-        "  send p42 (3) again, a new send call -> offset 2, committed\n      payload: instance 7 epoch 1 seq 0; batch: producer id 1000 epoch 1 sequence 0\n      this instance's start (initTransactions) bumped the epoch and aborted the open\n      transaction of producer id 1000 at offset 1\n",
+        "  send p42 (3), then stall before the commit -> offset 1, in an open transaction\n      a read_committed consumer reads only the offsets before 1 (the last stable\n      offset) until that transaction commits or aborts\n",
+        "  send p42 (3) again, a new send call -> offset 2, committed\n      payload: instance 7 epoch 1 seq 0; batch: producer id 1000 epoch 1 sequence 0\n      before it, this instance's start (initTransactions) bumped the epoch and aborted\n      the open transaction of producer id 1000 at offset 1\n",
         "  the stalled commit of p42 arrives late -> fenced: rejected, producer id 1000 is at epoch 1 now\n      the commit (EndTxn) is from producer id 1000 epoch 0\n",
         "     3        1  p42      apply                    8          0\n",
+        "  (Kafka also writes a commit or abort marker at an offset of its own after each\n",
         "  delivery            at-least-once consumer at read_uncommitted, transactional producer\n  final total         15 (over by 3)\n  true total          12\n",
     ] {
         assert!(text.contains(line), "{line}\n{text}");

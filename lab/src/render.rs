@@ -139,6 +139,12 @@ pub const WHO_WRITES: &str =
   application reads it. The application writes the message id and its own numbering (instance,
   epoch, seq) in the payload, where a consumer can read them.";
 
+/// Under a producer trace with transactions: where idem's offsets differ from Kafka's.
+pub const NO_MARKERS: &str =
+    "  (Kafka also writes a commit or abort marker at an offset of its own after each
+  transaction, which no application receives; idem keeps each record's transaction state
+  beside it, so these offsets have no gaps.)";
+
 /// The batch header the producer library wrote, in words.
 pub fn header_text(h: Option<BatchHeader>) -> String {
     match h {
@@ -184,7 +190,7 @@ pub fn producer_line(p: &ProducerStep) -> String {
     let id = p.header.map_or(0, |h| h.producer_id);
     let outcome = match p.landed {
         Landed::At(o) if p.kind == SendKind::Uncommitted => format!(
-            "-> offset {o}, in an open transaction\n      a read_committed consumer reads no further than offset {} (the last stable\n      offset) until that transaction commits or aborts",
+            "-> offset {o}, in an open transaction\n      a read_committed consumer reads only the offsets before {} (the last stable\n      offset) until that transaction commits or aborts",
             p.stable_end
         ),
         Landed::At(o) if p.transactional => format!("-> offset {o}, committed"),
@@ -203,7 +209,7 @@ pub fn producer_line(p: &ProducerStep) -> String {
     };
     let aborted = p.aborted.map_or(String::new(), |o| {
         format!(
-            "\n      this instance's start (initTransactions) bumped the epoch and aborted the open\n      transaction of producer id {id} at offset {o}"
+            "\n      before it, this instance's start (initTransactions) bumped the epoch and aborted\n      the open transaction of producer id {id} at offset {o}"
         )
     });
     format!("{what} {outcome}\n      {who}{aborted}")

@@ -636,8 +636,9 @@ p19 is a new one.",
 pub const GUARANTEES: Lesson = Lesson {
     name: "guarantees",
     title: "At most once, at least once, effectively once",
-    intro: "The same payments: p17 (5), then p18 (3). The first send of p17 is troubled: \
-either the send itself or its ack is lost.",
+    intro: "First the payments: p17 (5), then p18 (3). The first send of p17 is troubled: \
+either the send itself or its ack is lost. The last two questions take a producer that is \
+restarted while a transaction is open.",
     steps: &[
         step(
             "at most once (never retries)",
@@ -724,18 +725,18 @@ too. 5 + 3 + 3 + 4 = 15.",
         ),
         step(
             "the same log, read_committed",
-            "Which isolation level does this consumer need? Read the same log at \
-read_committed, librdkafka's default. What balance does the naive store end at?",
+            "Now the consumer reads the same log at read_committed, librdkafka's default. \
+What balance does the naive store end at?",
             LessonRun::store("zombie", "naive")
                 .producer("transactional")
                 .isolation("read-committed"),
             Observe::FinalTotal,
-            "12: read_committed passes over the records of aborted transactions, so A's p42 \
-at offset 1 never reaches the store: 5 + 3 + 4. It also reads no further than the last \
-stable offset, the first offset of a transaction still open: had B never started, the \
-consumer would wait at offset 1 until the coordinator aborted A's transaction, after \
-transaction.timeout.ms (60 s by default). A transactional producer is exact only for \
-consumers that read committed.",
+            "read_committed passes over the records of aborted transactions, so A's p42 at \
+offset 1 never reaches the store: 5 + 3 + 4. It also reads only the offsets before the \
+last stable offset, the first offset of a transaction still open: had B never started, \
+the consumer would wait at offset 1 until the coordinator aborted A's transaction, once \
+transaction.timeout.ms (60 s by default) had passed. So the consumer needs read_committed: \
+a transactional producer is exact only for consumers that read committed.",
             &[tempt(
                 "15",
                 &[5, 3, 3, 4],

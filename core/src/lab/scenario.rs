@@ -504,7 +504,7 @@ pub fn resend(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, Scenari
 /// A's landed) and p43 (4). Then A's stalled p42 arrives. A plain log lands it (15); so
 /// does an idempotent producer's log, since B came back under a fresh producer id and
 /// A's send is the next in A's own sequence (15). A transactional producer's p42
-/// lands at once, in a transaction A stalls before committing: B's start aborts it and
+/// is appended as it is sent, in a transaction A stalls before committing: B's start aborts it and
 /// bumps the epoch, and A's late commit is fenced. The log holds p42 twice, once
 /// aborted: a `read_uncommitted` consumer reads both (15), a `read_committed` one passes
 /// over the aborted copy (12).
@@ -516,7 +516,7 @@ pub fn zombie(mode: ProducerMode) -> Result<Scenario<TxnLog<SMALL_LOG>>, Scenari
         let stalled = named(&mut a, "p42", 3);
         let txn = mode == ProducerMode::Transactional;
         if txn {
-            // A transaction's send lands at once; what stalls is A's commit.
+            // A transaction's send is appended as it is sent; what stalls is A's commit.
             land(Uncommitted, stalled)?;
         }
         let mut b = a.restarted();

@@ -27,7 +27,7 @@ fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_j
                     "fault": f.name,
                     "scenario": f.scenario.name(),
                     "producer": value_name(&f.producer),
-                    "isolation": value_name(&f.isolation),
+                    "isolation": f.isolation.level().name(),
                     "verdict": Verdict::of(r.final_total, r.true_total).name(),
                     "final_total": r.final_total,
                     "true_total": r.true_total,

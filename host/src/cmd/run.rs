@@ -76,6 +76,9 @@ impl Cmd {
                 for p in producer {
                     writeln!(out, "  {}", render::producer_line(p))?;
                 }
+                if producer.iter().any(|p| p.transactional) {
+                    writeln!(out, "{}", render::NO_MARKERS)?;
+                }
                 writeln!(out, "\nconsumer:")?;
             }
             writeln!(out, "{}", render::TRACE_HEADER)?;

@@ -87,7 +87,7 @@ pub enum ScenarioKind {
     SameAmount,
     /// An application resend of p17 (a new sequence), then p18.
     Resend,
-    /// A stalled producer instance's send lands after a restarted one took over and sent it again.
+    /// A stalled producer instance's send lands after a restarted one took over and sent it again (with --producer transactional: its record landed before, in a transaction it never commits).
     Zombie,
     /// A retry that lands 40 messages after its original.
     LateRetry,
@@ -167,7 +167,7 @@ pub struct ScenarioArgs {
     /// The producer's settings: non-idempotent (enable.idempotence=false, librdkafka's default; alias plain), idempotent (the broker appends a retried batch once; a Java 3.0.1+ or kafka-python 3 producer at its defaults), transactional (each send a transaction; a restart aborts the replaced instance's open one and fences it), or no-retry
     #[arg(long, value_enum, default_value = "non-idempotent")]
     pub producer: ProducerArg,
-    /// The consumer's isolation.level: read-uncommitted (the Java client's and kafka-python's default) reads the records of aborted transactions too; read-committed (librdkafka's default) passes over them and stops at the first open transaction
+    /// The consumer's isolation.level: read-uncommitted (the Java client's and kafka-python's default) reads the records of aborted transactions too; read-committed (librdkafka's default) passes over them and stops at the first open transaction. Only the transactional producer's built-in scenarios hold transactions: other logs (--log files too) read the same at both levels
     #[arg(long, value_enum, default_value = "read-uncommitted")]
     pub isolation: IsolationArg,
     /// The dual-write fix the run is for (set by the command; it picks the default crash).
