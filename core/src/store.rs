@@ -226,6 +226,13 @@ pub enum StoreError {
         /// The event's offset.
         offset: Offset,
     },
+    /// A unique-key table is full: the event at `offset` has a key it has no row for.
+    Keys {
+        /// How many keys the table holds.
+        capacity: usize,
+        /// The event's offset.
+        offset: Offset,
+    },
     /// An appending store's journal region keeps `records` records beside the page it
     /// reclaims, fewer than the `needed` its state is rebuilt from.
     Region {
@@ -266,6 +273,10 @@ impl core::fmt::Display for StoreError {
                 f,
                 "the event at offset {offset} would take the total past the range of a 64-bit integer"
             ),
+            Self::Keys { capacity, offset } => write!(
+                f,
+                "the unique-key table is full: it holds {capacity} keys, and the event at offset {offset} has a new one (nothing was dropped: the event is not applied)"
+            ),
             Self::Region { records, needed } => write!(
                 f,
                 "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
@@ -284,12 +295,24 @@ impl core::error::Error for StoreError {}
 /// was evicted is no longer recognised: it is applied again. Size the window for the
 /// longest gap between a message and its duplicate (a replay spans at most one
 /// checkpoint interval; a producer retry, the producer's in-flight window).
+///
+/// With `EVICT` false it is [`UniqueKey`]: nothing is ever evicted, and a full table
+/// refuses a new key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessageIdWindow<const W: usize> {
+pub struct MessageIdWindow<const W: usize, const EVICT: bool = true> {
     window: usize,
 }
 
-impl<const W: usize> MessageIdWindow<W> {
+/// Insert with a unique key: a table with a row for each message id applied (`INSERT
+/// ... ON CONFLICT DO NOTHING` on the id), up to `N` rows. A second insert of a key is
+/// a no-op, so every repeat of a message, however late, is harmless: the message-id
+/// rule with a memory that never forgets. The price is a row for every key ever
+/// applied: a full table refuses the next new key ([`StoreError::Keys`]), where the
+/// window would forget its oldest. It holds only when the key travels with the message;
+/// a key the consumer makes up at each delivery would give every repeat a new row.
+pub type UniqueKey<const N: usize> = MessageIdWindow<N, false>;
+
+impl<const W: usize, const EVICT: bool> MessageIdWindow<W, EVICT> {
     /// A store whose window holds `window` ids, `1..=W`.
     pub const fn new(window: usize) -> Result<Self, StoreError> {
         if window == 0 || window > W {
@@ -307,7 +330,7 @@ impl<const W: usize> MessageIdWindow<W> {
     }
 }
 
-impl<const W: usize> Default for MessageIdWindow<W> {
+impl<const W: usize, const EVICT: bool> Default for MessageIdWindow<W, EVICT> {
     fn default() -> Self {
         Self { window: W }
     }
@@ -357,7 +380,7 @@ pub struct IdApplied {
     pub held: u8,
 }
 
-impl<const W: usize> crate::persist::Appendable for MessageIdWindow<W> {
+impl<const W: usize, const EVICT: bool> crate::persist::Appendable for MessageIdWindow<W, EVICT> {
     type Delta = IdApplied;
     const MAX_NEEDED: u32 = {
         assert!(W <= 255, "a window's length is one byte in its records");
@@ -487,15 +510,22 @@ impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
     }
 }
 
-impl<const W: usize> Store for MessageIdWindow<W> {
+impl<const W: usize, const EVICT: bool> Store for MessageIdWindow<W, EVICT> {
     type State = WindowState<W>;
     type Persist = crate::persist::Appended<Self>;
-    const TAG: u32 = 0x5301_0003;
+    // Another rule, another tag: a window's journal is not read as a table's.
+    const TAG: u32 = if EVICT { 0x5301_0003 } else { 0x5301_0009 };
 
     fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Result<Outcome, StoreError> {
         let id = event.message.id;
         if state.seen.contains(&id) {
             return Ok(Outcome::Skipped);
+        }
+        if !EVICT && state.seen.len() >= self.window {
+            return Err(StoreError::Keys {
+                capacity: self.window,
+                offset: event.offset,
+            });
         }
         while state.seen.len() >= self.window {
             // The oldest goes. On Arm by swaps: `remove(0)` would pull `memmove` into a

@@ -667,6 +667,45 @@ fn transactions_abort_fence_and_the_isolation_level_decides() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// Insert with a unique key: naturally idempotent, and it never forgets, so the late
+/// retry the 32-id window misses is exact; its price is a row for every key, and a full
+/// table refuses the next new key in one sentence.
+#[test]
+fn a_unique_key_never_forgets_and_a_full_table_says_so() {
+    let total =
+        |scenario: &str| run_json(&[scenario, "--store", "unique-key"])["final_total"].clone();
+    assert_eq!(
+        [
+            total("late-retry"),
+            total("payments"),
+            total("resend"),
+            total("zombie")
+        ],
+        [json!(40), json!(8), json!(8), json!(12)]
+    );
+    let v = run_json(&["late-retry", "--store", "message-id"]);
+    assert_eq!(v["final_total"], 41, "the window forgot r0");
+    let v = run_json(&["ddia", "--store", "unique-key", "--events", "64"]);
+    assert_eq!(
+        (&v["final_total"], &v["verdict"]),
+        (&json!(64), &json!("exact"))
+    );
+    let out = idem()
+        .args(["run", "ddia", "--store", "unique-key"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "idem: the unique-key table is full: it holds 64 keys, and the event at offset 64 has a new one (nothing was dropped: the event is not applied)\n"
+    );
+    let out = idem()
+        .args(["run", "gauge", "--store", "unique-key"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// Predict, then observe: neither `idem --help` nor the README above its story section
 /// gives away an answer (110, 100, 13 or 8).
 #[test]

@@ -149,6 +149,11 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/final_total",
     ),
     (
+        "the late retry's second insert of r0 changes nothing, **40** exact",
+        "run late-retry --store unique-key --json",
+        "/final_total",
+    ),
+    (
         "still ends at **100**, with no stamp at all",
         "run gauge --store set --json",
         "/final_total",

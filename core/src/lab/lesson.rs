@@ -327,6 +327,28 @@ again. A set writes the reading itself: the replay sets 41..50 again, and offset
             ],
         ),
         step(
+            "insert with a unique key",
+            "Insert with a unique key is naturally idempotent too: a table with a row per \
+message id, where a second insert of an id changes nothing (INSERT ... ON CONFLICT DO \
+NOTHING). Take 40 payments r0 .. r39 of 1 each, and a retry of r0 that lands after all of \
+them, 40 messages after its original. What balance does the unique-key store end at?",
+            LessonRun::store("late-retry", "unique-key"),
+            Observe::FinalTotal,
+            "40: the retry inserts r0 again, and the table already has that row. A unique \
+key never forgets, where a window of the last 32 ids has let r0 go by then (idem run \
+late-retry --store message-id ends at 41). The price is a row for every key ever applied: \
+the table holds 64 rows, so idem run ddia --store unique-key refuses the event at offset 64 \
+(100 events, 100 keys), in one sentence and with nothing dropped. The offset stamp needs \
+one number for the whole replay. And it holds only when the key travels with the message: \
+a key the consumer made up at each delivery would give every repeat a row of its own.",
+            &[tempt(
+                "41",
+                &[40, 1],
+                "41 = 40 + 1 counts r0's retry again, as a window of the last 32 ids does \
+after forgetting r0. The table keeps every row: the second insert of r0 is a no-op.",
+            )],
+        ),
+        step(
             "atomic checkpoint: total",
             "Go deeper: make the checkpoint atomic instead. The total and the position are \
 written together in one record, at each checkpoint only, with no dedup set. Does the naive \

@@ -30,6 +30,9 @@ pub enum StoreKind {
     Set,
     /// A gauge: value = the larger of value and reading (idempotent and commutative).
     Max,
+    /// Insert with a unique key: a row per message id, never forgotten (64 rows; a full
+    /// table refuses a new key).
+    UniqueKey,
 }
 
 impl StoreKind {
@@ -38,6 +41,7 @@ impl StoreKind {
         Self::ALL
             .into_iter()
             .chain(Self::GAUGES)
+            .chain(Self::TABLES)
             .find(|k| k.name() == name)
     }
 
@@ -48,6 +52,10 @@ impl StoreKind {
 
     /// The gauges, for a reading rather than an amount (the `gauge` scenario).
     pub const GAUGES: [StoreKind; 2] = [Self::Set, Self::Max];
+
+    /// Naturally idempotent stores that sum amounts, kept out of `all`: their memory
+    /// grows with every message, so a long log fills them (`unique-key`).
+    pub const TABLES: [StoreKind; 1] = [Self::UniqueKey];
 
     /// Every store that sums amounts, in table order (what `all` means).
     pub const ALL: [StoreKind; 6] = [
@@ -70,6 +78,7 @@ impl StoreKind {
             Self::TwoPhase => "two-phase",
             Self::Set => "set",
             Self::Max => "max",
+            Self::UniqueKey => "unique-key",
         }
     }
 }
@@ -461,7 +470,7 @@ pub fn choose_all(
         Some("all") => Some(family[0]),
         Some(name) => Some(StoreKind::from_name(name).ok_or_else(|| {
             usage(format!(
-                "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max, all"
+                "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, unique-key, set, max, all"
             ))
         })?),
     };

@@ -7,6 +7,7 @@ use idem_core::log::Log;
 use idem_core::persist::Sinks;
 use idem_core::store::{
     Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, Store, TwoPhase,
+    UniqueKey,
 };
 
 use super::args::{FixArg, SinkChoice, StoreKind};
@@ -15,6 +16,11 @@ use crate::error::usage;
 
 /// The message-id store's window capacity (ids kept in its one flash record).
 pub const WINDOW_CAPACITY: usize = 32;
+
+/// How many rows the unique-key table holds. Its state is rebuilt from one appended
+/// record per row, and the simulated device's store journal keeps 66 records while it
+/// reclaims a page.
+pub const UNIQUE_KEYS: usize = 64;
 
 /// How many producers the producer-seq store remembers (in its one flash record).
 pub const PRODUCER_CAPACITY: usize = 8;
@@ -76,6 +82,7 @@ pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow
         StoreKind::TwoPhase => job.call(TwoPhase),
         StoreKind::Set => job.call(Set),
         StoreKind::Max => job.call(Max),
+        StoreKind::UniqueKey => job.call(UniqueKey::<UNIQUE_KEYS>::default()),
     }
 }
 
