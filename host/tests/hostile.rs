@@ -424,7 +424,7 @@ fn sweep_names_every_store_and_its_rerun_lines_run() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "naive, offset, message-id, producer-seq, atomic, two-phase, set, max, all",
+            "naive, offset, message-id, producer-seq, atomic, two-phase, unique-key, set, max, all",
         ));
     let out = idem()
         .args(["sweep", "dual-write", "--fix", "none"])

@@ -261,7 +261,7 @@ mod tests {
         let e = parse(&run(r#"{"scenario":"ddia","store":"nope"}"#));
         assert_eq!(
             e["error"],
-            "unknown store \"nope\": one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max"
+            "unknown store \"nope\": one of naive, offset, message-id, producer-seq, atomic, two-phase, set, max, unique-key"
         );
         let e = parse(&run("{garbage"));
         assert!(
