@@ -468,7 +468,7 @@ fn a_lesson_prompt_asks_again_and_never_echoes_a_huge_answer() {
 /// `--answers` with a 100 kB answer: one short sentence, exit 2.
 #[test]
 fn a_huge_given_answer_is_shortened_in_the_error() {
-    let answers = format!("{};1;2;3;4;5;6;7;8;9;no", "9".repeat(100_000));
+    let answers = format!("{};1;2;3;4;5;6;7;8;9;no;no", "9".repeat(100_000));
     let out = idem()
         .args(["lesson", "ddia", "--answers", &answers])
         .output()

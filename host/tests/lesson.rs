@@ -8,9 +8,9 @@ use common::idem;
 const LESSONS: [(&str, &str, &str, usize); 3] = [
     (
         "ddia",
-        "40;40..49;110;100;40..49;100;40;100;10;40;yes",
-        "0;1;2;3;4;5;41;6;7;8;no",
-        11,
+        "40;40..49;110;100;40..49;100;40;100;10;40;yes;no",
+        "0;1;2;3;4;5;41;6;7;8;no;yes",
+        12,
     ),
     (
         "payments",
@@ -51,7 +51,7 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
         );
     }
     // An answer nobody listed gets the step's own explanation of the number it gave.
-    let text = stdout(&["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;9;no"]);
+    let text = stdout(&["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;9;no;yes"]);
     assert!(text.contains(
         "   you said 2; it is 110. 50 before the crash (0..49), then 60 after it (40..99): 110. Each redelivered event is added a second time: at-least-once delivery, 10 over the true 100.\n"
     ), "{text}");
@@ -251,7 +251,7 @@ fn worksheets_give_nothing_away_and_keys_fill_in_all_three() {
     assert!(html.starts_with("<!doctype html>\n"), "{html}");
     assert!(html.contains("@media print"));
     assert!(html.contains("<p class=\"name\">Name: <span class=\"blank\"></span></p>"));
-    assert_eq!(html.matches("<li>").count(), 11);
+    assert_eq!(html.matches("<li>").count(), 12);
     assert!(!html.contains("110"), "no answer on the printed sheet");
     let key = stdout(&["lesson", "ddia", "--key", "--format", "html"]);
     assert!(
@@ -265,18 +265,23 @@ fn bad_answers_are_refused_before_anything_runs() {
     for (args, message) in [
         (
             &["lesson", "ddia", "--answers", "0;1"][..],
-            "--answers has 2 answers for the 11 questions of the ddia lesson",
+            "--answers has 2 answers for the 12 questions of the ddia lesson",
         ),
         (
-            &["lesson", "ddia", "--answers", "x;1;2;3;4;5;6;7;8;9;no"],
+            &["lesson", "ddia", "--answers", "x;1;2;3;4;5;6;7;8;9;no;no"],
             "--answers, answer 1: \"x\" is not a whole number",
         ),
         (
-            &["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;9;maybe"],
+            &[
+                "lesson",
+                "ddia",
+                "--answers",
+                "0;1;2;3;4;5;6;7;8;9;maybe;no",
+            ],
             "--answers, answer 11: \"maybe\": answer yes or no",
         ),
         (
-            &["lesson", "ddia", "--answers", "0;;2;3;4;5;6;7;8;9;no"],
+            &["lesson", "ddia", "--answers", "0;;2;3;4;5;6;7;8;9;no;no"],
             "--answers, answer 2: give an answer: offsets such as 3..7 or 0, 1, or none",
         ),
         (
@@ -309,9 +314,9 @@ fn ranges_read_as_people_write_them() {
             "lesson",
             "ddia",
             "--answers",
-            &format!("40;{typed};110;100;40..49;100;40;100;10;40;yes"),
+            &format!("40;{typed};110;100;40..49;100;40;100;10;40;yes;no"),
         ]);
-        assert!(text.contains("score: 11/11"), "{typed}: {text}");
+        assert!(text.contains("score: 12/12"), "{typed}: {text}");
     }
 }
 

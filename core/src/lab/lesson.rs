@@ -63,6 +63,16 @@ impl LessonRun {
         }
     }
 
+    /// The dual-write scenario with the fix `fix` (`none`, `atomic`, ...).
+    const fn dual(fix: &'static str) -> Self {
+        Self {
+            scenario: "dual-write",
+            store: None,
+            fix: Some(fix),
+            ..Self::store("dual-write", "")
+        }
+    }
+
     const fn producer(self, producer: &'static str) -> Self {
         Self { producer, ..self }
     }
@@ -423,16 +433,7 @@ decision recovery cannot know the batch was meant to commit, so it rolls it back
             "dual write: views disagree",
             "Go deeper: one payment written to two views (a total and a per-payer index), \
 with a crash between the two writes. Do the views disagree at the end? (yes or no)",
-            LessonRun {
-                scenario: "dual-write",
-                store: None,
-                fix: Some("none"),
-                producer: "non-idempotent",
-                guarantee: "at-least-once",
-                isolation: "read-uncommitted",
-                schedule: None,
-                every: None,
-            },
+            LessonRun::dual("none"),
             Observe::Diverged,
             "Two records, two writes: a crash between them leaves one view ahead for good \
 (total 106, index 105). Both are over the truth, 90, as well: neither view dedups the \
@@ -442,6 +443,26 @@ replay.",
                 &[],
                 "No would need both writes in one record, or one view derived from the other. \
 Here they are two writes, and the crash falls between them.",
+            )],
+        ),
+        step(
+            "outbox: effect and message in one record",
+            "Go deeper: the transactional outbox. Read the index as an outbox: what the \
+consumer owes a downstream system, one entry per payer. The atomic fix writes the total, \
+the outbox and an offset stamp in one record; a relay sends from the outbox later. The \
+same crash at offset 25: do the total and the outbox disagree at the end? (yes or no)",
+            LessonRun::dual("atomic"),
+            Observe::Diverged,
+            "One record, one write: the crash falls before it or after it, never between \
+two, and the stamp makes the replay a skip (total and outbox 90, the truth). That is the \
+transactional outbox: the effect and the message to send are committed together. The \
+relay can still send an entry twice after its own crash, so the receiver dedups by a \
+message id.",
+            &[tempt(
+                "yes",
+                &[],
+                "Yes is the answer with two records. Here there is one: the total and the \
+outbox cannot be written apart, so no crash can leave one ahead.",
             )],
         ),
     ],
