@@ -128,14 +128,29 @@ impl ConsumerConfig {
 }
 
 /// One step of the consumer.
+///
+/// When an effect is on flash depends on the store's persistence policy, and that is
+/// when a firmware may drive hardware from it (and re-assert the state at boot, from
+/// [`Consumer::state`], since a reset can fall between the flash write and the output):
+/// - [`crate::persist::EachEffect`] (and [`crate::persist::Pair`]): at
+///   [`Step::Effect`], the store's record is durable when the step returns;
+/// - [`crate::persist::Checkpoint`] and two-phase stores: at [`Step::Commit`], for every
+///   effect since the last commit; an `Effect` before it is in RAM only, and a reset
+///   replays it.
+///
+/// A skipped event changed nothing: `apply` must leave the state as it found it when it
+/// returns [`Outcome::Skipped`] (a store that changes RAM and says `Skipped` puts RAM out
+/// of step with flash, since nothing is written).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Step {
     /// The event at the position was read; its effect is not applied yet.
     Deliver(Event),
     /// Sinks written one after the other ([`crate::persist::Pair`]): the first holds the
     /// event's effect, the second does not yet.
     Between(Event),
-    /// The sinks applied or skipped the event (and persisted themselves when needed).
+    /// The sinks applied or skipped the event; under [`crate::persist::EachEffect`]
+    /// the record is durable when this step returns.
     Effect(Event, Outcome),
     /// The event at the position is not for the sinks ([`Log::passed_over`]: under
     /// `read_committed`, a record of an aborted transaction): the position moved past
@@ -147,12 +162,15 @@ pub enum Step {
         /// Next offset to read once committed.
         next: Offset,
     },
-    /// The position was made durable: the next offset to read is `next`.
+    /// The position was made durable: the next offset to read is `next`. Under
+    /// [`crate::persist::Checkpoint`] and two-phase stores, the effects since the last
+    /// commit became durable with it.
     Commit {
         /// Next offset to read.
         next: Offset,
     },
-    /// Everything in the log is applied and committed.
+    /// Nothing is left to read now: every event the log holds ([`Log::len`]) is applied
+    /// and committed. On a live stream more may come; step again once it has.
     Done,
 }
 
@@ -345,16 +363,6 @@ impl<K: Sinks> Consumer<K> {
                 commit_due: None,
             },
         })
-    }
-
-    /// Right after [`Consumer::open`]: resumes from a position kept outside this
-    /// consumer's flash, such as a Kafka consumer group's committed offset (the next
-    /// offset to read). Sinks that keep the position in their own record ignore it.
-    pub fn resume_from(&mut self, outside: Offset) {
-        if let Some(at) = K::adopt_position(outside).filter(|_| self.is_idle()) {
-            self.cursor.resume_at = at;
-            self.cursor.next = at;
-        }
     }
 
     /// Advances by one step.

@@ -77,11 +77,6 @@ impl CrashPoint {
             _ => false,
         }
     }
-
-    /// Whether this is a flash-level point (a torn word write or an interrupted erase).
-    pub const fn is_flash(&self) -> bool {
-        matches!(self.at, At::Torn(_) | At::Erase(_))
-    }
 }
 
 /// The plan is full: it holds at most [`MAX_CRASHES`] points.

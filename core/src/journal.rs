@@ -4,7 +4,10 @@
 //! through it. Each page starts with a 20-byte header (magic, format version, slot size,
 //! a tag naming what the journal holds, the sequence number of the page's first slot, and
 //! a CRC over the four words before it). Each record fills one slot: the postcard payload
-//! padded with `0xFF`, and a check word, written last in its own word write. A record's
+//! padded with `0xFF`, and a check word, written last in its own word write. (On a flash
+//! that programs 8 to 32 bytes at a time, each unit once, as ECC flash does, the header's
+//! words and a record's payload are padded to whole units and the check word gets a unit
+//! of its own, with its complement beside it: [`header_size`], [`slot_size_on`].) A record's
 //! sequence number is not stored in its slot (format 2; format 1 spent a word of every
 //! slot on it): it is the page's first sequence number plus the slot's index, so the
 //! numbers run on, one per slot, around the ring. The check word is a CRC-32C over the
@@ -43,10 +46,34 @@ use serde::{Serialize, de::DeserializeOwned};
 pub const MAGIC: u32 = 0x1DE5_0A7C;
 /// The on-flash format of pages and records. A journal refuses pages of another version.
 pub const FORMAT_VERSION: u16 = 2;
-/// Bytes of the page header.
+/// Bytes of the page header on a flash whose write unit is at most a word (4 bytes): four
+/// words, then the CRC word. See [`header_size`] for the others.
 pub const HEADER_SIZE: usize = 20;
+
+/// The largest write unit a journal supports: an STM32H7's 32-byte flash word.
+pub const MAX_WRITE_SIZE: usize = 32;
+
+/// The unit a journal programs on a flash that writes `write_size` bytes at a time: a
+/// word, or the flash's own unit when it is larger. Each unit is programmed once between
+/// two erases, as ECC flash requires (an STM32L4 writes 8-byte double-words, an STM32H7
+/// 32-byte flash words), so the check word of a record, written last, gets a unit of its
+/// own.
+pub const fn write_unit(write_size: usize) -> usize {
+    if write_size < 4 { 4 } else { write_size }
+}
+
+/// Bytes of the page header on a flash that writes `write_size` bytes at a time: the four
+/// header words padded to a whole unit, then the CRC word in a unit of its own (20 bytes
+/// on a word flash, 24 on an 8-byte one, 64 on a 32-byte one).
+pub const fn header_size(write_size: usize) -> usize {
+    let unit = write_unit(write_size);
+    16usize.div_ceil(unit) * unit + unit
+}
 /// The largest slot a journal supports (bounds the stack buffer used to write one).
 pub const MAX_SLOT_SIZE: usize = 512;
+
+/// The largest page header: on a 32-byte flash word.
+const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
 
 /// Slots up to this size are written from a buffer of this size (plus the sequence word).
 const SMALL_SLOT: usize = 64;
@@ -76,10 +103,19 @@ fn crc32c(bytes: &[u8]) -> u32 {
 /// The sequence number of a region's first record.
 const FIRST_SEQ: u32 = 1;
 
-/// The size in bytes of the slot that holds a record of type `T`: the largest postcard
-/// encoding of `T` and a check word, rounded up to a whole word.
+/// The size in bytes of the slot that holds a record of type `T` on a flash whose write
+/// unit is at most a word: the largest postcard encoding of `T` and a check word, rounded
+/// up to a whole word.
 pub const fn slot_size<T: MaxSize>() -> usize {
-    (T::POSTCARD_MAX_SIZE + 4).div_ceil(4) * 4
+    slot_size_on::<T>(4)
+}
+
+/// The size in bytes of the slot that holds a record of type `T` on a flash that writes
+/// `write_size` bytes at a time: the largest postcard encoding of `T` padded to whole
+/// units, then the check word in a unit of its own.
+pub const fn slot_size_on<T: MaxSize>(write_size: usize) -> usize {
+    let unit = write_unit(write_size);
+    T::POSTCARD_MAX_SIZE.div_ceil(unit) * unit + unit
 }
 
 /// XORed into the check word of a record written after the journal stepped over torn
@@ -91,7 +127,10 @@ pub const fn slot_size<T: MaxSize>() -> usize {
 /// was written leaves a hole no newer record vouches for, or one slot more than the
 /// vouching record counted (a write cut short right after it, then the record damaged).
 /// A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32 without
-/// the mark).
+/// the mark). On a flash whose write unit is 8 bytes or more, the check word's unit also
+/// holds its complement, and the odds are 16 in 2^64: a torn erase of a 1 KiB page on an
+/// 8-byte flash has 62 slots that recovery checks against two sequence numbers each, and
+/// 100,000 random power cuts met a slot that passed the 32-bit check alone.
 pub const AFTER_TORN: u32 = 0x5EA1_ED00;
 /// The most torn slots a check word counts; a count of `TORN_MAX` means that many or more.
 pub const TORN_MAX: u32 = 15;
@@ -153,6 +192,31 @@ pub struct Region {
     pub start: u32,
     /// How many pages; at least 2.
     pub pages: u32,
+}
+
+impl Region {
+    /// The `pages` pages from page `first` on, in the pages of the flash `F`
+    /// (`ERASE_SIZE` bytes each): a region made from page numbers, never from byte
+    /// addresses worked out by hand.
+    pub const fn of_pages<F: NorFlash>(first: u32, pages: u32) -> Self {
+        Self {
+            start: first * F::ERASE_SIZE as u32,
+            pages,
+        }
+    }
+
+    /// The `pages` pages right after this region, on the flash `F`.
+    pub const fn next<F: NorFlash>(&self, pages: u32) -> Self {
+        Self {
+            start: self.start + self.pages * F::ERASE_SIZE as u32,
+            pages,
+        }
+    }
+
+    /// The byte address just past the region's last page, on the flash `F`.
+    pub const fn end<F: NorFlash>(&self) -> u32 {
+        self.start + self.pages * F::ERASE_SIZE as u32
+    }
 }
 
 /// What a journal can fail with; `E` is the flash driver's error.
@@ -290,8 +354,14 @@ struct Ring {
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
-    /// Bytes of one slot of this journal.
+    /// Bytes of one slot of this journal on a flash whose write unit is at most a word
+    /// (the nRF51 and nRF52 of the micro:bit); [`Journal::slot_on`] for any flash.
     pub const SLOT: usize = slot_size::<T>();
+
+    /// Bytes of one slot of this journal on the flash `F`.
+    pub const fn slot_on<F: NorFlash>() -> usize {
+        slot_size_on::<T>(F::WRITE_SIZE)
+    }
 
     /// Scans `region` and returns the journal with its cursor after the newest valid
     /// record, and that record (`None` on a blank or unformatted region). Reads only.
@@ -302,22 +372,23 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     ) -> Result<(Self, Option<T>), JournalError<F::Error>> {
         const {
             assert!(
-                Self::SLOT <= MAX_SLOT_SIZE,
+                F::WRITE_SIZE.is_power_of_two() && F::WRITE_SIZE <= MAX_WRITE_SIZE,
+                "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
+            );
+            assert!(
+                Self::slot_on::<F>() <= MAX_SLOT_SIZE,
                 "journal record too large for a slot"
             );
             assert!(
-                F::WRITE_SIZE <= 4 && 4 % F::WRITE_SIZE == 0,
-                "journal needs word writes"
-            );
-            assert!(
-                HEADER_SIZE + Self::SLOT <= F::ERASE_SIZE,
-                "journal slot larger than a page"
+                F::ERASE_SIZE.is_multiple_of(write_unit(F::WRITE_SIZE))
+                    && header_size(F::WRITE_SIZE) + Self::slot_on::<F>() <= F::ERASE_SIZE,
+                "journal slot larger than a page of this flash (ERASE_SIZE)"
             );
         }
         let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
         let (ring, found) = Ring::open(flash, region, tag, Self::geometry::<F>(), &mut buf)?;
         let record = if found {
-            let payload = &buf[4..Self::SLOT];
+            let payload = &buf[4..4 + Self::slot_on::<F>() - write_unit(F::WRITE_SIZE)];
             Some(
                 postcard::take_from_bytes(payload)
                     .map_err(|_| JournalError::Decode)?
@@ -354,25 +425,26 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         // A journal of small records fills a small buffer: clearing a whole
         // `MAX_SLOT_SIZE` one cost a 512-byte memset per append (44 instructions of 674 in
         // the callgrind profile). `SLOT` is a constant, so only one branch is compiled.
-        if Self::SLOT <= SMALL_SLOT {
+        let (slot, unit) = (Self::slot_on::<F>(), write_unit(F::WRITE_SIZE));
+        if slot <= SMALL_SLOT {
             let mut buf = [0xFFu8; 4 + SMALL_SLOT];
-            postcard::to_slice(record, &mut buf[4..Self::SLOT])
+            postcard::to_slice(record, &mut buf[4..4 + slot - unit])
                 .map_err(|_| JournalError::Encode)?;
-            self.ring.append(flash, &mut buf[..4 + Self::SLOT])
+            self.ring.append(flash, &mut buf[..4 + slot])
         } else {
             let mut buf = [0xFFu8; 4 + MAX_SLOT_SIZE];
-            postcard::to_slice(record, &mut buf[4..Self::SLOT])
+            postcard::to_slice(record, &mut buf[4..4 + slot - unit])
                 .map_err(|_| JournalError::Encode)?;
-            self.ring.append(flash, &mut buf[..4 + Self::SLOT])
+            self.ring.append(flash, &mut buf[..4 + slot])
         }
     }
 
     /// The slot size and slots per page on the flash `F`, worked out at compile time.
-    const fn geometry<F: NorFlash>() -> (u32, u32) {
-        (
-            Self::SLOT as u32,
-            ((F::ERASE_SIZE - HEADER_SIZE) / Self::SLOT) as u32,
-        )
+    const fn geometry<F: NorFlash>() -> Geometry {
+        Geometry {
+            slot: Self::slot_on::<F>() as u32,
+            per_page: ((F::ERASE_SIZE - header_size(F::WRITE_SIZE)) / Self::slot_on::<F>()) as u32,
+        }
     }
 
     /// A handle on `region` for [`Journal::summarize`] and [`Journal::page_state`] only,
@@ -461,13 +533,32 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     }
 }
 
+/// A journal's page layout on one flash: slot size and slots per page. The write unit and
+/// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
+/// a firmware with one flash compiles them in, as it did when every unit was a word.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    slot: u32,
+    per_page: u32,
+}
+
+/// The unit a journal programs on the flash `F` ([`write_unit`]).
+const fn unit<F: NorFlash>() -> usize {
+    write_unit(F::WRITE_SIZE)
+}
+
+/// Bytes of a page header on the flash `F` ([`header_size`]).
+const fn header<F: NorFlash>() -> u32 {
+    header_size(F::WRITE_SIZE) as u32
+}
+
 impl Ring {
-    /// A ring on `region` with slots `(size, per page)`, before any scan.
-    fn new(region: Region, tag: u32, (slot, per_page): (u32, u32), inspect_only: bool) -> Self {
+    /// A ring on `region` with the layout `geometry`, before any scan.
+    fn new(region: Region, tag: u32, geometry: Geometry, inspect_only: bool) -> Self {
         Self {
             region,
-            slot,
-            per_page,
+            slot: geometry.slot,
+            per_page: geometry.per_page,
             tag,
             cursor_base: FIRST_SEQ,
             newest: None,
@@ -480,13 +571,13 @@ impl Ring {
         }
     }
 
-    /// Scans `region` of slots `(size, per page)`: the ring with its cursor after the
-    /// newest valid record, and whether there is one (then `buf` holds its slot).
+    /// Scans `region` laid out as `geometry`: the ring with its cursor after the newest
+    /// valid record, and whether there is one (then `buf` holds its slot).
     fn open<F: NorFlash>(
         flash: &mut F,
         region: Region,
         tag: u32,
-        (slot, per_page): (u32, u32),
+        geometry: Geometry,
         buf: &mut SlotBuf,
     ) -> Result<(Self, bool), JournalError<F::Error>> {
         let page_size = F::ERASE_SIZE as u32;
@@ -497,7 +588,8 @@ impl Ring {
         {
             return Err(JournalError::BadRegion);
         }
-        let mut r = Self::new(region, tag, (slot, per_page), false);
+        let per_page = geometry.per_page;
+        let mut r = Self::new(region, tag, geometry, false);
         // The newest record: its sequence number, slot and page's first sequence number.
         let mut newest: Option<(u32, SlotAddr, u32)> = None;
         // Valid pages first, then the pages whose header does not read valid. An erase
@@ -571,7 +663,8 @@ impl Ring {
 
     /// Writes the slot in `buf` (four bytes for the sequence number, then one slot, the
     /// payload in place, padded with `0xFF`) as the new newest record: fills in its
-    /// sequence number and check word, then programs the slot at the cursor.
+    /// sequence number and check word, then programs the slot at the cursor: the payload's
+    /// units first, then the check word's.
     /// Inlined into each typed journal's append, so a host build sees the slot size as a
     /// constant (the firmware, built for size, keeps one copy).
     #[inline]
@@ -581,6 +674,9 @@ impl Ring {
         buf: &mut [u8],
     ) -> Result<(), JournalError<F::Error>> {
         let slot = buf.len() - 4;
+        // Where the check word starts in `buf`: after the sequence number and the
+        // payload's units.
+        let check_at = buf.len() - unit::<F>();
         if self.inspect_only {
             return Err(JournalError::NoSpace);
         }
@@ -599,16 +695,20 @@ impl Ring {
             if self.cursor_page_fresh || blank(flash, addr, slot as u32)? {
                 let seq = self.cursor_base.wrapping_add(self.cursor.slot);
                 buf[..4].copy_from_slice(&seq.to_le_bytes());
-                let check = check_word(crc32c(&buf[..slot]), stepped_over);
-                buf[slot..].copy_from_slice(&check.to_le_bytes());
+                let check = check_word(crc32c(&buf[..check_at]), stepped_over);
+                buf[check_at..][..4].copy_from_slice(&check.to_le_bytes());
+                if unit::<F>() >= 8 {
+                    // A wide unit has room for the complement: 32 more check bits.
+                    buf[check_at + 4..check_at + 8].copy_from_slice(&(!check).to_le_bytes());
+                }
                 // A failed write may leave the slot half programmed: until both writes
                 // are done, the page counts as not fresh (slots are read again).
                 let fresh = core::mem::take(&mut self.cursor_page_fresh);
                 flash
-                    .write(addr, &buf[4..slot])
+                    .write(addr, &buf[4..check_at])
                     .map_err(JournalError::Flash)?;
                 flash
-                    .write(addr + slot as u32 - 4, &buf[slot..])
+                    .write(addr + (check_at - 4) as u32, &buf[check_at..])
                     .map_err(JournalError::Flash)?;
                 self.cursor_page_fresh = fresh;
                 self.newest = Some(self.cursor);
@@ -676,13 +776,26 @@ impl Ring {
         page: u32,
     ) -> Result<(PageState, u32), JournalError<F::Error>> {
         let base = self.region.start + page * (F::ERASE_SIZE as u32);
+        // The four header words, then the CRC word, which starts the header's last unit
+        // (right after them on a word flash: one read).
         let mut h = [0u8; HEADER_SIZE];
-        flash.read(base, &mut h).map_err(JournalError::Flash)?;
+        let crc_at = header::<F>() - unit::<F>() as u32;
+        if crc_at == 16 {
+            flash.read(base, &mut h).map_err(JournalError::Flash)?;
+        } else {
+            flash
+                .read(base, &mut h[..16])
+                .map_err(JournalError::Flash)?;
+            flash
+                .read(base + crc_at, &mut h[16..])
+                .map_err(JournalError::Flash)?;
+        }
         let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         let first_seq = word(12);
         if h.iter().all(|&b| b == 0xFF) {
-            let rest = base + HEADER_SIZE as u32;
-            let state = if blank(flash, rest, (F::ERASE_SIZE as u32) - HEADER_SIZE as u32)? {
+            // Past the CRC word on a word flash; on a wider one, the padding too.
+            let rest = base + if crc_at == 16 { 20 } else { 16 };
+            let state = if blank(flash, rest, base + F::ERASE_SIZE as u32 - rest)? {
                 PageState::Blank
             } else {
                 PageState::Unformatted
@@ -700,6 +813,23 @@ impl Ring {
             });
         }
         if word(0) != MAGIC || crc32c(&h[..16]) != word(16) {
+            // A journal written on a flash of another write unit has its CRC word where
+            // that unit puts it (at 16 up to 16-byte units, at 32 on 32-byte ones): it is
+            // another journal's page, not damage to erase.
+            if word(0) == MAGIC {
+                let mut other = [0u8; 4];
+                let at = if crc_at == 16 { 32 } else { 16 };
+                flash
+                    .read(base + at, &mut other)
+                    .map_err(JournalError::Flash)?;
+                if u32::from_le_bytes(other) == crc32c(&h[..16]) {
+                    return Err(JournalError::Foreign {
+                        page,
+                        tag: word(8),
+                        version,
+                    });
+                }
+            }
             return Ok((PageState::Unformatted, first_seq));
         }
         let slot = word(4) >> 16;
@@ -745,7 +875,7 @@ impl Ring {
                 Some((seq, _))
                     if !visit(
                         seq,
-                        &buf[4..slot],
+                        &buf[4..4 + slot - unit::<F>().min(slot)],
                         gap == vouched || (vouched == TORN_MAX && gap > TORN_MAX),
                     ) =>
                 {
@@ -797,15 +927,22 @@ impl Ring {
             .map_err(JournalError::Flash)?;
         let seq = base.wrapping_add(at.slot);
         buf[..4].copy_from_slice(&seq.to_le_bytes());
-        let check = u32::from_le_bytes([buf[slot], buf[slot + 1], buf[slot + 2], buf[slot + 3]]);
+        // The check word starts the slot's last unit (`slot` is at least one unit).
+        let c = 4 + slot - unit::<F>().min(slot);
+        let check = u32::from_le_bytes([buf[c], buf[c + 1], buf[c + 2], buf[c + 3]]);
         // A check word that reads erased was never written (`check_word` never is one).
         if check == ERASED_WORD {
+            return Ok(None);
+        }
+        if unit::<F>() >= 8
+            && u32::from_le_bytes([buf[c + 4], buf[c + 5], buf[c + 6], buf[c + 7]]) != !check
+        {
             return Ok(None);
         }
         // `check_word` in reverse: the stored word is the CRC, or the CRC XOR the mark, with
         // the low bit cleared where that made `0xFFFF_FFFF`.
         let sealed = if check == ERASED_WORD & !1 { !1 } else { !0 };
-        let mark = (crc32c(&buf[..slot]) ^ check) & sealed;
+        let mark = (crc32c(&buf[..c]) ^ check) & sealed;
         let torn = (mark & TORN_BITS) >> 1;
         Ok((mark == torn_mark(torn)).then_some((seq, torn)))
     }
@@ -835,10 +972,27 @@ impl Ring {
         h[12..16].copy_from_slice(&self.cursor_base.to_le_bytes());
         let crc = crc32c(&h[..16]);
         h[16..].copy_from_slice(&crc.to_le_bytes());
-        flash.write(base, &h[..16]).map_err(JournalError::Flash)?;
-        flash
-            .write(base + 16, &h[16..])
-            .map_err(JournalError::Flash)?;
+        if unit::<F>() == 4 {
+            flash.write(base, &h[..16]).map_err(JournalError::Flash)?;
+            flash
+                .write(base + 16, &h[16..])
+                .map_err(JournalError::Flash)?;
+        } else {
+            // Each part padded with 0xFF to whole units, the CRC word's unit last.
+            let mut padded = [0xFFu8; MAX_HEADER];
+            let crc_at = header::<F>() as usize - unit::<F>();
+            padded[..16].copy_from_slice(&h[..16]);
+            padded[crc_at..crc_at + 4].copy_from_slice(&h[16..]);
+            flash
+                .write(base, &padded[..crc_at])
+                .map_err(JournalError::Flash)?;
+            flash
+                .write(
+                    base + crc_at as u32,
+                    &padded[crc_at..header::<F>() as usize],
+                )
+                .map_err(JournalError::Flash)?;
+        }
         self.cursor = SlotAddr { page, slot: 0 };
         self.cursor_page_ready = true;
         self.cursor_page_fresh = true;
@@ -879,10 +1033,7 @@ impl Ring {
     }
 
     fn slot_address<F: NorFlash>(&self, at: SlotAddr) -> u32 {
-        self.region.start
-            + at.page * (F::ERASE_SIZE as u32)
-            + HEADER_SIZE as u32
-            + at.slot * self.slot
+        self.region.start + at.page * (F::ERASE_SIZE as u32) + header::<F>() + at.slot * self.slot
     }
 }
 
@@ -929,6 +1080,60 @@ mod tests {
         assert_eq!(Journal::<Rec>::SLOT, 5 + 10 + 4 + 1);
         let (j, _) = open(&mut F::new());
         assert_eq!(j.slots_per_page(), (256 - 20) / 20);
+    }
+
+    /// On an 8-byte flash (an STM32L4's double-words) and a 32-byte one (an STM32H7's
+    /// flash words): the header's words and the payload padded to whole units, the check
+    /// word first in a unit of its own, its complement beside it, and every unit
+    /// programmed once (the strict flash refuses a second program).
+    #[test]
+    fn wide_write_units_get_a_check_unit_of_their_own() {
+        assert_eq!(
+            [1, 2, 4, 8, 16, 32].map(header_size),
+            [20, 20, 20, 24, 32, 64]
+        );
+        assert_eq!(slot_size_on::<OffsetTotal>(8), 16);
+        assert_eq!(slot_size_on::<OffsetTotal>(32), 64);
+        let mut f = MemFlash::<3, 256, 8>::new();
+        let region = Region { start: 0, pages: 2 };
+        let (mut j, _) = Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap();
+        assert_eq!(j.slots_per_page(), (256 - 24) / 16);
+        let r = OffsetTotal {
+            offset: 3,
+            total: -1,
+        };
+        j.append(&mut f, &r).unwrap();
+        let page = &f.pages()[0];
+        assert_eq!(page[..4], MAGIC.to_le_bytes());
+        assert_eq!(page[20..24], [0xFF; 4], "the header's CRC unit is padded");
+        let slot = &page[24..40];
+        assert_eq!(slot[..8], [3, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+        let check = u32::from_le_bytes(slot[8..12].try_into().unwrap());
+        assert_eq!(slot[12..16], (!check).to_le_bytes());
+        // The header's three units (two of words, one for the CRC), then the slot's two:
+        // five programs, each once.
+        assert_eq!(f.stats().word_writes, 5);
+        assert_eq!(
+            Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap().1,
+            Some(r)
+        );
+        let mut f = MemFlash::<3, 1024, 32>::new();
+        let region = Region { start: 0, pages: 2 };
+        let (mut j, _) = Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap();
+        assert_eq!(j.slots_per_page(), 15);
+        j.append(&mut f, &r).unwrap();
+        assert_eq!(
+            Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap().1,
+            Some(r)
+        );
+        // A journal is not read through another geometry: the slot size differs, and the
+        // header says so.
+        let image: Vec<u8> = f.pages().iter().flatten().copied().collect();
+        let mut word = MemFlash::<3, 1024>::from_image(&image);
+        assert!(matches!(
+            Journal::<OffsetTotal>::open(&mut word, region, 7),
+            Err(JournalError::Foreign { .. })
+        ));
     }
 
     #[test]

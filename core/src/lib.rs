@@ -15,8 +15,10 @@
 //! (an aborted transaction's record, under `read_committed`).
 //!
 //! [`lab`] proves it (default feature `lab`): the strict in-memory flash, scenarios, the
-//! simulator, the checker, sweeps of every crash point, dual writes. [`board`] is what
-//! the micro:bit and the host share: the demo device and its wire frames.
+//! simulator, the checker, sweeps of every crash point, dual writes. `board` (default
+//! feature `board`) is what the micro:bit and the host share: the demo device, the feed
+//! device and their wire frames. A firmware of its own builds with
+//! `default-features = false` and gets the engine alone.
 //!
 //! # Your effect, your flash
 //!
@@ -31,7 +33,7 @@
 //! use idem_core::log::{Event, GeneratedLog};
 //! use idem_core::persist::{EachEffect, Layout};
 //! use idem_core::store::{Outcome, Store, StoreError};
-//! use postcard::experimental::max_size::MaxSize;
+//! use idem_core::MaxSize;
 //! use serde::{Deserialize, Serialize};
 //!
 //! /// Sum of amounts, applied at most once per offset.
@@ -56,13 +58,12 @@
 //!     fn total(s: &MeterState) -> i64 { s.sum }
 //! }
 //!
-//! let layout = Layout {
-//!     positions: Region { start: 0, pages: 2 },
-//!     sink: Region { start: 2048, pages: 2 },
-//!     tag: 0x0001,
-//! };
+//! type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
+//! // Pages 0 and 1 for the position, 2 and 3 for the store, from the flash's ERASE_SIZE.
+//! let layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
+//! assert_eq!(layout.sink, Region { start: 2048, pages: 2 });
 //! let log = GeneratedLog { events: 50, amount: 2 };
-//! let mut flash = MemFlash::<4, 1024>::new(); // your chip's NorFlash driver here
+//! let mut flash = Flash::new();
 //! let every10 = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
 //! let mut consumer = Consumer::open(&mut flash, layout, Meter, every10).unwrap();
 //! for _ in 0..37 {
@@ -76,6 +77,14 @@
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(missing_docs)]
 
+/// The bound on every journal record: its largest postcard encoding, which sizes its
+/// flash slot. This is postcard's `experimental` `MaxSize`, outside postcard's semver:
+/// name it as `idem_core::MaxSize` (trait and derive), so that a change to it is idem's
+/// to absorb in a release of its own. The derive's code still names `postcard`, so a
+/// crate that derives it depends on postcard 1.2 with `experimental-derive`.
+pub use postcard::experimental::max_size::MaxSize;
+
+#[cfg(feature = "board")]
 pub mod board;
 pub mod consumer;
 pub mod crash;

@@ -60,6 +60,21 @@ pub struct Layout {
     pub tag: u32,
 }
 
+impl Layout {
+    /// Both journals side by side from page `first` of the flash `F`: `positions` pages
+    /// for the position journal, then `sink` pages for the store's (at least 2 each; a
+    /// [`Pair`] needs 4 for its sink, 2 per half). Made from page numbers and
+    /// `ERASE_SIZE`, never from byte addresses worked out by hand.
+    pub const fn from_pages<F: NorFlash>(first: u32, positions: u32, sink: u32, tag: u32) -> Self {
+        let positions = Region::of_pages::<F>(first, positions);
+        Self {
+            positions,
+            sink: positions.next::<F>(sink),
+            tag,
+        }
+    }
+}
+
 /// The position journal's record: the next offset to read, and how far each sink's
 /// journal had got when it was committed (the sequence number of its newest record, 0
 /// for none), so recovery can tell a sink journal that lost records.
@@ -792,11 +807,6 @@ pub trait Sinks: Clone + Debug {
     /// `Some(d)` when `a` behaves as `b` from here on, except that its total stays `d`
     /// above (see [`Store::total_shift`]).
     fn shift(a: &Self::State, b: &Self::State) -> Option<i64>;
-
-    /// A position kept outside the flash (a Kafka group's committed offset): the next
-    /// offset to read to adopt, or `None` when these sinks keep their position in their
-    /// own record and an outside one must not move them.
-    fn adopt_position(outside: Offset) -> Option<Offset>;
 }
 
 impl<S: Store> Sinks for S {
@@ -865,10 +875,6 @@ impl<S: Store> Sinks for S {
 
     fn shift(a: &S::State, b: &S::State) -> Option<i64> {
         S::total_shift(a, b)
-    }
-
-    fn adopt_position(outside: Offset) -> Option<Offset> {
-        (!<S::Persist as Persistence<S>>::BATCHED).then_some(outside)
     }
 }
 
@@ -1021,9 +1027,5 @@ where
 
     fn shift(a: &Self::State, b: &Self::State) -> Option<i64> {
         (a == b).then_some(0)
-    }
-
-    fn adopt_position(outside: Offset) -> Option<Offset> {
-        Some(outside)
     }
 }

@@ -27,6 +27,7 @@ use crate::persist::{Checkpoint, EachEffect, Persistence, Positioned, TwoPhaseRe
 
 /// What a store did with one delivered event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The effect changed the state.
     Applied,

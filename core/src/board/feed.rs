@@ -459,6 +459,7 @@ impl FeedLayout {
 /// Why the device stopped, with the flash's error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum FeedError<E> {
     /// The consumer (its journals or its store) failed.
     Consumer(ConsumerError<E>),
@@ -1180,6 +1181,7 @@ impl core::fmt::Display for Claim {
 
 /// Why the host stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HostError {
     /// The device refused.
     Refused(Refusal),

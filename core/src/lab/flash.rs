@@ -2,12 +2,14 @@
 //!
 //! [`MemFlash`] implements [`embedded_storage::nor_flash::NorFlash`] with the rules of
 //! real NOR flash and fails loudly where real flash would fail silently: an erase sets
-//! a page to `0xFF`, a write can only clear bits, a word programmed twice between two
-//! erases is an error, and every access is checked for alignment and bounds. It counts
-//! word writes, erases and bytes programmed (per page too), and it can lose power in
-//! the middle of a chosen word write or page erase: the torn word or page is left with
-//! undefined (pseudo-random, reproducible) contents and every later access fails until
-//! [`MemFlash::power_on`].
+//! a page to `0xFF`, a write can only clear bits, a write unit programmed twice between
+//! two erases is an error (as ECC flash requires: an STM32L4 programs each 8-byte
+//! double-word once, an STM32H7 each 32-byte flash word), and every access is checked for
+//! alignment and bounds. The write unit is a parameter, 4 bytes unless told (1, 2, 4, 8,
+//! 16 or 32). It counts unit writes, erases and bytes programmed (per page too), and it
+//! can lose power in the middle of a chosen unit write or page erase: the torn unit or
+//! page is left with undefined (pseudo-random, reproducible) contents and every later
+//! access fails until [`MemFlash::power_on`].
 //!
 //! It owns no journal logic: that lives in [`crate::journal`].
 
@@ -17,20 +19,22 @@ use embedded_storage::nor_flash::{
     check_write,
 };
 
-/// The program granularity of every flash idem models: one 32-bit word.
+/// The write unit a [`MemFlash`] has unless told: one 32-bit word, as on the nRF51 and
+/// nRF52 of the micro:bit.
 pub const WORD: usize = 4;
 
 /// What a [`MemFlash`] refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FlashError {
-    /// An address or length is not a multiple of the word or page size.
+    /// An address or length is not a multiple of the write unit or page size.
     NotAligned,
     /// An access falls outside the flash.
     OutOfBounds,
-    /// A word was programmed a second time without an erase in between.
+    /// A write unit (a word, unless the flash was made with another) was programmed a
+    /// second time without an erase in between.
     WordWrittenTwice {
-        /// Byte address of the word.
+        /// Byte address of the unit.
         address: u32,
     },
     /// Power was lost before or during this operation; it did not complete.
@@ -59,12 +63,14 @@ impl From<NorFlashErrorKind> for FlashError {
 impl core::fmt::Display for FlashError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::NotAligned => f.write_str("flash access is not word- or page-aligned"),
+            Self::NotAligned => {
+                f.write_str("flash access is not aligned to the write unit or the page")
+            }
             Self::OutOfBounds => f.write_str("flash access is out of bounds"),
             Self::WordWrittenTwice { address } => {
                 write!(
                     f,
-                    "flash word at {address:#x} programmed twice without an erase"
+                    "flash write unit at {address:#x} programmed twice without an erase"
                 )
             }
             Self::PowerCut => f.write_str("power was cut during a flash operation"),
@@ -77,7 +83,8 @@ impl core::error::Error for FlashError {}
 /// A power cut scheduled on a [`MemFlash`], counted from the moment it is armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PowerCut {
-    /// Power fails in the middle of the n-th word write (1-based).
+    /// Power fails in the middle of the n-th unit write (1-based; a unit is a word unless
+    /// the flash was made with another).
     AtWordWrite(u64),
     /// Power fails in the middle of the n-th page erase (1-based).
     AtErase(u64),
@@ -86,7 +93,7 @@ pub enum PowerCut {
 /// Operation counters of a [`MemFlash`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlashStats {
-    /// Words programmed (a torn word counts).
+    /// Write units programmed (a torn one counts).
     pub word_writes: u64,
     /// Pages erased (a torn erase counts).
     pub erases: u64,
@@ -94,11 +101,12 @@ pub struct FlashStats {
     pub bytes_written: u64,
 }
 
-/// A strict NOR flash of `PAGES` pages of `PAGE` bytes, programmed in 4-byte words.
+/// A strict NOR flash of `PAGES` pages of `PAGE` bytes, programmed in units of `UNIT`
+/// bytes (a 4-byte word unless told), each unit once between two erases.
 #[derive(Clone)]
-pub struct MemFlash<const PAGES: usize, const PAGE: usize> {
+pub struct MemFlash<const PAGES: usize, const PAGE: usize, const UNIT: usize = WORD> {
     data: [[u8; PAGE]; PAGES],
-    /// `true` for the first byte of every word programmed since its page's last erase.
+    /// `true` for the first byte of every unit programmed since its page's last erase.
     programmed: [[bool; PAGE]; PAGES],
     page_erases: [u32; PAGES],
     page_bytes: [u64; PAGES],
@@ -109,27 +117,32 @@ pub struct MemFlash<const PAGES: usize, const PAGE: usize> {
     noise: SplitMix64,
 }
 
-impl<const PAGES: usize, const PAGE: usize> core::fmt::Debug for MemFlash<PAGES, PAGE> {
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> core::fmt::Debug
+    for MemFlash<PAGES, PAGE, UNIT>
+{
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MemFlash")
             .field("pages", &PAGES)
             .field("page_size", &PAGE)
+            .field("write_size", &UNIT)
             .field("stats", &self.stats)
             .field("powered", &self.powered)
             .finish_non_exhaustive()
     }
 }
 
-impl<const PAGES: usize, const PAGE: usize> Default for MemFlash<PAGES, PAGE> {
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> Default
+    for MemFlash<PAGES, PAGE, UNIT>
+{
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> MemFlash<PAGES, PAGE, UNIT> {
     const GEOMETRY_OK: () = assert!(
-        PAGES > 0 && PAGE > 0 && PAGE.is_multiple_of(WORD),
-        "MemFlash needs at least one page and a page size that is a multiple of 4"
+        PAGES > 0 && UNIT.is_power_of_two() && UNIT <= 32 && PAGE > 0 && PAGE.is_multiple_of(UNIT),
+        "MemFlash needs at least one page, a write unit of 1, 2, 4, 8, 16 or 32 bytes, and a page size that is a multiple of it"
     );
 
     /// A flash that has just been erased: every byte reads `0xFF`.
@@ -153,7 +166,7 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
     }
 
     /// A flash whose every byte reads `fill`, as if never written (QEMU's never-written
-    /// pages read `0x00`). Every word counts as programmed: it must be erased before use.
+    /// pages read `0x00`). Every unit counts as programmed: it must be erased before use.
     pub const fn filled(fill: u8) -> Self {
         let mut f = Self::new();
         f.data = [[fill; PAGE]; PAGES];
@@ -194,15 +207,15 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
     }
 
     /// A flash holding `image` (shorter images are padded with `0xFF`, longer ones cut).
-    /// Every word that does not read `0xFFFF_FFFF` counts as programmed.
+    /// Every unit that does not read all `0xFF` counts as programmed.
     pub fn from_image(image: &[u8]) -> Self {
         let mut f = Self::new();
         for (i, &b) in image.iter().take(PAGES * PAGE).enumerate() {
             f.data[i / PAGE][i % PAGE] = b;
         }
         for page in 0..PAGES {
-            for w in (0..PAGE).step_by(WORD) {
-                f.programmed[page][w] = f.data[page][w..w + WORD].iter().any(|&b| b != 0xFF);
+            for w in (0..PAGE).step_by(UNIT) {
+                f.programmed[page][w] = f.data[page][w..w + UNIT].iter().any(|&b| b != 0xFF);
             }
         }
         f
@@ -228,10 +241,6 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
         &self.data
     }
 
-    fn next_noise(&mut self) -> u64 {
-        self.noise.next_u64()
-    }
-
     /// Counts one operation against the armed cut; `true` when this one is torn.
     fn tick(&mut self, erase: bool) -> bool {
         let cut = if erase {
@@ -255,11 +264,15 @@ impl<const PAGES: usize, const PAGE: usize> MemFlash<PAGES, PAGE> {
     }
 }
 
-impl<const PAGES: usize, const PAGE: usize> ErrorType for MemFlash<PAGES, PAGE> {
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> ErrorType
+    for MemFlash<PAGES, PAGE, UNIT>
+{
     type Error = FlashError;
 }
 
-impl<const PAGES: usize, const PAGE: usize> ReadNorFlash for MemFlash<PAGES, PAGE> {
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> ReadNorFlash
+    for MemFlash<PAGES, PAGE, UNIT>
+{
     const READ_SIZE: usize = 1;
 
     fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
@@ -279,8 +292,10 @@ impl<const PAGES: usize, const PAGE: usize> ReadNorFlash for MemFlash<PAGES, PAG
     }
 }
 
-impl<const PAGES: usize, const PAGE: usize> NorFlash for MemFlash<PAGES, PAGE> {
-    const WRITE_SIZE: usize = WORD;
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
+    for MemFlash<PAGES, PAGE, UNIT>
+{
+    const WRITE_SIZE: usize = UNIT;
     const ERASE_SIZE: usize = PAGE;
 
     fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
@@ -294,12 +309,16 @@ impl<const PAGES: usize, const PAGE: usize> NorFlash for MemFlash<PAGES, PAGE> {
             if self.tick(true) {
                 // Undefined contents: bits drift towards 1 at random and the page must be
                 // erased again before any word of it can be programmed.
-                for w in (0..PAGE).step_by(WORD) {
-                    let noise = self.next_noise() as u32;
-                    let old = u32::from_le_bytes(
-                        self.data[page][w..w + WORD].try_into().unwrap_or([0; WORD]),
-                    );
-                    self.data[page][w..w + WORD].copy_from_slice(&(old | noise).to_le_bytes());
+                // One draw per 4 bytes, whatever the unit, so a word flash tears as it
+                // always has (the sweeps' seeds give the same images).
+                let mut drift = 0;
+                for (i, b) in self.data[page].iter_mut().enumerate() {
+                    if i % 4 == 0 {
+                        drift = self.noise.next_u64() as u32;
+                    }
+                    *b |= (drift >> (8 * (i % 4))) as u8;
+                }
+                for w in (0..PAGE).step_by(UNIT) {
                     self.programmed[page][w] = true;
                 }
                 return Err(self.lose_power());
@@ -315,28 +334,45 @@ impl<const PAGES: usize, const PAGE: usize> NorFlash for MemFlash<PAGES, PAGE> {
             return Err(FlashError::PowerCut);
         }
         check_write(self, offset, bytes.len())?;
-        for (i, word) in bytes.chunks_exact(WORD).enumerate() {
-            let a = offset as usize + i * WORD;
+        for (i, unit) in bytes.chunks_exact(UNIT).enumerate() {
+            let a = offset as usize + i * UNIT;
             let (page, at) = (a / PAGE, a % PAGE);
             if self.programmed[page][at] {
                 return Err(FlashError::WordWrittenTwice { address: a as u32 });
             }
             self.programmed[page][at] = true;
             self.stats.word_writes += 1;
-            self.stats.bytes_written += WORD as u64;
-            self.page_bytes[page] += WORD as u64;
+            self.stats.bytes_written += UNIT as u64;
+            self.page_bytes[page] += UNIT as u64;
             let torn = self.tick(false);
-            let noise = if torn { self.next_noise() as u32 } else { 0 };
-            let cell = &mut self.data[page][at..at + WORD];
-            let old = u32::from_le_bytes([cell[0], cell[1], cell[2], cell[3]]);
-            let new = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
             // A write can only clear bits; a torn one clears only some of them, and at
             // least one (the model's assumption: a started program is visible).
-            let mut value = old & (new | noise);
-            if torn && value == old && old & !new != 0 {
-                value &= !(1 << (old & !new).trailing_zeros());
+            let mut cleared_some = false;
+            let mut noise = 0;
+            for (j, (cell, &new)) in self.data[page][at..at + UNIT]
+                .iter_mut()
+                .zip(unit)
+                .enumerate()
+            {
+                let old = *cell;
+                if torn && j % 4 == 0 {
+                    noise = self.noise.next_u64() as u32;
+                }
+                let keep = if torn {
+                    (noise >> (8 * (j % 4))) as u8
+                } else {
+                    0
+                };
+                *cell = old & (new | keep);
+                cleared_some |= *cell != old;
             }
-            cell.copy_from_slice(&value.to_le_bytes());
+            if torn && !cleared_some {
+                let cells = &mut self.data[page][at..at + UNIT];
+                if let Some((cell, new)) = cells.iter_mut().zip(unit).find(|(c, n)| **c & !**n != 0)
+                {
+                    *cell &= !(1 << (*cell & !new).trailing_zeros());
+                }
+            }
             if torn {
                 return Err(self.lose_power());
             }
