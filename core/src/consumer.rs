@@ -174,6 +174,34 @@ pub enum Step {
     Done,
 }
 
+/// What [`Consumer::open_or_reset`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Opened {
+    /// The journals were this consumer's: it resumed from them (or the flash was blank).
+    Recovered,
+    /// The journals were not this consumer's, or not in its encoding: both regions were
+    /// erased and it starts at offset 0.
+    Reset(Reset),
+}
+
+/// Why [`Consumer::open_or_reset`] started over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Reset {
+    /// A page held another journal (its header's tag and format version).
+    Foreign {
+        /// Page index inside its region.
+        page: u32,
+        /// The tag found.
+        tag: u32,
+        /// The format version found.
+        version: u16,
+    },
+    /// The newest record had a valid check word but did not decode as the state.
+    Decode,
+}
+
 /// Errors of the consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -365,6 +393,38 @@ impl<K: Sinks> Consumer<K> {
         })
     }
 
+    /// [`Consumer::open`], or, where the flash holds another journal (another tag: a
+    /// store of another encoding, see [`crate::store::Store::TAG`]; another format or
+    /// write unit) or a newest record that does not decode, erases both regions and
+    /// opens blank. What was found is returned with the consumer ([`Opened`]), so the
+    /// firmware can log it. Damage and journals that disagree are still refused, never
+    /// erased: only a journal that is not this consumer's, or not in its encoding, is
+    /// started over.
+    pub fn open_or_reset<F: NorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        sinks: K,
+        config: ConsumerConfig,
+    ) -> Result<(Self, Opened), ConsumerError<F::Error>> {
+        let why = match Self::open(flash, layout, sinks.clone(), config) {
+            Ok(consumer) => return Ok((consumer, Opened::Recovered)),
+            Err(ConsumerError::Journal(JournalError::Foreign { page, tag, version })) => {
+                Opened::Reset(Reset::Foreign { page, tag, version })
+            }
+            Err(ConsumerError::Journal(JournalError::Decode)) => Opened::Reset(Reset::Decode),
+            Err(e) => return Err(e),
+        };
+        for region in [layout.positions, layout.sink] {
+            if region.pages > 0 {
+                let end = region.start + region.pages * F::ERASE_SIZE as u32;
+                flash
+                    .erase(region.start, end)
+                    .map_err(|e| ConsumerError::Journal(JournalError::Flash(e)))?;
+            }
+        }
+        Ok((Self::open(flash, layout, sinks, config)?, why))
+    }
+
     /// Advances by one step.
     pub fn step<F: NorFlash, L: Log + ?Sized>(
         &mut self,
@@ -458,6 +518,11 @@ mod tests {
     use crate::store::{Atomic, Naive, OffsetStamped, Store};
 
     const K10: ConsumerConfig = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
+    /// The DDIA exercise's log: 100 events of +1.
+    const HUNDRED: GeneratedLog = GeneratedLog {
+        events: 100,
+        amount: 1,
+    };
 
     type F = MemFlash<8, 1024>;
     const LAYOUT: Layout = Layout {
@@ -498,6 +563,71 @@ mod tests {
         assert_eq!(crash_after(OffsetStamped, 49), (100, 40, 50 + 4 + 6 + 50));
         // Atomic: one record per checkpoint, 4 before the crash and 6 after.
         assert_eq!(crash_after(Atomic, 49), (100, 40, 10));
+    }
+
+    /// The atomic checkpoint keeps its position in its own record: one journal of 2
+    /// pages is all it needs, and the DDIA figures hold on it. A store that needs the
+    /// position journal refuses the layout.
+    #[test]
+    fn a_state_that_carries_its_position_needs_one_region() {
+        type Two = MemFlash<2, 1024>;
+        let layout = Layout::one_region::<Two>(0, 2, 0);
+        let log = HUNDRED;
+        let mut f = Two::new();
+        let mut c = Consumer::open(&mut f, layout, Atomic, K10).unwrap();
+        loop {
+            if let Step::Effect(e, _) = c.step(&mut f, &log).unwrap()
+                && e.offset == 49
+            {
+                break;
+            }
+        }
+        let mut c = Consumer::open(&mut f, layout, Atomic, K10).unwrap();
+        assert_eq!(c.resume_at(), 40);
+        c.run(&mut f, &log).unwrap();
+        assert_eq!((c.total(), c.records_written()), (100, 6));
+        for refused in [
+            Consumer::open(&mut Two::new(), layout, OffsetStamped, K10).err(),
+            Consumer::open(&mut Two::new(), layout, Naive, K10).err(),
+        ] {
+            assert_eq!(
+                refused,
+                Some(ConsumerError::Journal(JournalError::BadRegion))
+            );
+        }
+    }
+
+    /// A firmware update that changes the store (here its tag: the rule for a new
+    /// encoding) finds the old journal foreign. `open` refuses it and writes nothing;
+    /// `open_or_reset` says what it found, erases both regions and starts over.
+    #[test]
+    fn a_store_of_another_encoding_is_refused_or_started_over() {
+        let log = HUNDRED;
+        let mut f = F::new();
+        let mut old = Consumer::open(&mut f, LAYOUT, Naive, K10).unwrap();
+        old.run(&mut f, &log).unwrap();
+        let before = f.pages().to_vec();
+        assert!(matches!(
+            Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).err(),
+            Some(ConsumerError::Journal(JournalError::Foreign { tag, .. })) if tag == Naive::TAG
+        ));
+        assert_eq!(f.pages().to_vec(), before, "open writes nothing");
+        let (mut c, opened) = Consumer::open_or_reset(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
+        assert_eq!(
+            opened,
+            Opened::Reset(Reset::Foreign {
+                page: 0,
+                tag: Naive::TAG,
+                version: crate::journal::FORMAT_VERSION,
+            })
+        );
+        assert_eq!((c.resume_at(), c.total()), (0, 0));
+        c.run(&mut f, &log).unwrap();
+        let (c, opened) = Consumer::open_or_reset(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
+        assert_eq!(
+            (opened, c.resume_at(), c.total()),
+            (Opened::Recovered, 100, 100)
+        );
     }
 
     #[test]

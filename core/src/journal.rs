@@ -814,11 +814,14 @@ impl Ring {
         }
         if word(0) != MAGIC || crc32c(&h[..16]) != word(16) {
             // A journal written on a flash of another write unit has its CRC word where
-            // that unit puts it (at 16 up to 16-byte units, at 32 on 32-byte ones): it is
-            // another journal's page, not damage to erase.
-            if word(0) == MAGIC {
+            // that unit puts it (at 16 up to 16-byte units, at 32 on 32-byte ones), and
+            // another slot size (the same record takes a different slot on each unit):
+            // another journal's page, not damage to erase. A page of this journal whose
+            // CRC word was damaged says this slot size, so record bytes that happen to
+            // match its CRC cannot make it foreign.
+            let at = if crc_at == 16 { 32 } else { 16 };
+            if word(0) == MAGIC && word(4) >> 16 != self.slot && at + 4 <= F::ERASE_SIZE as u32 {
                 let mut other = [0u8; 4];
-                let at = if crc_at == 16 { 32 } else { 16 };
                 flash
                     .read(base + at, &mut other)
                     .map_err(JournalError::Flash)?;
@@ -1134,6 +1137,53 @@ mod tests {
             Journal::<OffsetTotal>::open(&mut word, region, 7),
             Err(JournalError::Foreign { .. })
         ));
+    }
+
+    /// A page of this journal whose header CRC word was damaged, with a record that
+    /// happens to hold that CRC at byte 32 (where a 32-byte flash keeps its CRC word):
+    /// the header's slot size is this journal's, so the page is damage, not another
+    /// journal's, and the region recovers.
+    #[test]
+    fn record_bytes_that_match_the_header_crc_do_not_make_a_page_foreign() {
+        let region = Region { start: 0, pages: 2 };
+        let mut f = MemFlash::<2, 1024>::new();
+        let (mut j, _) = Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap();
+        let per_page = j.slots_per_page();
+        j.append(
+            &mut f,
+            &OffsetTotal {
+                offset: 1,
+                total: 0,
+            },
+        )
+        .unwrap();
+        let crc = u32::from_le_bytes(f.pages()[0][16..20].try_into().unwrap());
+        let mut f = MemFlash::<2, 1024>::new();
+        let (mut j, _) = Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap();
+        // Slot 1 starts at byte 20 + 12 = 32.
+        for i in 0..per_page + 3 {
+            let offset = if i == 1 { crc } else { i + 1 };
+            j.append(
+                &mut f,
+                &OffsetTotal {
+                    offset,
+                    total: i as i32,
+                },
+            )
+            .unwrap();
+        }
+        let mut image: Vec<u8> = f.pages().iter().flatten().copied().collect();
+        assert_eq!(image[32..36], crc.to_le_bytes());
+        image[16] ^= 0x01;
+        let mut f = MemFlash::<2, 1024>::from_image(&image);
+        let newest = per_page + 3;
+        assert_eq!(
+            Journal::<OffsetTotal>::open(&mut f, region, 7).unwrap().1,
+            Some(OffsetTotal {
+                offset: newest,
+                total: newest as i32 - 1
+            })
+        );
     }
 
     #[test]

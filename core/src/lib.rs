@@ -3,18 +3,21 @@
 //! exceeding one is a typed error.
 //!
 //! Follow one event down and back up. The engine, what a firmware ships, sits at the
-//! root: the [`log`] holds an event at an offset (a [`producer`] may have put it there
+//! root: the [`log`] holds an event at an offset (a producer may have put it there
 //! twice); the [`consumer`] reads it, lets its sinks (a [`store`], or a
 //! [`Pair`](persist::Pair) of them) apply it, and commits its position every K events;
 //! how each record and the position reach flash is the store's [`persist`]ence policy,
 //! and every record is a slot in a [`journal`] on any `embedded_storage`
 //! [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash, the journals are
-//! all that is left, and the consumer resumes from them. A [`crash`] point names a place
-//! among the consumer's steps; [`ddia`] holds the exercise's parameters. [`txn`] is
-//! Kafka's transactions as a consumer reads them: a log may say to pass over an offset
-//! (an aborted transaction's record, under `read_committed`).
+//! all that is left, and the consumer resumes from them. A log may say to pass over an
+//! offset (an aborted transaction's record, under `read_committed`).
 //!
-//! [`lab`] proves it (default feature `lab`): the strict in-memory flash, scenarios, the
+//! Around the engine, with the `lab` feature: `producer` (retries, idempotent and
+//! transactional sends), `txn` (Kafka's transactions as a consumer reads them), `crash`
+//! (a crash point names a place among the consumer's steps), `ddia` (the exercise's
+//! parameters) and `sync` (when a host's flash file reaches the disk).
+//!
+//! `lab` proves it (default feature `lab`): the strict in-memory flash, scenarios, the
 //! simulator, the checker, sweeps of every crash point, dual writes. `board` (default
 //! feature `board`) is what the micro:bit and the host share: the demo device, the feed
 //! device and their wire frames. A firmware of its own builds with
@@ -87,14 +90,22 @@ pub use postcard::experimental::max_size::MaxSize;
 #[cfg(feature = "board")]
 pub mod board;
 pub mod consumer;
+// Crash points and the exercise's parameters: the simulator's and idem's boards'.
+#[cfg(any(feature = "lab", feature = "board"))]
 pub mod crash;
+#[cfg(any(feature = "lab", feature = "board"))]
 pub mod ddia;
 pub mod journal;
 #[cfg(feature = "lab")]
 pub mod lab;
 pub mod log;
 pub mod persist;
+// Producers, a host's flash-file sync rules and Kafka's transactions: what the
+// simulator and the host model around the engine, not what a firmware consumes with.
+#[cfg(feature = "lab")]
 pub mod producer;
 pub mod store;
+#[cfg(feature = "lab")]
 pub mod sync;
+#[cfg(feature = "lab")]
 pub mod txn;

@@ -6,7 +6,8 @@
 //! workload on the fly, so a million events need no storage at all.
 //!
 //! The log never removes a repeated message: two sends of one payment are two events.
-//! Producers are in [`crate::producer`]; reading and applying is [`crate::consumer`].
+//! Producers are in `crate::producer` (feature `lab`); reading and applying is
+//! [`crate::consumer`].
 
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
@@ -81,7 +82,7 @@ pub struct Message {
     /// sending instance. (Kafka's producer id, epoch and sequence are another thing: the
     /// producer library writes them in a record batch's header, only with idempotence or
     /// transactions on, for the broker; no application reads them; see
-    /// [`crate::producer`].)
+    /// `crate::producer`.)
     pub producer: u32,
     /// The application's epoch of that instance: a restarted instance takes a higher one.
     pub epoch: u16,
@@ -197,7 +198,7 @@ pub trait Log {
 
     /// Whether the consumer passes over the event at `offset` without giving it to its
     /// sinks: under `read_committed`, a record of an aborted transaction
-    /// ([`crate::txn`]). The position still moves past it. Never, by default.
+    /// (`crate::txn`). The position still moves past it. Never, by default.
     fn passed_over(&self, offset: Offset) -> bool {
         let _ = offset;
         false

@@ -73,6 +73,23 @@ impl Layout {
             tag,
         }
     }
+
+    /// One journal of `pages` pages from page `first` of the flash `F`, for a store whose
+    /// state carries its own position ([`Checkpoint`], the atomic checkpoint): 2 pages
+    /// where two journals take 4. A store that needs the position journal refuses this
+    /// layout at [`crate::consumer::Consumer::open`] (`JournalError::BadRegion`: its
+    /// position region has no pages).
+    pub const fn one_region<F: NorFlash>(first: u32, pages: u32, tag: u32) -> Self {
+        let sink = Region::of_pages::<F>(first, pages);
+        Self {
+            positions: Region {
+                start: sink.start,
+                pages: 0,
+            },
+            sink,
+            tag,
+        }
+    }
 }
 
 /// The position journal's record: the next offset to read, and how far each sink's

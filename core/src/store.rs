@@ -44,7 +44,16 @@ pub trait Store: Clone + Debug {
     /// [`crate::persist::TwoPhase`].
     type Persist: Persistence<Self>;
 
-    /// Names the store in journal page headers, so one store never reads another's pages.
+    /// Names the store's record in journal page headers, so one store never reads
+    /// another's pages. The rule: a tag names one encoding of [`Store::State`]. Change it
+    /// with every change to that encoding (a field added, removed, reordered or retyped),
+    /// as a version: records of the old encoding are then refused as foreign
+    /// ([`crate::journal::JournalError::Foreign`]), never decoded into the new type (a
+    /// `(u8, u8)` record of the same size would read back as a `(u16,)`). Then open with
+    /// [`crate::consumer::Consumer::open_or_reset`] to start over. The consumer mixes the
+    /// layout's tag into it by XOR: keep the store tags of one application apart in
+    /// their high half (idem's own are `0x5301_00xx`), and give the application its own
+    /// layout tag.
     const TAG: u32;
 
     /// Whether the store promises an exact total under replay (every store here but
