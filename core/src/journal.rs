@@ -34,7 +34,31 @@
 //! apart from a record lost later.
 //!
 //! It knows nothing of offsets or stores: those are [`crate::consumer`] and
-//! [`crate::store`].
+//! [`crate::store`]. On its own it is a durable record of any state, updated with no
+//! event at all: a setting, a calibration, a counter of boots.
+//!
+//! ```
+//! # #[cfg(feature = "lab")] {
+//! use idem_core::MaxSize;
+//! use idem_core::journal::{Journal, Region};
+//! use idem_core::lab::flash::MemFlash;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
+//! struct Settings { brightness: u8, volume: u8 }
+//!
+//! type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
+//! let region = Region::of_pages::<Flash>(2, 2);
+//! let mut flash = Flash::new();
+//! let (mut settings, found) = Journal::<Settings>::open(&mut flash, region, 0x5E77).unwrap();
+//! let mut now = found.unwrap_or_default(); // blank flash: the defaults
+//! now.brightness = 7;
+//! settings.append(&mut flash, &now).unwrap(); // durable once this returns
+//! // ... a reset later:
+//! let (_, found) = Journal::<Settings>::open(&mut flash, region, 0x5E77).unwrap();
+//! assert_eq!(found, Some(Settings { brightness: 7, volume: 0 }));
+//! # }
+//! ```
 
 use core::marker::PhantomData;
 
