@@ -630,6 +630,39 @@ mod tests {
         );
     }
 
+    /// A live stream read through a window of at most 16 received events: the consumer
+    /// reports `Done` when the window is used up, the caller refills it from
+    /// `next_offset`, and a reset at offset 57 (consumer and window lost) resumes from
+    /// flash at 50. Exactly 100, and every window but the last ended mid-stream.
+    #[test]
+    fn a_live_stream_through_a_bounded_window() {
+        use crate::log::Received;
+        let all: std::vec::Vec<Event> = (0..100).map(|o| HUNDRED.get(o).unwrap()).collect();
+        let mut f = F::new();
+        let mut c = Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
+        let (mut windows, mut reset) = (0, false);
+        while c.next_offset() < 100 {
+            let from = c.next_offset() as usize;
+            let window = Received::new(&all[from..(from + 16).min(100)], Some(100));
+            windows += 1;
+            loop {
+                match c.step(&mut f, &window).unwrap() {
+                    Step::Done => break,
+                    Step::Effect(e, _) if e.offset == 57 && !reset => {
+                        reset = true;
+                        c = Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
+                        assert_eq!(c.resume_at(), 50);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!((c.total(), c.next_offset(), windows), (100, 100, 8));
+        let c = Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
+        assert_eq!((c.resume_at(), c.total()), (100, 100));
+    }
+
     #[test]
     fn recovering_a_prepared_two_phase_record_writes_nothing() {
         use crate::store::TwoPhase;

@@ -236,6 +236,49 @@ pub trait Log {
     }
 }
 
+/// What a live stream has delivered so far and the consumer has not yet moved past: the
+/// events, at consecutive offsets from the first, in a buffer the caller owns (a
+/// `heapless::Vec` filled from the radio, the serial line or a broker session), and the
+/// stream's end once it is known. The consumer steps through it like any [`Log`]; at the
+/// last event received it reports [`crate::consumer::Step::Done`] (nothing left to read
+/// now), and the caller refills the buffer from the consumer's next offset and steps
+/// again. Without an end, batches close every K events only; with one, the last batch
+/// closes at it.
+///
+/// `E` is the caller's event type, converted on each read (idem's board feed keeps its
+/// frames' events and reads them through this). The offsets must run on by one from the
+/// first: the receiver checks that before it builds the window.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a, E = Event> {
+    events: &'a [E],
+    end: Option<Offset>,
+}
+
+impl<'a, E> Received<'a, E> {
+    /// A window over `events`, received in offset order with no gap, and the stream's
+    /// end (the offset after its last event) if known.
+    pub const fn new(events: &'a [E], end: Option<Offset>) -> Self {
+        Self { events, end }
+    }
+}
+
+impl<E: Copy + Into<Event>> Log for Received<'_, E> {
+    fn len(&self) -> u64 {
+        self.end.unwrap_or(u64::MAX)
+    }
+
+    fn get(&self, offset: Offset) -> Option<Event> {
+        let first: Event = (*self.events.first()?).into();
+        let i = usize::try_from(offset.checked_sub(first.offset)?).ok()?;
+        self.events.get(i).map(|&e| e.into())
+    }
+
+    fn ids_distinct(&self) -> bool {
+        // Only the simulator's checker asks, and a live stream has none.
+        true
+    }
+}
+
 /// A log that messages can be appended to.
 pub trait AppendLog: Log {
     /// Appends `message` and returns its offset.

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use crate::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
 use crate::crash::{CrashPoint, Plan};
 use crate::journal::{Journal, JournalError, Region};
-use crate::log::{Event, IdKey, Log, Message, MessageId, Offset};
+use crate::log::{Event, IdKey, Log, Message, MessageId, Offset, Received};
 use crate::persist::Layout;
 use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase};
 
@@ -504,29 +504,9 @@ impl<E: core::fmt::Display> core::fmt::Display for FeedError<E> {
     }
 }
 
-/// The events of one batch as a log: only its offsets are there; its length is the
-/// stream's when known.
-struct BatchLog<'a> {
-    events: &'a [WireEvent],
-    end: Option<Offset>,
-}
-
-impl Log for BatchLog<'_> {
-    fn len(&self) -> u64 {
-        self.end.unwrap_or(u64::MAX)
-    }
-
-    fn get(&self, offset: Offset) -> Option<Event> {
-        let first = self.events.first()?.offset;
-        let i = usize::try_from(offset.checked_sub(first)?).ok()?;
-        self.events.get(i).map(|&w| w.into())
-    }
-
-    fn ids_distinct(&self) -> bool {
-        // Only the checker asks; the device has none.
-        true
-    }
-}
+/// The events of one batch as a log ([`Received`]): only its offsets are there; its
+/// length is the stream's when known.
+type BatchLog<'a> = Received<'a, WireEvent>;
 
 macro_rules! consumers {
     ($($variant:ident($store:ty)),* $(,)?) => {
@@ -916,10 +896,7 @@ impl Device {
         if end.is_some() {
             self.end = end;
         }
-        let log = BatchLog {
-            events,
-            end: self.end,
-        };
+        let log = BatchLog::new(events, self.end);
         let last = events[events.len() - 1].offset;
         loop {
             if c.is_idle() && c.next_offset() > last {
