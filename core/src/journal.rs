@@ -38,10 +38,10 @@
 //! event at all: a setting, a calibration, a counter of boots.
 //!
 //! ```
-//! # #[cfg(feature = "lab")] {
+//! # #[cfg(feature = "testing")] {
 //! use idem_core::MaxSize;
 //! use idem_core::journal::{Journal, Region};
-//! use idem_core::lab::flash::MemFlash;
+//! use idem_core::testing::flash::MemFlash;
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]

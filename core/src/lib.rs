@@ -21,18 +21,22 @@
 //! simulator, the checker, sweeps of every crash point, dual writes. `board` (default
 //! feature `board`) is what the micro:bit and the host share: the demo device, the feed
 //! device and their wire frames. A firmware of its own builds with
-//! `default-features = false` and gets the engine alone.
+//! `default-features = false` and gets the engine alone; its host tests add `testing`
+//! (the strict in-memory flash with power cuts, without the simulator), which the
+//! example below runs on.
 //!
 //! # Your effect, your flash
 //!
 //! A store is a rule over one durable record; the consumer persists it. Here a
 //! meter that must survive resets, over any `NorFlash` (the in-memory one
-//! stands in for a chip driver). Nothing in it needs `std` or an allocator:
+//! stands in for a chip driver, feature `testing`). Nothing in it needs `std` or an
+//! allocator:
 //!
 //! ```
+//! # #[cfg(feature = "testing")] {
 //! use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 //! use idem_core::journal::Region;
-//! use idem_core::lab::flash::MemFlash;
+//! use idem_core::testing::flash::MemFlash;
 //! use idem_core::log::{Event, GeneratedLog};
 //! use idem_core::persist::{EachEffect, Layout};
 //! use idem_core::store::{Outcome, Store, StoreError};
@@ -76,6 +80,7 @@
 //! assert_eq!(consumer.resume_at(), 10); // it resumes from the durable position
 //! consumer.run(&mut flash, &log).unwrap();
 //! assert_eq!(consumer.total(), 100); // and the replay applied nothing twice
+//! # }
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(missing_docs)]
@@ -100,6 +105,8 @@ pub mod journal;
 pub mod lab;
 pub mod log;
 pub mod persist;
+#[cfg(feature = "testing")]
+pub mod testing;
 // Producers, a host's flash-file sync rules and Kafka's transactions: what the
 // simulator and the host model around the engine, not what a firmware consumes with.
 #[cfg(feature = "lab")]

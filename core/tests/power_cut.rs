@@ -9,8 +9,8 @@
 //! Counts are printed: run with `--show-output` to see them.
 
 use idem_core::journal::{Journal, JournalError, OffsetTotal, Region, header_size};
-use idem_core::lab::flash::{FlashError, MemFlash, PowerCut};
-use idem_core::lab::rng::SplitMix64;
+use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
+use idem_core::testing::rng::SplitMix64;
 
 /// Four pages of 1 KiB, written `W` bytes at a time.
 type Flash<const W: usize> = MemFlash<4, 1024, W>;

@@ -8,9 +8,8 @@
 pub mod check;
 pub mod cost;
 pub mod dual;
-pub mod flash;
+pub use crate::testing::{flash, rng};
 pub mod lesson;
-pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod sweep;

@@ -13,7 +13,7 @@
 //!
 //! It owns no journal logic: that lives in [`crate::journal`].
 
-use crate::lab::rng::SplitMix64;
+use crate::testing::rng::SplitMix64;
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
     check_write,
