@@ -416,9 +416,8 @@ impl<K: Sinks> Consumer<K> {
         };
         for region in [layout.positions, layout.sink] {
             if region.pages > 0 {
-                let end = region.start + region.pages * F::ERASE_SIZE as u32;
                 flash
-                    .erase(region.start, end)
+                    .erase(region.start, region.end::<F>())
                     .map_err(|e| ConsumerError::Journal(JournalError::Flash(e)))?;
             }
         }

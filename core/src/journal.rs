@@ -232,7 +232,7 @@ impl Region {
     /// The `pages` pages right after this region, on the flash `F`.
     pub const fn next<F: NorFlash>(&self, pages: u32) -> Self {
         Self {
-            start: self.start + self.pages * F::ERASE_SIZE as u32,
+            start: self.end::<F>(),
             pages,
         }
     }

@@ -347,22 +347,22 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
             let torn = self.tick(false);
             // A write can only clear bits; a torn one clears only some of them, and at
             // least one (the model's assumption: a started program is visible).
+            // The bits a torn write leaves alone: one draw per 4 bytes, as a word flash
+            // always drew them.
+            let mut keep = [0u8; UNIT];
+            if torn {
+                for chunk in keep.chunks_mut(4) {
+                    let noise = (self.noise.next_u64() as u32).to_le_bytes();
+                    chunk.copy_from_slice(&noise[..chunk.len()]);
+                }
+            }
             let mut cleared_some = false;
-            let mut noise = 0;
-            for (j, (cell, &new)) in self.data[page][at..at + UNIT]
+            for ((cell, &new), keep) in self.data[page][at..at + UNIT]
                 .iter_mut()
                 .zip(unit)
-                .enumerate()
+                .zip(keep)
             {
                 let old = *cell;
-                if torn && j % 4 == 0 {
-                    noise = self.noise.next_u64() as u32;
-                }
-                let keep = if torn {
-                    (noise >> (8 * (j % 4))) as u8
-                } else {
-                    0
-                };
                 *cell = old & (new | keep);
                 cleared_some |= *cell != old;
             }
