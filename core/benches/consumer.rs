@@ -9,14 +9,15 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::lab::sim::{SIM_LAYOUT, SimFlash};
-use idem_core::log::GeneratedLog;
-use idem_core::store::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Store, TwoPhase,
+use idem_core::payment::GeneratedLog;
+use idem_core::payment::Sum;
+use idem_core::payment::stores::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
 };
 
 const EVENTS: u64 = 10_000;
 
-fn consume<S: Store + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
+fn consume<S: Sum + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
     let log = GeneratedLog {
         events: EVENTS,
         amount: 1,
@@ -32,7 +33,7 @@ fn consume<S: Store + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
     (c.total(), c.records_written())
 }
 
-fn bench_store<S: Store + Clone>(c: &mut Criterion, name: &str, store: S) {
+fn bench_store<S: Sum + Clone>(c: &mut Criterion, name: &str, store: S) {
     let (total, records) = consume(&mut SimFlash::new(), store.clone());
     assert_eq!(total, EVENTS as i64);
     println!(
@@ -54,7 +55,7 @@ fn bench_store<S: Store + Clone>(c: &mut Criterion, name: &str, store: S) {
 fn benches(c: &mut Criterion) {
     bench_store(c, "naive", Naive);
     bench_store(c, "offset", OffsetStamped);
-    bench_store(c, "message-id-32", MessageIdWindow::<32>::default());
+    bench_store(c, "message-id-32", MessageIdWindow::<Naive, 32>::default());
     bench_store(c, "producer-seq-8", ProducerSeq::<8>);
     bench_store(c, "atomic", Atomic);
     bench_store(c, "two-phase", TwoPhase);

@@ -23,8 +23,8 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::persist::{Disagreement, Layout, Phase, Resolution, Sinks};
-use crate::store::{Outcome, StoreError};
+use crate::persist::{Disagreement, Layout, Phase, Resolution, Sinks, SinksRecovered};
+use crate::store::{Outcome, Rejections};
 
 /// When the consumer commits its position relative to a batch's effects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -138,24 +138,25 @@ impl ConsumerConfig {
 ///   effect since the last commit; an `Effect` before it is in RAM only, and a reset
 ///   replays it.
 ///
-/// A skipped event changed nothing: `apply` must leave the state as it found it when it
-/// returns [`Outcome::Skipped`] (a store that changes RAM and says `Skipped` puts RAM out
-/// of step with flash, since nothing is written).
+/// A skipped or rejected event changes nothing of the application's state, by
+/// construction: [`Store::check`](crate::store::Store::check) decides reading the state
+/// only, and only an applied event reaches [`Store::apply`](crate::store::Store::apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Step {
+pub enum Step<P> {
     /// The event at the position was read; its effect is not applied yet.
-    Deliver(Event),
+    Deliver(Event<P>),
     /// Sinks written one after the other ([`crate::persist::Pair`]): the first holds the
     /// event's effect, the second does not yet.
-    Between(Event),
-    /// The sinks applied or skipped the event; under [`crate::persist::EachEffect`]
-    /// the record is durable when this step returns.
-    Effect(Event, Outcome),
+    Between(Event<P>),
+    /// The sinks applied, skipped or rejected the event; under
+    /// [`crate::persist::EachEffect`] and [`crate::persist::Appended`] the record (and a
+    /// rejection's count) is durable when this step returns.
+    Effect(Event<P>, Outcome),
     /// The event at the position is not for the sinks ([`Log::passed_over`]: under
     /// `read_committed`, a record of an aborted transaction): the position moved past
     /// it and no sink was written.
-    Pass(Event),
+    Pass(Event<P>),
     /// Two-phase stores: the prepared record for the commit of `next` is durable; the
     /// decision is not made yet.
     Prepare {
@@ -202,42 +203,70 @@ pub enum Reset {
     Decode,
 }
 
-/// Errors of the consumer.
+/// Errors of the consumer: `E` is the flash's, `A` the store's
+/// ([`Store::Error`](crate::store::Store::Error)). After one, nothing of the step was
+/// written; a journal error leaves RAM ahead of the flash, so open the consumer again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-pub enum ConsumerError<E> {
+pub enum ConsumerError<E, A> {
     /// A journal failed (including the flash under it).
     Journal(JournalError<E>),
-    /// The store refused an event (a bounded memory is full).
-    Store(StoreError),
+    /// The store could not decide an event (a bounded memory is full): the next step
+    /// tries it again.
+    Store(A),
     /// Recovery found the consumer's journals out of step (damage, not a crash).
     Disagree(Disagreement),
+    /// An appending store's journal region keeps `records` records beside the page it
+    /// reclaims, fewer than the `needed` its state is rebuilt from.
+    Region {
+        /// Records the region keeps while one page is reclaimed.
+        records: u32,
+        /// Records the store rebuilds its state from, at most.
+        needed: u32,
+    },
+    /// The store rejected the event at `offset`, but its count of rejected events cannot
+    /// hold one more (a store whose count is `()` never rejects).
+    Rejections {
+        /// The event's offset.
+        offset: Offset,
+    },
 }
 
-impl<E> From<JournalError<E>> for ConsumerError<E> {
+impl<E, A> From<JournalError<E>> for ConsumerError<E, A> {
     fn from(e: JournalError<E>) -> Self {
         Self::Journal(e)
     }
 }
 
-impl<E> From<StoreError> for ConsumerError<E> {
-    fn from(e: StoreError) -> Self {
-        Self::Store(e)
-    }
-}
-
-impl<E: core::fmt::Display> core::fmt::Display for ConsumerError<E> {
+impl<E: core::fmt::Display, A: core::fmt::Display> core::fmt::Display for ConsumerError<E, A> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::Journal(e) => e.fmt(f),
             Self::Store(e) => e.fmt(f),
             Self::Disagree(e) => e.fmt(f),
+            Self::Region { records, needed } => write!(
+                f,
+                "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
+            ),
+            Self::Rejections { offset } => write!(
+                f,
+                "the store rejected the event at offset {offset}, but its count of rejected events cannot hold one more"
+            ),
         }
     }
 }
 
-impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for ConsumerError<E> {}
+impl<E, A> core::error::Error for ConsumerError<E, A>
+where
+    E: core::fmt::Display + core::fmt::Debug,
+    A: core::fmt::Display + core::fmt::Debug,
+{
+}
+
+/// The errors of a consumer of the sinks `K` on the flash `F`.
+pub type ErrorOf<F, K> =
+    ConsumerError<<F as embedded_storage::nor_flash::ErrorType>::Error, <K as Sinks>::Error>;
 
 /// A consumer applying a log to the sinks `K` (one [`Store`](crate::store::Store), or a
 /// [`Pair`](crate::persist::Pair) sharing one position).
@@ -245,44 +274,47 @@ impl<E: core::fmt::Display + core::fmt::Debug> core::error::Error for ConsumerEr
 pub struct Consumer<K: Sinks> {
     sinks: K,
     state: K::State,
+    rejected: K::Rejections,
     durable: K::Durable,
-    cursor: Cursor,
+    cursor: Cursor<K::Payload>,
 }
 
 /// Where a consumer is in its log and what it owes: the part of a step that does not
-/// depend on the sinks. It is compiled once, not once per store: on a Cortex-M0 image
-/// with six stores, scheduling inside the generic step cost about 300 bytes a store.
+/// depend on the sinks. It is compiled once per payload type, not once per store: on a
+/// Cortex-M0 image with six stores, scheduling inside the generic step cost about 300
+/// bytes a store.
 #[derive(Debug, Clone)]
-struct Cursor {
+struct Cursor<P> {
     config: ConsumerConfig,
     next: Offset,
     resume_at: Offset,
-    delivered: Option<Event>,
-    /// Sinks of the delivered event written so far, and whether one of them applied it.
+    delivered: Option<Event<P>>,
+    /// Sinks of the delivered event written so far, and the outcome so far (applied by
+    /// one of them, else rejected by one, else skipped).
     written: usize,
-    applied: bool,
+    outcome: Outcome,
     /// A commit to make before anything else: the next offset it records.
     commit_due: Option<Offset>,
 }
 
 /// What the sinks owe next.
-enum Due {
+enum Due<P> {
     /// Write the delivered event to sink `usize`.
-    Write(Event, usize),
+    Write(Event<P>, usize),
     /// Commit the position: the next offset to read.
     Commit(Offset),
     /// Nothing for the sinks: this is the step.
-    Report(Step),
+    Report(Step<P>),
 }
 
-impl Cursor {
+impl<P: Copy> Cursor<P> {
     /// What comes next: a write, a commit, or a step that touches no sink (a delivery,
     /// the end).
     // Out of line on bare metal: inlined, it was copied into several callers
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
     #[cfg_attr(not(target_os = "none"), inline(always))]
-    fn due<L: Log + ?Sized>(&mut self, log: &L) -> Due {
+    fn due<L: Log<P> + ?Sized>(&mut self, log: &L) -> Due<P> {
         if let Some(event) = self.delivered {
             return Due::Write(event, self.written);
         }
@@ -314,24 +346,24 @@ impl Cursor {
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
     #[cfg_attr(not(target_os = "none"), inline(always))]
-    fn written(&mut self, event: Event, outcome: Outcome, writes: usize, len: u64) -> Step {
-        self.applied |= outcome == Outcome::Applied;
+    fn written(&mut self, event: Event<P>, outcome: Outcome, writes: usize, len: u64) -> Step<P> {
+        self.outcome = match (self.outcome, outcome) {
+            (Outcome::Applied, _) | (_, Outcome::Applied) => Outcome::Applied,
+            (Outcome::Rejected, _) | (_, Outcome::Rejected) => Outcome::Rejected,
+            _ => Outcome::Skipped,
+        };
         self.written += 1;
         if self.written < writes {
             return Step::Between(event);
         }
-        let outcome = if self.applied {
-            Outcome::Applied
-        } else {
-            Outcome::Skipped
-        };
-        (self.delivered, self.written, self.applied) = (None, 0, false);
+        let outcome = self.outcome;
+        (self.delivered, self.written, self.outcome) = (None, 0, Outcome::Skipped);
         self.moved_past(event.offset, len);
         Step::Effect(event, outcome)
     }
 
     /// The event at the position is passed over: nothing to write.
-    fn passed(&mut self, event: Event, len: u64) -> Step {
+    fn passed(&mut self, event: Event<P>, len: u64) -> Step<P> {
         self.moved_past(event.offset, len);
         Step::Pass(event)
     }
@@ -349,7 +381,7 @@ impl Cursor {
 
     /// The sinks made `phase` of the commit of `next` durable.
     #[cfg_attr(not(target_os = "none"), inline(always))]
-    fn committed(&mut self, next: Offset, phase: Phase) -> Step {
+    fn committed(&mut self, next: Offset, phase: Phase) -> Step<P> {
         match phase {
             Phase::Prepared => Step::Prepare { next },
             Phase::Committed => {
@@ -375,11 +407,17 @@ impl<K: Sinks> Consumer<K> {
         layout: Layout,
         sinks: K,
         config: ConsumerConfig,
-    ) -> Result<Self, ConsumerError<F::Error>> {
-        let (durable, state, resume_at) = sinks.open(flash, &layout)?;
+    ) -> Result<Self, ErrorOf<F, K>> {
+        let SinksRecovered {
+            durable,
+            state,
+            rejected,
+            next: resume_at,
+        } = sinks.open(flash, &layout)?;
         Ok(Self {
             sinks,
             state,
+            rejected,
             durable,
             cursor: Cursor {
                 config,
@@ -387,7 +425,7 @@ impl<K: Sinks> Consumer<K> {
                 resume_at,
                 delivered: None,
                 written: 0,
-                applied: false,
+                outcome: Outcome::Skipped,
                 commit_due: None,
             },
         })
@@ -405,7 +443,7 @@ impl<K: Sinks> Consumer<K> {
         layout: Layout,
         sinks: K,
         config: ConsumerConfig,
-    ) -> Result<(Self, Opened), ConsumerError<F::Error>> {
+    ) -> Result<(Self, Opened), ErrorOf<F, K>> {
         let why = match Self::open(flash, layout, sinks.clone(), config) {
             Ok(consumer) => return Ok((consumer, Opened::Recovered)),
             Err(ConsumerError::Journal(JournalError::Foreign { page, tag, version })) => {
@@ -424,21 +462,33 @@ impl<K: Sinks> Consumer<K> {
         Ok((Self::open(flash, layout, sinks, config)?, why))
     }
 
-    /// Advances by one step.
-    pub fn step<F: NorFlash, L: Log + ?Sized>(
+    /// Advances by one step. After an `Err` from the store nothing changed, and the next
+    /// step tries the same event again.
+    pub fn step<F: NorFlash, L: Log<K::Payload> + ?Sized>(
         &mut self,
         flash: &mut F,
         log: &L,
-    ) -> Result<Step, ConsumerError<F::Error>> {
+    ) -> Result<Step<K::Payload>, ErrorOf<F, K>> {
         match self.cursor.due(log) {
             Due::Write(event, sink) => {
-                let outcome =
-                    self.sinks
-                        .write(&mut self.durable, flash, &mut self.state, &event, sink)?;
+                let outcome = self.sinks.write(
+                    &mut self.durable,
+                    flash,
+                    &mut self.state,
+                    &mut self.rejected,
+                    &event,
+                    sink,
+                )?;
                 Ok(self.cursor.written(event, outcome, K::WRITES, log.len()))
             }
             Due::Commit(next) => {
-                let phase = K::commit(&mut self.durable, flash, &mut self.state, next)?;
+                let phase = K::commit(
+                    &mut self.durable,
+                    flash,
+                    &mut self.state,
+                    self.rejected,
+                    next,
+                )?;
                 Ok(self.cursor.committed(next, phase))
             }
             Due::Report(step) => Ok(step),
@@ -446,19 +496,19 @@ impl<K: Sinks> Consumer<K> {
     }
 
     /// Runs to [`Step::Done`].
-    pub fn run<F: NorFlash, L: Log + ?Sized>(
+    pub fn run<F: NorFlash, L: Log<K::Payload> + ?Sized>(
         &mut self,
         flash: &mut F,
         log: &L,
-    ) -> Result<(), ConsumerError<F::Error>> {
-        while self.step(flash, log)? != Step::Done {}
+    ) -> Result<(), ErrorOf<F, K>> {
+        while !matches!(self.step(flash, log)?, Step::Done) {}
         Ok(())
     }
 
-    /// The total the (first) sink shows now (for an atomic store: including effects in
-    /// RAM).
-    pub fn total(&self) -> i64 {
-        K::value(&self.state)
+    /// Events the sinks rejected ([`Outcome::Rejected`]), as durable as the state: after
+    /// a reset, the count the flash holds.
+    pub fn rejected(&self) -> u32 {
+        self.rejected.count()
     }
 
     /// The sinks' state in RAM.
@@ -513,8 +563,9 @@ mod tests {
     use super::*;
     use crate::journal::Region;
     use crate::lab::flash::MemFlash;
-    use crate::log::GeneratedLog;
-    use crate::store::{Atomic, Naive, OffsetStamped, Store};
+    use crate::payment::stores::{Atomic, Naive, OffsetStamped};
+    use crate::payment::{GeneratedLog, Payment, Sum};
+    use crate::store::Store;
 
     const K10: ConsumerConfig = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
     /// The DDIA exercise's log: 100 events of +1.
@@ -534,7 +585,7 @@ mod tests {
     };
 
     /// Runs until the effect of `crash_after`, drops the consumer, reopens and finishes.
-    fn crash_after<S: Store + Copy>(store: S, crash_after: Offset) -> (i64, Offset, u64) {
+    fn crash_after<S: Sum + Copy>(store: S, crash_after: Offset) -> (i64, Offset, u64) {
         let log = GeneratedLog {
             events: 100,
             amount: 1,
@@ -636,7 +687,7 @@ mod tests {
     #[test]
     fn a_live_stream_through_a_bounded_window() {
         use crate::log::Received;
-        let all: std::vec::Vec<Event> = (0..100).map(|o| HUNDRED.get(o).unwrap()).collect();
+        let all: std::vec::Vec<Payment> = (0..100).map(|o| HUNDRED.get(o).unwrap()).collect();
         let mut f = F::new();
         let mut c = Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
         let (mut windows, mut reset) = (0, false);
@@ -664,7 +715,7 @@ mod tests {
 
     #[test]
     fn recovering_a_prepared_two_phase_record_writes_nothing() {
-        use crate::store::TwoPhase;
+        use crate::payment::stores::TwoPhase;
         let log = GeneratedLog {
             events: 100,
             amount: 1,

@@ -67,7 +67,7 @@ impl CrashPoint {
     }
 
     /// Whether the consumer's `step` is this point's place (any occurrence).
-    pub fn is_at(&self, step: &Step) -> bool {
+    pub fn is_at<P>(&self, step: &Step<P>) -> bool {
         match (self.at, step) {
             (At::Deliver(o), Step::Deliver(e)) => e.offset == o,
             (At::Between(o), Step::Between(e)) => e.offset == o,
@@ -115,7 +115,7 @@ impl Plan {
     }
 
     /// Counts `step` against the offset points; the point that fires now, if any.
-    pub fn on_step(&mut self, step: &Step) -> Option<CrashPoint> {
+    pub fn on_step<P>(&mut self, step: &Step<P>) -> Option<CrashPoint> {
         let mut crash = None;
         for (i, p) in self.points.iter().enumerate() {
             if !self.fired[i] && p.is_at(step) {

@@ -3,19 +3,20 @@
 //! exceeding one is a typed error.
 //!
 //! Follow one event down and back up. The engine, what a firmware ships, sits at the
-//! root: the [`log`] holds an event at an offset (a producer may have put it there
-//! twice); the [`consumer`] reads it, lets its sinks (a [`store`], or a
-//! [`Pair`](persist::Pair) of them) apply it, and commits its position every K events;
-//! how each record and the position reach flash is the store's [`persist`]ence policy,
-//! and every record is a slot in a [`journal`] on any `embedded_storage`
-//! [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash, the journals are
-//! all that is left, and the consumer resumes from them. A log may say to pass over an
-//! offset (an aborted transaction's record, under `read_committed`).
+//! root: a [`log`] holds events of the application's own payload type at consecutive
+//! offsets (a producer may have put one there twice); the [`consumer`] reads them, lets
+//! its [`store`] decide each one (apply, skip a duplicate, or reject) and apply it, and
+//! commits its position every K events; how each record and the position reach flash is
+//! the store's [`persist`]ence policy, and every record is a slot in a [`journal`] on any
+//! `embedded_storage` [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash,
+//! the journals are all that is left, and the consumer resumes from them. The dedup rules
+//! ([`store::OffsetStamp`], [`store::MessageIdWindow`]) wrap any store.
 //!
-//! Around the engine, with the `lab` feature: `producer` (retries, idempotent and
-//! transactional sends), `txn` (Kafka's transactions as a consumer reads them), `crash`
-//! (a crash point names a place among the consumer's steps), `ddia` (the exercise's
-//! parameters) and `sync` (when a host's flash file reaches the disk).
+//! Around the engine: `payment` (features `lab` or `board`), idem's own user of it, whose
+//! stores sum payments; with `lab`, `producer` (retries, idempotent and transactional
+//! sends), `txn` (Kafka's transactions as a consumer reads them), `sync` (when a host's
+//! flash file reaches the disk), and `crash` and `ddia` (crash points and the exercise's
+//! parameters, which `board` has too).
 //!
 //! `lab` proves it (default feature `lab`): the strict in-memory flash, scenarios, the
 //! simulator, the checker, sweeps of every crash point, dual writes. `board` (default
@@ -27,59 +28,60 @@
 //!
 //! # Your effect, your flash
 //!
-//! A store is a rule over one durable record; the consumer persists it. Here a
-//! meter that must survive resets, over any `NorFlash` (the in-memory one
-//! stands in for a chip driver, feature `testing`). Nothing in it needs `std` or an
-//! allocator:
+//! A store is a rule over one durable record; the consumer persists it. Here the
+//! setpoint of a heater, which must survive resets, over any `NorFlash` (the in-memory
+//! one stands in for a chip driver, feature `testing`). A command outside the heater's
+//! range is rejected: the position moves past it and the count of rejected commands is
+//! kept beside the state. Nothing in it needs `std` or an allocator:
 //!
 //! ```
 //! # #[cfg(feature = "testing")] {
 //! use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 //! use idem_core::journal::Region;
+//! use idem_core::log::{Event, Received};
+//! use idem_core::persist::Layout;
+//! use idem_core::store::{OffsetStamp, Outcome, Store};
 //! use idem_core::testing::flash::MemFlash;
-//! use idem_core::log::{Event, GeneratedLog};
-//! use idem_core::persist::{EachEffect, Layout};
-//! use idem_core::store::{Outcome, Store, StoreError};
-//! use idem_core::MaxSize;
-//! use serde::{Deserialize, Serialize};
 //!
-//! /// Sum of amounts, applied at most once per offset.
+//! /// The heater's setpoint in tenths of a degree, set by each command.
 //! #[derive(Clone, Debug)]
-//! struct Meter;
+//! struct Heater;
 //!
-//! #[derive(Clone, Default, PartialEq, Debug, Serialize, Deserialize, MaxSize)]
-//! struct MeterState { sum: i64, stamp: Option<u64> }
-//!
-//! impl Store for Meter {
-//!     type State = MeterState;
-//!     type Persist = EachEffect<Self>; // its record after every effect
-//!     const TAG: u32 = 0x4D45_5445;
-//!     fn apply(&self, s: &mut MeterState, e: &Event) -> Result<Outcome, StoreError> {
-//!         if s.stamp.is_some_and(|o| e.offset <= o) {
-//!             return Ok(Outcome::Skipped);
-//!         }
-//!         s.sum += e.message.amount;
-//!         s.stamp = Some(e.offset);
-//!         Ok(Outcome::Applied)
+//! impl Store for Heater {
+//!     type Payload = i16; // a command: the new setpoint
+//!     type State = i16;
+//!     type Error = core::convert::Infallible;
+//!     type Rejections = u32; // it can reject, and counts what it rejected
+//!     type Persist = idem_core::persist::EachEffect<Self>;
+//!     const TAG: u32 = 0x4845_0001;
+//!     fn check(&self, _: &i16, e: &Event<i16>) -> Result<Outcome, Self::Error> {
+//!         Ok(if (50..=300).contains(&e.payload) { Outcome::Applied } else { Outcome::Rejected })
 //!     }
-//!     fn total(s: &MeterState) -> i64 { s.sum }
+//!     fn apply(&self, setpoint: &mut i16, e: &Event<i16>) {
+//!         *setpoint = e.payload;
+//!     }
 //! }
 //!
 //! type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
 //! // Pages 0 and 1 for the position, 2 and 3 for the store, from the flash's ERASE_SIZE.
 //! let layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
-//! assert_eq!(layout.sink, Region { start: 2048, pages: 2 });
-//! let log = GeneratedLog { events: 50, amount: 2 };
+//! assert_eq!(layout.sink.start, 2048);
+//! // The commands as they arrived, at offsets 0 to 5: 999 is out of range.
+//! let commands = [200, 210, 999, 220, 230, 240].map(|c| c as i16);
+//! let events: [Event<i16>; 6] =
+//!     core::array::from_fn(|o| Event { offset: o as u64, payload: commands[o] });
+//! let stream = Received::new(&events, Some(6));
 //! let mut flash = Flash::new();
-//! let every10 = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
-//! let mut consumer = Consumer::open(&mut flash, layout, Meter, every10).unwrap();
-//! for _ in 0..37 {
-//!     consumer.step(&mut flash, &log).unwrap(); // ... and then the power fails
+//! let every4 = ConsumerConfig::every(CheckpointEvery::new(4).unwrap());
+//! // The offset stamp makes a replay after a reset harmless.
+//! let mut c = Consumer::open(&mut flash, layout, OffsetStamp(Heater), every4).unwrap();
+//! for _ in 0..8 {
+//!     c.step(&mut flash, &stream).unwrap(); // ... and then the power fails
 //! }
-//! let mut consumer = Consumer::open(&mut flash, layout, Meter, every10).unwrap();
-//! assert_eq!(consumer.resume_at(), 10); // it resumes from the durable position
-//! consumer.run(&mut flash, &log).unwrap();
-//! assert_eq!(consumer.total(), 100); // and the replay applied nothing twice
+//! let mut c = Consumer::open(&mut flash, layout, OffsetStamp(Heater), every4).unwrap();
+//! assert_eq!(c.resume_at(), 0); // no commit yet: it replays from offset 0
+//! c.run(&mut flash, &stream).unwrap();
+//! assert_eq!((c.state().state, c.rejected()), (240, 1)); // 999 rejected once
 //! # }
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
@@ -104,6 +106,8 @@ pub mod journal;
 #[cfg(feature = "lab")]
 pub mod lab;
 pub mod log;
+#[cfg(any(feature = "lab", feature = "board"))]
+pub mod payment;
 pub mod persist;
 #[cfg(feature = "testing")]
 pub mod testing;

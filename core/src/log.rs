@@ -1,13 +1,14 @@
-//! The append-only log: messages in the order they landed, addressed by offset.
+//! What a consumer reads: events of the application's own type at consecutive offsets.
 //!
-//! A [`Message`] is what a producer sends; once appended it sits at an offset and is
-//! read back as an [`Event`]. [`VecLog`] keeps appended messages in a fixed-capacity
-//! buffer (a full log is [`LogError::Full`]); [`GeneratedLog`] computes a uniform
-//! workload on the fly, so a million events need no storage at all.
+//! An [`Event<P>`] is a payload `P` (a setpoint command, a meter reading, a payment) at
+//! the offset where it sits. A [`Log<P>`] is read access to such events and nothing else:
+//! how many there are and the one at an offset (and whether the consumer passes over
+//! one). [`Received`] is a bounded window over a live stream, in a buffer the caller
+//! owns. A payload that carries the application's message id is [`Identified`], which
+//! the message-id rule ([`crate::store::MessageIdWindow`]) dedups by.
 //!
-//! The log never removes a repeated message: two sends of one payment are two events.
-//! Producers are in `crate::producer` (feature `lab`); reading and applying is
-//! [`crate::consumer`].
+//! A log never removes a repeated payload: two sends of one command are two events.
+//! Reading and applying is [`crate::consumer`].
 
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
@@ -73,113 +74,28 @@ impl MessageId {
     }
 }
 
-/// What a producer sends: the payload and the ids that make duplicates recognisable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct Message {
-    /// The application's message id.
-    pub id: MessageId,
-    /// The application's own numbering of its sends, carried in the payload: the
-    /// sending instance. (Kafka's producer id, epoch and sequence are another thing: the
-    /// producer library writes them in a record batch's header, only with idempotence or
-    /// transactions on, for the broker; no application reads them; see
-    /// `crate::producer`.)
-    pub producer: u32,
-    /// The application's epoch of that instance: a restarted instance takes a higher one.
-    pub epoch: u16,
-    /// The application's sequence number of the send, from 0; a retry after a lost ack
-    /// sends the same message again, so it reuses it.
-    pub seq: u32,
-    /// The amount this message adds to the total.
-    pub amount: i64,
-}
-
-/// A message as read from the log, at its offset.
+/// A payload as read from a log, at its offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Event {
+pub struct Event<P> {
     /// Where it sits in the log.
     pub offset: Offset,
-    /// What was sent.
-    pub message: Message,
+    /// What was sent: the application's own type.
+    pub payload: P,
 }
 
-/// Errors of a log.
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LogError {
-    /// The fixed-capacity log is full.
-    Full {
-        /// How many messages it holds.
-        capacity: usize,
-    },
-    /// An idempotent log rejected a gap in a producer's sequence (Kafka's
-    /// OUT_OF_ORDER_SEQUENCE_NUMBER).
-    OutOfSequence {
-        /// The producer.
-        producer: u32,
-        /// The sequence the log expected.
-        expected: u32,
-        /// The sequence it got.
-        got: u32,
-    },
-    /// An idempotent log rejected a batch from a producer instance that a newer epoch
-    /// replaced (a zombie; Kafka's fencing).
-    Fenced {
-        /// The producer.
-        producer: u32,
-        /// The zombie's epoch.
-        epoch: u16,
-        /// The current epoch.
-        current: u16,
-    },
-    /// An idempotent log remembers a fixed number of producers; this is one more.
-    Producers {
-        /// How many producers it remembers.
-        capacity: usize,
-    },
+/// A payload that carries the application's message id: chosen before its first send and
+/// the same on every send of it, so a rule that remembers ids recognises a resend
+/// ([`crate::store::MessageIdWindow`]). An offset is not such an id: a resend lands at a
+/// new one.
+pub trait Identified {
+    /// The message id.
+    fn id(&self) -> MessageId;
 }
 
-impl core::fmt::Display for LogError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Full { capacity } => {
-                write!(f, "the log is full: its capacity is {capacity} events")
-            }
-            Self::OutOfSequence {
-                producer,
-                expected,
-                got,
-            } => {
-                write!(
-                    f,
-                    "producer id {producer} sent sequence {got} where the broker expected {expected} (sequences start at 0 for each producer id and epoch): a gap, rejected"
-                )
-            }
-            Self::Fenced {
-                producer,
-                epoch,
-                current,
-            } => {
-                write!(
-                    f,
-                    "producer id {producer} epoch {epoch} is fenced by epoch {current}: a zombie, rejected"
-                )
-            }
-            Self::Producers { capacity } => {
-                write!(
-                    f,
-                    "the idempotent log remembers at most {capacity} producers"
-                )
-            }
-        }
-    }
-}
-
-impl core::error::Error for LogError {}
-
-/// Read access to a log.
-pub trait Log {
-    /// How many events the log holds; the next append lands at this offset.
+/// Read access to a log of payloads `P`: what a consumer reads, and nothing else.
+pub trait Log<P> {
+    /// How many events the log holds (on a live stream: `u64::MAX` until its end is
+    /// known); the next append lands at this offset.
     fn len(&self) -> u64;
 
     /// Whether the log is empty.
@@ -188,51 +104,14 @@ pub trait Log {
     }
 
     /// The event at `offset`, if there is one.
-    fn get(&self, offset: Offset) -> Option<Event>;
-
-    /// The total a consumer should reach: each distinct message id counted once, with
-    /// the amount of its first occurrence.
-    fn true_total(&self) -> i64 {
-        self.true_total_before(self.len())
-    }
+    fn get(&self, offset: Offset) -> Option<Event<P>>;
 
     /// Whether the consumer passes over the event at `offset` without giving it to its
-    /// sinks: under `read_committed`, a record of an aborted transaction
-    /// (`crate::txn`). The position still moves past it. Never, by default.
+    /// sinks: under Kafka's `read_committed`, a record of an aborted transaction. The
+    /// position still moves past it. Never, by default.
     fn passed_over(&self, offset: Offset) -> bool {
         let _ = offset;
         false
-    }
-
-    /// The true total of the first `end` events: each distinct message id among them
-    /// counted once.
-    fn true_total_before(&self, end: Offset) -> i64 {
-        (0..end.min(self.len()))
-            .filter(|&o| self.canonical(o) == o)
-            .filter_map(|o| self.get(o))
-            .map(|e| e.message.amount)
-            // Saturates rather than wraps (a debug build would panic); a log whose
-            // amounts could overflow is refused where it is read.
-            .fold(0i64, i64::saturating_add)
-    }
-
-    /// Whether every message id in the log is distinct (each offset is its own
-    /// message), so [`Log::canonical`] is the identity. `false` when not known.
-    fn ids_distinct(&self) -> bool {
-        false
-    }
-
-    /// The offset of the first occurrence of the message at `offset`: the offset the
-    /// checker knows that message by. The default scans the offsets before it (no memory,
-    /// quadratic over a whole log); a log whose ids are known to be distinct returns
-    /// `offset`.
-    fn canonical(&self, offset: Offset) -> Offset {
-        let Some(id) = self.get(offset).map(|e| e.message.id) else {
-            return offset;
-        };
-        (0..offset)
-            .find(|&o| self.get(o).is_some_and(|e| e.message.id == id))
-            .unwrap_or(offset)
     }
 }
 
@@ -245,11 +124,12 @@ pub trait Log {
 /// again. Without an end, batches close every K events only; with one, the last batch
 /// closes at it.
 ///
-/// `E` is the caller's event type, converted on each read (idem's board feed keeps its
-/// frames' events and reads them through this). The offsets must run on by one from the
-/// first: the receiver checks that before it builds the window.
+/// `E` is the caller's event type, converted on each read into an [`Event<P>`] (idem's
+/// board feed keeps its frames' events and reads them through this); an `Event<P>` needs
+/// no conversion. The offsets must run on by one from the first: the receiver checks that
+/// before it builds the window.
 #[derive(Debug, Clone, Copy)]
-pub struct Received<'a, E = Event> {
+pub struct Received<'a, E> {
     events: &'a [E],
     end: Option<Offset>,
 }
@@ -262,221 +142,21 @@ impl<'a, E> Received<'a, E> {
     }
 }
 
-impl<E: Copy + Into<Event>> Log for Received<'_, E> {
+impl<P, E: Copy + Into<Event<P>>> Log<P> for Received<'_, E> {
     fn len(&self) -> u64 {
         self.end.unwrap_or(u64::MAX)
     }
 
-    fn get(&self, offset: Offset) -> Option<Event> {
-        let first: Event = (*self.events.first()?).into();
+    fn get(&self, offset: Offset) -> Option<Event<P>> {
+        let first: Event<P> = (*self.events.first()?).into();
         let i = usize::try_from(offset.checked_sub(first.offset)?).ok()?;
         self.events.get(i).map(|&e| e.into())
-    }
-
-    fn ids_distinct(&self) -> bool {
-        // Only the simulator's checker asks, and a live stream has none.
-        true
-    }
-}
-
-/// A log that messages can be appended to.
-pub trait AppendLog: Log {
-    /// Appends `message` and returns its offset.
-    fn append(&mut self, message: Message) -> Result<Offset, LogError>;
-}
-
-/// A log of up to `N` appended messages, kept in a fixed-capacity buffer.
-#[derive(Debug, Clone, Default)]
-pub struct VecLog<const N: usize> {
-    messages: heapless::Vec<Message, N>,
-}
-
-impl<const N: usize> VecLog<N> {
-    /// An empty log.
-    pub const fn new() -> Self {
-        Self {
-            messages: heapless::Vec::new(),
-        }
-    }
-
-    /// The messages in offset order.
-    pub fn messages(&self) -> &[Message] {
-        &self.messages
-    }
-}
-
-impl<const N: usize> Log for VecLog<N> {
-    fn len(&self) -> u64 {
-        self.messages.len() as u64
-    }
-
-    fn get(&self, offset: Offset) -> Option<Event> {
-        let message = *self.messages.get(usize::try_from(offset).ok()?)?;
-        Some(Event { offset, message })
-    }
-}
-
-impl<const N: usize> AppendLog for VecLog<N> {
-    fn append(&mut self, message: Message) -> Result<Offset, LogError> {
-        self.messages
-            .push(message)
-            .map_err(|_| LogError::Full { capacity: N })?;
-        Ok(self.messages.len() as u64 - 1)
-    }
-}
-
-/// `events` messages of `amount` each, with distinct ids, computed on demand.
-///
-/// Message `o` has id `o`, producer 0, epoch 0 and sequence `o`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GeneratedLog {
-    /// Number of events.
-    pub events: u64,
-    /// Amount of every event.
-    pub amount: i64,
-}
-
-impl Log for GeneratedLog {
-    fn len(&self) -> u64 {
-        self.events
-    }
-
-    fn get(&self, offset: Offset) -> Option<Event> {
-        (offset < self.events).then_some(Event {
-            offset,
-            message: Message {
-                id: MessageId(offset),
-                producer: 0,
-                epoch: 0,
-                seq: offset as u32,
-                amount: self.amount,
-            },
-        })
-    }
-
-    fn true_total(&self) -> i64 {
-        self.true_total_before(self.events)
-    }
-
-    fn true_total_before(&self, end: Offset) -> i64 {
-        // Saturates rather than wraps; callers bound `events` so this is exact.
-        let n = i64::try_from(end.min(self.events)).unwrap_or(i64::MAX);
-        self.amount.saturating_mul(n)
-    }
-
-    fn ids_distinct(&self) -> bool {
-        true
-    }
-
-    fn canonical(&self, offset: Offset) -> Offset {
-        offset // every generated message has its own id
-    }
-}
-
-/// A gauge's readings: message `o` carries the reading `o + 1` (the running count of
-/// the DDIA workload, as a value rather than as +1), with id `o`. With `late` set, one
-/// more message follows the last: the reading of offset `late` delivered again (the same
-/// message, so the same id). The truth is the last reading, `events`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GaugeLog {
-    /// Readings.
-    pub events: u64,
-    /// The offset whose reading arrives again after the last one.
-    pub late: Option<Offset>,
-}
-
-impl Log for GaugeLog {
-    fn len(&self) -> u64 {
-        self.events + u64::from(self.late.is_some_and(|l| l < self.events))
-    }
-
-    fn get(&self, offset: Offset) -> Option<Event> {
-        let of = match self.late {
-            Some(l) if offset == self.events && l < self.events => l,
-            _ if offset < self.events => offset,
-            _ => return None,
-        };
-        Some(Event {
-            offset,
-            message: Message {
-                id: MessageId(of),
-                producer: 0,
-                epoch: 0,
-                seq: of as u32,
-                amount: i64::try_from(of + 1).unwrap_or(i64::MAX),
-            },
-        })
-    }
-
-    /// The last reading among the first `end` events (a late old reading is not newer).
-    fn true_total_before(&self, end: Offset) -> i64 {
-        i64::try_from(end.min(self.events)).unwrap_or(i64::MAX)
-    }
-
-    fn ids_distinct(&self) -> bool {
-        self.late.is_none()
-    }
-
-    fn canonical(&self, offset: Offset) -> Offset {
-        match self.late {
-            Some(l) if offset == self.events => l,
-            _ => offset,
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn msg(id: &str, seq: u32, amount: i64) -> Message {
-        Message {
-            id: MessageId::keyed(&IdKey::PUBLIC, id.as_bytes()),
-            producer: 1,
-            epoch: 0,
-            seq,
-            amount,
-        }
-    }
-
-    #[test]
-    fn a_full_log_is_a_typed_error() {
-        let mut log = VecLog::<2>::new();
-        assert_eq!(log.append(msg("a", 1, 1)), Ok(0));
-        assert_eq!(log.append(msg("b", 2, 1)), Ok(1));
-        assert_eq!(
-            log.append(msg("c", 3, 1)),
-            Err(LogError::Full { capacity: 2 })
-        );
-        assert_eq!(log.len(), 2);
-    }
-
-    #[test]
-    fn true_total_counts_each_message_id_once() {
-        let mut log = VecLog::<8>::new();
-        for m in [msg("p17", 1, 5), msg("p17", 1, 5), msg("p18", 2, 3)] {
-            log.append(m).unwrap();
-        }
-        assert_eq!(log.true_total(), 8);
-        assert_eq!(
-            [log.canonical(0), log.canonical(1), log.canonical(2)],
-            [0, 0, 2]
-        );
-        assert_eq!(log.get(1).unwrap().offset, 1);
-        assert_eq!(log.get(3), None);
-    }
-
-    #[test]
-    fn generated_log_needs_no_storage() {
-        let log = GeneratedLog {
-            events: 1_000_000,
-            amount: 1,
-        };
-        assert_eq!(log.true_total(), 1_000_000);
-        assert_eq!(log.get(999_999).unwrap().message.id, MessageId(999_999));
-        assert_eq!(log.get(1_000_000), None);
-        assert!(core::mem::size_of::<GeneratedLog>() <= 16);
-    }
 
     #[test]
     fn message_ids_are_siphash_2_4_under_their_key() {
@@ -496,5 +176,18 @@ mod tests {
             "another key, another id"
         );
         assert_eq!(format!("{key:?}"), "IdKey(..)", "the secret is not printed");
+    }
+
+    #[test]
+    fn a_window_reads_its_events_by_offset() {
+        let events = [3u8, 4, 5].map(|p| Event {
+            offset: 10 + u64::from(p),
+            payload: p,
+        });
+        let window = Received::new(&events, None);
+        assert_eq!(window.len(), u64::MAX, "a stream without a known end");
+        assert_eq!(window.get(14).map(|e| e.payload), Some(4));
+        assert_eq!((window.get(12), window.get(16)), (None, None));
+        assert_eq!(Received::new(&events, Some(16)).len(), 16);
     }
 }

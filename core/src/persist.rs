@@ -16,21 +16,25 @@
 //! ```compile_fail
 //! use idem_core::log::Event;
 //! use idem_core::persist::TwoPhase;
-//! use idem_core::store::{NaiveState, Outcome, Store, StoreError};
+//! use idem_core::store::{Outcome, Store};
 //!
 //! /// Claims two-phase commit but has no prepare and no resolve.
 //! #[derive(Debug, Clone)]
 //! struct Careless;
 //!
 //! impl Store for Careless {
-//!     type State = NaiveState;
+//!     type Payload = i64;
+//!     type State = i64;
+//!     type Error = ();
+//!     type Rejections = ();
 //!     type Persist = TwoPhase<Self>;
 //!     const TAG: u32 = 1;
-//!     fn apply(&self, s: &mut NaiveState, e: &Event) -> Result<Outcome, StoreError> {
-//!         s.total += e.message.amount;
+//!     fn check(&self, _: &i64, _: &Event<i64>) -> Result<Outcome, ()> {
 //!         Ok(Outcome::Applied)
 //!     }
-//!     fn total(s: &NaiveState) -> i64 { s.total }
+//!     fn apply(&self, s: &mut i64, e: &Event<i64>) {
+//!         *s += e.payload;
+//!     }
 //! }
 //! ```
 //!
@@ -46,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use crate::consumer::ConsumerError;
 use crate::journal::{Journal, JournalError, Region};
 use crate::log::{Event, Offset};
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Rejections, Store};
 
 /// Where a consumer keeps its journals, and the tag that marks them as this
 /// application's (a different tag, or another store, is refused as foreign).
@@ -104,27 +108,105 @@ pub struct Position {
     pub sinks: [u32; 2],
 }
 
-/// A sink's record under [`EachEffect`]: the store's state and the position the
-/// consumer had committed when it was written (the next offset to read), so recovery
-/// can tell a position journal that lost records. No store reads it: the naive store
-/// still replays.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Covered<T> {
+/// A sink's record under [`EachEffect`] and [`Appended`]: the store's state (or delta),
+/// the durable count of rejected events, and the position the consumer had committed
+/// when it was written (the next offset to read), so recovery can tell a position journal
+/// that lost records. No store reads the position: the naive store still replays.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Covered<T, C = ()> {
     /// The committed position when the record was written.
     pub covered: Offset,
+    /// Events rejected so far ([`Store::Rejections`]; `()` takes no byte).
+    pub rejected: C,
     /// The store's state.
     pub state: T,
 }
 
-/// [`Covered`] with the state borrowed: encodes exactly as a `Covered<T>`.
+/// The count of rejected events is left out of a record's `Debug` when the store never
+/// rejects (its count is `()`).
+fn count_field<C: Debug>(d: &mut core::fmt::DebugStruct<'_, '_>, name: &str, c: &C) {
+    if size_of::<C>() > 0 {
+        d.field(name, c);
+    }
+}
+
+impl<T: Debug, C: Debug> Debug for Covered<T, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("Covered");
+        d.field("covered", &self.covered);
+        count_field(&mut d, "rejected", &self.rejected);
+        d.field("state", &self.state).finish()
+    }
+}
+
+impl<T: Debug, C: Debug> Debug for Counted<T, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("Counted");
+        d.field("state", &self.state);
+        count_field(&mut d, "rejected", &self.rejected);
+        d.finish()
+    }
+}
+
+impl<T: Debug, C: Debug> Debug for Prepared<T, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("Prepared");
+        d.field("state", &self.state);
+        count_field(&mut d, "rejected", &self.rejected);
+        count_field(&mut d, "committed_rejected", &self.committed_rejected);
+        d.finish()
+    }
+}
+
+/// [`Covered`] with the state borrowed: encodes exactly as a `Covered<T, C>`.
 #[derive(Serialize)]
-struct CoveredRef<'a, T> {
+struct CoveredRef<'a, T, C> {
     covered: Offset,
+    rejected: C,
     state: &'a T,
 }
 
-impl<T: MaxSize> MaxSize for Covered<T> {
-    const POSTCARD_MAX_SIZE: usize = Offset::POSTCARD_MAX_SIZE + T::POSTCARD_MAX_SIZE;
+impl<T: MaxSize, C: MaxSize> MaxSize for Covered<T, C> {
+    const POSTCARD_MAX_SIZE: usize =
+        Offset::POSTCARD_MAX_SIZE + C::POSTCARD_MAX_SIZE + T::POSTCARD_MAX_SIZE;
+}
+
+/// A record that holds the position itself ([`Checkpoint`]): the store's state and the
+/// durable count of rejected events.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted<T, C = ()> {
+    /// The store's state.
+    pub state: T,
+    /// Events rejected as of this record.
+    pub rejected: C,
+}
+
+impl<T: MaxSize, C: MaxSize> MaxSize for Counted<T, C> {
+    const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE + C::POSTCARD_MAX_SIZE;
+}
+
+/// [`Counted`] with the state borrowed: encodes exactly as a `Counted<T, C>`.
+#[derive(Serialize)]
+struct CountedRef<'a, T, C> {
+    state: &'a T,
+    rejected: C,
+}
+
+/// A two-phase store's record ([`TwoPhase`]): the store's state, the count of rejected
+/// events, and the count as of the last commit, restored with the state when a prepared
+/// record is rolled back.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepared<T, C = ()> {
+    /// The store's state.
+    pub state: T,
+    /// Events rejected as of this record.
+    pub rejected: C,
+    /// Events rejected as of the last commit.
+    pub committed_rejected: C,
+}
+
+impl<T: MaxSize, C: MaxSize> MaxSize for Prepared<T, C> {
+    const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE + 2 * C::POSTCARD_MAX_SIZE;
 }
 
 /// Why recovery refused to go on: the journals of one consumer disagree, which no crash
@@ -274,21 +356,24 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
     /// The record of the store's journal.
     type Record: Serialize + serde::de::DeserializeOwned + MaxSize + Debug;
 
-    /// Recovers from flash: the policy's RAM, the store's state and the next offset to
-    /// read. Journals that disagree are refused before anything is written.
+    /// Recovers from flash: the policy's RAM, the store's state, the count of rejected
+    /// events and the next offset to read. Journals that disagree are refused before
+    /// anything is written.
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>>;
+    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>>;
 
     /// Makes the effect of `event` durable, if the policy writes one (`outcome` says
-    /// whether the state changed). By default effects stay in RAM until the commit.
+    /// whether the state changed or the event was rejected; `rejected` is the count after
+    /// it). By default effects stay in RAM until the commit.
     fn effect<F: NorFlash>(
         &mut self,
         _flash: &mut F,
         _state: &S::State,
-        _event: &Event,
+        _rejected: S::Rejections,
+        _event: &Event<S::Payload>,
         _outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
         Ok(())
@@ -299,6 +384,7 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
         &mut self,
         flash: &mut F,
         state: &mut S::State,
+        rejected: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>>;
 
@@ -341,12 +427,12 @@ where
 }
 
 /// Checks one [`EachEffect`] sink's journal against the position journal.
-fn cross_check<R, E>(
+fn cross_check<R, E, A>(
     sink: u8,
     journal: &Journal<R>,
     covered: Offset,
     position: &Position,
-) -> Result<(), ConsumerError<E>>
+) -> Result<(), ConsumerError<E, A>>
 where
     R: Serialize + serde::de::DeserializeOwned + MaxSize,
 {
@@ -399,18 +485,22 @@ impl<R: Serialize + serde::de::DeserializeOwned + MaxSize> SinkThenPosition<R> {
     }
 }
 
-/// The store's record is written after every applied effect; the position is committed
-/// in the consumer's own journal every K events. Each store record carries the position
-/// committed when it was written, and each position record the store journal's newest
-/// record, so recovery refuses journals that one-sided damage has put out of step.
+/// The record [`EachEffect`] writes for the store `S`.
+pub type EachRecord<S> = Covered<<S as Store>::State, <S as Store>::Rejections>;
+
+/// The store's record is written after every applied or rejected event; the position is
+/// committed in the consumer's own journal every K events. Each store record carries the
+/// position committed when it was written, and each position record the store journal's
+/// newest record, so recovery refuses journals that one-sided damage has put out of step.
 #[derive(Debug, Clone)]
-pub struct EachEffect<S: Store>(SinkThenPosition<Covered<S::State>>);
+pub struct EachEffect<S: Store>(SinkThenPosition<EachRecord<S>>);
 
 impl<S: Store> EachEffect<S> {
     fn append<F: NorFlash>(
-        sink: &mut Journal<Covered<S::State>>,
+        sink: &mut Journal<EachRecord<S>>,
         flash: &mut F,
         committed: Offset,
+        rejected: S::Rejections,
         state: &S::State,
     ) -> Result<(), JournalError<F::Error>> {
         // Borrowed, not cloned: a large state (a message-id window) would cost more to
@@ -419,6 +509,7 @@ impl<S: Store> EachEffect<S> {
             flash,
             &CoveredRef {
                 covered: committed,
+                rejected,
                 state,
             },
         )
@@ -428,37 +519,39 @@ impl<S: Store> EachEffect<S> {
 impl<S: Store> Persistence<S> for EachEffect<S> {
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
-    type Record = Covered<S::State>;
+    type Record = EachRecord<S>;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
-        let (sink, record) = open_sink::<S, Covered<S::State>, F>(flash, layout, sink)?;
+    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+        let (sink, record) = open_sink::<S, EachRecord<S>, F>(flash, layout, sink)?;
         let (positions, position) = open_positions(flash, layout)?;
         cross_check(0, &sink, record.covered, &position)?;
         let committed = position.next;
-        Ok((
-            Self(SinkThenPosition {
+        Ok(Recovered {
+            durable: Self(SinkThenPosition {
                 sink,
                 positions,
                 committed,
             }),
-            record.state,
-            committed,
-        ))
+            state: record.state,
+            rejected: record.rejected,
+            next: committed,
+        })
     }
 
     fn effect<F: NorFlash>(
         &mut self,
         flash: &mut F,
         state: &S::State,
-        _: &Event,
+        rejected: S::Rejections,
+        _: &Event<S::Payload>,
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
-        if outcome == Outcome::Applied {
-            Self::append(&mut self.0.sink, flash, self.0.committed, state)?;
+        if outcome != Outcome::Skipped {
+            Self::append(&mut self.0.sink, flash, self.0.committed, rejected, state)?;
         }
         Ok(())
     }
@@ -467,6 +560,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         &mut self,
         flash: &mut F,
         _: &mut S::State,
+        _: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
         self.0.commit(flash, next)
@@ -487,7 +581,7 @@ pub trait Appendable: Store {
     const MAX_NEEDED: u32;
     /// The delta of the effect of `event` that just made `state`; `seq` is the sequence
     /// number its record will carry.
-    fn delta(state: &Self::State, event: &Event, seq: u32) -> Self::Delta;
+    fn delta(state: &Self::State, event: &Event<Self::Payload>, seq: u32) -> Self::Delta;
     /// A state being rebuilt.
     type Rebuild;
     /// From the newest delta: a state to rebuild, and at most how many of the newest
@@ -499,11 +593,15 @@ pub trait Appendable: Store {
     fn finish(state: Self::Rebuild) -> Option<Self::State>;
 }
 
-/// Each applied effect appends one small record (a [`Appendable::Delta`] and the
-/// position committed when it was written); the position is committed in the consumer's
-/// own journal every K events. Recovery rebuilds the state from the newest records, which
-/// the region always keeps: it must hold [`Appendable::MAX_NEEDED`] records besides the
-/// page it reclaims ([`StoreError::Region`](crate::store::StoreError::Region) otherwise).
+/// The record [`Appended`] writes for the store `S`.
+pub type AppendedRecord<S> = Covered<<S as Appendable>::Delta, <S as Store>::Rejections>;
+
+/// Each applied or rejected event appends one small record (a [`Appendable::Delta`], the
+/// count of rejected events and the position committed when it was written); the
+/// position is committed in the consumer's own journal every K events. Recovery rebuilds
+/// the state from the newest records, which the region always keeps: it must hold
+/// [`Appendable::MAX_NEEDED`] records besides the page it reclaims
+/// ([`ConsumerError::Region`] otherwise).
 ///
 /// Why an appended record stays safe: a torn append is not a valid record, so recovery
 /// ends at the one before it, whose state is the state before the torn effect, and the
@@ -514,27 +612,27 @@ pub trait Appendable: Store {
 /// newer record vouches for means records were lost, which recovery refuses
 /// ([`Disagreement::RecordsLost`]).
 #[derive(Debug, Clone)]
-pub struct Appended<S: Appendable>(SinkThenPosition<Covered<S::Delta>>);
+pub struct Appended<S: Appendable>(SinkThenPosition<AppendedRecord<S>>);
 
 impl<S: Appendable> Persistence<S> for Appended<S> {
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
     const ORDERED: bool = true;
-    type Record = Covered<S::Delta>;
+    type Record = AppendedRecord<S>;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         region: Region,
-    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
+    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
         let (sink, newest) =
-            Journal::<Covered<S::Delta>>::open(flash, region, sink_tag::<S>(layout))?;
+            Journal::<AppendedRecord<S>>::open(flash, region, sink_tag::<S>(layout))?;
         let keeps = region.pages.saturating_sub(1) * sink.slots_per_page();
         if keeps < S::MAX_NEEDED {
-            return Err(ConsumerError::Store(crate::store::StoreError::Region {
+            return Err(ConsumerError::Region {
                 records: keeps,
                 needed: S::MAX_NEEDED,
-            }));
+            });
         }
         let (positions, position) = open_positions(flash, layout)?;
         cross_check(
@@ -565,30 +663,33 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
             }
         };
         let committed = position.next;
-        Ok((
-            Self(SinkThenPosition {
+        Ok(Recovered {
+            durable: Self(SinkThenPosition {
                 sink,
                 positions,
                 committed,
             }),
             state,
-            committed,
-        ))
+            rejected: newest.map(|r| r.rejected).unwrap_or_default(),
+            next: committed,
+        })
     }
 
     fn effect<F: NorFlash>(
         &mut self,
         flash: &mut F,
         state: &S::State,
-        event: &Event,
+        rejected: S::Rejections,
+        event: &Event<S::Payload>,
         outcome: Outcome,
     ) -> Result<(), JournalError<F::Error>> {
-        if outcome == Outcome::Applied {
+        if outcome != Outcome::Skipped {
             let seq = self.0.sink.newest_seq().map_or(1, |n| n.wrapping_add(1));
             self.0.sink.append(
                 flash,
                 &Covered {
                     covered: self.0.committed,
+                    rejected,
                     state: S::delta(state, event, seq),
                 },
             )?;
@@ -600,6 +701,7 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         &mut self,
         flash: &mut F,
         _: &mut S::State,
+        _: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
         self.0.commit(flash, next)
@@ -610,36 +712,47 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
     }
 }
 
-/// An atomic checkpoint: value and position in one record, written at each checkpoint.
-/// Effects in between stay in RAM and are replayed after a crash.
+/// The record [`Checkpoint`] writes for the store `S`.
+pub type CheckpointRecord<S> = Counted<<S as Store>::State, <S as Store>::Rejections>;
+
+/// An atomic checkpoint: value, position and the count of rejected events in one record,
+/// written at each checkpoint. Effects in between stay in RAM and are replayed after a
+/// crash.
 #[derive(Debug, Clone)]
 pub struct Checkpoint<S: Store> {
-    sink: Journal<S::State>,
+    sink: Journal<CheckpointRecord<S>>,
 }
 
 impl<S: Positioned> Persistence<S> for Checkpoint<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = false;
-    type Record = S::State;
+    type Record = CheckpointRecord<S>;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
-        let (sink, state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
-        let next = S::position(&state);
-        Ok((Self { sink }, state, next))
+    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+        let (sink, record) = open_sink::<S, CheckpointRecord<S>, F>(flash, layout, sink)?;
+        let next = S::position(&record.state);
+        Ok(Recovered {
+            durable: Self { sink },
+            state: record.state,
+            rejected: record.rejected,
+            next,
+        })
     }
 
     fn commit<F: NorFlash>(
         &mut self,
         flash: &mut F,
         state: &mut S::State,
+        rejected: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
         S::set_position(state, next);
-        self.sink.append(flash, state)?;
+        self.sink
+            .append_view(flash, &CountedRef { state, rejected })?;
         Ok(Phase::Committed)
     }
 
@@ -648,16 +761,21 @@ impl<S: Positioned> Persistence<S> for Checkpoint<S> {
     }
 }
 
+/// The record [`TwoPhase`] writes for the store `S`.
+pub type TwoPhaseRecordOf<S> = Prepared<<S as Store>::State, <S as Store>::Rejections>;
+
 /// Two-phase commit at each checkpoint: a prepared record (new value and position, and
 /// the last committed ones), then the position in the consumer's journal (the decision),
 /// then the committed record. Recovery resolves a prepared record by the decision:
 /// forward if the position was committed, back if not.
 #[derive(Debug, Clone)]
 pub struct TwoPhase<S: Store> {
-    sink: Journal<S::State>,
+    sink: Journal<TwoPhaseRecordOf<S>>,
     positions: Journal<Position>,
     /// The commit whose prepared record is already written.
     prepared: Option<Offset>,
+    /// Events rejected as of the last commit.
+    committed_rejected: S::Rejections,
     /// What recovery did with a prepared record it found.
     resolved: Option<Resolution>,
 }
@@ -665,14 +783,19 @@ pub struct TwoPhase<S: Store> {
 impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = true;
-    type Record = S::State;
+    type Record = TwoPhaseRecordOf<S>;
 
     fn open<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S::State>, ConsumerError<F::Error>> {
-        let (sink, mut state) = open_sink::<S, S::State, F>(flash, layout, sink)?;
+    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+        let (sink, record) = open_sink::<S, TwoPhaseRecordOf<S>, F>(flash, layout, sink)?;
+        let Prepared {
+            mut state,
+            mut rejected,
+            committed_rejected,
+        } = record;
         let (positions, decided) = open_positions(flash, layout)?;
         let decided = decided.next;
         // The decision is written between the prepared and the committed record: it is
@@ -690,7 +813,11 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
             // until the next prepared record supersedes the one in doubt, every recovery
             // reads the same decision and resolves it the same way, so opening an image
             // never writes (a read-only `status` can recover a two-phase store).
-            S::resolve(&mut state, decided >= target);
+            let commit = decided >= target;
+            S::resolve(&mut state, commit);
+            if !commit {
+                rejected = committed_rejected;
+            }
         }
         let next = S::position(&state);
         let resolved = prepared.map(|target| {
@@ -700,28 +827,38 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
                 Resolution::RolledBack { next }
             }
         });
-        Ok((
-            Self {
+        Ok(Recovered {
+            durable: Self {
                 sink,
                 positions,
                 prepared: None,
+                committed_rejected: rejected,
                 resolved,
             },
             state,
+            rejected,
             next,
-        ))
+        })
     }
 
     fn commit<F: NorFlash>(
         &mut self,
         flash: &mut F,
         state: &mut S::State,
+        rejected: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
         if self.prepared != Some(next) {
             let mut record = state.clone();
             S::prepare(&mut record, next);
-            self.sink.append(flash, &record)?;
+            self.sink.append(
+                flash,
+                &Prepared {
+                    state: record.clone(),
+                    rejected,
+                    committed_rejected: self.committed_rejected,
+                },
+            )?;
             *state = record;
             self.prepared = Some(next);
             return Ok(Phase::Prepared);
@@ -735,7 +872,15 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
             },
         )?;
         S::resolve(state, true);
-        self.sink.append(flash, state)?;
+        self.committed_rejected = rejected;
+        self.sink.append(
+            flash,
+            &Prepared {
+                state: state.clone(),
+                rejected,
+                committed_rejected: rejected,
+            },
+        )?;
         self.prepared = None;
         Ok(Phase::Committed)
     }
@@ -749,25 +894,45 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
     }
 }
 
-/// What recovery hands the consumer: the policy's RAM, the sinks' state, and the next
-/// offset to read.
-pub type Recovered<D, S> = (D, S, Offset);
+/// What recovery hands the consumer of the store `S` under the policy `D`.
+#[derive(Debug, Clone)]
+pub struct Recovered<D, S: Store> {
+    /// The policy's RAM (journal cursors).
+    pub durable: D,
+    /// The store's state.
+    pub state: S::State,
+    /// The durable count of rejected events.
+    pub rejected: S::Rejections,
+    /// The next offset to read.
+    pub next: Offset,
+}
 
 /// What recovery of the sinks `K` hands the consumer.
-pub type SinksRecovered<K> = Recovered<<K as Sinks>::Durable, <K as Sinks>::State>;
+#[derive(Debug, Clone)]
+pub struct SinksRecovered<K: Sinks> {
+    /// The policy's RAM.
+    pub durable: K::Durable,
+    /// The sinks' state.
+    pub state: K::State,
+    /// The durable count of rejected events.
+    pub rejected: K::Rejections,
+    /// The next offset to read.
+    pub next: Offset,
+}
 
 /// What a consumer drives: one store, or several sinks sharing one position. Every
 /// [`Store`] is a set of one.
 pub trait Sinks: Clone + Debug {
+    /// What the events carry.
+    type Payload: Copy;
     /// The sinks' state in RAM.
     type State: Clone + PartialEq + Debug;
+    /// Why a sink could not decide an event now.
+    type Error: Debug;
+    /// The durable count of rejected events.
+    type Rejections: Rejections;
     /// The persistence policy's RAM (journal cursors).
     type Durable: Clone + Debug;
-    /// Whether every sink promises an exact total under replay.
-    const IDEMPOTENT: bool;
-    /// Whether every sink's rule makes a repeated message harmless by itself
-    /// ([`Store::NATURALLY_IDEMPOTENT`]).
-    const NATURALLY_IDEMPOTENT: bool = false;
     /// Whether effects reach flash only at a commit ([`Persistence::BATCHED`]).
     const BATCHED: bool;
     /// Whether a sink's records must reach the flash in order ([`Persistence::ORDERED`]).
@@ -782,24 +947,26 @@ pub trait Sinks: Clone + Debug {
         &self,
         flash: &mut F,
         layout: &Layout,
-    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error>>;
+    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, Self::Error>>;
 
-    /// Applies `event` to sink number `sink` (`0..WRITES`) and makes it durable as the
-    /// policy says.
+    /// Decides and applies `event` in sink number `sink` (`0..WRITES`), counts it in
+    /// `rejected` if it was rejected, and makes it durable as the policy says.
     fn write<F: NorFlash>(
         &self,
         durable: &mut Self::Durable,
         flash: &mut F,
         state: &mut Self::State,
-        event: &Event,
+        rejected: &mut Self::Rejections,
+        event: &Event<Self::Payload>,
         sink: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error>>;
+    ) -> Result<Outcome, ConsumerError<F::Error, Self::Error>>;
 
     /// Commits the position `next` (or takes the next phase towards it).
     fn commit<F: NorFlash>(
         durable: &mut Self::Durable,
         flash: &mut F,
         state: &mut Self::State,
+        rejected: Self::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>>;
 
@@ -810,27 +977,40 @@ pub trait Sinks: Clone + Debug {
     fn resolution(_durable: &Self::Durable) -> Option<Resolution> {
         None
     }
+}
 
-    /// The total the (first) sink shows.
-    fn value(state: &Self::State) -> i64;
-
-    /// Entries a bounded memory forgot because it was full.
-    fn evictions(state: &Self::State) -> u64;
-
-    /// Two views of one fact, as a reader of the flash would see them (total view,
-    /// index view); `None` for sinks that are not views of one fact.
-    fn view_pair(&self, state: &Self::State) -> Option<(i64, i64)>;
-
-    /// `Some(d)` when `a` behaves as `b` from here on, except that its total stays `d`
-    /// above (see [`Store::total_shift`]).
-    fn shift(a: &Self::State, b: &Self::State) -> Option<i64>;
+/// `store`'s verdict on `event`, applied to `state` in RAM: the application's state
+/// changes only when it is applied; a rejection is counted and noted by the dedup rule.
+/// Nothing changes when it is an error.
+// Always inlined: each caller is the one write of its store, and out of line it cost a
+// Cortex-M0 image about 650 bytes of calls and spills (BENCHMARKS.md, "Firmware size").
+#[inline(always)]
+fn decide<S: Store, E>(
+    store: &S,
+    state: &mut S::State,
+    rejected: &mut S::Rejections,
+    event: &Event<S::Payload>,
+) -> Result<Outcome, ConsumerError<E, S::Error>> {
+    let outcome = store.check(state, event).map_err(ConsumerError::Store)?;
+    match outcome {
+        Outcome::Applied => store.apply(state, event),
+        Outcome::Rejected => {
+            *rejected = rejected.one_more().ok_or(ConsumerError::Rejections {
+                offset: event.offset,
+            })?;
+            store.remember(state, event);
+        }
+        Outcome::Skipped => {}
+    }
+    Ok(outcome)
 }
 
 impl<S: Store> Sinks for S {
+    type Payload = S::Payload;
     type State = S::State;
+    type Error = S::Error;
+    type Rejections = S::Rejections;
     type Durable = S::Persist;
-    const IDEMPOTENT: bool = S::IDEMPOTENT;
-    const NATURALLY_IDEMPOTENT: bool = S::NATURALLY_IDEMPOTENT;
     const BATCHED: bool = <S::Persist as Persistence<S>>::BATCHED;
     const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
     const ORDERED_SINK: bool = <S::Persist as Persistence<S>>::ORDERED;
@@ -840,8 +1020,14 @@ impl<S: Store> Sinks for S {
         &self,
         flash: &mut F,
         layout: &Layout,
-    ) -> Result<Recovered<S::Persist, S::State>, ConsumerError<F::Error>> {
-        S::Persist::open(flash, layout, layout.sink)
+    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, S::Error>> {
+        let r = S::Persist::open(flash, layout, layout.sink)?;
+        Ok(SinksRecovered {
+            durable: r.durable,
+            state: r.state,
+            rejected: r.rejected,
+            next: r.next,
+        })
     }
 
     // Inlined on a host; out of line on bare metal, where each copy costs flash
@@ -853,11 +1039,12 @@ impl<S: Store> Sinks for S {
         durable: &mut S::Persist,
         flash: &mut F,
         state: &mut S::State,
-        event: &Event,
+        rejected: &mut S::Rejections,
+        event: &Event<S::Payload>,
         _: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error>> {
-        let outcome = self.apply(state, event)?;
-        durable.effect(flash, state, event, outcome)?;
+    ) -> Result<Outcome, ConsumerError<F::Error, S::Error>> {
+        let outcome = decide(self, state, rejected, event)?;
+        durable.effect(flash, state, *rejected, event, outcome)?;
         Ok(outcome)
     }
 
@@ -865,9 +1052,10 @@ impl<S: Store> Sinks for S {
         durable: &mut S::Persist,
         flash: &mut F,
         state: &mut S::State,
+        rejected: S::Rejections,
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
-        durable.commit(flash, state, next)
+        durable.commit(flash, state, rejected, next)
     }
 
     fn records_written(durable: &S::Persist) -> u64 {
@@ -877,27 +1065,11 @@ impl<S: Store> Sinks for S {
     fn resolution(durable: &S::Persist) -> Option<Resolution> {
         durable.resolution()
     }
-
-    fn value(state: &S::State) -> i64 {
-        S::total(state)
-    }
-
-    fn evictions(state: &S::State) -> u64 {
-        S::evicted(state)
-    }
-
-    fn view_pair(&self, state: &S::State) -> Option<(i64, i64)> {
-        S::views(state)
-    }
-
-    fn shift(a: &S::State, b: &S::State) -> Option<i64> {
-        S::total_shift(a, b)
-    }
 }
 
 /// Two sinks written after every effect, one after the other, sharing one position:
 /// the first sink's journal in the first half of [`Layout::sink`], the second's in the
-/// second half.
+/// second half. Neither rejects (their count is `()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pair<A, B> {
     /// Written first.
@@ -926,13 +1098,18 @@ impl<A, B> Pair<A, B> {
             views: true,
         }
     }
+
+    /// Whether the two are views of one fact ([`Pair::views`]).
+    pub const fn are_views(&self) -> bool {
+        self.views
+    }
 }
 
 /// [`Pair`]'s RAM: both sinks' journals and the shared position journal.
 #[derive(Debug, Clone)]
 pub struct PairJournals<A: Store, B: Store> {
-    first: Journal<Covered<A::State>>,
-    second: Journal<Covered<B::State>>,
+    first: Journal<EachRecord<A>>,
+    second: Journal<EachRecord<B>>,
     positions: Journal<Position>,
     /// The durable position (next offset to read).
     committed: Offset,
@@ -940,13 +1117,14 @@ pub struct PairJournals<A: Store, B: Store> {
 
 impl<A, B> Sinks for Pair<A, B>
 where
-    A: Store<Persist = EachEffect<A>>,
-    B: Store<Persist = EachEffect<B>>,
+    A: Store<Persist = EachEffect<A>, Rejections = ()>,
+    B: Store<Persist = EachEffect<B>, Rejections = (), Payload = A::Payload, Error = A::Error>,
 {
+    type Payload = A::Payload;
     type State = (A::State, B::State);
+    type Error = A::Error;
+    type Rejections = ();
     type Durable = PairJournals<A, B>;
-    const IDEMPOTENT: bool = A::IDEMPOTENT && B::IDEMPOTENT;
-    const NATURALLY_IDEMPOTENT: bool = A::NATURALLY_IDEMPOTENT && B::NATURALLY_IDEMPOTENT;
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
     const WRITES: usize = 2;
@@ -955,7 +1133,7 @@ where
         &self,
         flash: &mut F,
         layout: &Layout,
-    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error>> {
+    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, A::Error>> {
         let half = layout.sink.pages / 2;
         let a = Region {
             start: layout.sink.start,
@@ -965,22 +1143,23 @@ where
             start: layout.sink.start + half * F::ERASE_SIZE as u32,
             pages: layout.sink.pages - half,
         };
-        let (first, sa) = open_sink::<A, Covered<A::State>, F>(flash, layout, a)?;
-        let (second, sb) = open_sink::<B, Covered<B::State>, F>(flash, layout, b)?;
+        let (first, sa) = open_sink::<A, EachRecord<A>, F>(flash, layout, a)?;
+        let (second, sb) = open_sink::<B, EachRecord<B>, F>(flash, layout, b)?;
         let (positions, position) = open_positions(flash, layout)?;
         cross_check(0, &first, sa.covered, &position)?;
         cross_check(1, &second, sb.covered, &position)?;
         let committed = position.next;
-        Ok((
-            PairJournals {
+        Ok(SinksRecovered {
+            durable: PairJournals {
                 first,
                 second,
                 positions,
                 committed,
             },
-            (sa.state, sb.state),
-            committed,
-        ))
+            state: (sa.state, sb.state),
+            rejected: (),
+            next: committed,
+        })
     }
 
     fn write<F: NorFlash>(
@@ -988,21 +1167,34 @@ where
         durable: &mut Self::Durable,
         flash: &mut F,
         state: &mut Self::State,
-        event: &Event,
+        rejected: &mut (),
+        event: &Event<A::Payload>,
         sink: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error>> {
+    ) -> Result<Outcome, ConsumerError<F::Error, A::Error>> {
         let (outcome, appended) = match sink {
             0 => {
-                let o = self.first.apply(&mut state.0, event)?;
+                let o = decide(&self.first, &mut state.0, rejected, event)?;
                 let r = (o == Outcome::Applied).then(|| {
-                    EachEffect::<A>::append(&mut durable.first, flash, durable.committed, &state.0)
+                    EachEffect::<A>::append(
+                        &mut durable.first,
+                        flash,
+                        durable.committed,
+                        (),
+                        &state.0,
+                    )
                 });
                 (o, r)
             }
             _ => {
-                let o = self.second.apply(&mut state.1, event)?;
+                let o = decide(&self.second, &mut state.1, rejected, event)?;
                 let r = (o == Outcome::Applied).then(|| {
-                    EachEffect::<B>::append(&mut durable.second, flash, durable.committed, &state.1)
+                    EachEffect::<B>::append(
+                        &mut durable.second,
+                        flash,
+                        durable.committed,
+                        (),
+                        &state.1,
+                    )
                 });
                 (o, r)
             }
@@ -1015,6 +1207,7 @@ where
         durable: &mut Self::Durable,
         flash: &mut F,
         _: &mut Self::State,
+        _: (),
         next: Offset,
     ) -> Result<Phase, JournalError<F::Error>> {
         let sinks = [
@@ -1028,21 +1221,5 @@ where
 
     fn records_written(durable: &Self::Durable) -> u64 {
         durable.first.appended() + durable.second.appended() + durable.positions.appended()
-    }
-
-    fn value(state: &Self::State) -> i64 {
-        A::total(&state.0)
-    }
-
-    fn evictions(state: &Self::State) -> u64 {
-        A::evicted(&state.0) + B::evicted(&state.1)
-    }
-
-    fn view_pair(&self, state: &Self::State) -> Option<(i64, i64)> {
-        self.views.then(|| (A::total(&state.0), B::total(&state.1)))
-    }
-
-    fn shift(a: &Self::State, b: &Self::State) -> Option<i64> {
-        (a == b).then_some(0)
     }
 }

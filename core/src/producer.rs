@@ -24,7 +24,8 @@
 //! rejected. It remembers a fixed number of producers: O(producers), never O(messages).
 //! It cannot catch an application resend, which carries a new sequence.
 
-use crate::log::{AppendLog, Event, Log, LogError, Message, MessageId, Offset};
+use crate::log::{Log, MessageId, Offset};
+use crate::payment::{AppendLog, LogError, Message, Payment, Truth};
 
 /// What happened to the acknowledgement of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,15 +211,17 @@ impl<L, const P: usize> IdempotentLog<L, P> {
     }
 }
 
-impl<L: Log, const P: usize> Log for IdempotentLog<L, P> {
+impl<L: Truth, const P: usize> Log<Message> for IdempotentLog<L, P> {
     fn len(&self) -> u64 {
         self.inner.len()
     }
 
-    fn get(&self, offset: Offset) -> Option<Event> {
+    fn get(&self, offset: Offset) -> Option<Payment> {
         self.inner.get(offset)
     }
+}
 
+impl<L: Truth, const P: usize> Truth for IdempotentLog<L, P> {
     fn true_total(&self) -> i64 {
         self.inner.true_total()
     }
@@ -302,7 +305,7 @@ impl<L: AppendLog, const P: usize> IdempotentLog<L, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::VecLog;
+    use crate::payment::VecLog;
 
     fn id(k: &str) -> MessageId {
         MessageId::keyed(&crate::log::IdKey::PUBLIC, k.as_bytes())
@@ -324,12 +327,12 @@ mod tests {
         assert_eq!((sent.offset, sent.retry), (0, Some(1)));
         p.send(&mut log, id("p18"), 3, Ack::Received).unwrap();
         assert_eq!(
-            log.get(0).unwrap().message,
-            log.get(1).unwrap().message,
+            log.get(0).unwrap().payload,
+            log.get(1).unwrap().payload,
             "same id, same sequence"
         );
-        assert_eq!(log.get(0).unwrap().message.seq, 0, "sequences start at 0");
-        assert_eq!(log.get(2).unwrap().message.seq, 1);
+        assert_eq!(log.get(0).unwrap().payload.seq, 0, "sequences start at 0");
+        assert_eq!(log.get(2).unwrap().payload.seq, 1);
         assert_eq!(log.true_total(), 8);
     }
 

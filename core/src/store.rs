@@ -1,47 +1,111 @@
-//! The sinks: where an event's effect lands, and what each one remembers to stay exact.
+//! A store: the application's rule over one durable record, and the dedup rules that wrap
+//! any store.
 //!
-//! A [`Store`] is a pure rule: how an event changes its durable state, which is always
-//! ONE record (the value plus whatever the store dedups with), so a crash can never
-//! split them. Writing that record to flash, and when, is the consumer's job
+//! A [`Store`] says how an event of the application's payload type changes its state,
+//! which is always ONE record (the value plus whatever the store dedups with), so a crash
+//! can never split them. Writing that record to flash, and when, is the consumer's job
 //! ([`crate::consumer`]), following the policy the store names as [`Store::Persist`]
-//! ([`crate::persist`]): after every applied effect, at checkpoints together with the
-//! consumer position, or at checkpoints through a two-phase commit with the consumer's
-//! position journal.
+//! ([`crate::persist`]): after every effect, at checkpoints together with the consumer
+//! position, or at checkpoints through a two-phase commit with the consumer's position
+//! journal.
 //!
-//! | store | rule | replay | producer retry | application resend |
+//! A store decides in two steps, so that only an applied event can change its state:
+//! [`Store::check`] reads the state and says [`Outcome::Applied`], [`Outcome::Skipped`]
+//! (a duplicate) or [`Outcome::Rejected`] (an event the application refuses: a command out
+//! of range, a payload it cannot use), and only then does [`Store::apply`] change the
+//! state, for an event `check` said to apply. A rejected event moves the position past it
+//! like a skip and adds one to the durable count of rejected events kept beside the state
+//! ([`Store::Rejections`]). An `Err` is not a verdict on the event: a bounded memory that
+//! is full, a value past its range. The step stops, nothing is written, and the next step
+//! tries the same event again.
+//!
+//! The dedup rules are combinators around any store:
+//!
+//! | rule | skips | replay | producer retry | application resend |
 //! |---|---|---|---|---|
-//! | [`Naive`] | `total += amount` | no | no | no |
-//! | [`OffsetStamped`] | apply only if the offset is newer than the stamp | yes | no | no |
-//! | [`MessageIdWindow`] | skip ids in a bounded window of recent ids | yes | within the window | within the window |
-//! | [`ProducerSeq`] | per producer, apply only if (epoch, sequence) is newer | yes | yes | no |
-//! | [`Atomic`] | value and position in one record, written at checkpoints | yes | no | no |
-//! | [`TwoPhase`] | prepare value and position, commit the position, then the value | yes | no | no |
+//! | [`OffsetStamp`] | offsets not newer than its stamp | yes | no | no |
+//! | [`MessageIdWindow`] | ids in a bounded window of recent ids ([`Identified`] payloads) | yes | within the window | within the window |
+//! | [`UniqueKey`] | every id it ever applied, up to a capacity | yes | yes | yes |
+//!
+//! A store with no dedup rule of its own is at-least-once: a replay applies again. One
+//! whose state carries the consumer's position (an atomic checkpoint,
+//! [`crate::persist::Checkpoint`]) needs none.
 
 use core::fmt::Debug;
 
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::log::{Event, MessageId, Offset};
-use crate::persist::{Checkpoint, EachEffect, Persistence, Positioned, TwoPhaseRecord};
+use crate::log::{Event, Identified, MessageId, Offset};
+use crate::persist::{Appendable, Appended, EachEffect, Persistence};
 
-/// What a store did with one delivered event.
+/// What a store does with one delivered event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Outcome {
-    /// The effect changed the state.
+    /// The effect changes the state.
     Applied,
-    /// The store recognised a duplicate and left its state alone.
+    /// A duplicate: the state stays as it is.
     Skipped,
+    /// The application refuses the event: the state stays as it is, the position moves
+    /// past it, and the durable count of rejected events grows by one.
+    Rejected,
 }
 
-/// A sink's rule over its durable state.
+/// The durable count of events a store rejected, kept in the store's record: `u32` for a
+/// store that can reject, `()` for one that never does (its record then carries no count,
+/// not a byte). A `()` store that returns [`Outcome::Rejected`] stops the consumer with
+/// [`crate::consumer::ConsumerError::Rejections`].
+pub trait Rejections:
+    Copy + Default + PartialEq + Debug + Send + Sync + Serialize + DeserializeOwned + MaxSize
+{
+    /// The count with one more, or `None` when it cannot hold one more.
+    fn one_more(self) -> Option<Self>;
+
+    /// The count.
+    fn count(self) -> u32;
+}
+
+impl Rejections for () {
+    fn one_more(self) -> Option<Self> {
+        None
+    }
+
+    fn count(self) -> u32 {
+        0
+    }
+}
+
+impl Rejections for u32 {
+    fn one_more(self) -> Option<Self> {
+        self.checked_add(1)
+    }
+
+    fn count(self) -> u32 {
+        self
+    }
+}
+
+/// The application's rule over its durable state.
 pub trait Store: Clone + Debug {
+    /// What its events carry: the application's own type (decoded, and small enough to
+    /// copy: the consumer hands each event on by value).
+    type Payload: Copy;
+
     /// The whole durable state: one journal record.
     type State: Serialize + DeserializeOwned + MaxSize + Clone + Default + PartialEq + Debug;
 
-    /// How the consumer makes the record durable: [`EachEffect`], [`Checkpoint`] or
-    /// [`crate::persist::TwoPhase`].
+    /// Why an event could not be decided now (a bounded memory that is full, a value past
+    /// its range): the step stops and is tried again; nothing was written.
+    type Error: Debug;
+
+    /// The durable count of rejected events: `u32`, or `()` for a store that never
+    /// rejects.
+    type Rejections: Rejections;
+
+    /// How the consumer makes the record durable: [`EachEffect`], [`Appended`],
+    /// [`crate::persist::Checkpoint`] or [`crate::persist::TwoPhase`].
     type Persist: Persistence<Self>;
 
     /// Names the store's record in journal page headers, so one store never reads
@@ -51,320 +115,196 @@ pub trait Store: Clone + Debug {
     /// ([`crate::journal::JournalError::Foreign`]), never decoded into the new type (a
     /// `(u8, u8)` record of the same size would read back as a `(u16,)`). Then open with
     /// [`crate::consumer::Consumer::open_or_reset`] to start over. The consumer mixes the
-    /// layout's tag into it by XOR: keep the store tags of one application apart in
-    /// their high half (idem's own are `0x5301_00xx`), and give the application its own
-    /// layout tag.
+    /// layout's tag into it by XOR, and so does each dedup rule with a mark of its own
+    /// (in the low byte): keep the store tags of one application apart in their high
+    /// half (idem's own are `0x5301_00xx`), and give the application its own layout tag.
     const TAG: u32;
 
-    /// Whether the store promises an exact total under replay (every store here but
-    /// [`Naive`]); checkers hold such a store to the true total.
-    const IDEMPOTENT: bool = true;
+    /// Says what to do with `event`, reading the state only: apply it, skip it as a
+    /// duplicate, or reject it.
+    fn check(
+        &self,
+        state: &Self::State,
+        event: &Event<Self::Payload>,
+    ) -> Result<Outcome, Self::Error>;
 
-    /// Whether applying a message again is harmless by the rule itself, with no memory of
-    /// what was applied (a gauge's set and max): a checker then does not count the repeat
-    /// of a replay as a duplicate.
-    const NATURALLY_IDEMPOTENT: bool = false;
+    /// Applies `event`, which [`Store::check`] said to apply, to `state` in RAM.
+    fn apply(&self, state: &mut Self::State, event: &Event<Self::Payload>);
 
-    /// Applies `event` to `state` in RAM. A bounded memory that is full is an error.
-    fn apply(&self, state: &mut Self::State, event: &Event) -> Result<Outcome, StoreError>;
-
-    /// The value the sink shows.
-    fn total(state: &Self::State) -> i64;
-
-    /// Entries a bounded memory forgot because it was full (message ids evicted from a
-    /// window): a duplicate of one of them would slip through.
-    fn evicted(_state: &Self::State) -> u64 {
-        0
-    }
-
-    /// For a record that holds two views of one fact (a total and an index): both, as
-    /// (total view, index view).
-    fn views(_state: &Self::State) -> Option<(i64, i64)> {
-        None
-    }
-
-    /// `Some(d)` when a store in state `a` behaves exactly as one in state `b` from here
-    /// on, except that its total stays `d` above: equal states (`d` = 0), or, for a store
-    /// whose rule never reads its total, states equal but for the total.
-    fn total_shift(a: &Self::State, b: &Self::State) -> Option<i64> {
-        (a == b).then_some(0)
+    /// Notes in its dedup memory an event that [`Store::check`] rejected, so that a replay
+    /// of it is skipped rather than counted twice. Only a dedup rule does anything here
+    /// (the default does nothing): the application's own state never changes for an
+    /// event it rejected.
+    fn remember(&self, state: &mut Self::State, event: &Event<Self::Payload>) {
+        let _ = (state, event);
     }
 }
 
-/// `total += amount`, with no memory of what it has applied.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Naive;
-
-/// The naive store's durable state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct NaiveState {
-    /// The running total.
-    pub total: i64,
-}
-
-impl Store for Naive {
-    type State = NaiveState;
-    type Persist = EachEffect<Self>;
-    const TAG: u32 = 0x5301_0001;
-    const IDEMPOTENT: bool = false;
-
-    fn apply(&self, state: &mut NaiveState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = add_amount(state.total, event.message.amount, event.offset)?;
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &NaiveState) -> i64 {
-        state.total
-    }
-
-    /// The rule never reads the total: any two states differ by their totals only.
-    fn total_shift(a: &NaiveState, b: &NaiveState) -> Option<i64> {
-        a.total.checked_sub(b.total)
-    }
-}
-
-/// A gauge's state: the value it shows (none before the first reading).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct GaugeState {
-    /// The value; `None` before the first reading.
-    pub value: Option<i64>,
-}
-
-/// `value = reading`: naturally idempotent (applying a reading twice leaves the same
-/// value), so a replay is harmless with no stamp at all; but not commutative: an old
-/// reading that arrives late overwrites a newer one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Set;
-
-impl Store for Set {
-    type State = GaugeState;
-    type Persist = EachEffect<Self>;
-    const TAG: u32 = 0x5301_0007;
-    const NATURALLY_IDEMPOTENT: bool = true;
-
-    fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
-        state.value = Some(event.message.amount);
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &GaugeState) -> i64 {
-        state.value.unwrap_or(0)
-    }
-}
-
-/// `value = max(value, reading)`: idempotent and commutative, so neither a replay nor a
-/// late old reading changes it (for a quantity that only grows, such as a count).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Max;
-
-impl Store for Max {
-    type State = GaugeState;
-    type Persist = EachEffect<Self>;
-    const TAG: u32 = 0x5301_0008;
-    const NATURALLY_IDEMPOTENT: bool = true;
-
-    fn apply(&self, state: &mut GaugeState, event: &Event) -> Result<Outcome, StoreError> {
-        let reading = event.message.amount;
-        if state.value.is_some_and(|v| v >= reading) {
-            return Ok(Outcome::Skipped);
-        }
-        state.value = Some(reading);
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &GaugeState) -> i64 {
-        state.value.unwrap_or(0)
-    }
-}
-
-/// Set-if-newer: remembers the highest offset applied and skips anything not newer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OffsetStamped;
-
-/// The offset-stamped store's durable state: value and stamp in one record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct StampedState {
-    /// The running total.
-    pub total: i64,
-    /// The highest offset applied, if any.
+/// A dedup rule's state: the state of the store it wraps, and what it remembers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamped<T> {
+    /// The wrapped store's state.
+    pub state: T,
+    /// The highest offset applied or rejected, if any.
     pub stamp: Option<Offset>,
 }
 
-impl Store for OffsetStamped {
-    type State = StampedState;
-    type Persist = EachEffect<Self>;
-    const TAG: u32 = 0x5301_0002;
+impl<T: MaxSize> MaxSize for Stamped<T> {
+    const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE + <Option<Offset>>::POSTCARD_MAX_SIZE;
+}
 
-    fn apply(&self, state: &mut StampedState, event: &Event) -> Result<Outcome, StoreError> {
+/// Set-if-newer around the store `S`: remembers the highest offset it applied (or
+/// rejected) in the same record as `S`'s state, and skips every event that is not newer.
+/// A replay after a reset is harmless; a message sent twice lands at two offsets and is
+/// applied twice (that takes [`MessageIdWindow`]). The record is written after every
+/// effect ([`EachEffect`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffsetStamp<S>(pub S);
+
+/// The mark an [`OffsetStamp`] mixes into its store's tag.
+pub const STAMP_MARK: u32 = 0x03;
+
+impl<S: Store> Store for OffsetStamp<S> {
+    type Payload = S::Payload;
+    type State = Stamped<S::State>;
+    type Error = S::Error;
+    type Rejections = S::Rejections;
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = S::TAG ^ STAMP_MARK;
+
+    fn check(&self, state: &Self::State, event: &Event<S::Payload>) -> Result<Outcome, S::Error> {
         if state.stamp.is_some_and(|s| event.offset <= s) {
             return Ok(Outcome::Skipped);
         }
-        state.total = add_amount(state.total, event.message.amount, event.offset)?;
-        state.stamp = Some(event.offset);
-        Ok(Outcome::Applied)
+        self.0.check(&state.state, event)
     }
 
-    fn total(state: &StampedState) -> i64 {
-        state.total
+    fn apply(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        self.0.apply(&mut state.state, event);
+        state.stamp = Some(event.offset);
+    }
+
+    fn remember(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        state.stamp = Some(event.offset);
     }
 }
 
-/// Errors of store configuration.
+/// A message-id window that is configured outside `1..=capacity`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum StoreError {
-    /// A message-id window must hold between 1 and its capacity ids.
-    Window {
-        /// The window asked for.
-        window: usize,
-        /// The compile-time capacity.
-        capacity: usize,
-    },
-    /// The producer-sequence table is full: one more producer than it can remember.
-    Producers {
-        /// How many producers it remembers.
-        capacity: usize,
-    },
-    /// A per-payer index is full: one more payer than it holds.
-    Payers {
-        /// How many payers it holds.
-        capacity: usize,
-    },
-    /// Applying the event at `offset` would take a 64-bit total past its range.
-    Overflow {
-        /// The event's offset.
-        offset: Offset,
-    },
-    /// A unique-key table is full: the event at `offset` has a key it has no row for.
-    Keys {
-        /// How many keys the table holds.
-        capacity: usize,
-        /// The event's offset.
-        offset: Offset,
-    },
-    /// An appending store's journal region keeps `records` records beside the page it
-    /// reclaims, fewer than the `needed` its state is rebuilt from.
-    Region {
-        /// Records the region keeps while one page is reclaimed.
-        records: u32,
-        /// Records the store rebuilds its state from, at most.
-        needed: u32,
-    },
+pub struct WindowSize {
+    /// The window asked for.
+    pub window: usize,
+    /// The compile-time capacity.
+    pub capacity: usize,
 }
 
-/// `total + amount` for the event at `offset`, or [`StoreError::Overflow`]: a total
-/// never wraps into a wrong value.
-pub fn add_amount(total: i64, amount: i64, offset: Offset) -> Result<i64, StoreError> {
-    total
-        .checked_add(amount)
-        .ok_or(StoreError::Overflow { offset })
-}
-
-impl core::fmt::Display for StoreError {
+impl core::fmt::Display for WindowSize {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Window { window, capacity } => {
-                write!(
-                    f,
-                    "a message-id window must hold 1 to {capacity} ids, not {window}"
-                )
-            }
-            Self::Producers { capacity } => {
-                write!(
-                    f,
-                    "the producer-sequence store remembers at most {capacity} producers"
-                )
-            }
-            Self::Payers { capacity } => {
-                write!(f, "the per-payer index holds at most {capacity} payers")
-            }
-            Self::Overflow { offset } => write!(
-                f,
-                "the event at offset {offset} would take the total past the range of a 64-bit integer"
-            ),
-            Self::Keys { capacity, offset } => write!(
-                f,
-                "the unique-key table is full: it holds {capacity} keys, and the event at offset {offset} has a new one (nothing was dropped: the event is not applied)"
-            ),
-            Self::Region { records, needed } => write!(
-                f,
-                "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
-            ),
-        }
+        write!(
+            f,
+            "a message-id window must hold 1 to {} ids, not {}",
+            self.capacity, self.window
+        )
     }
 }
 
-impl core::error::Error for StoreError {}
+/// A [`UniqueKey`] table that is full, as the wrapped store's error: the event at
+/// `offset` has a new key and no row is left for it. Nothing was dropped: the event is
+/// not applied, and the consumer stops there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TableFull {
+    /// How many keys the table holds.
+    pub capacity: usize,
+    /// The event's offset.
+    pub offset: Offset,
+}
 
-/// Dedup by message id over a window of the last `window` distinct ids applied
-/// (at most `W`, the compile-time capacity).
+/// Dedup by message id around the store `S`, over a window of the last `window` distinct
+/// ids applied or rejected (at most `W`, the compile-time capacity), kept in the same
+/// record as `S`'s state. Its events' payloads carry the id ([`Identified`]).
 ///
-/// Overflow policy: when the window is full, applying a new id evicts the oldest one,
-/// and the eviction is counted in the state. A duplicate that arrives after its original
-/// was evicted is no longer recognised: it is applied again. Size the window for the
-/// longest gap between a message and its duplicate (a replay spans at most one
-/// checkpoint interval; a producer retry, the producer's in-flight window).
+/// Overflow policy: when the window is full, a new id evicts the oldest one, and the
+/// eviction is counted in the state. A duplicate that arrives after its original was
+/// evicted is no longer recognised: it is applied again. Size the window for the longest
+/// gap between a message and its duplicate (a replay spans at most one checkpoint
+/// interval; a producer retry, the producer's in-flight window).
 ///
 /// With `EVICT` false it is [`UniqueKey`]: nothing is ever evicted, and a full table
-/// refuses a new key.
+/// refuses a new key with [`TableFull`], as `S`'s error.
+///
+/// Each effect appends a small record (the id, `S`'s state and the window's length,
+/// [`Appended`]), and recovery rebuilds the window from the newest `window` of them, so
+/// the window is never rewritten whole. `S`'s state is in every record: keep it small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessageIdWindow<const W: usize, const EVICT: bool = true> {
+pub struct MessageIdWindow<S, const W: usize, const EVICT: bool = true> {
+    inner: S,
     window: usize,
 }
 
-/// Insert with a unique key: a table with a row for each message id applied (`INSERT
-/// ... ON CONFLICT DO NOTHING` on the id), up to `N` rows. A second insert of a key is
-/// a no-op, so every repeat of a message, however late, is harmless: the message-id
-/// rule with a memory that never forgets. The price is a row for every key ever
-/// applied: a full table refuses the next new key ([`StoreError::Keys`]), where the
+/// Insert with a unique key around the store `S`: a table with a row for each message id
+/// applied (`INSERT ... ON CONFLICT DO NOTHING` on the id), up to `N` rows. A second
+/// insert of a key is a no-op, so every repeat of a message, however late, is harmless:
+/// the message-id rule with a memory that never forgets. The price is a row for every
+/// key ever applied: a full table refuses the next new key ([`TableFull`]), where the
 /// window would forget its oldest. It holds only when the key travels with the message;
 /// a key the consumer makes up at each delivery would give every repeat a new row.
-pub type UniqueKey<const N: usize> = MessageIdWindow<N, false>;
+pub type UniqueKey<S, const N: usize> = MessageIdWindow<S, N, false>;
 
-impl<const W: usize, const EVICT: bool> MessageIdWindow<W, EVICT> {
-    /// A store whose window holds `window` ids, `1..=W`.
-    pub const fn new(window: usize) -> Result<Self, StoreError> {
+impl<S, const W: usize, const EVICT: bool> MessageIdWindow<S, W, EVICT> {
+    /// The rule around `inner`, with a window of `window` ids, `1..=W`.
+    pub fn new(inner: S, window: usize) -> Result<Self, WindowSize> {
         if window == 0 || window > W {
-            return Err(StoreError::Window {
+            return Err(WindowSize {
                 window,
                 capacity: W,
             });
         }
-        Ok(Self { window })
+        Ok(Self { inner, window })
     }
 
     /// How many ids the window holds.
     pub const fn window(&self) -> usize {
         self.window
     }
-}
 
-impl<const W: usize, const EVICT: bool> Default for MessageIdWindow<W, EVICT> {
-    fn default() -> Self {
-        Self { window: W }
+    /// The store it wraps.
+    pub const fn inner(&self) -> &S {
+        &self.inner
     }
 }
 
-/// The message-id store's durable state: value and window in one record.
+impl<S: Default, const W: usize, const EVICT: bool> Default for MessageIdWindow<S, W, EVICT> {
+    /// A window of `W` ids around `S::default()`.
+    fn default() -> Self {
+        Self {
+            inner: S::default(),
+            window: W,
+        }
+    }
+}
+
+/// The message-id rule's state: the wrapped store's state and the window, in one record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WindowState<const W: usize> {
-    /// The running total.
-    pub total: i64,
-    /// The ids applied most recently, oldest first.
+pub struct Windowed<T, const W: usize> {
+    /// The wrapped store's state.
+    pub state: T,
+    /// The ids applied or rejected most recently, oldest first.
     pub seen: heapless::Vec<MessageId, W>,
     /// How many ids were evicted from the full window.
     pub evicted: u64,
 }
 
-impl<const W: usize> MaxSize for WindowState<W> {
-    const POSTCARD_MAX_SIZE: usize = i64::POSTCARD_MAX_SIZE
+impl<T: MaxSize, const W: usize> MaxSize for Windowed<T, W> {
+    const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE
         + varint_len(W)
         + W * MessageId::POSTCARD_MAX_SIZE
         + u64::POSTCARD_MAX_SIZE;
 }
 
-const fn varint_len(n: usize) -> usize {
+/// The bytes of `n` as a postcard varint.
+pub(crate) const fn varint_len(n: usize) -> usize {
     let mut len = 1;
     let mut n = n >> 7;
     while n > 0 {
@@ -374,44 +314,114 @@ const fn varint_len(n: usize) -> usize {
     len
 }
 
-/// What the message-id store appends for each applied effect: the id, and the scalars
-/// of the state right after it. The window itself is rebuilt at recovery from the newest
-/// `held` such records, so it is never rewritten whole.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct IdApplied {
-    /// The id applied, as its 8 little-endian bytes (fixed size: a hash as a varint
-    /// would take 10).
+impl<T, const W: usize> Windowed<T, W> {
+    /// Puts `id` last, evicting the oldest while the window holds `window` ids.
+    fn admit(&mut self, id: MessageId, window: usize) {
+        while self.seen.len() >= window {
+            // The oldest goes. On Arm by swaps: `remove(0)` would pull `memmove` into a
+            // firmware (1.3 KB on a Cortex-M0); elsewhere `remove(0)` is twice as fast.
+            if cfg!(target_arch = "arm") {
+                for i in 1..self.seen.len() {
+                    self.seen.swap(i - 1, i);
+                }
+                self.seen.pop();
+            } else {
+                self.seen.remove(0);
+            }
+            self.evicted += 1;
+        }
+        // Cannot fail: the loop above made room (window <= W).
+        let _ = self.seen.push(id);
+    }
+}
+
+/// What the message-id rule appends for each effect: the id, the wrapped store's state
+/// and the window's scalars right after it. The window itself is rebuilt at recovery from
+/// the newest `held` such records.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdApplied<T> {
+    /// The id, as its 8 little-endian bytes (fixed size: a hash as a varint would take
+    /// 10).
     pub id: [u8; 8],
-    /// The total after it.
-    pub total: i64,
+    /// The wrapped store's state after it.
+    pub state: T,
     /// Ids evicted from the full window so far.
     pub evicted: u64,
     /// Ids the window held after it.
     pub held: u8,
 }
 
-impl<const W: usize, const EVICT: bool> crate::persist::Appendable for MessageIdWindow<W, EVICT> {
-    type Delta = IdApplied;
+impl<T: MaxSize> MaxSize for IdApplied<T> {
+    const POSTCARD_MAX_SIZE: usize =
+        8 + T::POSTCARD_MAX_SIZE + u64::POSTCARD_MAX_SIZE + u8::POSTCARD_MAX_SIZE;
+}
+
+/// The marks a [`MessageIdWindow`] and a [`UniqueKey`] mix into their store's tag.
+pub const WINDOW_MARK: u32 = 0x02;
+/// See [`WINDOW_MARK`].
+pub const UNIQUE_KEY_MARK: u32 = 0x08;
+
+impl<S, const W: usize, const EVICT: bool> Store for MessageIdWindow<S, W, EVICT>
+where
+    S: Store<Payload: Identified, Error: From<TableFull>>,
+{
+    type Payload = S::Payload;
+    type State = Windowed<S::State, W>;
+    type Error = S::Error;
+    type Rejections = S::Rejections;
+    type Persist = Appended<Self>;
+    // Another rule, another tag: a window's journal is not read as a table's.
+    const TAG: u32 = S::TAG ^ if EVICT { WINDOW_MARK } else { UNIQUE_KEY_MARK };
+
+    fn check(&self, state: &Self::State, event: &Event<S::Payload>) -> Result<Outcome, S::Error> {
+        if state.seen.contains(&event.payload.id()) {
+            return Ok(Outcome::Skipped);
+        }
+        if !EVICT && state.seen.len() >= self.window {
+            return Err(TableFull {
+                capacity: self.window,
+                offset: event.offset,
+            }
+            .into());
+        }
+        self.inner.check(&state.state, event)
+    }
+
+    fn apply(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        state.admit(event.payload.id(), self.window);
+        self.inner.apply(&mut state.state, event);
+    }
+
+    fn remember(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        state.admit(event.payload.id(), self.window);
+    }
+}
+
+impl<S, const W: usize, const EVICT: bool> Appendable for MessageIdWindow<S, W, EVICT>
+where
+    S: Store<Payload: Identified, Error: From<TableFull>>,
+{
+    type Delta = IdApplied<S::State>;
     const MAX_NEEDED: u32 = {
         assert!(W <= 255, "a window's length is one byte in its records");
         W as u32
     };
 
-    fn delta(state: &WindowState<W>, _: &Event, _: u32) -> IdApplied {
+    fn delta(state: &Self::State, _: &Event<S::Payload>, _: u32) -> Self::Delta {
         IdApplied {
             id: state.seen.last().map_or(0, |id| id.0).to_le_bytes(),
-            total: state.total,
+            state: state.state.clone(),
             evicted: state.evicted,
             held: state.seen.len() as u8,
         }
     }
 
     /// The state, and how many ids its window held.
-    type Rebuild = (WindowState<W>, usize);
+    type Rebuild = (Self::State, usize);
 
-    fn start(newest: &IdApplied) -> (Self::Rebuild, u32) {
-        let state = WindowState {
-            total: newest.total,
+    fn start(newest: &Self::Delta) -> (Self::Rebuild, u32) {
+        let state = Windowed {
+            state: newest.state.clone(),
             seen: heapless::Vec::new(),
             evicted: newest.evicted,
         };
@@ -419,7 +429,7 @@ impl<const W: usize, const EVICT: bool> crate::persist::Appendable for MessageId
         ((state, held), held as u32)
     }
 
-    fn fold_back((state, _): &mut Self::Rebuild, older: &IdApplied) {
+    fn fold_back((state, _): &mut Self::Rebuild, older: &Self::Delta) {
         // Newest first; `finish` puts them oldest first. (Pushing and reversing once,
         // rather than inserting at the front each time, keeps `memmove` out of a
         // firmware: 1.3 KB on a Cortex-M0.) Cannot fail: `start` asks for at most W.
@@ -429,476 +439,170 @@ impl<const W: usize, const EVICT: bool> crate::persist::Appendable for MessageId
     // Out of line on bare metal: inlined, it was copied into several callers
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
-    fn finish((mut state, held): Self::Rebuild) -> Option<WindowState<W>> {
+    fn finish((mut state, held): Self::Rebuild) -> Option<Self::State> {
         state.seen.reverse();
         (state.seen.len() == held).then_some(state)
-    }
-}
-
-/// An entry of the producer-sequence table, with its place in the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct IndexedSeq {
-    /// Its index in the table.
-    pub index: u8,
-    /// The entry.
-    pub last: LastSeq,
-}
-
-/// What the producer-sequence store appends for each applied effect: the entry of the
-/// producer whose sequence changed, one more entry in rotation (the one at the record's
-/// sequence number modulo `P`, so any `P` consecutive records carry every entry that
-/// existed when they were written, and an entry added since is in the record that added
-/// it), and the total. The table is rebuilt at recovery from up to the newest `2P`
-/// records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct SeqApplied {
-    /// The total after it.
-    pub total: i64,
-    /// Producers in the table after it.
-    pub known: u8,
-    /// The entry that changed.
-    pub changed: IndexedSeq,
-    /// The entry in rotation, when it is another one.
-    pub rotated: Option<IndexedSeq>,
-}
-
-impl<const P: usize> crate::persist::Appendable for ProducerSeq<P> {
-    type Delta = SeqApplied;
-    // Twice P: a torn slot the journal steps over after a write cut short takes a
-    // sequence number and shifts the rotation once, and any 2P records still hold P in a
-    // row.
-    const MAX_NEEDED: u32 = {
-        assert!(P <= 127, "a table index is one byte in its records");
-        2 * P as u32
-    };
-
-    fn delta(state: &SeqState<P>, event: &Event, seq: u32) -> SeqApplied {
-        let entry = |index: usize| IndexedSeq {
-            index: index as u8,
-            last: state.last[index],
-        };
-        let changed = state
-            .last
-            .iter()
-            .position(|l| l.producer == event.message.producer)
-            .unwrap_or(0);
-        let turn = seq as usize % P;
-        SeqApplied {
-            total: state.total,
-            known: state.last.len() as u8,
-            changed: entry(changed),
-            rotated: (turn < state.last.len() && turn != changed).then(|| entry(turn)),
-        }
-    }
-
-    /// The total, and the table's entries as they are found.
-    type Rebuild = (i64, heapless::Vec<Option<LastSeq>, P>);
-
-    fn start(newest: &SeqApplied) -> (Self::Rebuild, u32) {
-        let mut table = heapless::Vec::new();
-        for _ in 0..usize::from(newest.known).min(P) {
-            let _ = table.push(None);
-        }
-        ((newest.total, table), 2 * P as u32)
-    }
-
-    fn fold_back((_, table): &mut Self::Rebuild, older: &SeqApplied) {
-        for e in core::iter::once(older.changed).chain(older.rotated) {
-            // Newest first: the first value found for an entry is its newest.
-            if let Some(slot @ None) = table.get_mut(usize::from(e.index)) {
-                *slot = Some(e.last);
-            }
-        }
-    }
-
-    fn finish((total, table): Self::Rebuild) -> Option<SeqState<P>> {
-        let mut last = heapless::Vec::new();
-        for e in table {
-            last.push(e?).ok()?;
-        }
-        Some(SeqState { total, last })
-    }
-}
-
-impl<const W: usize, const EVICT: bool> Store for MessageIdWindow<W, EVICT> {
-    type State = WindowState<W>;
-    type Persist = crate::persist::Appended<Self>;
-    // Another rule, another tag: a window's journal is not read as a table's.
-    const TAG: u32 = if EVICT { 0x5301_0003 } else { 0x5301_0009 };
-
-    fn apply(&self, state: &mut WindowState<W>, event: &Event) -> Result<Outcome, StoreError> {
-        let id = event.message.id;
-        if state.seen.contains(&id) {
-            return Ok(Outcome::Skipped);
-        }
-        if !EVICT && state.seen.len() >= self.window {
-            return Err(StoreError::Keys {
-                capacity: self.window,
-                offset: event.offset,
-            });
-        }
-        while state.seen.len() >= self.window {
-            // The oldest goes. On Arm by swaps: `remove(0)` would pull `memmove` into a
-            // firmware (1.3 KB on a Cortex-M0); elsewhere `remove(0)` is twice as fast.
-            if cfg!(target_arch = "arm") {
-                for i in 1..state.seen.len() {
-                    state.seen.swap(i - 1, i);
-                }
-                state.seen.pop();
-            } else {
-                state.seen.remove(0);
-            }
-            state.evicted += 1;
-        }
-        // Cannot fail: the loop above made room (window <= W).
-        let _ = state.seen.push(id);
-        state.total = add_amount(state.total, event.message.amount, event.offset)?;
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &WindowState<W>) -> i64 {
-        state.total
-    }
-
-    fn evicted(state: &WindowState<W>) -> u64 {
-        state.evicted
-    }
-}
-
-/// An atomic checkpoint: the value and the consumer position in one record, written at
-/// each checkpoint. Effects since the last checkpoint live in RAM; after a crash they
-/// are replayed from the position in the record, so nothing is applied twice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Atomic;
-
-/// The atomic store's durable state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct CheckpointState {
-    /// The total as of the checkpoint (in RAM: including effects since).
-    pub total: i64,
-    /// The next offset to read, as of the checkpoint.
-    pub next: Option<Offset>,
-}
-
-impl Store for Atomic {
-    type State = CheckpointState;
-    type Persist = Checkpoint<Self>;
-    const TAG: u32 = 0x5301_0004;
-
-    fn apply(&self, state: &mut CheckpointState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = add_amount(state.total, event.message.amount, event.offset)?;
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &CheckpointState) -> i64 {
-        state.total
-    }
-}
-
-impl Positioned for Atomic {
-    fn position(state: &CheckpointState) -> Offset {
-        state.next.unwrap_or(0)
-    }
-
-    fn set_position(state: &mut CheckpointState, next: Offset) {
-        state.next = Some(next);
-    }
-}
-
-/// Per producer, apply only if (epoch, sequence) is newer than the last applied: Kafka's
-/// bounded idea on the consumer side, O(producers) memory, not O(messages). Catches a
-/// producer's retry (same sequence) and a fenced zombie (older epoch); misses an
-/// application's resend, which carries a new sequence. Up to `P` producers; one more is
-/// [`StoreError::Producers`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProducerSeq<const P: usize>;
-
-/// What [`ProducerSeq`] remembers of one producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct LastSeq {
-    /// The producer.
-    pub producer: u32,
-    /// Its newest epoch applied.
-    pub epoch: u16,
-    /// Its newest sequence applied in that epoch.
-    pub seq: u32,
-}
-
-/// The producer-sequence store's durable state: value and table in one record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeqState<const P: usize> {
-    /// The running total.
-    pub total: i64,
-    /// One entry per producer seen.
-    pub last: heapless::Vec<LastSeq, P>,
-}
-
-impl<const P: usize> MaxSize for SeqState<P> {
-    const POSTCARD_MAX_SIZE: usize =
-        i64::POSTCARD_MAX_SIZE + varint_len(P) + P * LastSeq::POSTCARD_MAX_SIZE;
-}
-
-impl<const P: usize> Store for ProducerSeq<P> {
-    type State = SeqState<P>;
-    type Persist = crate::persist::Appended<Self>;
-    const TAG: u32 = 0x5301_0005;
-
-    fn apply(&self, state: &mut SeqState<P>, event: &Event) -> Result<Outcome, StoreError> {
-        let m = &event.message;
-        match state.last.iter_mut().find(|l| l.producer == m.producer) {
-            Some(l) if (m.epoch, m.seq) <= (l.epoch, l.seq) => return Ok(Outcome::Skipped),
-            Some(l) => (l.epoch, l.seq) = (m.epoch, m.seq),
-            None => {
-                let entry = LastSeq {
-                    producer: m.producer,
-                    epoch: m.epoch,
-                    seq: m.seq,
-                };
-                state
-                    .last
-                    .push(entry)
-                    .map_err(|_| StoreError::Producers { capacity: P })?;
-            }
-        }
-        state.total = add_amount(state.total, m.amount, event.offset)?;
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &SeqState<P>) -> i64 {
-        state.total
-    }
-}
-
-/// Two-phase commit to the sink: effects accumulate in RAM; at a checkpoint the consumer
-/// writes a prepared record (the new value and position, and the last committed ones),
-/// commits the position in its journal (the decision), then writes the committed record.
-/// Recovery resolves a prepared record by the decision; committing twice is harmless
-/// ("already committed" is a success), as Flink's `Committer` contract asks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TwoPhase;
-
-/// The two-phase store's record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct TwoPhaseState {
-    /// The value (in a prepared record: the value being committed).
-    pub total: i64,
-    /// The committed position (next offset to read).
-    pub next: Option<Offset>,
-    /// In a prepared record: the position being committed.
-    pub prepared: Option<Offset>,
-    /// The last committed value, restored if a prepared record is rolled back.
-    pub committed_total: i64,
-}
-
-impl Store for TwoPhase {
-    type State = TwoPhaseState;
-    type Persist = crate::persist::TwoPhase<Self>;
-    const TAG: u32 = 0x5301_0006;
-
-    fn apply(&self, state: &mut TwoPhaseState, event: &Event) -> Result<Outcome, StoreError> {
-        state.total = add_amount(state.total, event.message.amount, event.offset)?;
-        Ok(Outcome::Applied)
-    }
-
-    fn total(state: &TwoPhaseState) -> i64 {
-        state.total
-    }
-}
-
-impl TwoPhaseRecord for TwoPhase {
-    fn position(state: &TwoPhaseState) -> Offset {
-        state.next.unwrap_or(0)
-    }
-
-    fn prepared(state: &TwoPhaseState) -> Option<Offset> {
-        state.prepared
-    }
-
-    fn prepare(state: &mut TwoPhaseState, next: Offset) {
-        state.prepared = Some(next);
-    }
-
-    // Out of line on bare metal: inlined, it was copied into several callers
-    // (BENCHMARKS.md, "Firmware size").
-    #[cfg_attr(target_os = "none", inline(never))]
-    fn resolve(state: &mut TwoPhaseState, commit: bool) {
-        match (state.prepared.take(), commit) {
-            (Some(next), true) => {
-                state.next = Some(next);
-                state.committed_total = state.total;
-            }
-            (Some(_), false) => state.total = state.committed_total,
-            // Already committed: nothing to do, and that is a success.
-            (None, _) => {}
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::Message;
 
-    fn ev(offset: Offset, id: u64, amount: i64) -> Event {
-        Event {
-            offset,
-            message: Message {
-                id: MessageId(id),
-                producer: 0,
-                epoch: 0,
-                seq: 0,
-                amount,
-            },
+    /// A counter of distinct commands that rejects zero: the smallest store that is not a
+    /// sum of payments.
+    #[derive(Debug, Clone, Copy, Default)]
+    struct Count;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Cmd(u64, u8);
+
+    impl Identified for Cmd {
+        fn id(&self) -> MessageId {
+            MessageId(self.0)
         }
     }
 
+    #[derive(Debug, PartialEq)]
+    struct Full;
+
+    impl From<TableFull> for Full {
+        fn from(_: TableFull) -> Self {
+            Full
+        }
+    }
+
+    impl Store for Count {
+        type Payload = Cmd;
+        type State = u32;
+        type Error = Full;
+        type Rejections = u32;
+        type Persist = EachEffect<Self>;
+        const TAG: u32 = 0x7E57_0000;
+
+        fn check(&self, _: &u32, e: &Event<Cmd>) -> Result<Outcome, Full> {
+            Ok(if e.payload.1 == 0 {
+                Outcome::Rejected
+            } else {
+                Outcome::Applied
+            })
+        }
+
+        fn apply(&self, state: &mut u32, _: &Event<Cmd>) {
+            *state += 1;
+        }
+    }
+
+    fn ev(offset: Offset, id: u64, v: u8) -> Event<Cmd> {
+        Event {
+            offset,
+            payload: Cmd(id, v),
+        }
+    }
+
+    /// Check, then apply or remember, as the consumer does.
+    fn step<S: Store>(
+        s: &S,
+        state: &mut S::State,
+        e: &Event<S::Payload>,
+    ) -> Result<Outcome, S::Error> {
+        let o = s.check(state, e)?;
+        match o {
+            Outcome::Applied => s.apply(state, e),
+            Outcome::Rejected => s.remember(state, e),
+            _ => {}
+        }
+        Ok(o)
+    }
+
     #[test]
-    fn offset_stamp_skips_what_is_not_newer() {
-        let mut s = StampedState::default();
+    fn the_offset_stamp_skips_what_is_not_newer_and_remembers_a_rejection() {
+        let s = OffsetStamp(Count);
+        let mut st = Stamped::default();
+        assert_eq!(step(&s, &mut st, &ev(0, 0, 5)), Ok(Outcome::Applied));
+        assert_eq!(step(&s, &mut st, &ev(1, 1, 0)), Ok(Outcome::Rejected));
         assert_eq!(
-            OffsetStamped.apply(&mut s, &ev(0, 0, 5)),
-            Ok(Outcome::Applied)
+            step(&s, &mut st, &ev(1, 1, 0)),
+            Ok(Outcome::Skipped),
+            "a replay of the rejection"
+        );
+        assert_eq!(step(&s, &mut st, &ev(0, 0, 5)), Ok(Outcome::Skipped));
+        assert_eq!(
+            step(&s, &mut st, &ev(2, 0, 5)),
+            Ok(Outcome::Applied),
+            "a resend at a new offset"
         );
         assert_eq!(
-            OffsetStamped.apply(&mut s, &ev(1, 1, 3)),
-            Ok(Outcome::Applied)
-        );
-        assert_eq!(
-            OffsetStamped.apply(&mut s, &ev(1, 1, 3)),
-            Ok(Outcome::Skipped)
-        );
-        assert_eq!(
-            OffsetStamped.apply(&mut s, &ev(0, 0, 5)),
-            Ok(Outcome::Skipped)
-        );
-        assert_eq!(
-            s,
-            StampedState {
-                total: 8,
-                stamp: Some(1)
+            st,
+            Stamped {
+                state: 2,
+                stamp: Some(2)
             }
         );
+        assert_eq!(<OffsetStamp<Count> as Store>::TAG, 0x7E57_0003);
     }
 
     #[test]
     fn a_full_window_evicts_the_oldest_and_counts_it() {
-        let store = MessageIdWindow::<4>::new(2).unwrap();
-        let mut s = WindowState::default();
+        let store = MessageIdWindow::<_, 4>::new(Count, 2).unwrap();
+        let mut s = Windowed::default();
         for (o, id) in [1, 2, 3].into_iter().enumerate() {
             assert_eq!(
-                store.apply(&mut s, &ev(o as u64, id, 1)),
+                step(&store, &mut s, &ev(o as u64, id, 1)),
                 Ok(Outcome::Applied)
             );
         }
         assert_eq!(s.evicted, 1);
         assert_eq!(
-            store.apply(&mut s, &ev(3, 3, 1)),
+            step(&store, &mut s, &ev(3, 3, 1)),
             Ok(Outcome::Skipped),
             "3 is in the window"
         );
         assert_eq!(
-            store.apply(&mut s, &ev(4, 1, 1)),
+            step(&store, &mut s, &ev(4, 1, 1)),
             Ok(Outcome::Applied),
             "1 was evicted: it slips through"
         );
-        assert_eq!(s.total, 4);
+        assert_eq!(s.state, 4);
+        assert_eq!(step(&store, &mut s, &ev(5, 9, 0)), Ok(Outcome::Rejected));
         assert_eq!(
-            MessageIdWindow::<4>::new(0),
-            Err(StoreError::Window {
+            step(&store, &mut s, &ev(6, 9, 0)),
+            Ok(Outcome::Skipped),
+            "9 is remembered"
+        );
+        assert_eq!(
+            MessageIdWindow::<_, 4>::new(Count, 0).map(|w| w.window()),
+            Err(WindowSize {
                 window: 0,
                 capacity: 4
             })
         );
         assert_eq!(
-            MessageIdWindow::<4>::new(5),
-            Err(StoreError::Window {
+            MessageIdWindow::<_, 4>::new(Count, 5).map(|w| w.window()),
+            Err(WindowSize {
                 window: 5,
                 capacity: 4
             })
         );
     }
 
-    fn msg(producer: u32, epoch: u16, seq: u32, amount: i64) -> Event {
-        Event {
-            offset: 0,
-            message: Message {
-                id: MessageId(u64::from(seq)),
-                producer,
-                epoch,
-                seq,
-                amount,
-            },
-        }
-    }
-
     #[test]
-    fn producer_sequences_skip_retries_and_zombies_and_are_bounded() {
-        let store = ProducerSeq::<2>;
-        let mut s = SeqState::default();
-        assert_eq!(store.apply(&mut s, &msg(1, 0, 1, 5)), Ok(Outcome::Applied));
-        assert_eq!(
-            store.apply(&mut s, &msg(1, 0, 1, 5)),
-            Ok(Outcome::Skipped),
-            "a retry"
-        );
-        assert_eq!(
-            store.apply(&mut s, &msg(1, 1, 1, 4)),
-            Ok(Outcome::Applied),
-            "a new epoch"
-        );
-        assert_eq!(
-            store.apply(&mut s, &msg(1, 0, 2, 3)),
-            Ok(Outcome::Skipped),
-            "a zombie"
-        );
-        assert_eq!(store.apply(&mut s, &msg(2, 0, 1, 1)), Ok(Outcome::Applied));
-        assert_eq!(
-            store.apply(&mut s, &msg(3, 0, 1, 1)),
-            Err(StoreError::Producers { capacity: 2 })
-        );
-        assert_eq!(s.total, 10);
-    }
-
-    #[test]
-    fn two_phase_resolves_forward_back_and_twice() {
-        let mut s = TwoPhaseState {
-            total: 7,
-            next: Some(10),
-            prepared: None,
-            committed_total: 7,
-        };
-        TwoPhase.apply(&mut s, &msg(1, 0, 1, 3)).unwrap();
-        TwoPhase::prepare(&mut s, 20);
-        let prepared = s;
-        TwoPhase::resolve(&mut s, true);
-        assert_eq!(
-            s,
-            TwoPhaseState {
-                total: 10,
-                next: Some(20),
-                prepared: None,
-                committed_total: 10
-            }
-        );
-        TwoPhase::resolve(&mut s, true);
-        assert_eq!(s.next, Some(20), "already committed is a success");
-        let mut back = prepared;
-        TwoPhase::resolve(&mut back, false);
-        assert_eq!(
-            back,
-            TwoPhaseState {
-                total: 7,
-                next: Some(10),
-                prepared: None,
-                committed_total: 7
-            }
-        );
+    fn a_full_unique_key_table_refuses_a_new_key_as_the_stores_error() {
+        let table = UniqueKey::<Count, 2>::default();
+        let mut s = Windowed::default();
+        assert_eq!(step(&table, &mut s, &ev(0, 7, 1)), Ok(Outcome::Applied));
+        assert_eq!(step(&table, &mut s, &ev(1, 8, 1)), Ok(Outcome::Applied));
+        assert_eq!(step(&table, &mut s, &ev(2, 7, 1)), Ok(Outcome::Skipped));
+        let before = s.clone();
+        assert_eq!(step(&table, &mut s, &ev(3, 9, 1)), Err(Full));
+        assert_eq!(s, before, "nothing changed");
+        assert_eq!(<UniqueKey<Count, 2> as Store>::TAG, 0x7E57_0008);
     }
 
     #[test]
     fn max_sizes_bound_the_real_encodings() {
-        let mut s = WindowState::<3> {
-            total: i64::MIN,
+        let mut s = Windowed::<i64, 3> {
+            state: i64::MIN,
             seen: heapless::Vec::new(),
             evicted: u64::MAX,
         };
@@ -907,14 +611,20 @@ mod tests {
         }
         let mut buf = [0u8; 64];
         let used = postcard::to_slice(&s, &mut buf).unwrap().len();
-        assert_eq!(used, WindowState::<3>::POSTCARD_MAX_SIZE);
-        let c = CheckpointState {
-            total: i64::MIN,
-            next: Some(u64::MAX),
+        assert_eq!(used, Windowed::<i64, 3>::POSTCARD_MAX_SIZE);
+        let d = IdApplied {
+            id: [0xFF; 8],
+            state: i64::MIN,
+            evicted: u64::MAX,
+            held: u8::MAX,
         };
-        assert_eq!(
-            postcard::to_slice(&c, &mut buf).unwrap().len(),
-            CheckpointState::POSTCARD_MAX_SIZE
-        );
+        let used = postcard::to_slice(&d, &mut buf).unwrap().len();
+        assert_eq!(used, IdApplied::<i64>::POSTCARD_MAX_SIZE);
+        let st = Stamped {
+            state: i64::MIN,
+            stamp: Some(u64::MAX),
+        };
+        let used = postcard::to_slice(&st, &mut buf).unwrap().len();
+        assert_eq!(used, Stamped::<i64>::POSTCARD_MAX_SIZE);
     }
 }

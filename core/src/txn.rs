@@ -24,7 +24,8 @@
 //! [`TxnLog`] keeps each record's transaction state beside the record instead, so its
 //! offsets run without gaps.
 
-use crate::log::{AppendLog, Event, Log, LogError, Message, Offset, VecLog};
+use crate::log::{Log, Offset};
+use crate::payment::{AppendLog, LogError, Message, Payment, Truth, VecLog};
 
 /// A consumer's `isolation.level`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -161,7 +162,7 @@ impl<const N: usize> TxnLog<N> {
     }
 }
 
-impl<const N: usize> Log for TxnLog<N> {
+impl<const N: usize> Log<Message> for TxnLog<N> {
     /// At `read_committed`, the last stable offset; otherwise every record.
     fn len(&self) -> u64 {
         match self.isolation {
@@ -170,7 +171,7 @@ impl<const N: usize> Log for TxnLog<N> {
         }
     }
 
-    fn get(&self, offset: Offset) -> Option<Event> {
+    fn get(&self, offset: Offset) -> Option<Payment> {
         if offset < self.len() {
             self.log.get(offset)
         } else {
@@ -182,6 +183,8 @@ impl<const N: usize> Log for TxnLog<N> {
         self.isolation == Isolation::ReadCommitted && self.state(offset) == Some(TxnState::Aborted)
     }
 }
+
+impl<const N: usize> Truth for TxnLog<N> {}
 
 impl<const N: usize> AppendLog for TxnLog<N> {
     /// Appends a record outside any transaction ([`TxnLog::open`] puts it in one).

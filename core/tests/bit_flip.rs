@@ -10,9 +10,11 @@
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::journal::Region;
 use idem_core::lab::flash::MemFlash;
-use idem_core::log::{GeneratedLog, Log};
-use idem_core::persist::{Layout, Sinks};
-use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_core::payment::stores::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
+};
+use idem_core::payment::{GeneratedLog, SumSinks, Truth};
+use idem_core::persist::Layout;
 
 type Flash = MemFlash<8, 1024>;
 
@@ -46,7 +48,7 @@ struct Counts {
 }
 
 /// Flips every bit of every page of a finished image of `sinks` and recovers each copy.
-fn flip_every_bit<K2: Sinks>(name: &str, sinks: K2, replays: bool) -> Counts {
+fn flip_every_bit<K2: SumSinks>(name: &str, sinks: K2, replays: bool) -> Counts {
     let mut finished = Flash::new();
     let mut c = Consumer::open(&mut finished, LAYOUT, sinks.clone(), config()).expect("opens");
     c.run(&mut finished, &LOG).expect("runs");
@@ -132,7 +134,7 @@ fn offset_stamped() {
 fn message_id() {
     assert_none_wrong(&flip_every_bit(
         "message-id",
-        MessageIdWindow::<32>::default(),
+        MessageIdWindow::<Naive, 32>::default(),
         false,
     ));
 }

@@ -17,7 +17,9 @@ use idem_core::lab::cost;
 use idem_core::lab::flash::{MemFlash, PowerCut};
 use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::{self, ProducerMode};
-use idem_core::log::{GeneratedLog, IdKey, Log};
+use idem_core::log::IdKey;
+use idem_core::payment::GeneratedLog;
+use idem_core::payment::Truth;
 
 const PAGE: usize = 1024;
 type Flash = MemFlash<{ FEED_PAGES as usize }, PAGE>;
@@ -87,7 +89,7 @@ fn encode_from_device(msg: &FromDevice) -> Vec<u8> {
 
 /// Runs one stream through the link model to the device's done frame.
 fn feed(
-    log: &impl Log,
+    log: &impl Truth,
     store: StoreId,
     k: u32,
     crash_after: Option<u64>,

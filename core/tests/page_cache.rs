@@ -26,9 +26,11 @@ use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
 use idem_core::lab::flash::{FlashError, MemFlash};
 use idem_core::lab::rng::SplitMix64;
-use idem_core::log::{GeneratedLog, Log};
-use idem_core::persist::{Layout, Sinks};
-use idem_core::store::{Atomic, MessageIdWindow, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_core::payment::stores::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
+};
+use idem_core::payment::{GeneratedLog, SumSinks, Truth};
+use idem_core::persist::Layout;
 use idem_core::sync::{Area, SyncMode, SyncRules};
 
 type Flash = MemFlash<8, 1024>;
@@ -191,7 +193,7 @@ fn config() -> ConsumerConfig {
 
 /// Runs to a seeded random step, cuts the power, recovers and runs to the end; a
 /// sentence when the store lost an acknowledged commit, was refused, or ended wrong.
-fn trial<S: Sinks>(sinks: &S, mode: SyncMode, rng: &mut SplitMix64) -> Result<(), String> {
+fn trial<S: SumSinks>(sinks: &S, mode: SyncMode, rng: &mut SplitMix64) -> Result<(), String> {
     let mut f = Cached::new(vec![0xFF; SIZE], mode);
     f.ordered_sink = S::ORDERED_SINK;
     let mut c = Consumer::open(&mut f, LAYOUT, sinks.clone(), config()).expect("opens blank");
@@ -225,7 +227,7 @@ fn trial<S: Sinks>(sinks: &S, mode: SyncMode, rng: &mut SplitMix64) -> Result<()
     Ok(())
 }
 
-fn cuts<S: Sinks>(name: &str, sinks: S, mode: SyncMode) -> Vec<String> {
+fn cuts<S: SumSinks>(name: &str, sinks: S, mode: SyncMode) -> Vec<String> {
     let mut rng = SplitMix64::new(0xCAC4E ^ name.len() as u64);
     let mut failures = Vec::new();
     for n in 0..CUTS {
@@ -248,7 +250,11 @@ fn cuts<S: Sinks>(name: &str, sinks: S, mode: SyncMode) -> Vec<String> {
 fn every_store(mode: SyncMode) -> Vec<String> {
     let mut all = Vec::new();
     all.extend(cuts("offset", OffsetStamped, mode));
-    all.extend(cuts("message-id", MessageIdWindow::<32>::default(), mode));
+    all.extend(cuts(
+        "message-id",
+        MessageIdWindow::<Naive, 32>::default(),
+        mode,
+    ));
     all.extend(cuts("producer-seq", ProducerSeq::<8>, mode));
     all.extend(cuts("atomic", Atomic, mode));
     all.extend(cuts("two-phase", TwoPhase, mode));

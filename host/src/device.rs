@@ -9,7 +9,9 @@ use idem_core::consumer::{Consumer, ConsumerError, Step};
 use idem_core::journal::{FORMAT_VERSION, JournalError};
 use idem_core::lab::scenario::Scenario;
 use idem_core::lab::sim::SIM_LAYOUT;
-use idem_core::log::{Log, Offset};
+use idem_core::log::Offset;
+use idem_core::payment::Truth;
+use idem_core::payment::stores::StoreError;
 use idem_core::persist::Layout;
 
 use crate::error::usage;
@@ -73,10 +75,14 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
 }
 
 /// A consumer error on an image, as one sentence.
-pub fn consumer_error(image: &Image, e: ConsumerError<FileFlashError>) -> anyhow::Error {
+pub fn consumer_error(
+    image: &Image,
+    e: ConsumerError<FileFlashError, StoreError>,
+) -> anyhow::Error {
     match e {
         ConsumerError::Journal(e) => journal_error(image, e),
         ConsumerError::Store(e) => usage(e.to_string()),
+        e @ ConsumerError::Region { .. } => usage(e.to_string()),
         ConsumerError::Disagree(d) => anyhow::anyhow!(
             "{name}: its journals disagree, which no crash can cause: {d}; it was left untouched (`idem flash inspect {name}` shows its pages)",
             name = image.path.display()
@@ -150,7 +156,7 @@ fn drive(
     );
     impl Job for Run<'_, '_> {
         type Out = Progress;
-        fn call<L: Log + Sync, S: HostSinks>(
+        fn call<L: Truth + Sync, S: HostSinks>(
             self,
             s: &Scenario<L>,
             store: S,

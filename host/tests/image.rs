@@ -97,7 +97,7 @@ fn flash_inspect_names_the_winning_record() {
             "winner: page 0 slot 9, seq 10: Position { next: 100, sinks: [100, 0] }",
         ))
         .stdout(predicate::str::contains(
-            "winner: page 7 slot 18, seq 100: Covered { covered: 90, state: StampedState { total: 100, stamp: Some(99) } }",
+            "winner: page 7 slot 18, seq 100: Covered { covered: 90, state: Stamped { state: NaiveState { total: 100 }, stamp: Some(99) } }",
         ))
         .stdout(predicate::str::contains("erased 5 times in all"));
 }

@@ -15,7 +15,8 @@ use std::io::{BufRead, Read};
 
 use anyhow::Context;
 use idem_core::lab::scenario::ProducerMode;
-use idem_core::log::{Event, IdKey, Log, LogError, Message, MessageId, Offset, VecLog};
+use idem_core::log::{IdKey, Log, MessageId, Offset};
+use idem_core::payment::{LogError, Message, Payment, Truth, VecLog};
 use idem_core::producer::{Appended, IdempotentLog};
 use serde::Deserialize;
 
@@ -51,15 +52,17 @@ impl FileLog {
     }
 }
 
-impl Log for FileLog {
+impl Log<Message> for FileLog {
     fn len(&self) -> u64 {
         self.log.len()
     }
 
-    fn get(&self, offset: Offset) -> Option<Event> {
+    fn get(&self, offset: Offset) -> Option<Payment> {
         self.log.get(offset)
     }
+}
 
+impl Truth for FileLog {
     fn true_total_before(&self, end: Offset) -> i64 {
         let n = usize::try_from(end)
             .unwrap_or(usize::MAX)
@@ -287,7 +290,7 @@ pub const MAX_LINES: usize = 2 * FILE_LOG_CAPACITY;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idem_core::log::Log;
+    use idem_core::payment::Truth;
 
     fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
         let key = run_key();

@@ -3,8 +3,8 @@
 
 use idem_core::lab::scenario::{self, Scenario};
 use idem_core::lab::sim::{self, Action, Report, TraceStep};
-use idem_core::log::Log;
-use idem_core::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, Store};
+use idem_core::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped};
+use idem_core::payment::{Sum, Truth};
 
 fn ranges(offsets: &[u64]) -> String {
     let mut parts = Vec::new();
@@ -28,7 +28,7 @@ fn ranges(offsets: &[u64]) -> String {
     }
 }
 
-fn observe<L: Log, S: Store + Clone>(s: &Scenario<L>, store: S) -> (Report, String, String) {
+fn observe<L: Truth, S: Sum + Clone>(s: &Scenario<L>, store: S) -> (Report, String, String) {
     let (mut redelivered, mut skipped) = (Vec::new(), Vec::new());
     let r = sim::run(s, store, &mut |t: &TraceStep| match (t.action, t.offset) {
         (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
@@ -39,11 +39,11 @@ fn observe<L: Log, S: Store + Clone>(s: &Scenario<L>, store: S) -> (Report, Stri
     (r, ranges(&redelivered), ranges(&skipped))
 }
 
-fn row<L: Log>(s: &Scenario<L>, store: &str) -> Vec<String> {
+fn row<L: Truth>(s: &Scenario<L>, store: &str) -> Vec<String> {
     let (r, redelivered, skipped) = match store {
         "naive" => observe(s, Naive),
         "offset" => observe(s, OffsetStamped),
-        "message-id" => observe(s, MessageIdWindow::<32>::default()),
+        "message-id" => observe(s, MessageIdWindow::<Naive, 32>::default()),
         "atomic" => observe(s, Atomic),
         other => panic!("README names an unknown store {other}"),
     };

@@ -23,9 +23,10 @@ use crate::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
 use crate::crash::{CrashPoint, Plan};
 use crate::ddia;
 use crate::journal::{Journal, JournalError, Region};
-use crate::log::{GeneratedLog, Log, Offset};
+use crate::log::{Log, Offset};
+use crate::payment::stores::{Atomic, Naive, OffsetStamped, StoreError};
+use crate::payment::{GeneratedLog, Message, Sum, Truth};
 use crate::persist::{Layout, Pair, Sinks};
-use crate::store::{Atomic, Naive, OffsetStamped, Store};
 
 /// Pages the demo's storage takes: the boot counter, the shared position, the pair's two
 /// journals and the atomic store's journal, two pages each.
@@ -74,7 +75,7 @@ pub enum DemoStep {
 #[non_exhaustive]
 pub enum DemoError<E> {
     /// A consumer (its journals, or a store) failed.
-    Consumer(ConsumerError<E>),
+    Consumer(ConsumerError<E, StoreError>),
 }
 
 impl<E> From<JournalError<E>> for DemoError<E> {
@@ -83,8 +84,8 @@ impl<E> From<JournalError<E>> for DemoError<E> {
     }
 }
 
-impl<E> From<ConsumerError<E>> for DemoError<E> {
-    fn from(e: ConsumerError<E>) -> Self {
+impl<E> From<ConsumerError<E, StoreError>> for DemoError<E> {
+    fn from(e: ConsumerError<E, StoreError>) -> Self {
         Self::Consumer(e)
     }
 }
@@ -219,13 +220,13 @@ impl Demo {
 
 /// Steps `c` through the effect of offset `o` (if `o` is what it reads next) and the
 /// checkpoint that may follow; `true` when the plan says the device crashes at a step.
-fn advance<K: Sinks, F: NorFlash>(
+fn advance<K: Sinks<Payload = Message, Error = StoreError>, F: NorFlash>(
     c: &mut Consumer<K>,
     flash: &mut F,
     log: &GeneratedLog,
     plan: &mut Plan,
     o: Offset,
-) -> Result<bool, ConsumerError<F::Error>> {
+) -> Result<bool, ConsumerError<F::Error, StoreError>> {
     if c.next_offset() != o {
         return Ok(false);
     }
@@ -235,7 +236,7 @@ fn advance<K: Sinks, F: NorFlash>(
             return Ok(true);
         }
         let effect_done = !matches!(step, Step::Deliver(_) | Step::Between(_));
-        if step == Step::Done || (effect_done && c.is_idle()) {
+        if matches!(step, Step::Done) || (effect_done && c.is_idle()) {
             return Ok(false);
         }
     }

@@ -46,9 +46,12 @@ use serde::{Deserialize, Serialize};
 use crate::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
 use crate::crash::{CrashPoint, Plan};
 use crate::journal::{Journal, JournalError, Region};
-use crate::log::{Event, IdKey, Log, Message, MessageId, Offset, Received};
+use crate::log::{Event, IdKey, Log, MessageId, Offset, Received};
+use crate::payment::stores::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase,
+};
+use crate::payment::{Message, Payment};
 use crate::persist::Layout;
-use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase};
 
 /// The protocol's version: a host and a device of different versions refuse each other.
 /// Version 2: the boot frame carries the device's [`IdKey`].
@@ -118,7 +121,7 @@ impl StoreId {
         match self {
             Self::Naive => size_of::<Consumer<Naive>>(),
             Self::Offset => size_of::<Consumer<OffsetStamped>>(),
-            Self::MessageId => size_of::<Consumer<MessageIdWindow<WINDOW>>>(),
+            Self::MessageId => size_of::<Consumer<MessageIdWindow<Naive, WINDOW>>>(),
             Self::ProducerSeq => size_of::<Consumer<ProducerSeq<PRODUCERS>>>(),
             Self::Atomic => size_of::<Consumer<Atomic>>(),
             Self::TwoPhase => size_of::<Consumer<TwoPhase>>(),
@@ -169,9 +172,9 @@ pub struct WireEvent {
     pub amount: i64,
 }
 
-impl From<Event> for WireEvent {
-    fn from(e: Event) -> Self {
-        let m = e.message;
+impl From<Payment> for WireEvent {
+    fn from(e: Payment) -> Self {
+        let m = e.payload;
         Self {
             offset: e.offset,
             id: m.id.0,
@@ -183,11 +186,11 @@ impl From<Event> for WireEvent {
     }
 }
 
-impl From<WireEvent> for Event {
+impl From<WireEvent> for Payment {
     fn from(w: WireEvent) -> Self {
         Event {
             offset: w.offset,
-            message: Message {
+            payload: Message {
                 id: MessageId(w.id),
                 producer: w.producer,
                 epoch: w.epoch,
@@ -462,13 +465,13 @@ impl FeedLayout {
 #[non_exhaustive]
 pub enum FeedError<E> {
     /// The consumer (its journals or its store) failed.
-    Consumer(ConsumerError<E>),
+    Consumer(ConsumerError<E, StoreError>),
     /// The first boot of the storage found no id key to draw.
     NoKey,
 }
 
-impl<E> From<ConsumerError<E>> for FeedError<E> {
-    fn from(e: ConsumerError<E>) -> Self {
+impl<E> From<ConsumerError<E, StoreError>> for FeedError<E> {
+    fn from(e: ConsumerError<E, StoreError>) -> Self {
         Self::Consumer(e)
     }
 }
@@ -489,7 +492,11 @@ impl<E> FeedError<E> {
             Self::Consumer(ConsumerError::Journal(JournalError::Flash(_))) => Failure::Flash,
             Self::Consumer(ConsumerError::Journal(_)) => Failure::Journal,
             Self::Consumer(ConsumerError::Disagree(_)) => Failure::Disagree,
-            Self::Consumer(ConsumerError::Store(_)) => Failure::Store,
+            Self::Consumer(
+                ConsumerError::Store(_)
+                | ConsumerError::Region { .. }
+                | ConsumerError::Rejections { .. },
+            ) => Failure::Store,
             Self::NoKey => Failure::Key,
         }
     }
@@ -524,7 +531,7 @@ macro_rules! consumers {
                 &mut self,
                 flash: &mut F,
                 log: &BatchLog<'_>,
-            ) -> Result<Step, ConsumerError<F::Error>> {
+            ) -> Result<Step<Message>, ConsumerError<F::Error, StoreError>> {
                 match self {
                     $(Self::$variant(c) => c.step(flash, log),)*
                 }
@@ -560,7 +567,7 @@ macro_rules! consumers {
 consumers!(
     Naive(Naive),
     Offset(OffsetStamped),
-    MessageId(MessageIdWindow<WINDOW>),
+    MessageId(MessageIdWindow<Naive, WINDOW>),
     ProducerSeq(ProducerSeq<PRODUCERS>),
     Atomic(Atomic),
     TwoPhase(TwoPhase),
@@ -575,7 +582,7 @@ impl AnyConsumer {
         flash: &mut F,
         layout: Layout,
         config: &StreamConfig,
-    ) -> Result<(), ConsumerError<F::Error>> {
+    ) -> Result<(), ConsumerError<F::Error, StoreError>> {
         // A record or a configuration with K = 0 is refused before it gets here; 1 keeps
         // the type total.
         let every = CheckpointEvery::new(u64::from(config.checkpoint_every))
@@ -593,7 +600,8 @@ impl AnyConsumer {
                 )?))
             }
             StoreId::MessageId => {
-                let w = MessageIdWindow::<WINDOW>::new(WINDOW).map_err(ConsumerError::Store)?;
+                let w = MessageIdWindow::<Naive, WINDOW>::new(Naive, WINDOW)
+                    .map_err(|e| ConsumerError::Store(e.into()))?;
                 *slot = Some(Self::MessageId(Consumer::open(flash, layout, w, c)?))
             }
             StoreId::ProducerSeq => {
@@ -958,18 +966,18 @@ pub trait Source {
     /// The event at `offset`, its message id computed under `key`, the device's: from
     /// the id's bytes (with [`MessageId::keyed`]) wherever the id came from outside idem,
     /// such as a log file or a Kafka record key.
-    fn event(&self, offset: Offset, key: &IdKey) -> Option<Event>;
+    fn event(&self, offset: Offset, key: &IdKey) -> Option<Payment>;
 }
 
 /// A [`Log`]'s events as they are, the device's key not used: for logs whose ids are
 /// idem's own (under [`IdKey::PUBLIC`]), which no producer chose. A stream of ids from
 /// outside implements [`Source`] itself and keys them.
-impl<L: Log> Source for L {
+impl<L: Log<Message>> Source for L {
     fn len(&self) -> Offset {
         Log::len(self)
     }
 
-    fn event(&self, offset: Offset, _key: &IdKey) -> Option<Event> {
+    fn event(&self, offset: Offset, _key: &IdKey) -> Option<Payment> {
         self.get(offset)
     }
 }
@@ -1577,7 +1585,7 @@ mod tests {
         let refusal = FromDevice::Refused(Refusal::Version { device: 2, host: 3 });
         assert_eq!(&r.send[..], &[refusal]);
         let mut host = Host::new(config(StoreId::Offset));
-        let log = crate::log::GeneratedLog {
+        let log = crate::payment::GeneratedLog {
             events: 3,
             amount: 1,
         };
@@ -1671,7 +1679,7 @@ mod tests {
     #[test]
     fn a_host_that_connects_mid_stream_asks_before_it_feeds() {
         let mut host = Host::new(config(StoreId::Offset));
-        let log = crate::log::GeneratedLog {
+        let log = crate::payment::GeneratedLog {
             events: 20,
             amount: 1,
         };
@@ -1704,8 +1712,8 @@ mod tests {
     }
 
     /// A host of a 30-event stream (stream 7, the offset store), and the log.
-    fn host_of(events: u64) -> (Host, crate::log::GeneratedLog) {
-        let log = crate::log::GeneratedLog { events, amount: 1 };
+    fn host_of(events: u64) -> (Host, crate::payment::GeneratedLog) {
+        let log = crate::payment::GeneratedLog { events, amount: 1 };
         (Host::new(config(StoreId::Offset)), log)
     }
 
@@ -1755,7 +1763,7 @@ mod tests {
     /// Plays `msgs` to `host`; the first error's sentence, or the last thing heard.
     fn play(
         host: &mut Host,
-        log: &crate::log::GeneratedLog,
+        log: &crate::payment::GeneratedLog,
         msgs: &[FromDevice],
     ) -> Result<Heard, String> {
         let mut last = Heard::Unconfirmed;
@@ -2009,10 +2017,10 @@ mod tests {
             fn len(&self) -> Offset {
                 1
             }
-            fn event(&self, offset: Offset, key: &IdKey) -> Option<Event> {
+            fn event(&self, offset: Offset, key: &IdKey) -> Option<Payment> {
                 Some(Event {
                     offset,
-                    message: Message {
+                    payload: Message {
                         id: MessageId::keyed(key, b"p17"),
                         producer: 1,
                         epoch: 0,

@@ -22,9 +22,11 @@
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
-use crate::log::{Event, Offset};
+use crate::log::Offset;
+use crate::payment::stores::{Naive, OffsetStamped, StoreError, add_amount};
+use crate::payment::{Message, Payment, Sum};
 use crate::persist::{EachEffect, Pair};
-use crate::store::{Naive, OffsetStamped, Outcome, Store, StoreError, add_amount};
+use crate::store::{Outcome, Store};
 
 /// How many payers the index holds.
 pub const PAYERS: usize = 4;
@@ -57,14 +59,26 @@ pub type Index = heapless::Vec<(u32, i64), PAYERS>;
 
 const INDEX_MAX: usize = 1 + PAYERS * (u32::POSTCARD_MAX_SIZE + i64::POSTCARD_MAX_SIZE);
 
-fn add(index: &mut Index, payer: u32, amount: i64, offset: Offset) -> Result<(), StoreError> {
-    match index.iter_mut().find(|(p, _)| *p == payer) {
-        Some((_, v)) => *v = add_amount(*v, amount, offset)?,
-        None => index
-            .push((payer, amount))
-            .map_err(|_| StoreError::Payers { capacity: PAYERS })?,
+/// Whether `event` can be added to the index: applied, or a full index or an overflow.
+fn addable(index: &Index, event: &Payment) -> Result<Outcome, StoreError> {
+    let m = &event.payload;
+    match index.iter().find(|(p, _)| *p == m.producer) {
+        Some((_, v)) => add_amount(*v, m.amount, event.offset).map(|_| Outcome::Applied),
+        None if index.is_full() => Err(StoreError::Payers { capacity: PAYERS }),
+        None => Ok(Outcome::Applied),
     }
-    Ok(())
+}
+
+/// Adds `event`, which [`addable`] checked, to the index.
+fn add(index: &mut Index, event: &Payment) {
+    let m = &event.payload;
+    match index.iter_mut().find(|(p, _)| *p == m.producer) {
+        Some((_, v)) => *v = v.saturating_add(m.amount),
+        None => {
+            // Cannot fail: `addable` saw room.
+            let _ = index.push((m.producer, m.amount));
+        }
+    }
 }
 
 fn sum(index: &Index) -> i64 {
@@ -88,20 +102,24 @@ impl MaxSize for IndexState {
 }
 
 impl Store for PayerIndex {
+    type Payload = Message;
     type State = IndexState;
+    type Error = StoreError;
+    type Rejections = ();
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0xD0A1_0003;
-    const IDEMPOTENT: bool = false;
 
-    fn apply(&self, state: &mut IndexState, event: &Event) -> Result<Outcome, StoreError> {
-        add(
-            &mut state.index,
-            event.message.producer,
-            event.message.amount,
-            event.offset,
-        )?;
-        Ok(Outcome::Applied)
+    fn check(&self, state: &IndexState, event: &Payment) -> Result<Outcome, StoreError> {
+        addable(&state.index, event)
     }
+
+    fn apply(&self, state: &mut IndexState, event: &Payment) {
+        add(&mut state.index, event);
+    }
+}
+
+impl Sum for PayerIndex {
+    const IDEMPOTENT: bool = false;
 
     fn total(state: &IndexState) -> i64 {
         sum(&state.index)
@@ -126,19 +144,29 @@ impl MaxSize for ViewsState {
 }
 
 impl Store for StampedViews {
+    type Payload = Message;
     type State = ViewsState;
+    type Error = StoreError;
+    type Rejections = ();
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0xD0A1_0002;
 
-    /// The index's stamped rule, and the total beside it when the index applied.
-    fn apply(&self, state: &mut ViewsState, event: &Event) -> Result<Outcome, StoreError> {
-        let outcome = DerivedTotal.apply(&mut state.indexed, event)?;
+    /// The index's stamped rule, and the total beside it.
+    fn check(&self, state: &ViewsState, event: &Payment) -> Result<Outcome, StoreError> {
+        let outcome = DerivedTotal.check(&state.indexed, event)?;
         if outcome == Outcome::Applied {
-            state.total = add_amount(state.total, event.message.amount, event.offset)?;
+            add_amount(state.total, event.payload.amount, event.offset)?;
         }
         Ok(outcome)
     }
 
+    fn apply(&self, state: &mut ViewsState, event: &Payment) {
+        DerivedTotal.apply(&mut state.indexed, event);
+        state.total = state.total.saturating_add(event.payload.amount);
+    }
+}
+
+impl Sum for StampedViews {
     fn total(state: &ViewsState) -> i64 {
         state.total
     }
@@ -167,24 +195,27 @@ impl MaxSize for StampedIndex {
 }
 
 impl Store for DerivedTotal {
+    type Payload = Message;
     type State = StampedIndex;
+    type Error = StoreError;
+    type Rejections = ();
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0xD0A1_0004;
 
-    fn apply(&self, state: &mut StampedIndex, event: &Event) -> Result<Outcome, StoreError> {
+    fn check(&self, state: &StampedIndex, event: &Payment) -> Result<Outcome, StoreError> {
         if state.stamp.is_some_and(|s| event.offset <= s) {
             return Ok(Outcome::Skipped);
         }
-        add(
-            &mut state.index,
-            event.message.producer,
-            event.message.amount,
-            event.offset,
-        )?;
-        state.stamp = Some(event.offset);
-        Ok(Outcome::Applied)
+        addable(&state.index, event)
     }
 
+    fn apply(&self, state: &mut StampedIndex, event: &Payment) {
+        add(&mut state.index, event);
+        state.stamp = Some(event.offset);
+    }
+}
+
+impl Sum for DerivedTotal {
     fn total(state: &StampedIndex) -> i64 {
         sum(&state.index)
     }
@@ -201,7 +232,7 @@ mod tests {
     use crate::crash::{At, CrashPoint};
     use crate::lab::scenario;
     use crate::lab::sim::{Quiet, run};
-    use crate::log::Log;
+    use crate::payment::Truth;
 
     #[test]
     fn a_crash_between_two_writes_diverges_and_the_fixes_do_not() {

@@ -24,7 +24,8 @@
 
 use crate::consumer::{CheckpointEvery, ConsumerConfig};
 use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::log::{GaugeLog, GeneratedLog, Log, LogError, Message, MessageId, Offset};
+use crate::log::{MessageId, Offset};
+use crate::payment::{GaugeLog, GeneratedLog, LogError, Message, Truth};
 use crate::producer::{Appended, BatchHeader, IdempotentLog, Producer};
 use crate::txn::TxnLog;
 
@@ -339,7 +340,7 @@ impl core::fmt::Display for ScenarioError {
 
 impl core::error::Error for ScenarioError {}
 
-impl<L: Log> Scenario<L> {
+impl<L: Truth> Scenario<L> {
     /// A scenario over `log` with no crash.
     pub fn new(name: &'static str, log: L, consumer: ConsumerConfig) -> Self {
         Self {
@@ -587,6 +588,7 @@ fn small(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::Log;
 
     #[test]
     fn impossible_parameters_are_refused() {
@@ -615,7 +617,7 @@ mod tests {
     fn payments_log_holds_the_retry_at_a_new_offset() {
         let s = payments(ProducerMode::NonIdempotent).unwrap();
         assert_eq!(s.log.len(), 3);
-        let (a, b) = (s.log.get(0).unwrap().message, s.log.get(1).unwrap().message);
+        let (a, b) = (s.log.get(0).unwrap().payload, s.log.get(1).unwrap().payload);
         assert_eq!((a.id, a.seq), (b.id, b.seq));
         assert_eq!(s.log.true_total(), 8);
         assert_eq!(worked_example().unwrap().log.true_total(), 12);

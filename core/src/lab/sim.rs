@@ -17,9 +17,11 @@ use crate::journal::{JournalError, Region};
 use crate::lab::check::{AppliedSet, BitSet, CheckError, Checker};
 use crate::lab::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use crate::lab::scenario::Scenario;
-use crate::log::{Log, Offset};
-use crate::persist::{Disagreement, Layout, Resolution, Sinks};
-use crate::store::{Outcome, StoreError};
+use crate::log::Offset;
+use crate::payment::stores::StoreError;
+use crate::payment::{Message, SumSinks, Truth};
+use crate::persist::{Disagreement, Layout, Resolution};
+use crate::store::Outcome;
 
 pub use crate::lab::check::Anomalies;
 
@@ -180,6 +182,8 @@ pub enum SimError {
     Plan(PlanFull),
     /// Recovery found the journals out of step.
     Disagree(Disagreement),
+    /// The consumer stopped otherwise (a journal region too small for its store).
+    Consumer(ConsumerError<FlashError, StoreError>),
 }
 
 impl core::fmt::Display for SimError {
@@ -190,6 +194,7 @@ impl core::fmt::Display for SimError {
             Self::Store(e) => e.fmt(f),
             Self::Plan(e) => e.fmt(f),
             Self::Disagree(e) => e.fmt(f),
+            Self::Consumer(e) => e.fmt(f),
         }
     }
 }
@@ -202,12 +207,13 @@ impl From<JournalError<FlashError>> for SimError {
     }
 }
 
-impl From<ConsumerError<FlashError>> for SimError {
-    fn from(e: ConsumerError<FlashError>) -> Self {
+impl From<ConsumerError<FlashError, StoreError>> for SimError {
+    fn from(e: ConsumerError<FlashError, StoreError>) -> Self {
         match e {
             ConsumerError::Journal(e) => Self::Journal(e),
             ConsumerError::Store(e) => Self::Store(e),
             ConsumerError::Disagree(e) => Self::Disagree(e),
+            e => Self::Consumer(e),
         }
     }
 }
@@ -227,7 +233,7 @@ impl From<PlanFull> for SimError {
 /// What decides the rest of a run: two idle runs with equal logical state behave the
 /// same from there on (the flash layout may differ, the outcome does not).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Logical<K: Sinks> {
+pub struct Logical<K: SumSinks> {
     /// The sinks' state.
     pub state: K::State,
     /// The durable position (next offset to read after a crash).
@@ -238,7 +244,7 @@ pub struct Logical<K: Sinks> {
 
 /// One run of a scenario on a simulated device, a step at a time.
 #[derive(Debug)]
-pub struct Run<'l, K: Sinks, L, A, const P: usize, const PS: usize> {
+pub struct Run<'l, K: SumSinks, L, A, const P: usize, const PS: usize> {
     flash: MemFlash<P, PS>,
     layout: Layout,
     log: &'l L,
@@ -254,7 +260,7 @@ pub struct Run<'l, K: Sinks, L, A, const P: usize, const PS: usize> {
 }
 
 // By hand: a derived Clone would ask the log to be Clone, and a run only borrows it.
-impl<K: Sinks, L, A: Clone, const P: usize, const PS: usize> Clone for Run<'_, K, L, A, P, PS> {
+impl<K: SumSinks, L, A: Clone, const P: usize, const PS: usize> Clone for Run<'_, K, L, A, P, PS> {
     fn clone(&self) -> Self {
         Self {
             flash: self.flash.clone(),
@@ -273,7 +279,9 @@ impl<K: Sinks, L, A: Clone, const P: usize, const PS: usize> Clone for Run<'_, K
     }
 }
 
-impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'l, K, L, A, P, PS> {
+impl<'l, K: SumSinks, L: Truth, A: AppliedSet, const P: usize, const PS: usize>
+    Run<'l, K, L, A, P, PS>
+{
     /// Starts `scenario` with `sinks` on `flash`, checking with the empty set `applied`.
     pub fn new(
         mut flash: MemFlash<P, PS>,
@@ -522,7 +530,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
     }
 
     /// Updates the counters and the checker for one consumer step.
-    fn account(&mut self, step: &Step) -> Result<(Option<Offset>, Action), SimError> {
+    fn account(&mut self, step: &Step<Message>) -> Result<(Option<Offset>, Action), SimError> {
         let log = self.log;
         Ok(match *step {
             Step::Deliver(e) => {
@@ -538,7 +546,8 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
                 self.checker.applied(e.offset, log.canonical(e.offset))?;
                 (Some(e.offset), Action::Apply)
             }
-            Step::Effect(e, Outcome::Skipped) => {
+            // A payment store never rejects (its count is `()`: the consumer stops first).
+            Step::Effect(e, Outcome::Skipped | Outcome::Rejected) => {
                 self.report.skipped += 1;
                 (Some(e.offset), Action::Skip)
             }
@@ -582,7 +591,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Run<'
 }
 
 /// Runs `scenario` with `sinks` on a fresh [`SimFlash`] and [`SIM_LAYOUT`].
-pub fn run<K: Sinks, L: Log>(
+pub fn run<K: SumSinks, L: Truth>(
     scenario: &Scenario<L>,
     sinks: K,
     observer: &mut impl Observer,
@@ -606,7 +615,7 @@ mod tests {
     use super::*;
     use crate::crash::At;
     use crate::lab::scenario;
-    use crate::store::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
+    use crate::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
 
     #[test]
     fn ddia_naive_and_offset() {
@@ -659,7 +668,7 @@ mod tests {
             (naive.anomalies.duplicate, naive.anomalies.first_duplicate),
             (1, Some(0))
         );
-        let mid = run(&s, MessageIdWindow::<8>::default(), &mut Quiet).unwrap();
+        let mid = run(&s, MessageIdWindow::<Naive, 8>::default(), &mut Quiet).unwrap();
         assert!(mid.anomalies.is_empty(), "{:?}", mid.anomalies);
     }
 
@@ -668,9 +677,9 @@ mod tests {
         use crate::lab::scenario::ProducerMode::{
             Idempotent, NonIdempotent as Plain, Transactional,
         };
-        use crate::store::ProducerSeq;
+        use crate::payment::stores::ProducerSeq;
         use crate::txn::Isolation;
-        type Mid = MessageIdWindow<32>;
+        type Mid = MessageIdWindow<Naive, 32>;
         type Seq = ProducerSeq<8>;
         let totals = |s: &Scenario<crate::txn::TxnLog<{ scenario::SMALL_LOG }>>| {
             [
@@ -737,7 +746,7 @@ mod tests {
 
     #[test]
     fn a_gauge_is_naturally_idempotent_and_max_is_also_commutative() {
-        use crate::store::{Max, Set};
+        use crate::payment::stores::{Max, Set};
         let crash = scenario::gauge(100, every(10), Some(49)).unwrap();
         let late = scenario::late_reading().unwrap();
         let set = run(&crash, Set, &mut Quiet).unwrap();
@@ -790,7 +799,7 @@ mod tests {
     }
 
     /// Cuts power at every word write and erase of `store`'s clean run, one cut a run.
-    fn every_cut<S: crate::store::Store>(store: S) -> u64 {
+    fn every_cut<S: crate::payment::Sum>(store: S) -> u64 {
         let clean = scenario::ddia(200, every(10), None).unwrap();
         let mut r = Run::new(
             SimFlash::new(),
@@ -828,7 +837,7 @@ mod tests {
         // Message-id (16 ids), appending: 200 records of 11 words (id, total, evicted,
         // held, covered), 22 to a page, on 10 pages; the window rebuilt at each recovery.
         assert_eq!(
-            every_cut(MessageIdWindow::<16>::default()),
+            every_cut(MessageIdWindow::<Naive, 16>::default()),
             2200 + 50 + 125 + 11
         );
         // Atomic: 20 records of 7 words on one page, and no position journal.

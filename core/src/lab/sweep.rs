@@ -18,12 +18,12 @@ use crate::crash::{At, CrashPoint, MAX_CRASHES};
 use crate::lab::check::{Anomalies, AppliedSet, Verdict};
 use crate::lab::rng::SplitMix64;
 use crate::lab::sim::{Action, Logical, Quiet, Run, SimError, TraceStep};
-use crate::log::{Log, Offset};
-use crate::persist::Sinks;
+use crate::log::Offset;
+use crate::payment::{SumSinks, Truth};
 
 /// The clean run as it stood, idle, before reading one offset.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot<K: Sinks> {
+pub struct Snapshot<K: SumSinks> {
     /// The logical state there.
     pub logical: Logical<K>,
     /// What the checker had found by then (lost writes judged below this offset).
@@ -94,7 +94,7 @@ pub struct CleanPass {
 /// Runs `clean` (a run without a crash) to its end, handing `snapshot` the clean run's
 /// [`Snapshot`] at each offset in order (offset 0, 1, ...), and counts what a sweep of it
 /// will try. The run stays finished but unjudged: call [`Run::finish`] for its report.
-pub fn clean_pass<K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize>(
+pub fn clean_pass<K: SumSinks, L: Truth, A: AppliedSet, const P: usize, const PS: usize>(
     clean: &mut Run<'_, K, L, A, P, PS>,
     mut snapshot: impl FnMut(Snapshot<K>),
 ) -> Result<CleanPass, SimError> {
@@ -141,7 +141,7 @@ pub fn replay_steps(branches: u64, k: CheckpointEvery, events: u64) -> u64 {
 /// torn writes, a power cut in the middle of each word write and erase the step made.
 /// Each branch has crashed (or is armed to) and is ready for [`finish_branch`].
 #[derive(Debug)]
-pub struct Branches<'l, K: Sinks, L, A, const P: usize, const PS: usize> {
+pub struct Branches<'l, K: SumSinks, L, A, const P: usize, const PS: usize> {
     clean: Run<'l, K, L, A, P, PS>,
     torn: bool,
     /// The branch at the crash point of the step just taken.
@@ -153,7 +153,7 @@ pub struct Branches<'l, K: Sinks, L, A, const P: usize, const PS: usize> {
     done: bool,
 }
 
-impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize>
+impl<'l, K: SumSinks, L: Truth, A: AppliedSet, const P: usize, const PS: usize>
     Branches<'l, K, L, A, P, PS>
 {
     /// The branches of `clean`, a run not started yet; `torn` adds the flash-level cuts.
@@ -207,7 +207,7 @@ impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize>
     }
 }
 
-impl<'l, K: Sinks, L: Log, A: AppliedSet, const P: usize, const PS: usize> Iterator
+impl<'l, K: SumSinks, L: Truth, A: AppliedSet, const P: usize, const PS: usize> Iterator
     for Branches<'l, K, L, A, P, PS>
 {
     type Item = Result<Run<'l, K, L, A, P, PS>, SimError>;
@@ -240,8 +240,8 @@ pub fn finish_branch<'l, 's, K, L, A, const P: usize, const PS: usize>(
     clean_final: (i64, Anomalies),
 ) -> Result<BranchOutcome, SimError>
 where
-    K: Sinks + 's,
-    L: Log,
+    K: SumSinks + 's,
+    L: Truth,
     A: AppliedSet,
 {
     let start = branch.report().steps;
@@ -410,12 +410,12 @@ mod tests {
     use crate::lab::check::BitSet;
     use crate::lab::scenario;
     use crate::lab::sim::{SIM_LAYOUT, SimFlash};
-    use crate::store::{Naive, OffsetStamped, Store};
+    use crate::payment::stores::{Naive, OffsetStamped};
 
     type Applied = BitSet<4>;
 
     /// Single crash at every clean point of a 100-event ddia run; results by verdict.
-    fn sweep<S: Store>(store: S) -> (u32, u32, u64) {
+    fn sweep<S: crate::payment::Sum>(store: S) -> (u32, u32, u64) {
         let k = crate::consumer::CheckpointEvery::new(10).unwrap();
         let s = scenario::ddia(100, k, None).unwrap();
         let fresh = || {

@@ -12,7 +12,8 @@ use idem_core::board::feed::{
     BATCH, DOMAIN, DeviceKey, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, Failure, FromDevice, Heard,
     Host, HostReader, Refusal, StoreId, StreamConfig, ToDevice, VERSION, encode,
 };
-use idem_core::log::{GeneratedLog, IdKey};
+use idem_core::log::IdKey;
+use idem_core::payment::GeneratedLog;
 
 /// What one script did, for a test to count.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

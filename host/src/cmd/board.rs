@@ -28,7 +28,8 @@ use idem_core::board::feed::{
 };
 use idem_core::lab::check::Verdict;
 use idem_core::lab::rng::SplitMix64;
-use idem_core::log::{Event, IdKey, MessageId, Offset};
+use idem_core::log::{IdKey, MessageId, Offset};
+use idem_core::payment::Payment;
 use serde_json::json;
 
 use crate::error::usage;
@@ -171,7 +172,7 @@ impl Cmd {
 /// The stream, ready to feed: its events, its truth and its configuration.
 struct Stream {
     name: String,
-    events: Vec<Event>,
+    events: Vec<Payment>,
     /// The bytes each event's id was made of, when the ids came from outside idem (a log
     /// file, a Kafka partition): the board gets them keyed under its own key.
     id_bytes: Option<Vec<Vec<u8>>>,
@@ -186,11 +187,11 @@ impl idem_core::board::feed::Source for Stream {
         self.events.len() as u64
     }
 
-    fn event(&self, offset: Offset, key: &IdKey) -> Option<Event> {
+    fn event(&self, offset: Offset, key: &IdKey) -> Option<Payment> {
         let i = usize::try_from(offset).ok()?;
         let mut e = *self.events.get(i)?;
         if let Some(bytes) = self.id_bytes.as_ref().and_then(|b| b.get(i)) {
-            e.message.id = MessageId::keyed(key, bytes);
+            e.payload.id = MessageId::keyed(key, bytes);
         }
         Some(e)
     }
@@ -208,10 +209,10 @@ fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
 /// The id of a stream of events: another stream is another id. Ids that came as bytes
 /// count by their bytes (their message ids depend on a key), so a rerun on the same file
 /// names the same stream.
-fn stream_id(events: &[Event], id_bytes: Option<&[Vec<u8>]>) -> u32 {
+fn stream_id(events: &[Payment], id_bytes: Option<&[Vec<u8>]>) -> u32 {
     let mut bytes = Vec::with_capacity(events.len() * 48);
     for (i, e) in events.iter().enumerate() {
-        let m = e.message;
+        let m = e.payload;
         let id = match id_bytes.and_then(|b| b.get(i)) {
             Some(b) => {
                 bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());

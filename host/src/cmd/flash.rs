@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
 use crate::select::{self, HostSinks, StoreJob};
+use idem_core::payment::Sum;
 use idem_core::persist::sink_tag;
-use idem_core::store::Store;
 
 /// Look inside flash images.
 #[derive(Debug, Args)]
@@ -59,7 +59,7 @@ struct Inspect<'a>(&'a mut Image, &'a mut String);
 
 impl StoreJob for Inspect<'_> {
     type Out = ();
-    fn call<S: Store + HostSinks>(self, _: S) -> anyhow::Result<()> {
+    fn call<S: Sum + HostSinks>(self, _: S) -> anyhow::Result<()> {
         let Inspect(image, text) = self;
         let layout = device::layout(&image.meta);
         if !S::POSITION_JOURNAL {

@@ -20,8 +20,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
-use idem_core::log::{Event, IdKey, Log, Message, MessageId, Offset};
-use idem_core::persist::{Layout, Sinks};
+use idem_core::log::{Event, IdKey, Log, MessageId, Offset};
+use idem_core::payment::{Message, SumSinks, Truth};
+use idem_core::persist::Layout;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -429,20 +430,22 @@ impl PartitionLog {
     }
 }
 
-impl Log for PartitionLog {
+impl Log<Message> for PartitionLog {
     fn len(&self) -> u64 {
         self.records.len() as u64
     }
 
-    fn get(&self, offset: Offset) -> Option<Event> {
+    fn get(&self, offset: Offset) -> Option<Event<Message>> {
         let i = usize::try_from(offset).ok()?;
-        let message = match self.records.get(i)? {
+        let payload = match self.records.get(i)? {
             Some((m, _, _)) => *m,
             None => self.placeholder(i),
         };
-        Some(Event { offset, message })
+        Some(Event { offset, payload })
     }
+}
 
+impl Truth for PartitionLog {
     /// The first offset with this record's key bytes (keyless records and placeholders
     /// are their own message).
     fn canonical(&self, offset: Offset) -> Offset {
@@ -837,7 +840,7 @@ impl SinksJob for ConsumePartition<'_> {
 }
 
 /// A partition this member owns in `--shared` mode.
-struct Owned<K: Sinks> {
+struct Owned<K: SumSinks> {
     consumer: Consumer<K>,
     read: PartitionRead,
     /// The group's committed offset when this member took the partition.
@@ -1641,7 +1644,7 @@ fn lab(
 pub struct BoardSource {
     /// The partition's events, by offset (placeholders where no payment is), their ids
     /// under [`IdKey::PUBLIC`]: the board's own key is applied to `id_bytes`.
-    pub events: Vec<Event>,
+    pub events: Vec<Event<Message>>,
     /// The bytes each event's message id is made of: its record's key, or for a keyless
     /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
     pub id_bytes: Vec<Vec<u8>>,

@@ -19,7 +19,8 @@ use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::Scenario;
 use idem_core::lab::sim::{Run, SIM_LAYOUT, SimFlash};
 use idem_core::lab::sweep::{self, BranchOutcome, Branches, Snapshot, Space};
-use idem_core::log::{Log, Offset};
+use idem_core::log::Offset;
+use idem_core::payment::Truth;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -231,7 +232,11 @@ struct Sweep<'a>(&'a Options, SinkChoice);
 impl Job for Sweep<'_> {
     type Out = Tally;
 
-    fn call<L: Log + Sync, K: HostSinks>(self, s: &Scenario<L>, sinks: K) -> anyhow::Result<Tally> {
+    fn call<L: Truth + Sync, K: HostSinks>(
+        self,
+        s: &Scenario<L>,
+        sinks: K,
+    ) -> anyhow::Result<Tally> {
         let Sweep(opts, choice) = self;
         let n = s.log.len();
         let sim =

@@ -3,12 +3,10 @@
 
 use idem_core::lab::dual::{self, DerivedTotal, StampedViews};
 use idem_core::lab::scenario::Scenario;
-use idem_core::log::Log;
-use idem_core::persist::Sinks;
-use idem_core::store::{
-    Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, Store, TwoPhase,
-    UniqueKey,
+use idem_core::payment::stores::{
+    Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,
 };
+use idem_core::payment::{Sum, SumSinks, Truth};
 
 use super::args::{FixArg, SinkChoice, StoreKind};
 use super::load::Loaded;
@@ -26,9 +24,9 @@ pub const UNIQUE_KEYS: usize = 64;
 pub const PRODUCER_CAPACITY: usize = 8;
 
 /// Sinks the host can run: any core sinks (each is cloneable and can cross threads).
-pub trait HostSinks: Sinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
+pub trait HostSinks: SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
 
-impl<K: Sinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync> HostSinks for K {}
+impl<K: SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync> HostSinks for K {}
 
 /// Work to do with sinks, whatever their type.
 pub trait SinksJob {
@@ -43,7 +41,7 @@ pub trait Job {
     /// What the work returns.
     type Out;
     /// Does the work.
-    fn call<L: Log + Sync, K: HostSinks>(
+    fn call<L: Truth + Sync, K: HostSinks>(
         self,
         scenario: &Scenario<L>,
         sinks: K,
@@ -55,14 +53,15 @@ pub trait StoreJob {
     /// What the work returns.
     type Out;
     /// Does the work.
-    fn call<S: Store + HostSinks>(self, store: S) -> anyhow::Result<Self::Out>;
+    fn call<S: Sum + HostSinks>(self, store: S) -> anyhow::Result<Self::Out>;
 }
 
 /// Refuses (exit 2) a window the store `kind` cannot have; only the message-id store
 /// has one. Check this before any file is created.
 pub fn check_window(kind: StoreKind, window: usize) -> anyhow::Result<()> {
     if kind == StoreKind::MessageId {
-        MessageIdWindow::<WINDOW_CAPACITY>::new(window).map_err(|e| usage(e.to_string()))?;
+        MessageIdWindow::<Naive, WINDOW_CAPACITY>::new(Naive, window)
+            .map_err(|e| usage(e.to_string()))?;
     }
     Ok(())
 }
@@ -73,7 +72,7 @@ pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow
         StoreKind::Naive => job.call(Naive),
         StoreKind::Offset => job.call(OffsetStamped),
         StoreKind::MessageId => {
-            let w = MessageIdWindow::<WINDOW_CAPACITY>::new(window)
+            let w = MessageIdWindow::<Naive, WINDOW_CAPACITY>::new(Naive, window)
                 .map_err(|e| usage(e.to_string()))?;
             job.call(w)
         }
@@ -82,7 +81,7 @@ pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow
         StoreKind::TwoPhase => job.call(TwoPhase),
         StoreKind::Set => job.call(Set),
         StoreKind::Max => job.call(Max),
-        StoreKind::UniqueKey => job.call(UniqueKey::<UNIQUE_KEYS>::default()),
+        StoreKind::UniqueKey => job.call(UniqueKey::<Naive, UNIQUE_KEYS>::default()),
     }
 }
 
@@ -95,7 +94,7 @@ pub fn with_sinks<J: SinksJob>(
     struct AsStore<J>(J);
     impl<J: SinksJob> StoreJob for AsStore<J> {
         type Out = J::Out;
-        fn call<S: Store + HostSinks>(self, store: S) -> anyhow::Result<J::Out> {
+        fn call<S: Sum + HostSinks>(self, store: S) -> anyhow::Result<J::Out> {
             self.0.call(store)
         }
     }
@@ -128,7 +127,7 @@ pub fn dispatch<J: Job>(
     job: J,
 ) -> anyhow::Result<J::Out> {
     struct Bind<'a, L, J>(&'a Scenario<L>, J);
-    impl<L: Log + Sync, J: Job> SinksJob for Bind<'_, L, J> {
+    impl<L: Truth + Sync, J: Job> SinksJob for Bind<'_, L, J> {
         type Out = J::Out;
         fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<J::Out> {
             self.1.call(self.0, sinks)

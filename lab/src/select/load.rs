@@ -5,7 +5,9 @@ use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
 use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_core::ddia;
 use idem_core::lab::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
-use idem_core::log::{Event, GaugeLog, GeneratedLog, Log};
+use idem_core::log::Log;
+use idem_core::payment::{GaugeLog, GeneratedLog};
+use idem_core::payment::{Payment, Truth};
 use idem_core::txn::{Isolation, TxnLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
@@ -48,7 +50,7 @@ impl Loaded {
     /// The true total of the first `end` events, for every `end` from 0 to the log's
     /// length.
     pub fn truth_by_prefix(&self) -> Vec<i64> {
-        fn prefix<L: Log>(log: &L) -> Vec<i64> {
+        fn prefix<L: Truth>(log: &L) -> Vec<i64> {
             (0..=log.len()).map(|n| log.true_total_before(n)).collect()
         }
         match self {
@@ -69,8 +71,8 @@ impl Loaded {
     }
 
     /// Every event of the log, in offset order.
-    pub fn all_events(&self) -> Vec<Event> {
-        fn all<L: Log>(log: &L) -> Vec<Event> {
+    pub fn all_events(&self) -> Vec<Payment> {
+        fn all<L: Truth>(log: &L) -> Vec<Payment> {
             (0..log.len()).filter_map(|o| log.get(o)).collect()
         }
         match self {
@@ -224,7 +226,7 @@ fn check_events(events: u64) -> anyhow::Result<()> {
 
 /// Applies the user's checkpoint interval and crash choice to `base`; `default` is the
 /// crash plan when the user chose none.
-fn configure<L: Log>(
+fn configure<L: Truth>(
     base: Scenario<L>,
     default: &[CrashPoint],
     a: &ScenarioArgs,

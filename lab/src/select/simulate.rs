@@ -5,8 +5,9 @@ use idem_core::lab::scenario::Scenario;
 use idem_core::lab::sim::{
     Action, DefaultApplied, Report, Run, SIM_LAYOUT, SimError, SimFlash, TraceStep,
 };
-use idem_core::log::{Log, Offset};
-use idem_core::persist::Sinks;
+use idem_core::log::Offset;
+use idem_core::payment::SumSinks;
+use idem_core::payment::Truth;
 
 use super::args::SinkChoice;
 use super::dispatch::{HostSinks, Job, dispatch};
@@ -41,7 +42,7 @@ pub fn run(
     struct Simulate(bool);
     impl Job for Simulate {
         type Out = Outcome;
-        fn call<L: Log + Sync, K: HostSinks>(
+        fn call<L: Truth + Sync, K: HostSinks>(
             self,
             s: &Scenario<L>,
             sinks: K,
@@ -52,7 +53,11 @@ pub fn run(
     dispatch(loaded, choice.into(), window, Simulate(trace))
 }
 
-fn run_with<L: Log, K: Sinks>(s: &Scenario<L>, sinks: K, keep: bool) -> anyhow::Result<Outcome> {
+fn run_with<L: Truth, K: SumSinks>(
+    s: &Scenario<L>,
+    sinks: K,
+    keep: bool,
+) -> anyhow::Result<Outcome> {
     let (mut redelivered, mut skipped, mut passed, mut trace) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let failed = |e: SimError| match e {
