@@ -141,6 +141,9 @@ impl ConsumerConfig {
 /// A skipped or rejected event changes nothing of the application's state, by
 /// construction: [`Store::check`](crate::store::Store::check) decides reading the state
 /// only, and only an applied event reaches [`Store::apply`](crate::store::Store::apply).
+/// (A dedup rule's memory notes a rejected event, through
+/// [`Store::remember`](crate::store::Store::remember); an application's store keeps its
+/// default, which does nothing.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step<P> {
@@ -204,8 +207,11 @@ pub enum Reset {
 }
 
 /// Errors of the consumer: `E` is the flash's, `A` the store's
-/// ([`Store::Error`](crate::store::Store::Error)). After one, nothing of the step was
-/// written; a journal error leaves RAM ahead of the flash, so open the consumer again.
+/// ([`Store::Error`](crate::store::Store::Error)). After the store's error (and after
+/// [`ConsumerError::Rejections`]) nothing changed and nothing was written: the next step
+/// tries the same event. After a journal error RAM may be ahead of the flash (a
+/// two-phase commit may have written its decision and not its committed record): open
+/// the consumer again from the flash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]

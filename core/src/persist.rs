@@ -4,7 +4,7 @@
 //!
 //! | policy | a store's record is written | the position lives in | recovery |
 //! |---|---|---|---|
-//! | [`EachEffect`] | after every applied effect | the consumer's position journal | newest record, newest position |
+//! | [`EachEffect`] | after every applied or rejected event | the consumer's position journal | newest record, newest position |
 //! | [`Checkpoint`] | at each checkpoint, with the position in it | the store's record | newest record |
 //! | [`TwoPhase`] | prepared, then committed, at each checkpoint | both (the journal holds the decision) | resolves an in-doubt prepared record |
 //!
@@ -579,8 +579,8 @@ pub trait Appendable: Store {
     type Delta: Serialize + serde::de::DeserializeOwned + MaxSize + Clone + Debug;
     /// The most records a state is ever rebuilt from.
     const MAX_NEEDED: u32;
-    /// The delta of the effect of `event` that just made `state`; `seq` is the sequence
-    /// number its record will carry.
+    /// The delta of `event`, applied (or rejected and remembered) just now, taken from
+    /// `state` right after it; `seq` is the sequence number its record will carry.
     fn delta(state: &Self::State, event: &Event<Self::Payload>, seq: u32) -> Self::Delta;
     /// A state being rebuilt.
     type Rebuild;

@@ -49,7 +49,10 @@ pub enum Outcome {
     /// A duplicate: the state stays as it is.
     Skipped,
     /// The application refuses the event: the state stays as it is, the position moves
-    /// past it, and the durable count of rejected events grows by one.
+    /// past it, and the durable count of rejected events grows by one. Behind a dedup
+    /// rule the rejection is remembered like an effect, so a replay is skipped and counted
+    /// once; a store without one counts a replayed rejection again, as it applies a
+    /// replayed event again (at-least-once).
     Rejected,
 }
 
@@ -109,15 +112,18 @@ pub trait Store: Clone + Debug {
     type Persist: Persistence<Self>;
 
     /// Names the store's record in journal page headers, so one store never reads
-    /// another's pages. The rule: a tag names one encoding of [`Store::State`]. Change it
-    /// with every change to that encoding (a field added, removed, reordered or retyped),
-    /// as a version: records of the old encoding are then refused as foreign
+    /// another's pages. The rule: a tag names one encoding of the store's record, which is
+    /// its [`Store::State`] and its [`Store::Rejections`] (a count of `()` takes no byte, a
+    /// `u32` does). Change it with every change to that encoding (a field added, removed,
+    /// reordered or retyped; a count added), as a version: records of the old encoding are then refused as foreign
     /// ([`crate::journal::JournalError::Foreign`]), never decoded into the new type (a
     /// `(u8, u8)` record of the same size would read back as a `(u16,)`). Then open with
     /// [`crate::consumer::Consumer::open_or_reset`] to start over. The consumer mixes the
     /// layout's tag into it by XOR, and so does each dedup rule with a mark of its own
-    /// (in the low byte): keep the store tags of one application apart in their high
-    /// half (idem's own are `0x5301_00xx`), and give the application its own layout tag.
+    /// (in the low byte): keep the store tags of one application apart above the low
+    /// byte, leave the low byte 0 for the marks (`0x5E70_0100`), and give the application
+    /// its own layout tag. (idem's payment tags, `0x5301_00xx`, predate this rule; only the
+    /// combinations idem builds are kept apart.)
     const TAG: u32;
 
     /// Says what to do with `event`, reading the state only: apply it, skip it as a
@@ -132,9 +138,9 @@ pub trait Store: Clone + Debug {
     fn apply(&self, state: &mut Self::State, event: &Event<Self::Payload>);
 
     /// Notes in its dedup memory an event that [`Store::check`] rejected, so that a replay
-    /// of it is skipped rather than counted twice. Only a dedup rule does anything here
-    /// (the default does nothing): the application's own state never changes for an
-    /// event it rejected.
+    /// of it is skipped rather than counted twice. Only a dedup rule does anything here,
+    /// and passes it on to the store it wraps; an application's store keeps the default,
+    /// which does nothing, so its own state never changes for an event it rejected.
     fn remember(&self, state: &mut Self::State, event: &Event<Self::Payload>) {
         let _ = (state, event);
     }
@@ -185,6 +191,7 @@ impl<S: Store> Store for OffsetStamp<S> {
     }
 
     fn remember(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        self.0.remember(&mut state.state, event);
         state.stamp = Some(event.offset);
     }
 }
@@ -232,7 +239,12 @@ pub struct TableFull {
 /// interval; a producer retry, the producer's in-flight window).
 ///
 /// With `EVICT` false it is [`UniqueKey`]: nothing is ever evicted, and a full table
-/// refuses a new key with [`TableFull`], as `S`'s error.
+/// refuses a new key with [`TableFull`], as `S`'s error (so `S::Error: From<TableFull>`;
+/// the evicting window asks nothing of `S`'s error). `S`'s own `Persist` is not used:
+/// the rule appends its records ([`Appended`]).
+///
+/// Wrap a store in one dedup rule: a window already makes a replay harmless, and the tags
+/// of rules stacked in either order are not kept apart.
 ///
 /// Each effect appends a small record (the id, `S`'s state and the window's length,
 /// [`Appended`]), and recovery rebuilds the window from the newest `window` of them, so
@@ -244,7 +256,7 @@ pub struct MessageIdWindow<S, const W: usize, const EVICT: bool = true> {
 }
 
 /// Insert with a unique key around the store `S`: a table with a row for each message id
-/// applied (`INSERT ... ON CONFLICT DO NOTHING` on the id), up to `N` rows. A second
+/// applied or rejected (`INSERT ... ON CONFLICT DO NOTHING` on the id), up to `N` rows. A second
 /// insert of a key is a no-op, so every repeat of a message, however late, is harmless:
 /// the message-id rule with a memory that never forgets. The price is a row for every
 /// key ever applied: a full table refuses the next new key ([`TableFull`]), where the
@@ -361,23 +373,66 @@ pub const WINDOW_MARK: u32 = 0x02;
 /// See [`WINDOW_MARK`].
 pub const UNIQUE_KEY_MARK: u32 = 0x08;
 
-impl<S, const W: usize, const EVICT: bool> Store for MessageIdWindow<S, W, EVICT>
-where
-    S: Store<Payload: Identified, Error: From<TableFull>>,
+impl<S: Store<Payload: Identified>, const W: usize, const EVICT: bool>
+    MessageIdWindow<S, W, EVICT>
 {
+    fn apply_in(&self, state: &mut Windowed<S::State, W>, event: &Event<S::Payload>) {
+        state.admit(event.payload.id(), self.window);
+        self.inner.apply(&mut state.state, event);
+    }
+
+    /// A rejected id takes its place in the window like an applied one, so its replay is
+    /// skipped; the wrapped store remembers it too.
+    fn remember_in(&self, state: &mut Windowed<S::State, W>, event: &Event<S::Payload>) {
+        state.admit(event.payload.id(), self.window);
+        self.inner.remember(&mut state.state, event);
+    }
+}
+
+/// The window: a full window evicts its oldest id, so it never fails on its own and the
+/// wrapped store's error can be anything.
+impl<S: Store<Payload: Identified>, const W: usize> Store for MessageIdWindow<S, W, true> {
     type Payload = S::Payload;
     type State = Windowed<S::State, W>;
     type Error = S::Error;
     type Rejections = S::Rejections;
     type Persist = Appended<Self>;
-    // Another rule, another tag: a window's journal is not read as a table's.
-    const TAG: u32 = S::TAG ^ if EVICT { WINDOW_MARK } else { UNIQUE_KEY_MARK };
+    const TAG: u32 = S::TAG ^ WINDOW_MARK;
 
     fn check(&self, state: &Self::State, event: &Event<S::Payload>) -> Result<Outcome, S::Error> {
         if state.seen.contains(&event.payload.id()) {
             return Ok(Outcome::Skipped);
         }
-        if !EVICT && state.seen.len() >= self.window {
+        self.inner.check(&state.state, event)
+    }
+
+    fn apply(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        self.apply_in(state, event);
+    }
+
+    fn remember(&self, state: &mut Self::State, event: &Event<S::Payload>) {
+        self.remember_in(state, event);
+    }
+}
+
+/// The unique-key table: a full table refuses a new key as the wrapped store's error.
+impl<S, const N: usize> Store for MessageIdWindow<S, N, false>
+where
+    S: Store<Payload: Identified, Error: From<TableFull>>,
+{
+    type Payload = S::Payload;
+    type State = Windowed<S::State, N>;
+    type Error = S::Error;
+    type Rejections = S::Rejections;
+    type Persist = Appended<Self>;
+    // Another rule, another tag: a table's journal is not read as a window's.
+    const TAG: u32 = S::TAG ^ UNIQUE_KEY_MARK;
+
+    fn check(&self, state: &Self::State, event: &Event<S::Payload>) -> Result<Outcome, S::Error> {
+        if state.seen.contains(&event.payload.id()) {
+            return Ok(Outcome::Skipped);
+        }
+        if state.seen.len() >= self.window {
             return Err(TableFull {
                 capacity: self.window,
                 offset: event.offset,
@@ -388,18 +443,18 @@ where
     }
 
     fn apply(&self, state: &mut Self::State, event: &Event<S::Payload>) {
-        state.admit(event.payload.id(), self.window);
-        self.inner.apply(&mut state.state, event);
+        self.apply_in(state, event);
     }
 
     fn remember(&self, state: &mut Self::State, event: &Event<S::Payload>) {
-        state.admit(event.payload.id(), self.window);
+        self.remember_in(state, event);
     }
 }
 
 impl<S, const W: usize, const EVICT: bool> Appendable for MessageIdWindow<S, W, EVICT>
 where
-    S: Store<Payload: Identified, Error: From<TableFull>>,
+    S: Store<Payload: Identified>,
+    Self: Store<Payload = S::Payload, State = Windowed<S::State, W>>,
 {
     type Delta = IdApplied<S::State>;
     const MAX_NEEDED: u32 = {
@@ -584,6 +639,17 @@ mod tests {
                 capacity: 4
             })
         );
+    }
+
+    /// Stacked rules each remember a rejection: a resend of a rejected id at a new offset
+    /// passes the stamp and is skipped by the window, not counted again.
+    #[test]
+    fn stacked_rules_remember_a_rejection_in_each() {
+        let s = OffsetStamp(MessageIdWindow::<_, 4>::new(Count, 4).unwrap());
+        let mut st = Stamped::default();
+        assert_eq!(step(&s, &mut st, &ev(3, 7, 0)), Ok(Outcome::Rejected));
+        assert_eq!(step(&s, &mut st, &ev(9, 7, 0)), Ok(Outcome::Skipped));
+        assert_eq!((st.stamp, st.state.seen.len()), (Some(3), 1));
     }
 
     #[test]

@@ -61,13 +61,19 @@ impl Sum for OffsetStamp<Naive> {
     }
 }
 
-impl<const W: usize, const EVICT: bool> Sum for MessageIdWindow<Naive, W, EVICT> {
+impl<const W: usize> Sum for MessageIdWindow<Naive, W, true> {
     fn total(state: &Self::State) -> i64 {
         state.state.total
     }
 
     fn evicted(state: &Self::State) -> u64 {
         state.evicted
+    }
+}
+
+impl<const N: usize> Sum for MessageIdWindow<Naive, N, false> {
+    fn total(state: &Self::State) -> i64 {
+        state.state.total
     }
 }
 

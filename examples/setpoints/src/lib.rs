@@ -12,7 +12,7 @@
 use idem_core::MaxSize;
 use idem_core::log::{Event, Identified, MessageId};
 use idem_core::persist::EachEffect;
-use idem_core::store::{MessageIdWindow, Outcome, Store, TableFull, Windowed};
+use idem_core::store::{MessageIdWindow, Outcome, Store, Windowed};
 use serde::{Deserialize, Serialize};
 
 /// Actuators in the table.
@@ -53,12 +53,12 @@ pub struct Setpoints;
 impl Store for Setpoints {
     type Payload = Command;
     type State = Table;
-    type Error = TableFull; // the window's evicting, so it never is
+    type Error = core::convert::Infallible; // it never fails: it applies or rejects
     type Rejections = u32;
     type Persist = EachEffect<Self>;
     const TAG: u32 = 0x5E70_0100;
 
-    fn check(&self, _: &Table, e: &Event<Command>) -> Result<Outcome, TableFull> {
+    fn check(&self, _: &Table, e: &Event<Command>) -> Result<Outcome, Self::Error> {
         let c = e.payload;
         let known = usize::from(c.actuator) < ACTUATORS && RANGE.contains(&c.setpoint);
         Ok(if known {

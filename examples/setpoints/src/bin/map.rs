@@ -1,7 +1,8 @@
 //! The same setpoint table on sequential-storage 8.0.2's map, for the size comparison
 //! (BENCHMARKS.md, "An adopter's store"): one item holds the setpoints, the window of the
 //! last 16 command ids, the count of rejected commands and the next offset, stored after
-//! each command, as idem's store writes one record. sequential-storage is async-only: it
+//! each new command (a duplicate is skipped without a write), as idem's store writes one
+//! record. sequential-storage is async-only: it
 //! runs under `embassy_futures::block_on`, on the same RAM flash stand-in.
 #![no_std]
 #![no_main]
