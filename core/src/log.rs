@@ -22,6 +22,7 @@ pub type Offset = u64;
 /// An id that arrives as bytes (a Kafka record key, an `"id"` field) becomes a
 /// `MessageId` through [`MessageId::keyed`], under the [`IdKey`] of the state that
 /// remembers it.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, MaxSize,
 )]
@@ -74,13 +75,19 @@ impl MessageId {
     }
 }
 
-/// A payload as read from a log, at its offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A payload as read from a log, at its offset. It encodes (postcard, serde) as the
+/// offset followed by the payload, so a receiver can carry events as they are.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event<P> {
     /// Where it sits in the log.
     pub offset: Offset,
     /// What was sent: the application's own type.
     pub payload: P,
+}
+
+impl<P: MaxSize> MaxSize for Event<P> {
+    const POSTCARD_MAX_SIZE: usize = Offset::POSTCARD_MAX_SIZE + P::POSTCARD_MAX_SIZE;
 }
 
 /// A payload that carries the application's message id: chosen before its first send and

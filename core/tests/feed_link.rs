@@ -17,9 +17,9 @@ use idem_core::lab::cost;
 use idem_core::lab::flash::{MemFlash, PowerCut};
 use idem_core::lab::rng::SplitMix64;
 use idem_core::lab::scenario::{self, ProducerMode};
-use idem_core::log::IdKey;
-use idem_core::payment::GeneratedLog;
+use idem_core::log::{IdKey, MessageId};
 use idem_core::payment::Truth;
+use idem_core::payment::{GeneratedLog, Message};
 
 const PAGE: usize = 1024;
 type Flash = MemFlash<{ FEED_PAGES as usize }, PAGE>;
@@ -331,11 +331,13 @@ fn ddia() -> GeneratedLog {
 fn a_batch_fits_the_device_buffer() {
     let big = WireEvent {
         offset: u64::MAX,
-        id: u64::MAX,
-        producer: u32::MAX,
-        epoch: u16::MAX,
-        seq: u32::MAX,
-        amount: i64::MIN,
+        payload: Message {
+            id: MessageId(u64::MAX),
+            producer: u32::MAX,
+            epoch: u16::MAX,
+            seq: u32::MAX,
+            amount: i64::MIN,
+        },
     };
     let msg = ToDevice::Events {
         events: heapless::Vec::from_slice(&[big; BATCH]).unwrap(),

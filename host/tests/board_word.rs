@@ -251,7 +251,7 @@ fn a_log_file_goes_out_keyed_under_the_board_key() {
         (&v["final_total"], &v["verdict"]),
         (&8.into(), &"exact".into())
     );
-    let ids: Vec<u64> = board.sent.iter().map(|e| e.id).collect();
+    let ids: Vec<u64> = board.sent.iter().map(|e| e.payload.id.0).collect();
     let keyed = |id: &[u8]| MessageId::keyed(&KEY, id).0;
     assert_eq!(ids, [keyed(b"p17"), keyed(b"p17"), keyed(b"p18")]);
     assert_ne!(ids[0], MessageId::keyed(&IdKey::PUBLIC, b"p17").0);

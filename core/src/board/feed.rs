@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use crate::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
 use crate::crash::{CrashPoint, Plan};
 use crate::journal::{Journal, JournalError, Region};
-use crate::log::{Event, IdKey, Log, MessageId, Offset, Received};
+use crate::log::{IdKey, Log, Offset, Received};
 use crate::payment::stores::{
     Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase,
 };
@@ -154,52 +154,15 @@ impl StreamConfig {
     }
 }
 
-/// One event on the wire.
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
-pub struct WireEvent {
-    /// Its offset in the stream.
-    pub offset: Offset,
-    /// The application's message id.
-    pub id: u64,
-    /// The producer's id.
-    pub producer: u32,
-    /// The producer's epoch.
-    pub epoch: u16,
-    /// The producer's sequence number.
-    pub seq: u32,
-    /// The amount.
-    pub amount: i64,
-}
-
-impl From<Payment> for WireEvent {
-    fn from(e: Payment) -> Self {
-        let m = e.payload;
-        Self {
-            offset: e.offset,
-            id: m.id.0,
-            producer: m.producer,
-            epoch: m.epoch,
-            seq: m.seq,
-            amount: m.amount,
-        }
-    }
-}
-
-impl From<WireEvent> for Payment {
-    fn from(w: WireEvent) -> Self {
-        Event {
-            offset: w.offset,
-            payload: Message {
-                id: MessageId(w.id),
-                producer: w.producer,
-                epoch: w.epoch,
-                seq: w.seq,
-                amount: w.amount,
-            },
-        }
-    }
-}
+/// One event on the wire: the payment event itself, [`Payment`]. Its postcard encoding is
+/// the offset, the message id (a `u64`), producer, epoch, sequence and amount, in that
+/// order, as feed protocol 2 has always framed it.
+///
+/// Why the feed carries payments and not a generic postcard payload: the feed is idem's
+/// own demonstration protocol, and its frames are the protocol check (the host matches
+/// them exhaustively). A firmware with events of its own decodes its frames into its own
+/// `Event<P>` and reads them through [`Received`], as this device does.
+pub type WireEvent = Payment;
 
 /// From the host to the device.
 // The batch is inline on purpose: the device has no allocator and holds one message at
@@ -964,7 +927,7 @@ pub trait Source {
         self.len() == 0
     }
     /// The event at `offset`, its message id computed under `key`, the device's: from
-    /// the id's bytes (with [`MessageId::keyed`]) wherever the id came from outside idem,
+    /// the id's bytes (with [`MessageId::keyed`](crate::log::MessageId::keyed)) wherever the id came from outside idem,
     /// such as a log file or a Kafka record key.
     fn event(&self, offset: Offset, key: &IdKey) -> Option<Payment>;
 }
@@ -1471,7 +1434,7 @@ impl Host {
                 for o in from..to {
                     if let Some(e) = source.event(o, &key) {
                         // `to - from` is at most BATCH.
-                        let _ = batch.push(WireEvent::from(e));
+                        let _ = batch.push(e);
                     }
                 }
                 self.sent_to = self.sent_to.max(to);
@@ -1554,6 +1517,7 @@ impl Host {
 mod tests {
     use super::*;
     use crate::lab::flash::MemFlash;
+    use crate::log::{Event, MessageId};
 
     const LAYOUT: FeedLayout = FeedLayout {
         start: 0,
@@ -1641,13 +1605,15 @@ mod tests {
             config: config(StoreId::Offset),
         };
         d.handle(&mut flash, &msg).unwrap();
-        let event = |offset| WireEvent {
+        let event = |offset| Event {
             offset,
-            id: offset,
-            producer: 1,
-            epoch: 0,
-            seq: offset as u32,
-            amount: 1,
+            payload: Message {
+                id: MessageId(offset),
+                producer: 1,
+                epoch: 0,
+                seq: offset as u32,
+                amount: 1,
+            },
         };
         let late = ToDevice::Events {
             events: heapless::Vec::from_slice(&[event(3), event(4)]).unwrap(),
@@ -2038,7 +2004,10 @@ mod tests {
         let Some(ToDevice::Events { events, .. }) = reply else {
             panic!("no batch: {reply:?}");
         };
-        assert_eq!(events[0].id, MessageId::keyed(&KEY, b"p17").0);
-        assert_ne!(events[0].id, MessageId::keyed(&IdKey::PUBLIC, b"p17").0);
+        assert_eq!(events[0].payload.id, MessageId::keyed(&KEY, b"p17"));
+        assert_ne!(
+            events[0].payload.id,
+            MessageId::keyed(&IdKey::PUBLIC, b"p17")
+        );
     }
 }

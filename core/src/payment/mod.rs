@@ -24,6 +24,7 @@ pub use sum::{Sum, SumSinks};
 pub type Payment = Event<Message>;
 
 /// What a producer sends: the payload and the ids that make duplicates recognisable.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct Message {
     /// The application's message id.
