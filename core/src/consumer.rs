@@ -237,6 +237,9 @@ pub enum ConsumerError<E, A> {
         /// The event's offset.
         offset: Offset,
     },
+    /// An earlier step failed in its journal (the flash), which can leave RAM ahead of the
+    /// flash: this consumer steps no more. Open it again from the flash.
+    Reopen,
 }
 
 impl<E, A> From<JournalError<E>> for ConsumerError<E, A> {
@@ -258,6 +261,9 @@ impl<E: core::fmt::Display, A: core::fmt::Display> core::fmt::Display for Consum
             Self::Rejections { offset } => write!(
                 f,
                 "the store rejected the event at offset {offset}, but its count of rejected events cannot hold one more"
+            ),
+            Self::Reopen => f.write_str(
+                "an earlier step failed in its journal, which can leave RAM ahead of the flash: open the consumer again from the flash",
             ),
         }
     }
@@ -301,6 +307,8 @@ struct Cursor<P> {
     outcome: Outcome,
     /// A commit to make before anything else: the next offset it records.
     commit_due: Option<Offset>,
+    /// A step failed in its journal: RAM may be ahead of the flash, so no more steps.
+    broken: bool,
 }
 
 /// What the sinks owe next.
@@ -311,6 +319,8 @@ enum Due<P> {
     Commit(Offset),
     /// Nothing for the sinks: this is the step.
     Report(Step<P>),
+    /// An earlier step failed in its journal: open the consumer again.
+    Broken,
 }
 
 impl<P: Copy> Cursor<P> {
@@ -321,6 +331,9 @@ impl<P: Copy> Cursor<P> {
     #[cfg_attr(target_os = "none", inline(never))]
     #[cfg_attr(not(target_os = "none"), inline(always))]
     fn due<L: Log<P> + ?Sized>(&mut self, log: &L) -> Due<P> {
+        if self.broken {
+            return Due::Broken;
+        }
         if let Some(event) = self.delivered {
             return Due::Write(event, self.written);
         }
@@ -433,6 +446,7 @@ impl<K: Sinks> Consumer<K> {
                 written: 0,
                 outcome: Outcome::Skipped,
                 commit_due: None,
+                broken: false,
             },
         })
     }
@@ -469,7 +483,8 @@ impl<K: Sinks> Consumer<K> {
     }
 
     /// Advances by one step. After an `Err` from the store nothing changed, and the next
-    /// step tries the same event again.
+    /// step tries the same event again. After a journal error (the flash failed, or lost
+    /// power) every later step is [`ConsumerError::Reopen`]: open the consumer again.
     pub fn step<F: NorFlash, L: Log<K::Payload> + ?Sized>(
         &mut self,
         flash: &mut F,
@@ -477,14 +492,17 @@ impl<K: Sinks> Consumer<K> {
     ) -> Result<Step<K::Payload>, ErrorOf<F, K>> {
         match self.cursor.due(log) {
             Due::Write(event, sink) => {
-                let outcome = self.sinks.write(
-                    &mut self.durable,
-                    flash,
-                    &mut self.state,
-                    &mut self.rejected,
-                    &event,
-                    sink,
-                )?;
+                let outcome = self
+                    .sinks
+                    .write(
+                        &mut self.durable,
+                        flash,
+                        &mut self.state,
+                        &mut self.rejected,
+                        &event,
+                        sink,
+                    )
+                    .inspect_err(|e| self.cursor.broken = matches!(e, ConsumerError::Journal(_)))?;
                 Ok(self.cursor.written(event, outcome, K::WRITES, log.len()))
             }
             Due::Commit(next) => {
@@ -494,10 +512,12 @@ impl<K: Sinks> Consumer<K> {
                     &mut self.state,
                     self.rejected,
                     next,
-                )?;
+                )
+                .inspect_err(|_| self.cursor.broken = true)?;
                 Ok(self.cursor.committed(next, phase))
             }
             Due::Report(step) => Ok(step),
+            Due::Broken => Err(ConsumerError::Reopen),
         }
     }
 
@@ -717,6 +737,35 @@ mod tests {
         assert_eq!((c.total(), c.next_offset(), windows), (100, 100, 8));
         let c = Consumer::open(&mut f, LAYOUT, OffsetStamped, K10).unwrap();
         assert_eq!((c.resume_at(), c.total()), (100, 100));
+    }
+
+    /// A power cut in the middle of a record's write: the step fails in its journal, and
+    /// every later step is `Reopen` (stepping on, the window's RAM would be ahead of its
+    /// flash and call the replayed event a skip). Opened again, it ends exact.
+    #[test]
+    fn a_journal_error_stops_the_consumer_until_it_is_opened_again() {
+        use crate::payment::stores::{MessageIdWindow, Naive};
+        use crate::testing::flash::PowerCut;
+        let store = MessageIdWindow::<Naive, 8>::default();
+        let mut f = F::new();
+        let mut c = Consumer::open(&mut f, LAYOUT, store, K10).unwrap();
+        for _ in 0..6 {
+            c.step(&mut f, &HUNDRED).unwrap();
+        }
+        f.schedule_power_cut(PowerCut::AtWordWrite(3));
+        let failed = core::iter::repeat_with(|| c.step(&mut f, &HUNDRED))
+            .take(4)
+            .find_map(Result::err);
+        assert!(
+            matches!(failed, Some(ConsumerError::Journal(_))),
+            "{failed:?}"
+        );
+        f.power_on();
+        assert_eq!(c.step(&mut f, &HUNDRED), Err(ConsumerError::Reopen));
+        assert_eq!(c.step(&mut f, &HUNDRED), Err(ConsumerError::Reopen));
+        let mut c = Consumer::open(&mut f, LAYOUT, store, K10).unwrap();
+        c.run(&mut f, &HUNDRED).unwrap();
+        assert_eq!((c.total(), c.resume_at()), (100, 100));
     }
 
     #[test]

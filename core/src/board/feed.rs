@@ -460,6 +460,7 @@ impl<E> FeedError<E> {
                 | ConsumerError::Region { .. }
                 | ConsumerError::Rejections { .. },
             ) => Failure::Store,
+            Self::Consumer(ConsumerError::Reopen) => Failure::Journal,
             Self::NoKey => Failure::Key,
         }
     }
