@@ -23,7 +23,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::persist::{Disagreement, Layout, Phase, Resolution, Sinks, SinksRecovered};
+use crate::persist::{Disagreement, Layout, Phase, Recovered, Resolution, Sinks};
 use crate::store::{Outcome, Rejections};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -427,7 +427,7 @@ impl<K: Sinks> Consumer<K> {
         sinks: K,
         config: ConsumerConfig,
     ) -> Result<Self, ErrorOf<F, K>> {
-        let SinksRecovered {
+        let Recovered {
             durable,
             state,
             rejected,

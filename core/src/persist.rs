@@ -363,7 +363,7 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>>;
+    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>>;
 
     /// Makes the effect of `event` durable, if the policy writes one (`outcome` says
     /// whether the state changed or the event was rejected; `rejected` is the count after
@@ -525,7 +525,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
         let (sink, record) = open_sink::<S, EachRecord<S>, F>(flash, layout, sink)?;
         let (positions, position) = open_positions(flash, layout)?;
         cross_check(0, &sink, record.covered, &position)?;
@@ -624,7 +624,7 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         flash: &mut F,
         layout: &Layout,
         region: Region,
-    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
         let (sink, newest) =
             Journal::<AppendedRecord<S>>::open(flash, region, sink_tag::<S>(layout))?;
         let keeps = region.pages.saturating_sub(1) * sink.slots_per_page();
@@ -732,7 +732,7 @@ impl<S: Positioned> Persistence<S> for Checkpoint<S> {
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
         let (sink, record) = open_sink::<S, CheckpointRecord<S>, F>(flash, layout, sink)?;
         let next = S::position(&record.state);
         Ok(Recovered {
@@ -789,7 +789,7 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
         flash: &mut F,
         layout: &Layout,
         sink: Region,
-    ) -> Result<Recovered<Self, S>, ConsumerError<F::Error, S::Error>> {
+    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
         let (sink, record) = open_sink::<S, TwoPhaseRecordOf<S>, F>(flash, layout, sink)?;
         let Prepared {
             mut state,
@@ -894,31 +894,26 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
     }
 }
 
-/// What recovery hands the consumer of the store `S` under the policy `D`.
+/// What recovery hands the consumer: the policy's RAM `D`, the state `T` and the count
+/// of rejected events `C` (a store's, or a pair of sinks'), and the next offset to read.
 #[derive(Debug, Clone)]
-pub struct Recovered<D, S: Store> {
+pub struct Recovered<D, T, C> {
     /// The policy's RAM (journal cursors).
     pub durable: D,
-    /// The store's state.
-    pub state: S::State,
+    /// The state.
+    pub state: T,
     /// The durable count of rejected events.
-    pub rejected: S::Rejections,
+    pub rejected: C,
     /// The next offset to read.
     pub next: Offset,
 }
 
+/// What recovery of the store `S` under the policy `D` hands the consumer.
+pub type StoreRecovered<D, S> = Recovered<D, <S as Store>::State, <S as Store>::Rejections>;
+
 /// What recovery of the sinks `K` hands the consumer.
-#[derive(Debug, Clone)]
-pub struct SinksRecovered<K: Sinks> {
-    /// The policy's RAM.
-    pub durable: K::Durable,
-    /// The sinks' state.
-    pub state: K::State,
-    /// The durable count of rejected events.
-    pub rejected: K::Rejections,
-    /// The next offset to read.
-    pub next: Offset,
-}
+pub type SinksRecovered<K> =
+    Recovered<<K as Sinks>::Durable, <K as Sinks>::State, <K as Sinks>::Rejections>;
 
 /// What a consumer drives: one store, or several sinks sharing one position. Every
 /// [`Store`] is a set of one.
@@ -1021,13 +1016,7 @@ impl<S: Store> Sinks for S {
         flash: &mut F,
         layout: &Layout,
     ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, S::Error>> {
-        let r = S::Persist::open(flash, layout, layout.sink)?;
-        Ok(SinksRecovered {
-            durable: r.durable,
-            state: r.state,
-            rejected: r.rejected,
-            next: r.next,
-        })
+        S::Persist::open(flash, layout, layout.sink)
     }
 
     // Inlined on a host; out of line on bare metal, where each copy costs flash
@@ -1149,7 +1138,7 @@ where
         cross_check(0, &first, sa.covered, &position)?;
         cross_check(1, &second, sb.covered, &position)?;
         let committed = position.next;
-        Ok(SinksRecovered {
+        Ok(Recovered {
             durable: PairJournals {
                 first,
                 second,
