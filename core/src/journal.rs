@@ -1081,10 +1081,10 @@ fn blank<F: NorFlash>(flash: &mut F, addr: u32, len: u32) -> Result<bool, Journa
     Ok(true)
 }
 
-#[cfg(all(test, feature = "lab"))]
+#[cfg(all(test, feature = "testing"))]
 mod tests {
     use super::*;
-    use crate::lab::flash::{FlashError, MemFlash, PowerCut};
+    use crate::testing::flash::{FlashError, MemFlash, PowerCut};
 
     type F = MemFlash<4, 256>;
     const REGION: Region = Region {

@@ -12,19 +12,12 @@
 //! the journals are all that is left, and the consumer resumes from them. The dedup rules
 //! ([`store::OffsetStamp`], [`store::MessageIdWindow`]) wrap any store.
 //!
-//! Around the engine: `payment` (features `lab` or `board`), idem's own user of it, whose
-//! stores sum payments; with `lab`, `producer` (retries, idempotent and transactional
-//! sends), `txn` (Kafka's transactions as a consumer reads them), `sync` (when a host's
-//! flash file reaches the disk), and `crash` and `ddia` (crash points and the exercise's
-//! parameters, which `board` has too).
-//!
-//! `lab` proves it (default feature `lab`): the strict in-memory flash, scenarios, the
-//! simulator, the checker, sweeps of every crash point, dual writes. `board` (default
-//! feature `board`) is what the micro:bit and the host share: the demo device, the feed
-//! device and their wire frames. A firmware of its own builds with
-//! `default-features = false` and gets the engine alone; its host tests add `testing`
-//! (the strict in-memory flash with power cuts, without the simulator), which the
-//! example below runs on.
+//! That is all idem-core holds: what a firmware ships. Feature `testing` adds what its
+//! host tests run on, the strict in-memory NOR flash with power cuts and a harness that
+//! resets a run after every step and judges each end state against a truth the caller
+//! supplies (the example below runs on it). idem's own user of the engine, payments, and
+//! the simulator that proves it are the `idem-sim` crate; the micro:bit's protocol is
+//! `idem-board`.
 //!
 //! # Your effect, your flash
 //!
@@ -94,29 +87,10 @@
 /// crate that derives it depends on postcard 1.2 with `experimental-derive`.
 pub use postcard::experimental::max_size::MaxSize;
 
-#[cfg(feature = "board")]
-pub mod board;
 pub mod consumer;
-// Crash points and the exercise's parameters: the simulator's and idem's boards'.
-#[cfg(any(feature = "lab", feature = "board"))]
-pub mod crash;
-#[cfg(any(feature = "lab", feature = "board"))]
-pub mod ddia;
 pub mod journal;
-#[cfg(feature = "lab")]
-pub mod lab;
 pub mod log;
-#[cfg(any(feature = "lab", feature = "board"))]
-pub mod payment;
 pub mod persist;
+pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
-// Producers, a host's flash-file sync rules and Kafka's transactions: what the
-// simulator and the host model around the engine, not what a firmware consumes with.
-#[cfg(feature = "lab")]
-pub mod producer;
-pub mod store;
-#[cfg(feature = "lab")]
-pub mod sync;
-#[cfg(feature = "lab")]
-pub mod txn;

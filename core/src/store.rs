@@ -315,8 +315,10 @@ impl<T: MaxSize, const W: usize> MaxSize for Windowed<T, W> {
         + u64::POSTCARD_MAX_SIZE;
 }
 
-/// The bytes of `n` as a postcard varint.
-pub(crate) const fn varint_len(n: usize) -> usize {
+/// The bytes of `n` as a postcard varint: what a length or count up to `n` adds to a
+/// record's `POSTCARD_MAX_SIZE` (a `heapless::Vec<T, N>` takes `varint_len(N)` bytes
+/// before its elements).
+pub const fn varint_len(n: usize) -> usize {
     let mut len = 1;
     let mut n = n >> 7;
     while n > 0 {

@@ -6,7 +6,7 @@
 mod recovery;
 
 use idem_core::journal::{Journal, OffsetTotal};
-use idem_core::lab::rng::SplitMix64;
+use idem_core::testing::rng::SplitMix64;
 use recovery::{REGION, TAG, check_input, check_recovery};
 
 #[test]

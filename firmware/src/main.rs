@@ -1,13 +1,13 @@
 //! idem on a BBC micro:bit: the DDIA workload applied to three sinks (naive, offset-stamped,
 //! atomic), each in its own flash partition. A reset is the crash; flash keeps what was
-//! committed. Every rule is `idem_core::board::demo`'s (two core `Consumer`s); this is board glue: the NVMC driver, the
+//! committed. Every rule is `idem_board::demo`'s (two core `Consumer`s); this is board glue: the NVMC driver, the
 //! UART that carries the frames, the timer that paces the stream, and the reset.
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
-use idem_core::board::demo::{Demo, DemoLayout, DemoStep};
-use idem_core::board::wire::{self, Frame};
+use idem_board::demo::{Demo, DemoLayout, DemoStep};
+use idem_board::wire::{self, Frame};
 use idem_firmware::{IMAGE_ID, nvmc, stack, timer, uart};
 use panic_halt as _;
 

@@ -12,8 +12,8 @@ use embedded_storage::nor_flash::{
     check_write,
 };
 
-use idem_core::board::demo::DEMO_PAGES;
-use idem_core::board::feed::FEED_PAGES;
+use idem_board::demo::DEMO_PAGES;
+use idem_board::feed::FEED_PAGES;
 
 /// The flash page size.
 #[cfg(not(feature = "v2"))]

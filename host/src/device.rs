@@ -2,17 +2,18 @@
 //! `chaos` share. The consumer and its rules are the core's; this module only opens
 //! the image, picks the scenario and store it was made for, and words the errors.
 
+use idem_sim::payment::Total;
 use std::path::Path;
 use std::time::Duration;
 
 use idem_core::consumer::{Consumer, ConsumerError, Step};
 use idem_core::journal::{FORMAT_VERSION, JournalError};
-use idem_core::lab::scenario::Scenario;
-use idem_core::lab::sim::SIM_LAYOUT;
 use idem_core::log::Offset;
-use idem_core::payment::Truth;
-use idem_core::payment::stores::StoreError;
 use idem_core::persist::Layout;
+use idem_sim::payment::Truth;
+use idem_sim::payment::stores::StoreError;
+use idem_sim::run::SIM_LAYOUT;
+use idem_sim::scenario::Scenario;
 
 use crate::error::usage;
 use crate::image::{FileFlashError, Image, Meta};
@@ -210,7 +211,7 @@ mod tests {
     /// The bit-flip property over the file-backed flash, in-process: a finished ddia
     /// image per store, one bit flipped in every page header and in the journals'
     /// newest records; each copy is refused (and left byte for byte as it was) or
-    /// consumed to the same total. (`core/tests/bit_flip.rs` flips every bit of the
+    /// consumed to the same total. (`sim/tests/bit_flip.rs` flips every bit of the
     /// simulated flash for all six stores.)
     #[test]
     fn single_bit_flips_of_a_file_image_are_harmless_or_refused() {

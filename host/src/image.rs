@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use idem_core::log::IdKey;
-use idem_core::sync::{Area, SyncMode, SyncRules};
+use idem_sim::sync::{Area, SyncMode, SyncRules};
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
@@ -189,7 +189,7 @@ pub struct FileFlash {
     file: File,
     pages: u32,
     erases: Vec<u32>,
-    /// When writes reach the disk: the core's rules (`idem_core::sync`).
+    /// When writes reach the disk: the core's rules (`idem_sim::sync`).
     sync: SyncRules,
     /// The position journals' byte ranges.
     positions: Vec<std::ops::Range<u32>>,
@@ -205,7 +205,7 @@ pub fn bytes(r: idem_core::journal::Region) -> std::ops::Range<u32> {
 
 /// `--sync`: when the image's writes reach the disk. A write lands in the page cache at
 /// once; a host power cut or kernel crash keeps any subset of the unsynced ones, in any
-/// order, one possibly torn. The rules are the core's (`idem_core::sync`).
+/// order, one possibly torn. The rules are the core's (`idem_sim::sync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SyncArg {
     /// `sync_data` before a position commit (the store records it covers are durable

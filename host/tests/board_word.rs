@@ -11,13 +11,13 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use idem_core::board::feed::{
+use idem_board::feed::{
     DOMAIN, Device, DeviceReader, FEED_PAGES, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout,
     FromDevice, ToDevice, WireEvent, encode,
 };
-use idem_core::board::wire::{self, Frame, Totals};
-use idem_core::lab::flash::MemFlash;
+use idem_board::wire::{self, Frame, Totals};
 use idem_core::log::{IdKey, MessageId};
+use idem_sim::flash::MemFlash;
 use serde_json::Value;
 
 type Flash = MemFlash<{ FEED_PAGES as usize }, 1024>;

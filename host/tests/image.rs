@@ -358,7 +358,7 @@ fn one_image_is_written_by_one_process() {
 }
 
 /// `--sync`: the same run under each mode, and how often each syncs the image (the rules
-/// are `core/tests/page_cache.rs`'s, which shows they survive a host power cut).
+/// are `sim/tests/page_cache.rs`'s, which shows they survive a host power cut).
 #[test]
 fn each_sync_mode_syncs_as_documented() {
     let dir = assert_fs::TempDir::new().unwrap();

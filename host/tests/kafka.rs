@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_fs::prelude::*;
-use idem_core::lab::rng::SplitMix64;
+use idem_sim::rng::SplitMix64;
 use serde_json::Value;
 
 mod common;

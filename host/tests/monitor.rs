@@ -2,7 +2,7 @@
 //! early. (The firmware's real UART output is decoded in `tests/tests/firmware.rs`.)
 
 use assert_fs::prelude::*;
-use idem_core::board::wire::{self, Frame, Totals};
+use idem_board::wire::{self, Frame, Totals};
 use predicates::prelude::*;
 
 mod common;

@@ -308,7 +308,7 @@ fn plot_draws_the_drift() {
 fn eight_producers_rebuild_their_table_after_any_crash() {
     let dir = assert_fs::TempDir::new().unwrap();
     let path = dir.path().join("eight.jsonl");
-    let mut rng = idem_core::lab::rng::SplitMix64::new(8);
+    let mut rng = idem_sim::rng::SplitMix64::new(8);
     let (mut lines, mut seqs, mut truth) = (String::new(), [0u32; 8], 0i64);
     for i in 0..400 {
         let p = rng.range(0, 7) as usize;

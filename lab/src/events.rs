@@ -14,10 +14,10 @@ use std::path::Path;
 use std::io::{BufRead, Read};
 
 use anyhow::Context;
-use idem_core::lab::scenario::ProducerMode;
 use idem_core::log::{IdKey, Log, MessageId, Offset};
-use idem_core::payment::{LogError, Message, Payment, Truth, VecLog};
-use idem_core::producer::{Appended, IdempotentLog};
+use idem_sim::payment::{LogError, Message, Payment, Truth, VecLog};
+use idem_sim::producer::{Appended, IdempotentLog};
+use idem_sim::scenario::ProducerMode;
 use serde::Deserialize;
 
 use crate::error::usage;
@@ -290,7 +290,7 @@ pub const MAX_LINES: usize = 2 * FILE_LOG_CAPACITY;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idem_core::payment::Truth;
+    use idem_sim::payment::Truth;
 
     fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
         let key = run_key();

@@ -1,12 +1,12 @@
 //! A lesson's answers: reading a learner's prediction, running a step's simulation and
 //! reading its observation, and the worked example's step table. The CLI (`idem lesson`)
 //! and the playground both grade with these; the questions are the core's
-//! (`idem_core::lab::lesson`).
+//! (`idem_sim::lesson`).
 
 use clap::ValueEnum;
-use idem_core::lab::lesson::{LessonRun, LessonStep, Observe};
-use idem_core::lab::scenario::Landed;
-use idem_core::lab::sim::{Action, TraceStep};
+use idem_sim::lesson::{LessonRun, LessonStep, Observe};
+use idem_sim::run::{Action, TraceStep};
+use idem_sim::scenario::Landed;
 
 use crate::render::ranges;
 use crate::report::RunReport;

@@ -2,9 +2,10 @@
 //! (`web/`) both choose a scenario and a store here ([`select`]), run it, and render the
 //! same report ([`report::RunReport`]), so the two cannot drift. A lesson's predictions
 //! are read and graded here too ([`grade`]); the lessons' texts are the core's
-//! (`idem_core::lab::lesson`).
+//! (`idem_sim::lesson`).
 //!
-//! Every rule lives in `idem-core`; this crate only chooses, runs and describes.
+//! Every rule lives in `idem-core` and `idem-sim`; this crate only chooses, runs and
+//! describes.
 
 pub mod error;
 pub mod events;

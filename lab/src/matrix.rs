@@ -1,7 +1,7 @@
 //! The matrix: every store against every fault (the runs that show each), for `idem
 //! matrix` and the playground.
 
-use idem_core::lab::sim::Report;
+use idem_sim::run::Report;
 
 use crate::select::{
     self, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,

@@ -1,12 +1,12 @@
 //! Turning core reports and traces into text for people and JSON for machines.
 
 use idem_core::consumer::covers_through;
-use idem_core::lab::check::{Anomalies, Verdict};
-use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
-use idem_core::lab::sim::{Action, Report, TraceStep};
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
-use idem_core::producer::{BatchHeader, REMEMBERED_BATCHES};
+use idem_sim::check::{Anomalies, Verdict};
+use idem_sim::producer::{BatchHeader, REMEMBERED_BATCHES};
+use idem_sim::run::{Action, Report, TraceStep};
+use idem_sim::scenario::{Landed, ProducerStep, SendKind};
 use serde_json::Value;
 
 use crate::report::{AnomalyCounts, RunReport};

@@ -2,12 +2,12 @@
 //! one serde type for both, so the page and the CLI cannot drift.
 
 use idem_core::consumer::Guarantee;
-use idem_core::lab::check::Anomalies;
-use idem_core::lab::cost::FlashCost;
-use idem_core::lab::scenario::{Landed, ProducerStep, SendKind};
-use idem_core::lab::sim::{FlashUse, TraceStep};
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
+use idem_sim::check::Anomalies;
+use idem_sim::cost::FlashCost;
+use idem_sim::run::{FlashUse, TraceStep};
+use idem_sim::scenario::{Landed, ProducerStep, SendKind};
 use serde::{Deserialize, Serialize};
 
 use crate::render::{action_name, message_name, verdict_name};
@@ -115,7 +115,7 @@ impl From<&Anomalies> for AnomalyCounts {
     }
 }
 
-/// Flash use: in all, and per log event on an nRF51 (`idem_core::lab::cost`).
+/// Flash use: in all, and per log event on an nRF51 (`idem_sim::cost`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FlashReport {
     /// Journal records appended.

@@ -3,7 +3,7 @@
 //! the shared [`RunReport`].
 
 use clap::ValueEnum;
-use idem_core::lab::lesson::LessonRun;
+use idem_sim::lesson::LessonRun;
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;

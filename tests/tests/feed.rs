@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use idem_core::board::feed::{DOMAIN, DeviceKey, FromDevice, HostReader};
+use idem_board::feed::{DOMAIN, DeviceKey, FromDevice, HostReader};
 use idem_core::log::IdKey;
 use serde_json::Value;
 

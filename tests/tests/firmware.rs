@@ -2,7 +2,7 @@
 //!
 //! Each test builds the firmware (from `firmware/`, so its own `.cargo/config.toml`
 //! applies) into a target directory of its own, runs it under `qemu-system-arm -M
-//! microbit` with the UART on stdout, and decodes the frames with `idem_core::board::wire`. QEMU
+//! microbit` with the UART on stdout, and decodes the frames with `idem_board::wire`. QEMU
 //! listens only on a unix socket (QMP) in a temporary directory; every run is bounded.
 
 use std::io::{Read, Write};
@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idem_core::board::demo::{self, DemoLayout};
-use idem_core::board::wire::{Decoder, Frame, Totals};
-use idem_core::lab::flash::MemFlash;
-use idem_core::lab::rng::SplitMix64;
+use idem_board::demo::{self, DemoLayout};
+use idem_board::wire::{Decoder, Frame, Totals};
+use idem_sim::flash::MemFlash;
+use idem_sim::rng::SplitMix64;
 
 /// The longest a QEMU run may take before the test gives up on it.
 const RUN_LIMIT: Duration = Duration::from_secs(120);

@@ -1,10 +1,10 @@
 //! The README's figures table, checked row by row against runs of the core simulator,
 //! so the documentation cannot drift from what idem computes.
 
-use idem_core::lab::scenario::{self, Scenario};
-use idem_core::lab::sim::{self, Action, Report, TraceStep};
-use idem_core::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped};
-use idem_core::payment::{Sum, Truth};
+use idem_sim::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped};
+use idem_sim::payment::{Sum, Truth};
+use idem_sim::run::{self, Action, Report, TraceStep};
+use idem_sim::scenario::{self, Scenario};
 
 fn ranges(offsets: &[u64]) -> String {
     let mut parts = Vec::new();
@@ -30,7 +30,7 @@ fn ranges(offsets: &[u64]) -> String {
 
 fn observe<L: Truth, S: Sum + Clone>(s: &Scenario<L>, store: S) -> (Report, String, String) {
     let (mut redelivered, mut skipped) = (Vec::new(), Vec::new());
-    let r = sim::run(s, store, &mut |t: &TraceStep| match (t.action, t.offset) {
+    let r = run::run(s, store, &mut |t: &TraceStep| match (t.action, t.offset) {
         (Action::Deliver { redelivery: true }, Some(o)) => redelivered.push(o),
         (Action::Skip, Some(o)) => skipped.push(o),
         _ => {}
@@ -80,7 +80,7 @@ fn readme_figures_match_the_core() {
             .collect();
         let got = match cells[0].as_str() {
             "ddia" => row(
-                &scenario::ddia(100, idem_core::ddia::CHECKPOINT_EVERY, Some(49)).unwrap(),
+                &scenario::ddia(100, idem_sim::ddia::CHECKPOINT_EVERY, Some(49)).unwrap(),
                 &cells[1],
             ),
             "worked-example" => row(&scenario::worked_example().unwrap(), &cells[1]),

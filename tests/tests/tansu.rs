@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use idem_core::lab::rng::SplitMix64;
+use idem_sim::rng::SplitMix64;
 use serde_json::Value;
 
 /// tansu's storage engine for a test.

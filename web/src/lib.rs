@@ -6,12 +6,12 @@
 //! draws what these return.
 
 use clap::ValueEnum;
-use idem_core::lab::lesson::{self, Observe};
 use idem_lab::grade::{self, Answer, GradeError, Observed, Row};
 use idem_lab::matrix::{self, Fault};
 use idem_lab::report::RunReport;
 use idem_lab::select::{ScenarioKind, StoreKind};
 use idem_lab::spec::{self, RunSpec, value_name};
+use idem_sim::lesson::{self, Observe};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -216,10 +216,10 @@ pub fn matrix() -> String {
 
 fn matrix_json() -> anyhow::Result<Value> {
     let rows = matrix::table(&StoreKind::ALL, &matrix::FAULTS)?;
-    let cell = |store: StoreKind, f: &Fault, r: &idem_core::lab::sim::Report| {
+    let cell = |store: StoreKind, f: &Fault, r: &idem_sim::run::Report| {
         json!({
             "fault": f.name,
-            "verdict": idem_core::lab::check::Verdict::of(r.final_total, r.true_total).name(),
+            "verdict": idem_sim::check::Verdict::of(r.final_total, r.true_total).name(),
             "final_total": r.final_total,
             "true_total": r.true_total,
             "spec": RunSpec {

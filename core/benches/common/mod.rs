@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each user takes its part
 
 use idem_core::journal::OffsetTotal;
-use idem_core::lab::flash::{FlashError, MemFlash};
+use idem_core::testing::flash::{FlashError, MemFlash};
 use sequential_storage::map::{SerializationError, Value};
 
 /// The flash both journals run on: 4 pages of 1 KiB.

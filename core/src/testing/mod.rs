@@ -1,5 +1,5 @@
-//! What a firmware author tests a store with, on the host (feature `testing`, part of
-//! `lab`): the strict in-memory NOR [`flash`], which refuses what real flash would fail
+//! What a firmware author tests a store with, on the host (feature `testing`, which
+//! idem-sim's simulator turns on): the strict in-memory NOR [`flash`], which refuses what real flash would fail
 //! at and cuts the power in the middle of a chosen write or erase, the seeded [`rng`]
 //! behind its torn contents, and the [`resets`] harness that resets a run after every
 //! step and judges each end state against the caller's truth.

@@ -4,7 +4,7 @@
 //! refuses the image as foreign or damaged).
 
 use idem_core::journal::{HEADER_SIZE, Journal, JournalError, OffsetTotal, Region};
-use idem_core::lab::flash::{FlashError, MemFlash};
+use idem_core::testing::flash::{FlashError, MemFlash};
 
 /// Pages of 256 bytes keep inputs small for the fuzzer.
 pub type FuzzFlash = MemFlash<3, 256>;

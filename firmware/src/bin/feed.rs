@@ -5,13 +5,13 @@
 //! its flash, and announces its position again. At the first boot of its storage it draws
 //! its id key from the RNG; the key stays in flash with its boot counter and goes out in
 //! every boot frame, and the host keys the message ids it sends under it. Every rule is
-//! `idem_core::board::feed::Device`'s; this is board glue: the NVMC driver, the UART, the
+//! `idem_board::feed::Device`'s; this is board glue: the NVMC driver, the UART, the
 //! silence timer, the RNG and the reset.
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
-use idem_core::board::feed::{
+use idem_board::feed::{
     DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
     encode,
 };

@@ -1,7 +1,7 @@
 //! `idem device`: the board as the consumer of a stream that lives on the host.
 //!
 //! `feed` talks to a board (a serial port or pty, or QEMU's socket) with the core's feed
-//! protocol (`idem_core::board::feed`): it reads the board's boot frame, configures the
+//! protocol (`idem_board::feed`): it reads the board's boot frame, configures the
 //! stream, and answers the board's pulls from the position the board announces (its
 //! flash is the truth), through any number of resets. `qemu` starts the feed firmware
 //! under QEMU and runs `feed` against it, with resets at seeded instants through QMP.
@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use idem_core::board::feed::{
+use idem_board::feed::{
     BATCH, DOMAIN, FromDevice, Heard, Host, HostError, HostReader, StoreId, StreamConfig,
     TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, encode,
 };
-use idem_core::lab::check::Verdict;
-use idem_core::lab::rng::SplitMix64;
 use idem_core::log::{IdKey, MessageId, Offset};
-use idem_core::payment::Payment;
+use idem_sim::check::Verdict;
+use idem_sim::payment::Payment;
+use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
 use crate::error::usage;
@@ -182,7 +182,7 @@ struct Stream {
     bridge: Option<Bridge>,
 }
 
-impl idem_core::board::feed::Source for Stream {
+impl idem_board::feed::Source for Stream {
     fn len(&self) -> Offset {
         self.events.len() as u64
     }

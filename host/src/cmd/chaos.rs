@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use idem_core::lab::check::Verdict;
-use idem_core::lab::rng::SplitMix64;
+use idem_sim::check::Verdict;
+use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
 use crate::cleanup;

@@ -5,8 +5,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::lab::check::Verdict;
-use idem_core::lab::sim::{Action, TraceStep};
+use idem_sim::check::Verdict;
+use idem_sim::run::{Action, TraceStep};
 
 use crate::render::ranges;
 use crate::select::{

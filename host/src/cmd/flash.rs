@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
 use crate::select::{self, HostSinks, StoreJob};
-use idem_core::payment::Sum;
 use idem_core::persist::sink_tag;
+use idem_sim::payment::Sum;
 
 /// Look inside flash images.
 #[derive(Debug, Args)]

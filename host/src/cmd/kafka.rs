@@ -9,6 +9,7 @@
 //! offset; the atomic store keeps the position in its flash record and seeks to it
 //! (what Kafka's consumer documentation calls storing offsets outside Kafka).
 
+use idem_sim::payment::Total;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,8 +22,8 @@ use clap::{Args, Subcommand};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
 use idem_core::log::{Event, IdKey, Log, MessageId, Offset};
-use idem_core::payment::{Message, SumSinks, Truth};
 use idem_core::persist::Layout;
+use idem_sim::payment::{Message, SumSinks, Truth};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -1375,7 +1376,7 @@ fn verdict(results: &[PartitionResult], total: i64, truth: i64) -> &'static str 
     if results.iter().any(|r| r.read.short_read()) {
         "unverified"
     } else {
-        idem_core::lab::check::Verdict::of(total, truth).name()
+        idem_sim::check::Verdict::of(total, truth).name()
     }
 }
 

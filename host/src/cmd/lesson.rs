@@ -1,14 +1,14 @@
 //! `idem lesson <name>`: predict, then observe. Each step asks its question, takes the
 //! learner's prediction (typed at a terminal, or given with `--answers`), runs the
-//! simulator, and compares. The questions are the core's (`idem_core::lab::lesson`);
+//! simulator, and compares. The questions are the core's (`idem_sim::lesson`);
 //! every answer comes from a run.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::lab::lesson::{self, Lesson, Observe};
 use idem_lab::grade::{Answer, Observed, Row, feedback, observe, parse, run_line};
+use idem_sim::lesson::{self, Lesson, Observe};
 
 use crate::error::usage;
 

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::lab::check::Verdict;
-use idem_core::lab::sim::Report;
+use idem_sim::check::Verdict;
+use idem_sim::run::Report;
 use serde_json::json;
 
 use crate::render::verdict_name;
@@ -203,7 +203,7 @@ transaction that B's start aborted; read_committed passes over it:"
         writeln!(
             out,
             "\ndual writes (a crash between the two writes of offset {}):",
-            idem_core::lab::dual::DUAL_CRASH
+            idem_sim::dual::DUAL_CRASH
         )?;
         for (fix, r) in &duals {
             writeln!(

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::error::usage;
 use anyhow::Context;
 use clap::Args;
-use idem_core::board::wire::{Decoder, Frame, Totals};
+use idem_board::wire::{Decoder, Frame, Totals};
 use serde_json::{Value, json};
 
 /// Decode the device's frames and show each sink's total.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::lab::sim::{Action, TraceStep};
+use idem_sim::run::{Action, TraceStep};
 
 use crate::error::usage;
 use crate::render::{action_name, count};

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_core::crash::{At, CrashPoint};
-use idem_core::lab::check::Verdict;
-use idem_core::lab::sim::{Action, TraceStep};
+use idem_sim::check::Verdict;
+use idem_sim::crash::{At, CrashPoint};
+use idem_sim::run::{Action, TraceStep};
 
 use idem_lab::report::guarantee_name;
 use idem_lab::spec::value_name;

@@ -3,7 +3,7 @@
 //! that reruns it (and a minimized one).
 //!
 //! The core decides what a crash point is, in what order the branches come, how a
-//! branch ends and how a schedule shrinks (`idem_core::lab::sweep`); this command spreads
+//! branch ends and how a schedule shrinks (`idem_sim::sweep`); this command spreads
 //! the branches over the cores (rayon) and reports.
 
 use std::collections::HashSet;
@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use idem_core::crash::{At, CrashPoint, MAX_CRASHES};
-use idem_core::lab::check::{Anomalies, AppliedSet, CheckError, Verdict};
-use idem_core::lab::rng::SplitMix64;
-use idem_core::lab::scenario::Scenario;
-use idem_core::lab::sim::{Run, SIM_LAYOUT, SimFlash};
-use idem_core::lab::sweep::{self, BranchOutcome, Branches, Snapshot, Space};
 use idem_core::log::Offset;
-use idem_core::payment::Truth;
+use idem_sim::check::{Anomalies, AppliedSet, CheckError, Verdict};
+use idem_sim::crash::{At, CrashPoint, MAX_CRASHES};
+use idem_sim::payment::Truth;
+use idem_sim::rng::SplitMix64;
+use idem_sim::run::{Run, SIM_LAYOUT, SimFlash};
+use idem_sim::scenario::Scenario;
+use idem_sim::sweep::{self, BranchOutcome, Branches, Snapshot, Space};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -239,8 +239,7 @@ impl Job for Sweep<'_> {
     ) -> anyhow::Result<Tally> {
         let Sweep(opts, choice) = self;
         let n = s.log.len();
-        let sim =
-            |e: idem_core::lab::sim::SimError| anyhow::anyhow!("the simulated device failed: {e}");
+        let sim = |e: idem_sim::run::SimError| anyhow::anyhow!("the simulated device failed: {e}");
 
         // Pass 1: the clean run, its snapshot at every offset, its size, and the order in
         // which it applied messages.
@@ -343,7 +342,7 @@ impl Job for Sweep<'_> {
         // Shrink the first failing schedule to a smallest one that still fails.
         if let Some(first) = tally.listed.first().cloned() {
             let mut points = [CrashPoint::new(At::Deliver(0)); MAX_CRASHES];
-            let len = idem_core::crash::parse_schedule(&first, &mut points).unwrap_or(0);
+            let len = idem_sim::crash::parse_schedule(&first, &mut points).unwrap_or(0);
             let fails = |plan: &[CrashPoint]| {
                 let Ok(mut r) = fresh() else { return false };
                 r.set_plan(plan).is_ok() && finish(r).is_ok_and(|o| o.fails_as_planned())

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use idem_core::crash::CrashPoint;
-use idem_core::lab::scenario::ProducerMode;
 use idem_core::log::Offset;
-use idem_core::txn::Isolation;
+use idem_sim::crash::CrashPoint;
+use idem_sim::scenario::ProducerMode;
+use idem_sim::txn::Isolation;
 
 use super::dispatch::WINDOW_CAPACITY;
 
@@ -346,9 +346,9 @@ impl FixArg {
     /// Where the dual-write scenario crashes by default: between the two writes of
     /// offset 25, or, for a fix that writes once, right after that write.
     pub fn default_crash(self) -> CrashPoint {
-        let o = idem_core::lab::dual::DUAL_CRASH;
+        let o = idem_sim::dual::DUAL_CRASH;
         match self {
-            Self::None | Self::Split => CrashPoint::new(idem_core::crash::At::Between(o)),
+            Self::None | Self::Split => CrashPoint::new(idem_sim::crash::At::Between(o)),
             Self::Atomic | Self::Derive => CrashPoint::after_effect(o),
         }
     }

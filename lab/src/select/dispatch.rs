@@ -1,12 +1,12 @@
 //! From a store or fix chosen at run time to the core's sinks type, and from a loaded
 //! log to its type: the two choices are made apart ([`with_sinks`], [`dispatch`]).
 
-use idem_core::lab::dual::{self, DerivedTotal, StampedViews};
-use idem_core::lab::scenario::Scenario;
-use idem_core::payment::stores::{
+use idem_sim::dual::{self, DerivedTotal, StampedViews};
+use idem_sim::payment::stores::{
     Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,
 };
-use idem_core::payment::{Sum, SumSinks, Truth};
+use idem_sim::payment::{Sum, SumSinks, Truth};
+use idem_sim::scenario::Scenario;
 
 use super::args::{FixArg, SinkChoice, StoreKind};
 use super::load::Loaded;

@@ -2,13 +2,13 @@
 //! with the user's checkpoint interval and crash plan.
 
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
-use idem_core::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
-use idem_core::ddia;
-use idem_core::lab::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
 use idem_core::log::Log;
-use idem_core::payment::{GaugeLog, GeneratedLog};
-use idem_core::payment::{Payment, Truth};
-use idem_core::txn::{Isolation, TxnLog};
+use idem_sim::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
+use idem_sim::ddia;
+use idem_sim::payment::{GaugeLog, GeneratedLog};
+use idem_sim::payment::{Payment, Truth};
+use idem_sim::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
+use idem_sim::txn::{Isolation, TxnLog};
 
 use super::args::{GuaranteeArg, ScenarioArgs, ScenarioKind};
 use crate::error::usage;
@@ -135,7 +135,7 @@ impl Loaded {
 
 /// The most events a generated log may have: the checker's capacity (one bit per offset),
 /// which also keeps a sweep's snapshots (about 120 bytes per event) well inside 2 GiB.
-pub const MAX_EVENTS: u64 = idem_core::lab::sim::DefaultApplied::CAPACITY;
+pub const MAX_EVENTS: u64 = idem_sim::run::DefaultApplied::CAPACITY;
 
 /// Builds the scenario the user asked for; impossible choices are usage errors.
 pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Loaded> {

@@ -1,13 +1,13 @@
 //! A simulated run of a loaded scenario with the chosen sinks, and what the renderers
 //! list of it.
 
-use idem_core::lab::scenario::Scenario;
-use idem_core::lab::sim::{
+use idem_core::log::Offset;
+use idem_sim::payment::SumSinks;
+use idem_sim::payment::Truth;
+use idem_sim::run::{
     Action, DefaultApplied, Report, Run, SIM_LAYOUT, SimError, SimFlash, TraceStep,
 };
-use idem_core::log::Offset;
-use idem_core::payment::SumSinks;
-use idem_core::payment::Truth;
+use idem_sim::scenario::Scenario;
 
 use super::args::SinkChoice;
 use super::dispatch::{HostSinks, Job, dispatch};
@@ -108,7 +108,7 @@ pub fn ensure_every_crash_happened(loaded: &Loaded, report: &Report) -> anyhow::
     let k = loaded.consumer().checkpoint_every;
     let events = loaded.events();
     let off_batch = plan.iter().any(|p| {
-        matches!(p.at, idem_core::crash::At::Commit(o) | idem_core::crash::At::Prepare(o)
+        matches!(p.at, idem_sim::crash::At::Commit(o) | idem_sim::crash::At::Prepare(o)
             if !k.closes_batch(o, events))
     });
     if off_batch {

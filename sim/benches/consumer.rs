@@ -1,0 +1,66 @@
+//! Events per second through the consumer, per store, on the strict in-memory flash,
+//! with a checkpoint every 10 events and no crash. Each iteration starts from blank
+//! flash and consumes 10,000 generated +1 events; flash records per event are printed
+//! once per store (they are counts, not timings).
+
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
+use idem_sim::payment::Total;
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
+use idem_sim::payment::GeneratedLog;
+use idem_sim::payment::Sum;
+use idem_sim::payment::stores::{
+    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
+};
+use idem_sim::run::{SIM_LAYOUT, SimFlash};
+
+const EVENTS: u64 = 10_000;
+
+fn consume<S: Sum + Clone>(flash: &mut SimFlash, store: S) -> (i64, u64) {
+    let log = GeneratedLog {
+        events: EVENTS,
+        amount: 1,
+    };
+    let mut c = Consumer::open(
+        flash,
+        SIM_LAYOUT,
+        store,
+        ConsumerConfig::every(CheckpointEvery::new(10).unwrap()),
+    )
+    .unwrap();
+    c.run(flash, &log).unwrap();
+    (c.total(), c.records_written())
+}
+
+fn bench_store<S: Sum + Clone>(c: &mut Criterion, name: &str, store: S) {
+    let (total, records) = consume(&mut SimFlash::new(), store.clone());
+    assert_eq!(total, EVENTS as i64);
+    println!(
+        "{name}: {:.3} flash records per event",
+        records as f64 / EVENTS as f64
+    );
+    let mut g = c.benchmark_group("consumer");
+    g.throughput(Throughput::Elements(EVENTS));
+    g.bench_function(name, |b| {
+        b.iter_batched_ref(
+            || Box::new(SimFlash::new()),
+            |flash| black_box(consume(flash, store.clone())),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    bench_store(c, "naive", Naive);
+    bench_store(c, "offset", OffsetStamped);
+    bench_store(c, "message-id-32", MessageIdWindow::<Naive, 32>::default());
+    bench_store(c, "producer-seq-8", ProducerSeq::<8>);
+    bench_store(c, "atomic", Atomic);
+    bench_store(c, "two-phase", TwoPhase);
+}
+
+criterion_group!(consumer, benches);
+criterion_main!(consumer);
