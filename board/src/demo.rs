@@ -23,7 +23,7 @@ use crate::wire::{Frame, Totals};
 use idem_core::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
 use idem_core::journal::{Journal, JournalError, Region};
 use idem_core::log::{Log, Offset};
-use idem_core::persist::{Layout, Pair, Sinks};
+use idem_core::persist::{BlockingSinks, Layout, Pair};
 use idem_sim::crash::{CrashPoint, Plan};
 use idem_sim::ddia;
 use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, StoreError};
@@ -221,7 +221,7 @@ impl Demo {
 
 /// Steps `c` through the effect of offset `o` (if `o` is what it reads next) and the
 /// checkpoint that may follow; `true` when the plan says the device crashes at a step.
-fn advance<K: Sinks<Payload = Message, Error = StoreError>, F: NorFlash>(
+fn advance<K: BlockingSinks<Payload = Message, Error = StoreError>, F: NorFlash>(
     c: &mut Consumer<K>,
     flash: &mut F,
     log: &GeneratedLog,

@@ -20,10 +20,14 @@
 use core::num::NonZeroU64;
 
 use embedded_storage::nor_flash::NorFlash;
+#[cfg(feature = "async")]
+use embedded_storage_async::nor_flash::NorFlash as AsyncNorFlash;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-use crate::persist::{Disagreement, Layout, Phase, Recovered, Resolution, Sinks};
+#[cfg(feature = "async")]
+use crate::persist::AsyncSinks;
+use crate::persist::{BlockingSinks, Disagreement, Layout, Phase, Recovered, Resolution, Sinks};
 use crate::store::{Outcome, Rejections};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -426,29 +430,11 @@ impl<K: Sinks> Consumer<K> {
         layout: Layout,
         sinks: K,
         config: ConsumerConfig,
-    ) -> Result<Self, ErrorOf<F, K>> {
-        let Recovered {
-            durable,
-            state,
-            rejected,
-            next: resume_at,
-        } = sinks.open(flash, &layout)?;
-        Ok(Self {
-            sinks,
-            state,
-            rejected,
-            durable,
-            cursor: Cursor {
-                config,
-                next: resume_at,
-                resume_at,
-                delivered: None,
-                written: 0,
-                outcome: Outcome::Skipped,
-                commit_due: None,
-                broken: false,
-            },
-        })
+    ) -> Result<Self, ErrorOf<F, K>>
+    where
+        K: BlockingSinks,
+    {
+        blocking::open(flash, layout, sinks, config)
     }
 
     /// [`Consumer::open`], or, where the flash holds another journal (another tag: a
@@ -463,23 +449,11 @@ impl<K: Sinks> Consumer<K> {
         layout: Layout,
         sinks: K,
         config: ConsumerConfig,
-    ) -> Result<(Self, Opened), ErrorOf<F, K>> {
-        let why = match Self::open(flash, layout, sinks.clone(), config) {
-            Ok(consumer) => return Ok((consumer, Opened::Recovered)),
-            Err(ConsumerError::Journal(JournalError::Foreign { page, tag, version })) => {
-                Opened::Reset(Reset::Foreign { page, tag, version })
-            }
-            Err(ConsumerError::Journal(JournalError::Decode)) => Opened::Reset(Reset::Decode),
-            Err(e) => return Err(e),
-        };
-        for region in [layout.positions, layout.sink] {
-            if region.pages > 0 {
-                flash
-                    .erase(region.start, region.end::<F>())
-                    .map_err(|e| ConsumerError::Journal(JournalError::Flash(e)))?;
-            }
-        }
-        Ok((Self::open(flash, layout, sinks, config)?, why))
+    ) -> Result<(Self, Opened), ErrorOf<F, K>>
+    where
+        K: BlockingSinks,
+    {
+        blocking::open_or_reset(flash, layout, sinks, config)
     }
 
     /// Advances by one step. After an `Err` from the store nothing changed, and the next
@@ -489,36 +463,11 @@ impl<K: Sinks> Consumer<K> {
         &mut self,
         flash: &mut F,
         log: &L,
-    ) -> Result<Step<K::Payload>, ErrorOf<F, K>> {
-        match self.cursor.due(log) {
-            Due::Write(event, sink) => {
-                let outcome = self
-                    .sinks
-                    .write(
-                        &mut self.durable,
-                        flash,
-                        &mut self.state,
-                        &mut self.rejected,
-                        &event,
-                        sink,
-                    )
-                    .inspect_err(|e| self.cursor.broken = matches!(e, ConsumerError::Journal(_)))?;
-                Ok(self.cursor.written(event, outcome, K::WRITES, log.len()))
-            }
-            Due::Commit(next) => {
-                let phase = K::commit(
-                    &mut self.durable,
-                    flash,
-                    &mut self.state,
-                    self.rejected,
-                    next,
-                )
-                .inspect_err(|_| self.cursor.broken = true)?;
-                Ok(self.cursor.committed(next, phase))
-            }
-            Due::Report(step) => Ok(step),
-            Due::Broken => Err(ConsumerError::Reopen),
-        }
+    ) -> Result<Step<K::Payload>, ErrorOf<F, K>>
+    where
+        K: BlockingSinks,
+    {
+        blocking::step(self, flash, log)
     }
 
     /// Runs to [`Step::Done`].
@@ -526,9 +475,66 @@ impl<K: Sinks> Consumer<K> {
         &mut self,
         flash: &mut F,
         log: &L,
-    ) -> Result<(), ErrorOf<F, K>> {
-        while !matches!(self.step(flash, log)?, Step::Done) {}
-        Ok(())
+    ) -> Result<(), ErrorOf<F, K>>
+    where
+        K: BlockingSinks,
+    {
+        blocking::run(self, flash, log)
+    }
+
+    /// [`Consumer::open`] on an async flash (feature `async`): the same steps, awaited.
+    #[cfg(feature = "async")]
+    pub async fn open_async<F: AsyncNorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        sinks: K,
+        config: ConsumerConfig,
+    ) -> Result<Self, ErrorOf<F, K>>
+    where
+        K: AsyncSinks,
+    {
+        asynch::open(flash, layout, sinks, config).await
+    }
+
+    /// [`Consumer::open_or_reset`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn open_or_reset_async<F: AsyncNorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        sinks: K,
+        config: ConsumerConfig,
+    ) -> Result<(Self, Opened), ErrorOf<F, K>>
+    where
+        K: AsyncSinks,
+    {
+        asynch::open_or_reset(flash, layout, sinks, config).await
+    }
+
+    /// [`Consumer::step`] on an async flash (feature `async`): when it returns, the
+    /// effect is as durable as [`Consumer::step`]'s.
+    #[cfg(feature = "async")]
+    pub async fn step_async<F: AsyncNorFlash, L: Log<K::Payload> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        log: &L,
+    ) -> Result<Step<K::Payload>, ErrorOf<F, K>>
+    where
+        K: AsyncSinks,
+    {
+        asynch::step(self, flash, log).await
+    }
+
+    /// [`Consumer::run`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn run_async<F: AsyncNorFlash, L: Log<K::Payload> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        log: &L,
+    ) -> Result<(), ErrorOf<F, K>>
+    where
+        K: AsyncSinks,
+    {
+        asynch::run(self, flash, log).await
     }
 
     /// Events the sinks rejected ([`Outcome::Rejected`]), as durable as the state: after
@@ -576,6 +582,25 @@ impl<K: Sinks> Consumer<K> {
     pub fn records_written(&self) -> u64 {
         K::records_written(&self.durable)
     }
+}
+
+/// The flash steps over `embedded_storage`'s blocking `NorFlash`.
+mod blocking {
+    use super::*;
+    use crate::io::blocking::*;
+    use crate::persist::BlockingSinks as Drive;
+    include!("consumer/io.rs");
+}
+
+/// The flash steps over `embedded_storage_async`'s `NorFlash`.
+// `io!` and `body!` spell what `async fn` would: one source for both builds.
+#[allow(clippy::manual_async_fn)]
+#[cfg(feature = "async")]
+mod asynch {
+    use super::*;
+    use crate::io::asynch::*;
+    use crate::persist::AsyncSinks as Drive;
+    include!("consumer/io.rs");
 }
 
 /// The last offset a durable position covers (`resume_at` minus one), `None` when it

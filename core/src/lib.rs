@@ -88,6 +88,7 @@
 pub use postcard::experimental::max_size::MaxSize;
 
 pub mod consumer;
+mod io;
 pub mod journal;
 pub mod log;
 pub mod persist;

@@ -341,9 +341,12 @@ pub trait TwoPhaseRecord: Store {
     fn resolve(state: &mut Self::State, commit: bool);
 }
 
-/// A persistence policy for the store `S`: the RAM it needs (journal cursors) and its
-/// three steps.
-pub trait Persistence<S: Store>: Sized + Clone + Debug {
+/// A persistence policy for the store `S`: the RAM it needs (journal cursors), and its
+/// three flash steps, recovery, the effect and the commit, in each build
+/// ([`BlockingPolicy`], and with feature `async` [`AsyncPolicy`]: one source, see
+/// `core/src/persist/io.rs`). idem's four policies are the ones there are: [`EachEffect`],
+/// [`Appended`], [`Checkpoint`] and [`TwoPhase`].
+pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
     /// Whether effects reach flash only at a commit (the store's record carries the
     /// position): effects between checkpoints live in RAM and vanish at a crash.
     const BATCHED: bool;
@@ -356,39 +359,7 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
     /// The record of the store's journal.
     type Record: Serialize + serde::de::DeserializeOwned + MaxSize + Debug;
 
-    /// Recovers from flash: the policy's RAM, the store's state, the count of rejected
-    /// events and the next offset to read. Journals that disagree are refused before
-    /// anything is written.
-    fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: &Layout,
-        sink: Region,
-    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>>;
-
-    /// Makes the effect of `event` durable, if the policy writes one (`outcome` says
-    /// whether the state changed or the event was rejected; `rejected` is the count after
-    /// it). By default effects stay in RAM until the commit.
-    fn effect<F: NorFlash>(
-        &mut self,
-        _flash: &mut F,
-        _state: &S::State,
-        _rejected: S::Rejections,
-        _event: &Event<S::Payload>,
-        _outcome: Outcome,
-    ) -> Result<(), JournalError<F::Error>> {
-        Ok(())
-    }
-
-    /// Makes the position `next` durable, or takes the next phase towards it.
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        state: &mut S::State,
-        rejected: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>>;
-
-    /// Journal records appended since [`Persistence::open`].
+    /// Journal records appended since the policy was opened.
     fn records_written(&self) -> u64;
 
     /// What recovery did with a record in doubt, if it found one.
@@ -397,34 +368,44 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug {
     }
 }
 
-fn open_positions<F: NorFlash>(
-    flash: &mut F,
-    layout: &Layout,
-) -> Result<(Journal<Position>, Position), JournalError<F::Error>> {
-    let (j, p) = Journal::<Position>::open(flash, layout.positions, positions_tag(layout))?;
-    Ok((
-        j,
-        p.unwrap_or(Position {
-            next: 0,
-            sinks: [0; 2],
-        }),
-    ))
+/// The flash steps every policy has: the blocking ones, and with feature `async` the
+/// async ones too.
+#[cfg(not(feature = "async"))]
+pub trait PolicyIo<S: Store>: BlockingPolicy<S> {}
+#[cfg(not(feature = "async"))]
+impl<S: Store, P: BlockingPolicy<S>> PolicyIo<S> for P {}
+/// The flash steps every policy has: the blocking ones, and with feature `async` the
+/// async ones too.
+#[cfg(feature = "async")]
+pub trait PolicyIo<S: Store>: BlockingPolicy<S> + AsyncPolicy<S> {}
+#[cfg(feature = "async")]
+impl<S: Store, P: BlockingPolicy<S> + AsyncPolicy<S>> PolicyIo<S> for P {}
+
+#[cfg(feature = "async")]
+pub use asynch::{Drive as AsyncSinks, Policy as AsyncPolicy};
+pub use blocking::{Drive as BlockingSinks, Policy as BlockingPolicy};
+
+/// The flash steps over `embedded_storage`'s blocking `NorFlash`.
+mod blocking {
+    use super::*;
+    use crate::io::blocking::*;
+    use crate::journal::blocking as journal_io;
+    include!("persist/io.rs");
+}
+
+/// The flash steps over `embedded_storage_async`'s `NorFlash`.
+// `io!` and `body!` spell what `async fn` would: one source for both builds.
+#[allow(clippy::manual_async_fn)]
+#[cfg(feature = "async")]
+mod asynch {
+    use super::*;
+    use crate::io::asynch::*;
+    use crate::journal::asynch as journal_io;
+    include!("persist/io.rs");
 }
 
 /// A store's journal and its newest record (the default state on blank flash).
 type OpenSink<R> = (Journal<R>, R);
-
-fn open_sink<S: Store, R, F: NorFlash>(
-    flash: &mut F,
-    layout: &Layout,
-    region: Region,
-) -> Result<OpenSink<R>, JournalError<F::Error>>
-where
-    R: Serialize + serde::de::DeserializeOwned + MaxSize + Default,
-{
-    let (j, record) = Journal::<R>::open(flash, region, sink_tag::<S>(layout))?;
-    Ok((j, record.unwrap_or_default()))
-}
 
 /// Checks one [`EachEffect`] sink's journal against the position journal.
 fn cross_check<R, E, A>(
@@ -465,21 +446,6 @@ struct SinkThenPosition<R> {
 }
 
 impl<R: Serialize + serde::de::DeserializeOwned + MaxSize> SinkThenPosition<R> {
-    /// Commits `next`, recording the store journal's newest record beside it.
-    // Out of line on bare metal: inlined, it was copied into several callers
-    // (BENCHMARKS.md, "Firmware size").
-    #[cfg_attr(target_os = "none", inline(never))]
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        let sinks = [self.sink.newest_seq().unwrap_or(0), 0];
-        self.positions.append(flash, &Position { next, sinks })?;
-        self.committed = next;
-        Ok(Phase::Committed)
-    }
-
     fn records_written(&self) -> u64 {
         self.sink.appended() + self.positions.appended()
     }
@@ -495,76 +461,10 @@ pub type EachRecord<S> = Covered<<S as Store>::State, <S as Store>::Rejections>;
 #[derive(Debug, Clone)]
 pub struct EachEffect<S: Store>(SinkThenPosition<EachRecord<S>>);
 
-impl<S: Store> EachEffect<S> {
-    fn append<F: NorFlash>(
-        sink: &mut Journal<EachRecord<S>>,
-        flash: &mut F,
-        committed: Offset,
-        rejected: S::Rejections,
-        state: &S::State,
-    ) -> Result<(), JournalError<F::Error>> {
-        // Borrowed, not cloned: a large state (a message-id window) would cost more to
-        // copy than to append.
-        sink.append_view(
-            flash,
-            &CoveredRef {
-                covered: committed,
-                rejected,
-                state,
-            },
-        )
-    }
-}
-
 impl<S: Store> Persistence<S> for EachEffect<S> {
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
     type Record = EachRecord<S>;
-
-    fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: &Layout,
-        sink: Region,
-    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
-        let (sink, record) = open_sink::<S, EachRecord<S>, F>(flash, layout, sink)?;
-        let (positions, position) = open_positions(flash, layout)?;
-        cross_check(0, &sink, record.covered, &position)?;
-        let committed = position.next;
-        Ok(Recovered {
-            durable: Self(SinkThenPosition {
-                sink,
-                positions,
-                committed,
-            }),
-            state: record.state,
-            rejected: record.rejected,
-            next: committed,
-        })
-    }
-
-    fn effect<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        state: &S::State,
-        rejected: S::Rejections,
-        _: &Event<S::Payload>,
-        outcome: Outcome,
-    ) -> Result<(), JournalError<F::Error>> {
-        if outcome != Outcome::Skipped {
-            Self::append(&mut self.0.sink, flash, self.0.committed, rejected, state)?;
-        }
-        Ok(())
-    }
-
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        _: &mut S::State,
-        _: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        self.0.commit(flash, next)
-    }
 
     fn records_written(&self) -> u64 {
         self.0.records_written()
@@ -620,93 +520,6 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
     const ORDERED: bool = true;
     type Record = AppendedRecord<S>;
 
-    fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: &Layout,
-        region: Region,
-    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
-        let (sink, newest) =
-            Journal::<AppendedRecord<S>>::open(flash, region, sink_tag::<S>(layout))?;
-        let keeps = region.pages.saturating_sub(1) * sink.slots_per_page();
-        if keeps < S::MAX_NEEDED {
-            return Err(ConsumerError::Region {
-                records: keeps,
-                needed: S::MAX_NEEDED,
-            });
-        }
-        let (positions, position) = open_positions(flash, layout)?;
-        cross_check(
-            0,
-            &sink,
-            newest.as_ref().map_or(0, |r| r.covered),
-            &position,
-        )?;
-        let state = match &newest {
-            None => S::State::default(),
-            Some(newest) => {
-                let (mut state, needed) = S::start(&newest.state);
-                let mut found = 0;
-                sink.recent(flash, |_, record, adjacent| {
-                    // A record lost from the middle leaves slots between that no newer
-                    // record says it stepped over (the journal tells writes cut short apart).
-                    if found >= needed || !adjacent {
-                        return false;
-                    }
-                    S::fold_back(&mut state, &record.state);
-                    found += 1;
-                    true
-                })?;
-                S::finish(state).ok_or(ConsumerError::Disagree(Disagreement::RecordsLost {
-                    needed,
-                    found,
-                }))?
-            }
-        };
-        let committed = position.next;
-        Ok(Recovered {
-            durable: Self(SinkThenPosition {
-                sink,
-                positions,
-                committed,
-            }),
-            state,
-            rejected: newest.map(|r| r.rejected).unwrap_or_default(),
-            next: committed,
-        })
-    }
-
-    fn effect<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        state: &S::State,
-        rejected: S::Rejections,
-        event: &Event<S::Payload>,
-        outcome: Outcome,
-    ) -> Result<(), JournalError<F::Error>> {
-        if outcome != Outcome::Skipped {
-            let seq = self.0.sink.newest_seq().map_or(1, |n| n.wrapping_add(1));
-            self.0.sink.append(
-                flash,
-                &Covered {
-                    covered: self.0.committed,
-                    rejected,
-                    state: S::delta(state, event, seq),
-                },
-            )?;
-        }
-        Ok(())
-    }
-
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        _: &mut S::State,
-        _: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        self.0.commit(flash, next)
-    }
-
     fn records_written(&self) -> u64 {
         self.0.records_written()
     }
@@ -727,34 +540,6 @@ impl<S: Positioned> Persistence<S> for Checkpoint<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = false;
     type Record = CheckpointRecord<S>;
-
-    fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: &Layout,
-        sink: Region,
-    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
-        let (sink, record) = open_sink::<S, CheckpointRecord<S>, F>(flash, layout, sink)?;
-        let next = S::position(&record.state);
-        Ok(Recovered {
-            durable: Self { sink },
-            state: record.state,
-            rejected: record.rejected,
-            next,
-        })
-    }
-
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        state: &mut S::State,
-        rejected: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        S::set_position(state, next);
-        self.sink
-            .append_view(flash, &CountedRef { state, rejected })?;
-        Ok(Phase::Committed)
-    }
 
     fn records_written(&self) -> u64 {
         self.sink.appended()
@@ -784,106 +569,6 @@ impl<S: TwoPhaseRecord> Persistence<S> for TwoPhase<S> {
     const BATCHED: bool = true;
     const POSITION_JOURNAL: bool = true;
     type Record = TwoPhaseRecordOf<S>;
-
-    fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: &Layout,
-        sink: Region,
-    ) -> Result<StoreRecovered<Self, S>, ConsumerError<F::Error, S::Error>> {
-        let (sink, record) = open_sink::<S, TwoPhaseRecordOf<S>, F>(flash, layout, sink)?;
-        let Prepared {
-            mut state,
-            mut rejected,
-            committed_rejected,
-        } = record;
-        let (positions, decided) = open_positions(flash, layout)?;
-        let decided = decided.next;
-        // The decision is written between the prepared and the committed record: it is
-        // the store's committed position, or the position a prepared record waits for.
-        let store = S::position(&state);
-        if decided != store && S::prepared(&state) != Some(decided) {
-            return Err(ConsumerError::Disagree(Disagreement::TwoPhase {
-                store,
-                decided,
-            }));
-        }
-        let prepared = S::prepared(&state);
-        if let Some(target) = prepared {
-            // The position journal holds the decision. The resolution stays in RAM:
-            // until the next prepared record supersedes the one in doubt, every recovery
-            // reads the same decision and resolves it the same way, so opening an image
-            // never writes (a read-only `status` can recover a two-phase store).
-            let commit = decided >= target;
-            S::resolve(&mut state, commit);
-            if !commit {
-                rejected = committed_rejected;
-            }
-        }
-        let next = S::position(&state);
-        let resolved = prepared.map(|target| {
-            if decided >= target {
-                Resolution::RolledForward { next }
-            } else {
-                Resolution::RolledBack { next }
-            }
-        });
-        Ok(Recovered {
-            durable: Self {
-                sink,
-                positions,
-                prepared: None,
-                committed_rejected: rejected,
-                resolved,
-            },
-            state,
-            rejected,
-            next,
-        })
-    }
-
-    fn commit<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        state: &mut S::State,
-        rejected: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        if self.prepared != Some(next) {
-            let mut record = state.clone();
-            S::prepare(&mut record, next);
-            self.sink.append(
-                flash,
-                &Prepared {
-                    state: record.clone(),
-                    rejected,
-                    committed_rejected: self.committed_rejected,
-                },
-            )?;
-            *state = record;
-            self.prepared = Some(next);
-            return Ok(Phase::Prepared);
-        }
-        // The decision: once the position is durable, recovery rolls forward.
-        self.positions.append(
-            flash,
-            &Position {
-                next,
-                sinks: [self.sink.newest_seq().unwrap_or(0), 0],
-            },
-        )?;
-        S::resolve(state, true);
-        self.committed_rejected = rejected;
-        self.sink.append(
-            flash,
-            &Prepared {
-                state: state.clone(),
-                rejected,
-                committed_rejected: rejected,
-            },
-        )?;
-        self.prepared = None;
-        Ok(Phase::Committed)
-    }
 
     fn records_written(&self) -> u64 {
         self.sink.appended() + self.positions.appended()
@@ -937,35 +622,7 @@ pub trait Sinks: Clone + Debug {
     /// How many sinks each effect writes, one after the other.
     const WRITES: usize;
 
-    /// Recovers the sinks and the next offset to read from flash.
-    fn open<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        layout: &Layout,
-    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, Self::Error>>;
-
-    /// Decides and applies `event` in sink number `sink` (`0..WRITES`), counts it in
-    /// `rejected` if it was rejected, and makes it durable as the policy says.
-    fn write<F: NorFlash>(
-        &self,
-        durable: &mut Self::Durable,
-        flash: &mut F,
-        state: &mut Self::State,
-        rejected: &mut Self::Rejections,
-        event: &Event<Self::Payload>,
-        sink: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error, Self::Error>>;
-
-    /// Commits the position `next` (or takes the next phase towards it).
-    fn commit<F: NorFlash>(
-        durable: &mut Self::Durable,
-        flash: &mut F,
-        state: &mut Self::State,
-        rejected: Self::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>>;
-
-    /// Journal records appended since [`Sinks::open`].
+    /// Journal records appended since the sinks were opened.
     fn records_written(durable: &Self::Durable) -> u64;
 
     /// What recovery did with a record in doubt ([`Persistence::resolution`]).
@@ -1010,42 +667,6 @@ impl<S: Store> Sinks for S {
     const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
     const ORDERED_SINK: bool = <S::Persist as Persistence<S>>::ORDERED;
     const WRITES: usize = 1;
-
-    fn open<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        layout: &Layout,
-    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, S::Error>> {
-        S::Persist::open(flash, layout, layout.sink)
-    }
-
-    // Inlined on a host; out of line on bare metal, where each copy costs flash
-    // (BENCHMARKS.md, "Firmware size").
-    #[cfg_attr(not(target_os = "none"), inline)]
-    #[cfg_attr(target_os = "none", inline(never))]
-    fn write<F: NorFlash>(
-        &self,
-        durable: &mut S::Persist,
-        flash: &mut F,
-        state: &mut S::State,
-        rejected: &mut S::Rejections,
-        event: &Event<S::Payload>,
-        _: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error, S::Error>> {
-        let outcome = decide(self, state, rejected, event)?;
-        durable.effect(flash, state, *rejected, event, outcome)?;
-        Ok(outcome)
-    }
-
-    fn commit<F: NorFlash>(
-        durable: &mut S::Persist,
-        flash: &mut F,
-        state: &mut S::State,
-        rejected: S::Rejections,
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        durable.commit(flash, state, rejected, next)
-    }
 
     fn records_written(durable: &S::Persist) -> u64 {
         durable.records_written()
@@ -1117,96 +738,6 @@ where
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
     const WRITES: usize = 2;
-
-    fn open<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        layout: &Layout,
-    ) -> Result<SinksRecovered<Self>, ConsumerError<F::Error, A::Error>> {
-        let half = layout.sink.pages / 2;
-        let a = Region {
-            start: layout.sink.start,
-            pages: half,
-        };
-        let b = Region {
-            start: layout.sink.start + half * F::ERASE_SIZE as u32,
-            pages: layout.sink.pages - half,
-        };
-        let (first, sa) = open_sink::<A, EachRecord<A>, F>(flash, layout, a)?;
-        let (second, sb) = open_sink::<B, EachRecord<B>, F>(flash, layout, b)?;
-        let (positions, position) = open_positions(flash, layout)?;
-        cross_check(0, &first, sa.covered, &position)?;
-        cross_check(1, &second, sb.covered, &position)?;
-        let committed = position.next;
-        Ok(Recovered {
-            durable: PairJournals {
-                first,
-                second,
-                positions,
-                committed,
-            },
-            state: (sa.state, sb.state),
-            rejected: (),
-            next: committed,
-        })
-    }
-
-    fn write<F: NorFlash>(
-        &self,
-        durable: &mut Self::Durable,
-        flash: &mut F,
-        state: &mut Self::State,
-        rejected: &mut (),
-        event: &Event<A::Payload>,
-        sink: usize,
-    ) -> Result<Outcome, ConsumerError<F::Error, A::Error>> {
-        let (outcome, appended) = match sink {
-            0 => {
-                let o = decide(&self.first, &mut state.0, rejected, event)?;
-                let r = (o == Outcome::Applied).then(|| {
-                    EachEffect::<A>::append(
-                        &mut durable.first,
-                        flash,
-                        durable.committed,
-                        (),
-                        &state.0,
-                    )
-                });
-                (o, r)
-            }
-            _ => {
-                let o = decide(&self.second, &mut state.1, rejected, event)?;
-                let r = (o == Outcome::Applied).then(|| {
-                    EachEffect::<B>::append(
-                        &mut durable.second,
-                        flash,
-                        durable.committed,
-                        (),
-                        &state.1,
-                    )
-                });
-                (o, r)
-            }
-        };
-        appended.transpose()?;
-        Ok(outcome)
-    }
-
-    fn commit<F: NorFlash>(
-        durable: &mut Self::Durable,
-        flash: &mut F,
-        _: &mut Self::State,
-        _: (),
-        next: Offset,
-    ) -> Result<Phase, JournalError<F::Error>> {
-        let sinks = [
-            durable.first.newest_seq().unwrap_or(0),
-            durable.second.newest_seq().unwrap_or(0),
-        ];
-        durable.positions.append(flash, &Position { next, sinks })?;
-        durable.committed = next;
-        Ok(Phase::Committed)
-    }
 
     fn records_written(durable: &Self::Durable) -> u64 {
         durable.first.appended() + durable.second.appended() + durable.positions.appended()

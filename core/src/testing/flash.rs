@@ -292,6 +292,40 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> ReadNorFlash
     }
 }
 
+/// The same flash for the async engine (feature `async`): each step completes at once,
+/// with the blocking rules and power cuts.
+#[cfg(feature = "async")]
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize>
+    embedded_storage_async::nor_flash::ReadNorFlash for MemFlash<PAGES, PAGE, UNIT>
+{
+    const READ_SIZE: usize = 1;
+
+    async fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        ReadNorFlash::read(self, offset, bytes)
+    }
+
+    fn capacity(&self) -> usize {
+        PAGES * PAGE
+    }
+}
+
+/// The same flash for the async engine (feature `async`).
+#[cfg(feature = "async")]
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize>
+    embedded_storage_async::nor_flash::NorFlash for MemFlash<PAGES, PAGE, UNIT>
+{
+    const WRITE_SIZE: usize = UNIT;
+    const ERASE_SIZE: usize = PAGE;
+
+    async fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
+        NorFlash::erase(self, from, to)
+    }
+
+    async fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
+        NorFlash::write(self, offset, bytes)
+    }
+}
+
 impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
     for MemFlash<PAGES, PAGE, UNIT>
 {

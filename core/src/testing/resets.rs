@@ -13,7 +13,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::consumer::{Consumer, ConsumerConfig, ErrorOf, Step};
 use crate::log::Log;
-use crate::persist::{Layout, Sinks};
+use crate::persist::{BlockingSinks, Layout};
 
 /// What a sweep of every reset found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub fn every_reset<K, F, L>(
     mut judge: impl FnMut(&K::State, u32) -> bool,
 ) -> Result<Resets, ErrorOf<F, K>>
 where
-    K: Sinks,
+    K: BlockingSinks,
     F: NorFlash,
     L: Log<K::Payload> + ?Sized,
 {

@@ -1,0 +1,642 @@
+// The journal's flash steps, written once and compiled twice (`crate::io`): included by
+// `journal::blocking` over `embedded_storage`'s `NorFlash`, and by `journal::asynch` over
+// `embedded_storage_async`'s. `Journal`'s methods are the public doors to them.
+
+/// The unit a journal programs on the flash `F` ([`write_unit`]).
+const fn unit<F: Flash>() -> usize {
+    write_unit(F::WRITE_SIZE)
+}
+
+/// Bytes of a page header on the flash `F` ([`header_size`]).
+const fn header<F: Flash>() -> u32 {
+    header_size(F::WRITE_SIZE) as u32
+}
+
+/// The slot size and slots per page of a journal of `T` on the flash `F`.
+const fn geometry<T: MaxSize, F: Flash>() -> Geometry {
+    geometry_of::<T>(F::WRITE_SIZE, F::ERASE_SIZE)
+}
+
+/// [`Journal::open`].
+pub(crate) fn open<T: Serialize + DeserializeOwned + MaxSize, F: Flash>(
+    flash: &mut F,
+    region: Region,
+    tag: u32,
+) -> io!(Result<Opened<T>, JournalError<F::Error>>) {
+    const {
+        assert!(
+            F::WRITE_SIZE.is_power_of_two() && F::WRITE_SIZE <= MAX_WRITE_SIZE,
+            "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
+        );
+        assert!(
+            slot_size_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE,
+            "journal record too large for a slot"
+        );
+        assert!(
+            F::ERASE_SIZE.is_multiple_of(write_unit(F::WRITE_SIZE))
+                && header_size(F::WRITE_SIZE) + slot_size_on::<T>(F::WRITE_SIZE) <= F::ERASE_SIZE,
+            "journal slot larger than a page of this flash (ERASE_SIZE)"
+        );
+    }
+    body!({
+        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        let (ring, found) = aw!(Ring::open(flash, region, tag, geometry::<T, F>(), &mut buf))?;
+        let record = if found {
+            let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
+            Some(
+                postcard::take_from_bytes(payload)
+                    .map_err(|_| JournalError::Decode)?
+                    .0,
+            )
+        } else {
+            None
+        };
+        Ok((
+            Journal {
+                ring,
+                _record: PhantomData,
+            },
+            record,
+        ))
+    })
+}
+
+/// [`Journal::append`], for a value that encodes exactly as a `T` (a struct of borrowed
+/// fields beside the owned one), so a large record need not be cloned to be written.
+pub(crate) fn append_view<T: MaxSize, F: Flash, V: Serialize + ?Sized>(
+    journal: &mut Journal<T>,
+    flash: &mut F,
+    record: &V,
+) -> io!(Result<(), JournalError<F::Error>>) {
+    body!({
+        // A journal of small records fills a small buffer: clearing a whole
+        // `MAX_SLOT_SIZE` one cost a 512-byte memset per append (44 instructions of 674 in
+        // the callgrind profile). The slot size is a constant, so only one branch is
+        // compiled.
+        let (slot, unit) = (slot_size_on::<T>(F::WRITE_SIZE), unit::<F>());
+        if slot <= SMALL_SLOT {
+            let mut buf = [0xFFu8; 4 + SMALL_SLOT];
+            postcard::to_slice(record, &mut buf[4..4 + slot - unit])
+                .map_err(|_| JournalError::Encode)?;
+            aw!(journal.ring.append(flash, &mut buf[..4 + slot]))
+        } else {
+            let mut buf = [0xFFu8; 4 + MAX_SLOT_SIZE];
+            postcard::to_slice(record, &mut buf[4..4 + slot - unit])
+                .map_err(|_| JournalError::Encode)?;
+            aw!(journal.ring.append(flash, &mut buf[..4 + slot]))
+        }
+    })
+}
+
+/// [`Journal::summarize`].
+pub(crate) fn summarize<T, F: Flash>(
+    journal: &Journal<T>,
+    flash: &mut F,
+    page: u32,
+) -> io!(Result<PageSummary, JournalError<F::Error>>) {
+    journal.ring.summarize(flash, page)
+}
+
+/// [`Journal::recent`].
+pub(crate) fn recent<T: DeserializeOwned, F: Flash>(
+    journal: &Journal<T>,
+    flash: &mut F,
+    mut visit: impl FnMut(u32, T, bool) -> bool,
+) -> io!(Result<(), JournalError<F::Error>>) {
+    body!({
+        let mut failed = false;
+        aw!(journal.ring.walk_back(
+            flash,
+            &mut |seq, body, adjacent| match postcard::from_bytes::<T>(body) {
+                Ok(record) => visit(seq, record, adjacent),
+                Err(_) => {
+                    failed = true;
+                    false
+                }
+            },
+        ))?;
+        if failed {
+            return Err(JournalError::Decode);
+        }
+        Ok(())
+    })
+}
+
+/// [`Journal::page_state`].
+pub(crate) fn page_state<T, F: Flash>(
+    journal: &Journal<T>,
+    flash: &mut F,
+    page: u32,
+) -> io!(Result<PageState, JournalError<F::Error>>) {
+    journal.ring.page_state(flash, page)
+}
+
+/// The ring's flash steps.
+trait RingIo {
+    fn open<F: Flash>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        geometry: Geometry,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<(Ring, bool), JournalError<F::Error>>);
+    fn append<F: Flash>(
+        &mut self,
+        flash: &mut F,
+        buf: &mut [u8],
+    ) -> io!(Result<(), JournalError<F::Error>>);
+    fn summarize<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<PageSummary, JournalError<F::Error>>);
+    fn page_state<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<PageState, JournalError<F::Error>>);
+    fn header<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<(PageState, u32), JournalError<F::Error>>);
+    fn walk_back<F: Flash>(
+        &self,
+        flash: &mut F,
+        visit: &mut dyn FnMut(u32, &[u8], bool) -> bool,
+    ) -> io!(Result<(), JournalError<F::Error>>);
+    fn read_slot<F: Flash>(
+        &self,
+        flash: &mut F,
+        at: SlotAddr,
+        base: u32,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<Option<u32>, JournalError<F::Error>>);
+    fn read_record<F: Flash>(
+        &self,
+        flash: &mut F,
+        at: SlotAddr,
+        base: u32,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<Option<(u32, u32)>, JournalError<F::Error>>);
+    fn enter_page<F: Flash>(
+        &mut self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<(), JournalError<F::Error>>);
+    fn slot_address<F: Flash>(&self, at: SlotAddr) -> u32;
+}
+
+impl RingIo for Ring {
+    /// Scans `region` laid out as `geometry`: the ring with its cursor after the newest
+    /// valid record, and whether there is one (then `buf` holds its slot).
+    fn open<F: Flash>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        geometry: Geometry,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<(Self, bool), JournalError<F::Error>>) {
+        body!({
+            let page_size = F::ERASE_SIZE as u32;
+            let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
+            if region.pages < 2
+                || !(region.start as usize).is_multiple_of(F::ERASE_SIZE)
+                || end > flash.capacity() as u64
+            {
+                return Err(JournalError::BadRegion);
+            }
+            let per_page = geometry.per_page;
+            let mut r = Self::new(region, tag, geometry, false);
+            // The newest record: its sequence number, slot and page's first sequence number.
+            let mut newest: Option<(u32, SlotAddr, u32)> = None;
+            // Valid pages first, then the pages whose header does not read valid. An erase
+            // cut short leaves a page unformatted, but only ever one that held older records
+            // (the page of the newest record is never erased). A record newer than every
+            // readable one in such a page means its header was damaged afterwards:
+            // recovering without it would roll the journal back. Without its header a slot's
+            // sequence number is unknown, so it is checked against each number it would carry
+            // if it were newer: the first sequence number the damaged header still reads, and
+            // the one the page has when it comes after the newest record's page in the ring
+            // (with no valid page, the one of a first pass around the ring). A slot of random
+            // bytes passes one of them with odds of about 2 in 2^32.
+            for pass in [PageState::Valid, PageState::Unformatted] {
+                for page in 0..region.pages {
+                    let (state, read_base) = aw!(r.header(flash, page))?;
+                    if state != pass {
+                        continue;
+                    }
+                    let after_newest = newest.map_or(
+                        FIRST_SEQ.wrapping_add(page.wrapping_mul(per_page)),
+                        |(_, at, base)| {
+                            let ahead = if page > at.page {
+                                page - at.page
+                            } else {
+                                page + region.pages - at.page
+                            };
+                            base.wrapping_add(ahead.wrapping_mul(per_page))
+                        },
+                    );
+                    let mut base = read_base;
+                    loop {
+                        for slot in 0..per_page {
+                            let at = SlotAddr { page, slot };
+                            if let Some(seq) = aw!(r.read_slot(flash, at, base, buf))?
+                                && newest.is_none_or(|(s, _, _)| seq > s)
+                            {
+                                if pass != PageState::Valid {
+                                    return Err(JournalError::Damaged {
+                                        address: region.start + page * page_size,
+                                    });
+                                }
+                                newest = Some((seq, at, base));
+                            }
+                        }
+                        if pass == PageState::Valid || base == after_newest {
+                            break;
+                        }
+                        base = after_newest;
+                    }
+                }
+            }
+            match newest {
+                Some((seq, at, base)) => {
+                    r.newest_seq = seq;
+                    r.newest = Some(at);
+                    r.cursor = r.after(at);
+                    r.cursor_page_ready = r.cursor.page == at.page;
+                    r.cursor_base = if r.cursor_page_ready {
+                        base
+                    } else {
+                        base.wrapping_add(per_page)
+                    };
+                    aw!(r.read_slot(flash, at, base, buf))?;
+                    Ok((r, true))
+                }
+                // No record: the first append erases page 0 and starts there, at the first
+                // sequence number (a header without records is worth one erase, not a rule).
+                None => Ok((r, false)),
+            }
+        })
+    }
+
+    /// Writes the slot in `buf` (four bytes for the sequence number, then one slot, the
+    /// payload in place, padded with `0xFF`) as the new newest record: fills in its
+    /// sequence number and check word, then programs the slot at the cursor: the payload's
+    /// units first, then the check word's.
+    /// Inlined into each typed journal's append, so a host build sees the slot size as a
+    /// constant (the firmware, built for size, keeps one copy).
+    #[inline]
+    fn append<F: Flash>(
+        &mut self,
+        flash: &mut F,
+        buf: &mut [u8],
+    ) -> io!(Result<(), JournalError<F::Error>>) {
+        body!({
+            let slot = buf.len() - 4;
+            // Where the check word starts in `buf`: after the sequence number and the
+            // payload's units.
+            let check_at = buf.len() - unit::<F>();
+            if self.inspect_only {
+                return Err(JournalError::NoSpace);
+            }
+            let attempts = self.region.pages * self.slots_per_page() + 1;
+            // Each pass that does not write steps over one torn slot: the pass number is how
+            // many this append has stepped over (the first since a restart, after a write that
+            // was cut, counts them all).
+            for stepped_over in 0..attempts {
+                if !self.cursor_page_ready {
+                    aw!(self.enter_page(flash, self.cursor.page))?;
+                }
+                let addr = self.slot_address::<F>(self.cursor);
+                // A page this ring erased holds nothing past the cursor: no need to read the
+                // slot back (88 of 674 instructions a commit in the callgrind profile). A page
+                // found at recovery may hold a torn write: read it.
+                if self.cursor_page_fresh || aw!(blank(flash, addr, slot as u32))? {
+                    let seq = self.cursor_base.wrapping_add(self.cursor.slot);
+                    buf[..4].copy_from_slice(&seq.to_le_bytes());
+                    let check = check_word(crc32c(&buf[..check_at]), stepped_over);
+                    buf[check_at..][..4].copy_from_slice(&check.to_le_bytes());
+                    if unit::<F>() >= 8 {
+                        // A wide unit has room for the complement: 32 more check bits.
+                        buf[check_at + 4..check_at + 8].copy_from_slice(&(!check).to_le_bytes());
+                    }
+                    // A failed write may leave the slot half programmed: until both writes
+                    // are done, the page counts as not fresh (slots are read again).
+                    let fresh = core::mem::take(&mut self.cursor_page_fresh);
+                    aw!(flash.write(addr, &buf[4..check_at])).map_err(JournalError::Flash)?;
+                    aw!(flash.write(addr + (check_at - 4) as u32, &buf[check_at..]))
+                        .map_err(JournalError::Flash)?;
+                    self.cursor_page_fresh = fresh;
+                    self.newest = Some(self.cursor);
+                    self.newest_seq = seq;
+                    self.appended += 1;
+                    self.advance();
+                    return Ok(());
+                }
+                // Not blank (a torn write from before a crash): skip the slot whole, and say
+                // so in the record that follows.
+                self.advance();
+            }
+            Err(JournalError::NoSpace)
+        })
+    }
+
+    fn summarize<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<PageSummary, JournalError<F::Error>>) {
+        body!({
+            let (state, base) = aw!(self.header(flash, page))?;
+            let mut sum = PageSummary {
+                state,
+                valid: 0,
+                torn: 0,
+                blank: 0,
+                newest_seq: None,
+            };
+            if state == PageState::Blank {
+                return Ok(sum);
+            }
+            // An unformatted page is counted too, with the first sequence number its header
+            // still reads: records in it are damage to show.
+            let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+            for slot in 0..self.slots_per_page() {
+                match aw!(self.read_slot(flash, SlotAddr { page, slot }, base, &mut buf))? {
+                    Some(seq) => {
+                        sum.valid += 1;
+                        sum.newest_seq = Some(sum.newest_seq.map_or(seq, |s| s.max(seq)));
+                    }
+                    None if buf[4..4 + self.slot as usize].iter().all(|&b| b == 0xFF) => {
+                        sum.blank += 1
+                    }
+                    None => sum.torn += 1,
+                }
+            }
+            Ok(sum)
+        })
+    }
+
+    fn page_state<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<PageState, JournalError<F::Error>>) {
+        body!({ Ok(aw!(self.header(flash, page))?.0) })
+    }
+
+    /// Classifies page `page`, with the first sequence number its header reads (valid or
+    /// not); a valid header of another journal is an error.
+    fn header<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<(PageState, u32), JournalError<F::Error>>) {
+        body!({
+            let base = self.region.start + page * (F::ERASE_SIZE as u32);
+            // The four header words, then the CRC word, which starts the header's last unit
+            // (right after them on a word flash: one read).
+            let mut h = [0u8; HEADER_SIZE];
+            let crc_at = header::<F>() - unit::<F>() as u32;
+            if crc_at == 16 {
+                aw!(flash.read(base, &mut h)).map_err(JournalError::Flash)?;
+            } else {
+                aw!(flash.read(base, &mut h[..16])).map_err(JournalError::Flash)?;
+                aw!(flash.read(base + crc_at, &mut h[16..])).map_err(JournalError::Flash)?;
+            }
+            let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+            let first_seq = word(12);
+            if h.iter().all(|&b| b == 0xFF) {
+                // Past the CRC word on a word flash; on a wider one, the padding too.
+                let rest = base + if crc_at == 16 { 20 } else { 16 };
+                let state = if aw!(blank(flash, rest, base + F::ERASE_SIZE as u32 - rest))? {
+                    PageState::Blank
+                } else {
+                    PageState::Unformatted
+                };
+                return Ok((state, first_seq));
+            }
+            let version = (word(4) & 0xFFFF) as u16;
+            // Format 1's header was 16 bytes, its CRC in the fourth word: a page written by it
+            // is another journal's, not damage to erase.
+            if word(0) == MAGIC && version == 1 && crc32c(&h[..12]) == word(12) {
+                return Err(JournalError::Foreign {
+                    page,
+                    tag: word(8),
+                    version,
+                });
+            }
+            if word(0) != MAGIC || crc32c(&h[..16]) != word(16) {
+                // A journal written on a flash of another write unit has its CRC word where
+                // that unit puts it (at 16 up to 16-byte units, at 32 on 32-byte ones), and
+                // another slot size (the same record takes a different slot on each unit):
+                // another journal's page, not damage to erase. A page of this journal whose
+                // CRC word was damaged says this slot size, so record bytes that happen to
+                // match its CRC cannot make it foreign.
+                let at = if crc_at == 16 { 32 } else { 16 };
+                if word(0) == MAGIC && word(4) >> 16 != self.slot && at + 4 <= F::ERASE_SIZE as u32
+                {
+                    let mut other = [0u8; 4];
+                    aw!(flash.read(base + at, &mut other)).map_err(JournalError::Flash)?;
+                    if u32::from_le_bytes(other) == crc32c(&h[..16]) {
+                        return Err(JournalError::Foreign {
+                            page,
+                            tag: word(8),
+                            version,
+                        });
+                    }
+                }
+                return Ok((PageState::Unformatted, first_seq));
+            }
+            let slot = word(4) >> 16;
+            if version != FORMAT_VERSION || slot != self.slot || word(8) != self.tag {
+                return Err(JournalError::Foreign {
+                    page,
+                    tag: word(8),
+                    version,
+                });
+            }
+            Ok((PageState::Valid, first_seq))
+        })
+    }
+
+    /// See [`Journal::recent`]: `visit` gets each valid record's sequence number and
+    /// payload bytes, newest first.
+    fn walk_back<F: Flash>(
+        &self,
+        flash: &mut F,
+        visit: &mut dyn FnMut(u32, &[u8], bool) -> bool,
+    ) -> io!(Result<(), JournalError<F::Error>>) {
+        body!({
+            let Some(mut at) = self.newest else {
+                return Ok(());
+            };
+            // Whether every slot since the record visited last held a valid record, or that
+            // record was written over exactly the torn slots between.
+            let slot = (self.slot as usize).clamp(4, MAX_SLOT_SIZE);
+            let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+            let mut checked = None;
+            let mut base = 0;
+            // The torn slots the record visited last was written over, and the slots without a
+            // valid record met since.
+            let (mut vouched, mut gap) = (0, 0);
+            for _ in 0..self.region.pages * self.slots_per_page() {
+                if checked != Some(at.page) {
+                    let (state, first_seq) = aw!(self.header(flash, at.page))?;
+                    if state != PageState::Valid {
+                        break;
+                    }
+                    checked = Some(at.page);
+                    base = first_seq;
+                }
+                match aw!(self.read_record(flash, at, base, &mut buf))? {
+                    Some((seq, _))
+                        if !visit(
+                            seq,
+                            &buf[4..4 + slot - unit::<F>().min(slot)],
+                            gap == vouched || (vouched == TORN_MAX && gap > TORN_MAX),
+                        ) =>
+                    {
+                        break;
+                    }
+                    Some((_, torn)) => (vouched, gap) = (torn, 0),
+                    None => gap += 1,
+                }
+                at = if at.slot > 0 {
+                    SlotAddr {
+                        page: at.page,
+                        slot: at.slot - 1,
+                    }
+                } else {
+                    SlotAddr {
+                        page: at.page.checked_sub(1).unwrap_or(self.region.pages - 1),
+                        slot: self.slots_per_page() - 1,
+                    }
+                };
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads the slot at `at`, in a page whose first sequence number is `base`, into
+    /// `buf`; its sequence number when it holds a valid record.
+    fn read_slot<F: Flash>(
+        &self,
+        flash: &mut F,
+        at: SlotAddr,
+        base: u32,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<Option<u32>, JournalError<F::Error>>) {
+        body!({ Ok(aw!(self.read_record(flash, at, base, buf))?.map(|(seq, _)| seq)) })
+    }
+
+    /// [`Ring::read_slot`], and how many torn slots were stepped over to write the record
+    /// (as its check word counts them).
+    fn read_record<F: Flash>(
+        &self,
+        flash: &mut F,
+        at: SlotAddr,
+        base: u32,
+        buf: &mut SlotBuf,
+    ) -> io!(Result<Option<(u32, u32)>, JournalError<F::Error>>) {
+        body!({
+            // A slot holds at least its check word, and fits the buffer.
+            let slot = (self.slot as usize).clamp(4, MAX_SLOT_SIZE);
+            aw!(flash.read(self.slot_address::<F>(at), &mut buf[4..4 + slot]))
+                .map_err(JournalError::Flash)?;
+            let seq = base.wrapping_add(at.slot);
+            buf[..4].copy_from_slice(&seq.to_le_bytes());
+            // The check word starts the slot's last unit (`slot` is at least one unit).
+            let c = 4 + slot - unit::<F>().min(slot);
+            let check = u32::from_le_bytes([buf[c], buf[c + 1], buf[c + 2], buf[c + 3]]);
+            // A check word that reads erased was never written (`check_word` never is one).
+            if check == ERASED_WORD {
+                return Ok(None);
+            }
+            if unit::<F>() >= 8
+                && u32::from_le_bytes([buf[c + 4], buf[c + 5], buf[c + 6], buf[c + 7]]) != !check
+            {
+                return Ok(None);
+            }
+            // `check_word` in reverse: the stored word is the CRC, or the CRC XOR the mark, with
+            // the low bit cleared where that made `0xFFFF_FFFF`.
+            let sealed = if check == ERASED_WORD & !1 { !1 } else { !0 };
+            let mark = (crc32c(&buf[..c]) ^ check) & sealed;
+            let torn = (mark & TORN_BITS) >> 1;
+            Ok((mark == torn_mark(torn)).then_some((seq, torn)))
+        })
+    }
+
+    // Out of line on bare metal: it runs once a page, and inlined into each append it
+    // cost 564 bytes of Cortex-M0 code in `tools/size` (with `advance`, 628).
+    #[cfg_attr(target_os = "none", inline(never))]
+    fn enter_page<F: Flash>(
+        &mut self,
+        flash: &mut F,
+        page: u32,
+    ) -> io!(Result<(), JournalError<F::Error>>) {
+        body!({
+            if self.newest.is_some_and(|n| n.page == page) {
+                return Err(JournalError::NoSpace);
+            }
+            let base = self.region.start + page * (F::ERASE_SIZE as u32);
+            // Refuse another journal's page; then erase even a page that reads blank: after
+            // interrupted erases a page can read all ones without being reliably erased.
+            aw!(self.page_state(flash, page))?;
+            aw!(flash.erase(base, base + (F::ERASE_SIZE as u32))).map_err(JournalError::Flash)?;
+            let mut h = [0u8; HEADER_SIZE];
+            h[..4].copy_from_slice(&MAGIC.to_le_bytes());
+            h[4..8].copy_from_slice(&(u32::from(FORMAT_VERSION) | (self.slot << 16)).to_le_bytes());
+            h[8..12].copy_from_slice(&self.tag.to_le_bytes());
+            h[12..16].copy_from_slice(&self.cursor_base.to_le_bytes());
+            let crc = crc32c(&h[..16]);
+            h[16..].copy_from_slice(&crc.to_le_bytes());
+            if unit::<F>() == 4 {
+                aw!(flash.write(base, &h[..16])).map_err(JournalError::Flash)?;
+                aw!(flash.write(base + 16, &h[16..])).map_err(JournalError::Flash)?;
+            } else {
+                // Each part padded with 0xFF to whole units, the CRC word's unit last.
+                let mut padded = [0xFFu8; MAX_HEADER];
+                let crc_at = header::<F>() as usize - unit::<F>();
+                padded[..16].copy_from_slice(&h[..16]);
+                padded[crc_at..crc_at + 4].copy_from_slice(&h[16..]);
+                aw!(flash.write(base, &padded[..crc_at])).map_err(JournalError::Flash)?;
+                aw!(flash.write(
+                    base + crc_at as u32,
+                    &padded[crc_at..header::<F>() as usize],
+                ))
+                .map_err(JournalError::Flash)?;
+            }
+            self.cursor = SlotAddr { page, slot: 0 };
+            self.cursor_page_ready = true;
+            self.cursor_page_fresh = true;
+            Ok(())
+        })
+    }
+
+    fn slot_address<F: Flash>(&self, at: SlotAddr) -> u32 {
+        self.region.start + at.page * (F::ERASE_SIZE as u32) + header::<F>() + at.slot * self.slot
+    }
+}
+
+/// Whether the `len` bytes at `addr` all read erased (`0xFF`); read in small chunks.
+fn blank<F: Flash>(
+    flash: &mut F,
+    addr: u32,
+    len: u32,
+) -> io!(Result<bool, JournalError<F::Error>>) {
+    body!({
+        let mut chunk = [0u8; 64];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(64) as usize;
+            aw!(flash.read(addr + at, &mut chunk[..n])).map_err(JournalError::Flash)?;
+            if chunk[..n].iter().any(|&b| b != 0xFF) {
+                return Ok(false);
+            }
+            at += n as u32;
+        }
+        Ok(true)
+    })
+}

@@ -1,0 +1,491 @@
+// The journal's tests, run once for each build (`journal::tests`): `open_j`, `append` and
+// `recent` are the blocking steps or the async ones, driven to completion.
+
+use crate::testing::flash::{FlashError, MemFlash, PowerCut};
+
+type F = MemFlash<4, 256>;
+const REGION: Region = Region {
+    start: 256,
+    pages: 3,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, MaxSize)]
+struct Rec {
+    offset: u32,
+    total: i64,
+}
+
+fn open(f: &mut F) -> (Journal<Rec>, Option<Rec>) {
+    open_j(f, REGION, 7).unwrap()
+}
+
+#[test]
+fn slot_holds_sequence_payload_and_crc() {
+    assert_eq!(Journal::<Rec>::SLOT, 5 + 10 + 4 + 1);
+    let (j, _) = open(&mut F::new());
+    assert_eq!(j.slots_per_page(), (256 - 20) / 20);
+}
+
+/// On an 8-byte flash (an STM32L4's double-words) and a 32-byte one (an STM32H7's
+/// flash words): the header's words and the payload padded to whole units, the check
+/// word first in a unit of its own, its complement beside it, and every unit
+/// programmed once (the strict flash refuses a second program).
+#[test]
+fn wide_write_units_get_a_check_unit_of_their_own() {
+    assert_eq!(
+        [1, 2, 4, 8, 16, 32].map(header_size),
+        [20, 20, 20, 24, 32, 64]
+    );
+    assert_eq!(slot_size_on::<OffsetTotal>(8), 16);
+    assert_eq!(slot_size_on::<OffsetTotal>(32), 64);
+    let mut f = MemFlash::<3, 256, 8>::new();
+    let region = Region { start: 0, pages: 2 };
+    let (mut j, _) = open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap();
+    assert_eq!(j.slots_per_page(), (256 - 24) / 16);
+    let r = OffsetTotal {
+        offset: 3,
+        total: -1,
+    };
+    append(&mut j, &mut f, &r).unwrap();
+    let page = &f.pages()[0];
+    assert_eq!(page[..4], MAGIC.to_le_bytes());
+    assert_eq!(page[20..24], [0xFF; 4], "the header's CRC unit is padded");
+    let slot = &page[24..40];
+    assert_eq!(slot[..8], [3, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+    let check = u32::from_le_bytes(slot[8..12].try_into().unwrap());
+    assert_eq!(slot[12..16], (!check).to_le_bytes());
+    // The header's three units (two of words, one for the CRC), then the slot's two:
+    // five programs, each once.
+    assert_eq!(f.stats().word_writes, 5);
+    assert_eq!(
+        open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap().1,
+        Some(r)
+    );
+    let mut f = MemFlash::<3, 1024, 32>::new();
+    let region = Region { start: 0, pages: 2 };
+    let (mut j, _) = open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap();
+    assert_eq!(j.slots_per_page(), 15);
+    append(&mut j, &mut f, &r).unwrap();
+    assert_eq!(
+        open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap().1,
+        Some(r)
+    );
+    // A journal is not read through another geometry: the slot size differs, and the
+    // header says so.
+    let image: Vec<u8> = f.pages().iter().flatten().copied().collect();
+    let mut word = MemFlash::<3, 1024>::from_image(&image);
+    assert!(matches!(
+        open_j::<OffsetTotal, _>(&mut word, region, 7),
+        Err(JournalError::Foreign { .. })
+    ));
+}
+
+/// A page of this journal whose header CRC word was damaged, with a record that
+/// happens to hold that CRC at byte 32 (where a 32-byte flash keeps its CRC word):
+/// the header's slot size is this journal's, so the page is damage, not another
+/// journal's, and the region recovers.
+#[test]
+fn record_bytes_that_match_the_header_crc_do_not_make_a_page_foreign() {
+    let region = Region { start: 0, pages: 2 };
+    let mut f = MemFlash::<2, 1024>::new();
+    let (mut j, _) = open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap();
+    let per_page = j.slots_per_page();
+    append(
+        &mut j,
+        &mut f,
+        &OffsetTotal {
+            offset: 1,
+            total: 0,
+        },
+    )
+    .unwrap();
+    let crc = u32::from_le_bytes(f.pages()[0][16..20].try_into().unwrap());
+    let mut f = MemFlash::<2, 1024>::new();
+    let (mut j, _) = open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap();
+    // Slot 1 starts at byte 20 + 12 = 32.
+    for i in 0..per_page + 3 {
+        let offset = if i == 1 { crc } else { i + 1 };
+        append(
+            &mut j,
+            &mut f,
+            &OffsetTotal {
+                offset,
+                total: i as i32,
+            },
+        )
+        .unwrap();
+    }
+    let mut image: Vec<u8> = f.pages().iter().flatten().copied().collect();
+    assert_eq!(image[32..36], crc.to_le_bytes());
+    image[16] ^= 0x01;
+    let mut f = MemFlash::<2, 1024>::from_image(&image);
+    let newest = per_page + 3;
+    assert_eq!(
+        open_j::<OffsetTotal, _>(&mut f, region, 7).unwrap().1,
+        Some(OffsetTotal {
+            offset: newest,
+            total: newest as i32 - 1
+        })
+    );
+}
+
+#[test]
+fn an_offset_total_record_fits_12_bytes() {
+    assert_eq!(Journal::<OffsetTotal>::SLOT, 12);
+    let mut buf = [0u8; 16];
+    let r = OffsetTotal {
+        offset: u32::MAX,
+        total: i32::MIN,
+    };
+    assert_eq!(postcard::to_slice(&r, &mut buf).unwrap().len(), 8);
+}
+
+#[test]
+fn blank_flash_has_no_record_and_newest_wins_after_reopen() {
+    let mut f = F::new();
+    let (mut j, r) = open(&mut f);
+    assert_eq!(r, None);
+    for i in 0..100u32 {
+        append(
+            &mut j,
+            &mut f,
+            &Rec {
+                offset: i,
+                total: i64::from(i) * 3,
+            },
+        )
+        .unwrap();
+    }
+    let (j2, r) = open(&mut f);
+    assert_eq!(
+        r,
+        Some(Rec {
+            offset: 99,
+            total: 297
+        })
+    );
+    assert_eq!(j2.cursor(), j.cursor());
+    // 100 records over 11-slot pages: the region wrapped several times.
+    assert!(f.stats().erases >= 7, "erases: {}", f.stats().erases);
+    assert_eq!(
+        f.page_erases()[0],
+        0,
+        "the page outside the region is untouched"
+    );
+}
+
+#[test]
+fn never_written_pages_are_unformatted_and_erased_before_use() {
+    let mut f = F::filled(0);
+    let (mut j, r) = open(&mut f);
+    assert_eq!(r, None);
+    append(
+        &mut j,
+        &mut f,
+        &Rec {
+            offset: 1,
+            total: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        open(&mut f).1,
+        Some(Rec {
+            offset: 1,
+            total: 1
+        })
+    );
+}
+
+#[test]
+fn another_journal_is_refused_and_left_alone() {
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    append(
+        &mut j,
+        &mut f,
+        &Rec {
+            offset: 1,
+            total: 1,
+        },
+    )
+    .unwrap();
+    let before = *f.pages();
+    let e = open_j::<Rec, _>(&mut f, REGION, 8).unwrap_err();
+    assert_eq!(
+        e,
+        JournalError::Foreign {
+            page: 0,
+            tag: 7,
+            version: FORMAT_VERSION
+        }
+    );
+    assert_eq!(f.pages(), &before);
+}
+
+#[test]
+fn a_cut_at_every_write_and_erase_keeps_the_last_acknowledged_record() {
+    // Every word write and every erase of 60 appends, each cut once.
+    let mut reference = F::new();
+    let (mut j, _) = open(&mut reference);
+    for i in 0..60u32 {
+        append(
+            &mut j,
+            &mut reference,
+            &Rec {
+                offset: i,
+                total: i64::from(i),
+            },
+        )
+        .unwrap();
+    }
+    let stats = reference.stats();
+    let cuts = (1..=stats.word_writes)
+        .map(PowerCut::AtWordWrite)
+        .chain((1..=stats.erases).map(PowerCut::AtErase));
+    let mut checked = 0;
+    for cut in cuts {
+        let mut f = F::new();
+        f.seed_noise(checked);
+        f.schedule_power_cut(cut);
+        let (mut j, _) = open(&mut f);
+        let mut acked = None;
+        for i in 0..60u32 {
+            match append(
+                &mut j,
+                &mut f,
+                &Rec {
+                    offset: i,
+                    total: i64::from(i),
+                },
+            ) {
+                Ok(()) => acked = Some(i),
+                Err(JournalError::Flash(FlashError::PowerCut)) => break,
+                Err(e) => panic!("{cut:?}: {e:?}"),
+            }
+        }
+        f.power_on();
+        let (mut j, r) = open(&mut f);
+        let got = r.map(|r| r.offset);
+        let in_flight = acked.map_or(0, |a| a + 1);
+        assert!(
+            got == acked || got == Some(in_flight),
+            "{cut:?}: acked {acked:?}, recovered {got:?}"
+        );
+        // The journal keeps working after recovery, and the next record wins.
+        append(
+            &mut j,
+            &mut f,
+            &Rec {
+                offset: 1000,
+                total: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(open(&mut f).1.map(|r| r.offset), Some(1000));
+        checked += 1;
+    }
+    assert_eq!(checked, stats.word_writes + stats.erases);
+}
+
+fn append_n(f: &mut F, j: &mut Journal<Rec>, from: u32, n: u32) {
+    for i in from..from + n {
+        append(
+            j,
+            f,
+            &Rec {
+                offset: i,
+                total: i64::from(i),
+            },
+        )
+        .unwrap();
+    }
+}
+
+/// `Journal::recent` over every record: (sequence number, offset, adjacent).
+fn walk(f: &mut F, j: &Journal<Rec>) -> Vec<(u32, u32, bool)> {
+    let mut seen = Vec::new();
+    recent(j, f, |seq, rec, adjacent| {
+        seen.push((seq, rec.offset, adjacent));
+        true
+    })
+    .unwrap();
+    seen
+}
+
+fn image(f: &F) -> Vec<u8> {
+    f.pages().iter().flatten().copied().collect()
+}
+
+#[test]
+fn sequence_numbers_run_on_one_per_slot_around_the_ring() {
+    // 11 slots a page, 3 pages: 40 records wrap the ring once.
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    append_n(&mut f, &mut j, 0, 40);
+    assert_eq!(j.newest_seq(), Some(40));
+    let seen = walk(&mut f, &j);
+    // The page being written holds 7 records; the two before it 11 each.
+    assert_eq!(seen.len(), 29);
+    assert!(
+        seen.iter()
+            .all(|&(seq, offset, adj)| seq == offset + 1 && adj)
+    );
+    let (j2, r) = open(&mut f);
+    assert_eq!((j2.newest_seq(), r.map(|r| r.offset)), (Some(40), Some(39)));
+}
+
+#[test]
+fn a_damaged_header_over_the_newest_records_is_refused_wherever_it_is_hit() {
+    // 15 records: page 0 full (1..=11), page 1 holds 12..=15. Flip each bit of page
+    // 1's header: the magic, the version and slot word, the tag, the first sequence
+    // number, the CRC. Each must refuse (or, for a tag or version that then reads as
+    // another valid journal, call the page foreign), never fall back to 11.
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    append_n(&mut f, &mut j, 0, 15);
+    let clean = image(&f);
+    let header = 256 + 256; // region start + page 1
+    for byte in header..header + HEADER_SIZE {
+        for bit in 0..8 {
+            let mut damaged = clean.clone();
+            damaged[byte] ^= 1 << bit;
+            let mut g = F::from_image(&damaged);
+            match open_j::<Rec, _>(&mut g, REGION, 7) {
+                Err(JournalError::Damaged { address }) => assert_eq!(address, 512),
+                Err(JournalError::Foreign { .. }) => {}
+                other => panic!("byte {byte} bit {bit}: {:?}", other.map(|o| o.1)),
+            }
+            assert_eq!(image(&g), damaged, "a refused image is left as it was");
+        }
+    }
+}
+
+#[test]
+fn a_write_cut_short_is_stepped_over_and_vouched_for_a_lost_record_is_not() {
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    append_n(&mut f, &mut j, 0, 3);
+    // The fourth append is cut in its first word write: its slot is torn.
+    f.schedule_power_cut(PowerCut::AtWordWrite(1));
+    assert!(
+        append(
+            &mut j,
+            &mut f,
+            &Rec {
+                offset: 3,
+                total: 3
+            }
+        )
+        .is_err()
+    );
+    f.power_on();
+    let (mut j, r) = open(&mut f);
+    assert_eq!(r.map(|r| r.offset), Some(2));
+    append_n(&mut f, &mut j, 10, 2);
+    // Sequence 4 is the torn slot; record 5 was written over it and says so.
+    assert_eq!(
+        walk(&mut f, &j),
+        [
+            (6, 11, true),
+            (5, 10, true),
+            (3, 2, true),
+            (2, 1, true),
+            (1, 0, true)
+        ]
+    );
+    // Record 2 (sequence 2) damaged after it was written: nothing vouches for the
+    // hole, and the walk says so.
+    let mut damaged = image(&f);
+    damaged[256 + HEADER_SIZE + Journal::<Rec>::SLOT] ^= 1;
+    let mut g = F::from_image(&damaged);
+    let (j, _) = open(&mut g);
+    assert_eq!(
+        walk(&mut g, &j),
+        [(6, 11, true), (5, 10, true), (3, 2, true), (1, 0, false)]
+    );
+    // Record 3 (sequence 3), the one right before the torn slot, damaged: record 5
+    // vouches for one torn slot, the walk finds two, and says so.
+    let mut damaged = image(&f);
+    damaged[256 + HEADER_SIZE + 2 * Journal::<Rec>::SLOT] ^= 1;
+    let mut g = F::from_image(&damaged);
+    let (j, _) = open(&mut g);
+    assert_eq!(
+        walk(&mut g, &j),
+        [(6, 11, true), (5, 10, true), (2, 1, false), (1, 0, true)]
+    );
+}
+
+#[test]
+fn writes_cut_short_twice_in_a_row_are_counted() {
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    append_n(&mut f, &mut j, 0, 2);
+    // Two restarts, each cutting the next append in its first word write: the
+    // second one writes past the first one's torn slot, and is torn itself.
+    for _ in 0..2 {
+        f.schedule_power_cut(PowerCut::AtWordWrite(1));
+        assert!(
+            append(
+                &mut j,
+                &mut f,
+                &Rec {
+                    offset: 99,
+                    total: 0
+                }
+            )
+            .is_err()
+        );
+        f.power_on();
+        j = open(&mut f).0;
+    }
+    append_n(&mut f, &mut j, 10, 1);
+    // Sequences 3 and 4 torn; record 5 counts two and follows on from record 2.
+    assert_eq!(
+        walk(&mut f, &j),
+        [(5, 10, true), (2, 1, true), (1, 0, true)]
+    );
+    // Its check word carries the count: CRC-32C over the sequence number and the
+    // payload, XOR the mark with 2 in bits 1 to 4.
+    let at = 256 + HEADER_SIZE + 4 * Journal::<Rec>::SLOT;
+    let slot = &image(&f)[at..at + Journal::<Rec>::SLOT];
+    let (body, check) = slot.split_at(Journal::<Rec>::SLOT - 4);
+    let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+    let mut digest = crc32c.digest();
+    digest.update(&5u32.to_le_bytes());
+    digest.update(body);
+    assert_eq!(
+        u32::from_le_bytes(check.try_into().unwrap()),
+        digest.finalize() ^ 0x5EA1_ED00 ^ (2 << 1)
+    );
+}
+
+#[test]
+fn a_format_1_page_is_refused_and_left_alone() {
+    // A format 1 header: magic, version 1 and slot size 24, tag 7, CRC of those
+    // three words; then a format 1 slot (sequence 1, payload, CRC).
+    let mut bytes = vec![0xFFu8; 4 * 256];
+    let page = &mut bytes[256..512];
+    page[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    page[4..8].copy_from_slice(&(1u32 | (24 << 16)).to_le_bytes());
+    page[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&page[..12]);
+    page[12..16].copy_from_slice(&crc.to_le_bytes());
+    page[16..20].copy_from_slice(&1u32.to_le_bytes());
+    page[20..22].copy_from_slice(&[5, 5]);
+    let mut f = F::from_image(&bytes);
+    let e = open_j::<Rec, _>(&mut f, REGION, 7).unwrap_err();
+    assert_eq!(
+        e,
+        JournalError::Foreign {
+            page: 0,
+            tag: 7,
+            version: 1
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "page 0 holds a journal in format 1, and this idem reads format 2 only"
+    );
+    assert_eq!(image(&f), bytes);
+}
