@@ -343,7 +343,7 @@ pub trait TwoPhaseRecord: Store {
 
 /// A persistence policy for the store `S`: the RAM it needs (journal cursors), and its
 /// three flash steps, recovery, the effect and the commit, in each build
-/// ([`BlockingPolicy`], and with feature `async` [`AsyncPolicy`]: one source, see
+/// ([`BlockingPolicy`], and with feature `async` `AsyncPolicy`: one source, see
 /// `core/src/persist/io.rs`). idem's four policies are the ones there are: [`EachEffect`],
 /// [`Appended`], [`Checkpoint`] and [`TwoPhase`].
 pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
