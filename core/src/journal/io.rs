@@ -324,8 +324,23 @@ impl RingIo for Ring {
                     // A failed write may leave the slot half programmed: until both writes
                     // are done, the page counts as not fresh (slots are read again).
                     let fresh = core::mem::take(&mut self.cursor_page_fresh);
-                    aw!(flash.write(addr, &buf[4..check_at])).map_err(JournalError::Flash)?;
-                    aw!(flash.write(addr + (check_at - 4) as u32, &buf[check_at..]))
+                    // The slot's leading write units of all ones are left erased: one
+                    // programmed would still read erased, so a slot cut short just after
+                    // it would read blank, and the next append would program the unit a
+                    // second time, which an ECC flash refuses. Once a unit that is not all
+                    // ones is programmed, the slot reads written. The check word is never
+                    // all ones, so the slot's last unit always is programmed.
+                    let w = F::WRITE_SIZE;
+                    let mut from = 4;
+                    while buf[from..from + w].iter().all(|&b| b == 0xFF) {
+                        from += w;
+                    }
+                    if from < check_at {
+                        aw!(flash.write(addr + (from - 4) as u32, &buf[from..check_at]))
+                            .map_err(JournalError::Flash)?;
+                    }
+                    let from = from.max(check_at);
+                    aw!(flash.write(addr + (from - 4) as u32, &buf[from..]))
                         .map_err(JournalError::Flash)?;
                     self.cursor_page_fresh = fresh;
                     self.newest = Some(self.cursor);

@@ -489,3 +489,72 @@ fn a_format_1_page_is_refused_and_left_alone() {
     );
     assert_eq!(image(&f), bytes);
 }
+
+/// A record whose first bytes are all ones, as a value can encode (postcard writes a
+/// fixed array as its bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, MaxSize)]
+struct Ones {
+    head: [u8; 8],
+    offset: u32,
+}
+
+/// A cut at every unit write and every erase of 40 appends of records that begin with
+/// eight bytes of ones, on a flash of `U`-byte units; after each, recovery, then three
+/// more appends. A unit programmed with all ones still reads erased: a slot cut just
+/// after one read blank, and the next append programmed that unit a second time, which
+/// the strict flash (and an ECC flash) refuses.
+fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> u64 {
+    let region = Region { start: 0, pages: 3 };
+    let rec = |offset| Ones {
+        head: [0xFF; 8],
+        offset,
+    };
+    let mut reference = MemFlash::<4, 256, U>::new();
+    let (mut j, _) = open_j::<Ones, _>(&mut reference, region, 7).unwrap();
+    for i in 0..40 {
+        append(&mut j, &mut reference, &rec(i)).unwrap();
+    }
+    let stats = reference.stats();
+    let cuts = (1..=stats.word_writes)
+        .map(PowerCut::AtWordWrite)
+        .chain((1..=stats.erases).map(PowerCut::AtErase));
+    let mut checked = 0;
+    for cut in cuts {
+        let mut f = MemFlash::<4, 256, U>::new();
+        f.seed_noise(checked);
+        f.schedule_power_cut(cut);
+        let (mut j, _) = open_j::<Ones, _>(&mut f, region, 7).unwrap();
+        let mut acked = None;
+        for i in 0..40 {
+            match append(&mut j, &mut f, &rec(i)) {
+                Ok(()) => acked = Some(i),
+                Err(JournalError::Flash(FlashError::PowerCut)) => break,
+                Err(e) => panic!("{U}-byte units, {cut:?}: {e:?}"),
+            }
+        }
+        f.power_on();
+        let (mut j, r) = open_j::<Ones, _>(&mut f, region, 7).unwrap();
+        let got = r.map(|r| r.offset);
+        assert!(
+            got == acked || got == Some(acked.map_or(0, |a| a + 1)),
+            "{U}-byte units, {cut:?}: acked {acked:?}, recovered {got:?}"
+        );
+        for k in 0..3 {
+            append(&mut j, &mut f, &rec(1000 + k))
+                .unwrap_or_else(|e| panic!("{U}-byte units, {cut:?}, append {k}: {e:?}"));
+        }
+        assert_eq!(
+            open_j::<Ones, _>(&mut f, region, 7).unwrap().1.map(|r| r.offset),
+            Some(1002)
+        );
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn leading_units_of_all_ones_are_left_erased() {
+    // Every cut point is checked: the unit writes of the 40 appends and the erases.
+    assert_eq!(all_ones_units_survive_a_cut_at_every_write::<1>(), 564);
+    assert_eq!(all_ones_units_survive_a_cut_at_every_write::<8>(), 100);
+}
