@@ -1,7 +1,14 @@
 // The journal's tests, run once for each build (`journal::tests`): `open_j`, `append` and
 // `recent` are the blocking steps or the async ones, driven to completion.
 
-use crate::testing::flash::{FlashError, MemFlash, PowerCut};
+use crate::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+
+/// A cut at each unit write and each erase of a reference run, in that order.
+fn every_cut(stats: FlashStats) -> impl Iterator<Item = PowerCut> {
+    (1..=stats.word_writes)
+        .map(PowerCut::AtWordWrite)
+        .chain((1..=stats.erases).map(PowerCut::AtErase))
+}
 
 type F = MemFlash<4, 256>;
 const REGION: Region = Region {
@@ -240,11 +247,8 @@ fn a_cut_at_every_write_and_erase_keeps_the_last_acknowledged_record() {
         .unwrap();
     }
     let stats = reference.stats();
-    let cuts = (1..=stats.word_writes)
-        .map(PowerCut::AtWordWrite)
-        .chain((1..=stats.erases).map(PowerCut::AtErase));
     let mut checked = 0;
-    for cut in cuts {
+    for cut in every_cut(stats) {
         let mut f = F::new();
         f.seed_noise(checked);
         f.schedule_power_cut(cut);
@@ -515,11 +519,8 @@ fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> u64 {
         append(&mut j, &mut reference, &rec(i)).unwrap();
     }
     let stats = reference.stats();
-    let cuts = (1..=stats.word_writes)
-        .map(PowerCut::AtWordWrite)
-        .chain((1..=stats.erases).map(PowerCut::AtErase));
     let mut checked = 0;
-    for cut in cuts {
+    for cut in every_cut(stats) {
         let mut f = MemFlash::<4, 256, U>::new();
         f.seed_noise(checked);
         f.schedule_power_cut(cut);
