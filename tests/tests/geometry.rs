@@ -78,7 +78,9 @@ fn an_unsupported_write_size_fails_the_build_naming_the_flash() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("Journal::<idem_core::journal::OffsetTotal>::open::<WideFlash>"),
+        // The journal's open step over the blocking flash, for the record type and the
+        // flash the adopter named.
+        stderr.contains("journal::blocking::open::<idem_core::journal::OffsetTotal, WideFlash>"),
         "rustc's note names the flash type:\n{stderr}"
     );
 }
