@@ -316,6 +316,9 @@ pub enum PageState {
     Valid,
     /// Neither blank nor a valid header: erased before use.
     Unformatted,
+    /// A valid header of the journal this one migrates from, met while
+    /// [`Journal::open_migrating`] scans: older records, erased before it returns.
+    Stale,
 }
 
 /// What one page of a journal holds, for inspection (for an unformatted page too: valid
@@ -407,6 +410,80 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         tag: u32,
     ) -> Result<(Self, Option<T>), JournalError<F::Error>> {
         asynch::open(flash, region, tag).await
+    }
+
+    /// [`Journal::open`] for a firmware whose record changed encoding: `region` may
+    /// still hold the journal of `Old` records that an earlier firmware kept under
+    /// `old_tag`. With no record of this journal there, its newest `Old` record is
+    /// passed to `migrate`, and what that returns is appended as this journal's first
+    /// record, in the page after the old record's; the `bool` says so. Then the old
+    /// journal's pages are erased, and the ring goes on as [`Journal::open`] left it.
+    ///
+    /// A power cut anywhere leaves the old record or the migrated one: until the
+    /// migrated record is written, the next open migrates again. Never an old record
+    /// decoded as a new one, and never a new one as old: an earlier firmware opening
+    /// the region finds this journal's pages foreign. Call it at every boot of the
+    /// firmware that migrates; once nothing of the old journal is left it costs what
+    /// [`Journal::open`] does. `old_tag` must differ from `tag` (with the same tag it
+    /// is `open`, and migrates nothing).
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")] {
+    /// use idem_core::MaxSize;
+    /// use idem_core::journal::{Journal, Region};
+    /// use idem_core::testing::flash::MemFlash;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// // The settings record of the firmware in the field, under its tag...
+    /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
+    /// struct Settings { brightness: u8, volume: u8 }
+    /// // ...and the next firmware's, with a field more: a new encoding, a new tag.
+    /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
+    /// struct Settings2 { brightness: u8, volume: u8, contrast: u8 }
+    ///
+    /// type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
+    /// let region = Region::of_pages::<Flash>(2, 2);
+    /// let mut flash = Flash::new();
+    /// let (mut old, _) = Journal::<Settings>::open(&mut flash, region, 0x5E77).unwrap();
+    /// old.append(&mut flash, &Settings { brightness: 7, volume: 3 }).unwrap();
+    /// // The update boots:
+    /// let to_new = |s: Settings| Settings2 { brightness: s.brightness, volume: s.volume, contrast: 50 };
+    /// let (_, found, migrated) =
+    ///     Journal::open_migrating(&mut flash, region, 0x5E78, 0x5E77, to_new).unwrap();
+    /// assert_eq!(found, Some(Settings2 { brightness: 7, volume: 3, contrast: 50 }));
+    /// assert!(migrated);
+    /// // The old firmware, flashed back, refuses the new records rather than misread them.
+    /// assert!(Journal::<Settings>::open(&mut flash, region, 0x5E77).is_err());
+    /// # }
+    /// ```
+    pub fn open_migrating<Old, F>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        old_tag: u32,
+        migrate: impl FnOnce(Old) -> T,
+    ) -> Result<(Self, Option<T>, bool), JournalError<F::Error>>
+    where
+        Old: Serialize + DeserializeOwned + MaxSize,
+        F: NorFlash,
+    {
+        blocking::open_migrating(flash, region, tag, old_tag, migrate)
+    }
+
+    /// [`Journal::open_migrating`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn open_migrating_async<Old, F>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        old_tag: u32,
+        migrate: impl FnOnce(Old) -> T,
+    ) -> Result<(Self, Option<T>, bool), JournalError<F::Error>>
+    where
+        Old: Serialize + DeserializeOwned + MaxSize,
+        F: AsyncNorFlash,
+    {
+        asynch::open_migrating(flash, region, tag, old_tag, migrate).await
     }
 
     /// Appends `record` as the new newest record. `Ok` only once its CRC word is written.
@@ -538,6 +615,9 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 /// A journal just opened, and its newest record.
 type Opened<T> = (Journal<T>, Option<T>);
 
+/// A journal just opened, its newest record, and whether the open migrated it.
+type Migrated<T> = (Journal<T>, Option<T>, bool);
+
 /// A journal's page layout on one flash: slot size and slots per page. The write unit and
 /// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
 /// a firmware with one flash compiles them in, as it did when every unit was a word.
@@ -662,6 +742,20 @@ mod tests {
             journal.recent(flash, visit)
         }
 
+        fn migrate_j<T, Old, F: Flash>(
+            flash: &mut F,
+            region: Region,
+            tag: u32,
+            old_tag: u32,
+            migrate: impl FnOnce(Old) -> T,
+        ) -> Result<Migrated<T>, JournalError<F::Error>>
+        where
+            T: Serialize + DeserializeOwned + MaxSize,
+            Old: Serialize + DeserializeOwned + MaxSize,
+        {
+            Journal::open_migrating(flash, region, tag, old_tag, migrate)
+        }
+
         include!("journal/tests.rs");
     }
 
@@ -694,6 +788,22 @@ mod tests {
             visit: impl FnMut(u32, T, bool) -> bool,
         ) -> Result<(), JournalError<F::Error>> {
             block_on(journal.recent_async(flash, visit))
+        }
+
+        fn migrate_j<T, Old, F: Flash>(
+            flash: &mut F,
+            region: Region,
+            tag: u32,
+            old_tag: u32,
+            migrate: impl FnOnce(Old) -> T,
+        ) -> Result<Migrated<T>, JournalError<F::Error>>
+        where
+            T: Serialize + DeserializeOwned + MaxSize,
+            Old: Serialize + DeserializeOwned + MaxSize,
+        {
+            block_on(Journal::open_migrating_async(
+                flash, region, tag, old_tag, migrate,
+            ))
         }
 
         include!("journal/tests.rs");

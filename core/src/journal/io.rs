@@ -23,24 +23,17 @@ pub(crate) fn open<T: Serialize + DeserializeOwned + MaxSize, F: Flash>(
     region: Region,
     tag: u32,
 ) -> io!(Result<Opened<T>, JournalError<F::Error>>) {
-    const {
-        assert!(
-            F::WRITE_SIZE.is_power_of_two() && F::WRITE_SIZE <= MAX_WRITE_SIZE,
-            "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
-        );
-        assert!(
-            slot_size_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE,
-            "journal record too large for a slot"
-        );
-        assert!(
-            F::ERASE_SIZE.is_multiple_of(write_unit(F::WRITE_SIZE))
-                && header_size(F::WRITE_SIZE) + slot_size_on::<T>(F::WRITE_SIZE) <= F::ERASE_SIZE,
-            "journal slot larger than a page of this flash (ERASE_SIZE)"
-        );
-    }
+    const { fits::<T, F>() }
     body!({
         let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
-        let (ring, found) = aw!(Ring::open(flash, region, tag, geometry::<T, F>(), &mut buf))?;
+        let (ring, found) = aw!(Ring::open(
+            flash,
+            region,
+            tag,
+            None,
+            geometry::<T, F>(),
+            &mut buf
+        ))?;
         let record = if found {
             let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
             Some(
@@ -59,6 +52,132 @@ pub(crate) fn open<T: Serialize + DeserializeOwned + MaxSize, F: Flash>(
             record,
         ))
     })
+}
+
+/// [`Journal::open_migrating`].
+pub(crate) fn open_migrating<T, Old, F: Flash>(
+    flash: &mut F,
+    region: Region,
+    tag: u32,
+    old_tag: u32,
+    migrate: impl FnOnce(Old) -> T,
+) -> io!(Result<Migrated<T>, JournalError<F::Error>>)
+where
+    T: Serialize + DeserializeOwned + MaxSize,
+    Old: Serialize + DeserializeOwned + MaxSize,
+{
+    const {
+        fits::<T, F>();
+        fits::<Old, F>();
+    }
+    body!({
+        if old_tag == tag {
+            let (journal, record) = aw!(open::<T, F>(flash, region, tag))?;
+            return Ok((journal, record, false));
+        }
+        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        // This journal's pages first: a record there means the migration is done (or was
+        // never needed); what is left of the old journal is erased.
+        let (ring, found) = aw!(Ring::open(
+            flash,
+            region,
+            tag,
+            Some(old_tag),
+            geometry::<T, F>(),
+            &mut buf
+        ))?;
+        let mut journal = Journal {
+            ring,
+            _record: PhantomData,
+        };
+        if found {
+            let record = decode::<T, F>(&buf)?;
+            aw!(erase_stale(&journal.ring, flash, old_tag))?;
+            return Ok((journal, Some(record), false));
+        }
+        // Then the old journal's, with this journal's pages (a header, perhaps a record
+        // cut short) as its older ones.
+        let (old, found) = aw!(Ring::open(
+            flash,
+            region,
+            old_tag,
+            Some(tag),
+            geometry::<Old, F>(),
+            &mut buf
+        ))?;
+        let newest = match old.newest {
+            Some(at) if found => at,
+            _ => {
+                aw!(erase_stale(&journal.ring, flash, old_tag))?;
+                return Ok((journal, None, false));
+            }
+        };
+        let record = migrate(decode::<Old, F>(&buf)?);
+        // The page after the old newest record's holds only older records (the old ring
+        // would have erased it next): the migrated record starts this ring there, and its
+        // sequence number follows the old record's. Erased here first, since this ring
+        // refuses to erase another journal's page.
+        let page = if newest.page + 1 == region.pages {
+            0
+        } else {
+            newest.page + 1
+        };
+        let base = region.start + page * (F::ERASE_SIZE as u32);
+        aw!(flash.erase(base, base + F::ERASE_SIZE as u32)).map_err(JournalError::Flash)?;
+        let ring = &mut journal.ring;
+        ring.cursor = SlotAddr { page, slot: 0 };
+        ring.cursor_page_ready = false;
+        ring.cursor_base = old.newest_seq.wrapping_add(1);
+        aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
+        aw!(erase_stale(&journal.ring, flash, old_tag))?;
+        Ok((journal, Some(record), true))
+    })
+}
+
+/// Erases every page of `ring`'s region that holds a header of the journal tagged
+/// `stale`: once this journal has a record, none of them is needed.
+fn erase_stale<F: Flash>(
+    ring: &Ring,
+    flash: &mut F,
+    stale: u32,
+) -> io!(Result<(), JournalError<F::Error>>) {
+    body!({
+        for page in 0..ring.region.pages {
+            if aw!(ring.header(flash, page, Some(stale)))?.0 == PageState::Stale {
+                let base = ring.region.start + page * (F::ERASE_SIZE as u32);
+                aw!(flash.erase(base, base + F::ERASE_SIZE as u32)).map_err(JournalError::Flash)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The payload of the record a ring's scan left in `buf`, as a `T`.
+fn decode<T: DeserializeOwned + MaxSize, F: Flash>(
+    buf: &[u8; 4 + MAX_SLOT_SIZE],
+) -> Result<T, JournalError<F::Error>> {
+    let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
+    Ok(postcard::take_from_bytes(payload)
+        .map_err(|_| JournalError::Decode)?
+        .0)
+}
+
+/// Stops the build when a journal of `T` cannot live on the flash `F` (evaluated in a
+/// `const` block, once for each record type and flash).
+const fn fits<T: MaxSize, F: Flash>() {
+    assert!(
+        F::WRITE_SIZE.is_power_of_two() && F::WRITE_SIZE <= MAX_WRITE_SIZE,
+        "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
+    );
+    assert!(
+        slot_size_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE,
+        "journal record too large for a slot"
+    );
+    assert!(
+        F::ERASE_SIZE.is_multiple_of(write_unit(F::WRITE_SIZE))
+            && header_size(F::WRITE_SIZE) + slot_size_on::<T>(F::WRITE_SIZE) <= F::ERASE_SIZE,
+        "journal slot larger than a page of this flash (ERASE_SIZE)"
+    );
 }
 
 /// [`Journal::append`], for a value that encodes exactly as a `T` (a struct of borrowed
@@ -137,6 +256,7 @@ trait RingIo {
         flash: &mut F,
         region: Region,
         tag: u32,
+        stale: Option<u32>,
         geometry: Geometry,
         buf: &mut SlotBuf,
     ) -> io!(Result<(Ring, bool), JournalError<F::Error>>);
@@ -159,6 +279,7 @@ trait RingIo {
         &self,
         flash: &mut F,
         page: u32,
+        stale: Option<u32>,
     ) -> io!(Result<(PageState, u32), JournalError<F::Error>>);
     fn walk_back<F: Flash>(
         &self,
@@ -194,6 +315,7 @@ impl RingIo for Ring {
         flash: &mut F,
         region: Region,
         tag: u32,
+        stale: Option<u32>,
         geometry: Geometry,
         buf: &mut SlotBuf,
     ) -> io!(Result<(Self, bool), JournalError<F::Error>>) {
@@ -222,7 +344,7 @@ impl RingIo for Ring {
             // bytes passes one of them with odds of about 2 in 2^32.
             for pass in [PageState::Valid, PageState::Unformatted] {
                 for page in 0..region.pages {
-                    let (state, read_base) = aw!(r.header(flash, page))?;
+                    let (state, read_base) = aw!(r.header(flash, page, stale))?;
                     if state != pass {
                         continue;
                     }
@@ -363,7 +485,7 @@ impl RingIo for Ring {
         page: u32,
     ) -> io!(Result<PageSummary, JournalError<F::Error>>) {
         body!({
-            let (state, base) = aw!(self.header(flash, page))?;
+            let (state, base) = aw!(self.header(flash, page, None))?;
             let mut sum = PageSummary {
                 state,
                 valid: 0,
@@ -398,15 +520,17 @@ impl RingIo for Ring {
         flash: &mut F,
         page: u32,
     ) -> io!(Result<PageState, JournalError<F::Error>>) {
-        body!({ Ok(aw!(self.header(flash, page))?.0) })
+        body!({ Ok(aw!(self.header(flash, page, None))?.0) })
     }
 
     /// Classifies page `page`, with the first sequence number its header reads (valid or
-    /// not); a valid header of another journal is an error.
+    /// not); a valid header of another journal is an error, but for the journal tagged
+    /// `stale` ([`PageState::Stale`]).
     fn header<F: Flash>(
         &self,
         flash: &mut F,
         page: u32,
+        stale: Option<u32>,
     ) -> io!(Result<(PageState, u32), JournalError<F::Error>>) {
         body!({
             let base = self.region.start + page * (F::ERASE_SIZE as u32);
@@ -466,6 +590,10 @@ impl RingIo for Ring {
             }
             let slot = word(4) >> 16;
             if version != FORMAT_VERSION || slot != self.slot || word(8) != self.tag {
+                // The journal this one migrates from (its slot size is its own).
+                if version == FORMAT_VERSION && stale == Some(word(8)) {
+                    return Ok((PageState::Stale, first_seq));
+                }
                 return Err(JournalError::Foreign {
                     page,
                     tag: word(8),
@@ -498,7 +626,7 @@ impl RingIo for Ring {
             let (mut vouched, mut gap) = (0, 0);
             for _ in 0..self.region.pages * self.slots_per_page() {
                 if checked != Some(at.page) {
-                    let (state, first_seq) = aw!(self.header(flash, at.page))?;
+                    let (state, first_seq) = aw!(self.header(flash, at.page, None))?;
                     if state != PageState::Valid {
                         break;
                     }

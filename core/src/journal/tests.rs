@@ -545,7 +545,10 @@ fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> u64 {
                 .unwrap_or_else(|e| panic!("{U}-byte units, {cut:?}, append {k}: {e:?}"));
         }
         assert_eq!(
-            open_j::<Ones, _>(&mut f, region, 7).unwrap().1.map(|r| r.offset),
+            open_j::<Ones, _>(&mut f, region, 7)
+                .unwrap()
+                .1
+                .map(|r| r.offset),
             Some(1002)
         );
         checked += 1;
@@ -558,4 +561,208 @@ fn leading_units_of_all_ones_are_left_erased() {
     // Every cut point is checked: the unit writes of the 40 appends and the erases.
     assert_eq!(all_ones_units_survive_a_cut_at_every_write::<1>(), 564);
     assert_eq!(all_ones_units_survive_a_cut_at_every_write::<8>(), 100);
+}
+
+/// A record of the next firmware: `Rec` with a field more, under another tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, MaxSize)]
+struct Rec2 {
+    offset: u32,
+    total: i64,
+    scale: u16,
+}
+
+const OLD_TAG: u32 = 7;
+const NEW_TAG: u32 = 8;
+
+fn to_rec2(old: Rec) -> Rec2 {
+    Rec2 {
+        offset: old.offset,
+        total: old.total,
+        scale: 100,
+    }
+}
+
+/// 25 records of the old firmware's journal, around the ring of 3 pages.
+fn old_image() -> F {
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    for i in 0..25u32 {
+        append(
+            &mut j,
+            &mut f,
+            &Rec {
+                offset: i,
+                total: i64::from(i) * 10,
+            },
+        )
+        .unwrap();
+    }
+    f
+}
+
+#[test]
+fn a_record_of_the_old_encoding_is_migrated_once_and_never_read_as_new() {
+    let mut f = old_image();
+    // Opened as the new record without the old tag: refused, never decoded.
+    assert!(matches!(
+        open_j::<Rec2, _>(&mut f, REGION, NEW_TAG),
+        Err(JournalError::Foreign { tag: OLD_TAG, .. })
+    ));
+    let (mut j, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+    let first = Rec2 {
+        offset: 24,
+        total: 240,
+        scale: 100,
+    };
+    assert_eq!((r, migrated), (Some(first), true));
+    // Its sequence number follows the old newest record's.
+    assert_eq!(j.newest_seq(), Some(FIRST_SEQ + 25));
+    // The old journal's pages are erased: the plain open reads the new journal, and the
+    // old firmware, flashed back, finds it foreign.
+    assert_eq!(
+        open_j::<Rec2, _>(&mut f, REGION, NEW_TAG).unwrap().1,
+        Some(first)
+    );
+    assert!(matches!(
+        open_j::<Rec, _>(&mut f, REGION, OLD_TAG),
+        Err(JournalError::Foreign { tag: NEW_TAG, .. })
+    ));
+    // The next open finds the migrated record and migrates nothing.
+    let (_, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+    assert_eq!((r, migrated), (Some(first), false));
+    // The ring goes on: 9 slots a page (the new record's), so 27 appends fill the
+    // migrated page, the two others in turn (an erase each before use) and come back
+    // to the migrated page (a third).
+    let erases = f.stats().erases;
+    for i in 0..27u32 {
+        let next = Rec2 {
+            offset: 100 + i,
+            total: 0,
+            scale: 1,
+        };
+        append(&mut j, &mut f, &next).unwrap();
+    }
+    assert_eq!(f.stats().erases - erases, 3);
+    let (_, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+    assert_eq!((r.map(|r| r.offset), migrated), (Some(126), false));
+    assert_eq!(
+        open_j::<Rec2, _>(&mut f, REGION, NEW_TAG)
+            .unwrap()
+            .1
+            .map(|r| r.offset),
+        Some(126)
+    );
+    assert!(matches!(
+        open_j::<Rec, _>(&mut f, REGION, OLD_TAG),
+        Err(JournalError::Foreign { tag: NEW_TAG, .. })
+    ));
+    // A blank region has nothing to migrate.
+    let (_, r, migrated) =
+        migrate_j::<Rec2, Rec, _>(&mut F::new(), REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+    assert_eq!((r, migrated), (None, false));
+}
+
+#[test]
+fn a_cut_anywhere_in_a_migration_leaves_the_old_record_or_the_new() {
+    // Every unit write and erase of the migrating open and of the 30 appends after it,
+    // each cut once; after each, the region opens again with the old record migrated or
+    // the newest new one acknowledged (or the one in flight), and goes on.
+    let mut reference = old_image();
+    let (mut j, ..) = migrate_j(&mut reference, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+    for i in 0..30u32 {
+        let next = Rec2 {
+            offset: 100 + i,
+            total: 0,
+            scale: 1,
+        };
+        append(&mut j, &mut reference, &next).unwrap();
+    }
+    let before = old_image().stats();
+    let all = reference.stats();
+    let stats = FlashStats {
+        word_writes: all.word_writes - before.word_writes,
+        erases: all.erases - before.erases,
+        ..all
+    };
+    let mut checked = 0;
+    for cut in every_cut(stats) {
+        let cut = match cut {
+            PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n + before.word_writes),
+            PowerCut::AtErase(n) => PowerCut::AtErase(n + before.erases),
+        };
+        let mut f = F::new();
+        f.seed_noise(checked);
+        f.schedule_power_cut(cut);
+        // The old firmware's 25 records, then the new one's boot and appends.
+        let (mut j, _) = open(&mut f);
+        for i in 0..25u32 {
+            let old = Rec {
+                offset: i,
+                total: i64::from(i) * 10,
+            };
+            append(&mut j, &mut f, &old).unwrap();
+        }
+        let mut acked = None;
+        match migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2) {
+            Ok((mut j, r, _)) => {
+                acked = r.map(|r| r.offset);
+                for i in 0..30u32 {
+                    let next = Rec2 {
+                        offset: 100 + i,
+                        total: 0,
+                        scale: 1,
+                    };
+                    match append(&mut j, &mut f, &next) {
+                        Ok(()) => acked = Some(100 + i),
+                        Err(JournalError::Flash(FlashError::PowerCut)) => break,
+                        Err(e) => panic!("{cut:?}: {e:?}"),
+                    }
+                }
+            }
+            Err(JournalError::Flash(FlashError::PowerCut)) => {}
+            Err(e) => panic!("{cut:?}: {e:?}"),
+        }
+        f.power_on();
+        let (mut j, r, _) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2)
+            .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
+        let got = r.map(|r| r.offset);
+        let in_flight = match acked {
+            None => Some(24),
+            Some(24) => Some(100),
+            Some(a) => Some(a + 1),
+        };
+        assert!(
+            got == acked.or(Some(24)) || got == in_flight,
+            "{cut:?}: acked {acked:?}, recovered {got:?}"
+        );
+        if got == Some(24) {
+            assert_eq!(r.map(|r| (r.total, r.scale)), Some((240, 100)), "{cut:?}");
+        }
+        // Nothing of the old journal is left once the open returns.
+        assert_eq!(
+            open_j::<Rec2, _>(&mut f, REGION, NEW_TAG)
+                .map(|(_, r)| r)
+                .ok(),
+            Some(r),
+            "{cut:?}"
+        );
+        append(
+            &mut j,
+            &mut f,
+            &Rec2 {
+                offset: 1000,
+                total: 0,
+                scale: 1,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
+        let (_, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
+        assert_eq!(
+            (r.map(|r| r.offset), migrated),
+            (Some(1000), false),
+            "{cut:?}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 213);
 }

@@ -120,6 +120,8 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
             PageState::Blank => "blank",
             PageState::Valid => "valid",
             PageState::Unformatted => "unformatted",
+            // An inspection handle names no journal to migrate from.
+            PageState::Stale => "stale",
         };
         let erased = image.flash.erase_counts()[(first + page) as usize];
         if s.state == PageState::Valid {
