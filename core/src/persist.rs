@@ -294,6 +294,74 @@ pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
     S::TAG ^ layout.tag
 }
 
+/// Migrates the store journal of `layout` from the store `Old`'s encoding (its
+/// [`Store::TAG`]) to `New`'s, for a firmware update that changed the store's state:
+/// call it at every boot, before [`crate::consumer::Consumer::open`]. Where the journal
+/// still holds `Old`'s records, its newest state goes through `migrate` and becomes
+/// `New`'s first record, with the same committed position and count of rejected events
+/// ([`Journal::open_migrating`]: a power cut anywhere leaves the old record or the new
+/// one). The position journal is left as it is, and the consumer resumes where it was.
+/// `Ok(true)` when this call migrated.
+///
+/// For stores that keep their whole state in their newest record and commit with
+/// [`EachEffect`] (an [`crate::store::OffsetStamp`], for one): a `migrate` over
+/// [`crate::store::Stamped`] keeps the stamp. A store rebuilt from many records
+/// ([`Appended`]) has only [`crate::consumer::Consumer::open_or_reset`].
+pub fn migrate_each<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: Store<Persist = EachEffect<Old>>,
+    New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
+    F: NorFlash,
+{
+    let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating(
+        flash,
+        layout.sink,
+        sink_tag::<New>(layout),
+        sink_tag::<Old>(layout),
+        each_record::<Old, New>(migrate),
+    )?;
+    Ok(migrated)
+}
+
+/// `migrate` over an [`EachEffect`] record: the state migrated, the position and the
+/// count kept.
+fn each_record<Old: Store, New: Store<Rejections = Old::Rejections>>(
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> impl FnOnce(EachRecord<Old>) -> EachRecord<New> {
+    |old| Covered {
+        covered: old.covered,
+        rejected: old.rejected,
+        state: migrate(old.state),
+    }
+}
+
+/// [`migrate_each`] on an async flash (feature `async`).
+#[cfg(feature = "async")]
+pub async fn migrate_each_async<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: Store<Persist = EachEffect<Old>>,
+    New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
+    F: embedded_storage_async::nor_flash::NorFlash,
+{
+    let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating_async(
+        flash,
+        layout.sink,
+        sink_tag::<New>(layout),
+        sink_tag::<Old>(layout),
+        each_record::<Old, New>(migrate),
+    )
+    .await?;
+    Ok(migrated)
+}
+
 /// What recovery did with a prepared (in-doubt) two-phase record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
