@@ -277,6 +277,13 @@ pub enum JournalError<E> {
         /// Byte address of the page in the flash.
         address: u32,
     },
+    /// [`Journal::open_migrating`] was asked to migrate from a tag to itself: a new
+    /// encoding takes a new tag, or its records would be read as the old. Nothing was
+    /// read or changed.
+    SameTag {
+        /// The tag given for both.
+        tag: u32,
+    },
 }
 
 impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
@@ -301,6 +308,10 @@ impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
                 f,
                 "the journal page at flash address {address:#x} has a damaged header but holds its newest record"
             ),
+            Self::SameTag { tag } => write!(
+                f,
+                "a journal cannot migrate from tag {tag:#010x} to itself: a new encoding takes a new tag"
+            ),
         }
     }
 }
@@ -316,8 +327,10 @@ pub enum PageState {
     Valid,
     /// Neither blank nor a valid header: erased before use.
     Unformatted,
-    /// A valid header of the journal this one migrates from, met while
-    /// [`Journal::open_migrating`] scans: older records, erased before it returns.
+    /// A valid header of the other journal while [`Journal::open_migrating`] scans a
+    /// region that holds two (the old one's pages, erased before it returns, or a new
+    /// one's header left by a migration cut short). [`Journal::page_state`] and
+    /// [`Journal::summarize`] never report it.
     Stale,
 }
 
@@ -414,18 +427,25 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 
     /// [`Journal::open`] for a firmware whose record changed encoding: `region` may
     /// still hold the journal of `Old` records that an earlier firmware kept under
-    /// `old_tag`. With no record of this journal there, its newest `Old` record is
-    /// passed to `migrate`, and what that returns is appended as this journal's first
-    /// record, in the page after the old record's; the `bool` says so. Then the old
-    /// journal's pages are erased, and the ring goes on as [`Journal::open`] left it.
+    /// `old_tag`. With no record of this journal there, its newest `Old` record (only the
+    /// newest: older ones are not carried over) is passed to `migrate`, and what that
+    /// returns is appended as this journal's first record, in the page after the old
+    /// record's, its sequence number following the old one. Then the old journal's pages
+    /// are erased. The `bool` is `true` when this call wrote the migrated record; a boot
+    /// cut short while the old pages were erased leaves the next one `false` with the
+    /// migrated record, so hang no one-time work on it.
     ///
     /// A power cut anywhere leaves the old record or the migrated one: until the
     /// migrated record is written, the next open migrates again. Never an old record
-    /// decoded as a new one, and never a new one as old: an earlier firmware opening
-    /// the region finds this journal's pages foreign. Call it at every boot of the
-    /// firmware that migrates; once nothing of the old journal is left it costs what
-    /// [`Journal::open`] does. `old_tag` must differ from `tag` (with the same tag it
-    /// is `open`, and migrates nothing).
+    /// decoded as a new one, and never a new one as old: an earlier firmware opening the
+    /// region finds this journal's pages foreign ([`JournalError::Foreign`]), from the
+    /// first page the migration has entered on. So once a migration has started, going
+    /// back to the old firmware is not safe: one that answers `Foreign` by starting over
+    /// erases a record that may not have been migrated yet. Call it at every boot of the
+    /// firmware that migrates; each call reads every page's header once more than
+    /// [`Journal::open`] (to find pages of the old journal left by a cut). `old_tag` must
+    /// differ from `tag` ([`JournalError::SameTag`]). One call migrates one step: a
+    /// region two encodings behind is `Foreign`.
     ///
     /// ```
     /// # #[cfg(feature = "testing")] {

@@ -317,6 +317,12 @@ where
     New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
     F: NorFlash,
 {
+    const {
+        assert!(
+            Old::TAG != New::TAG,
+            "a new encoding takes a new Store::TAG"
+        )
+    }
     let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating(
         flash,
         layout.sink,
@@ -351,6 +357,12 @@ where
     New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
     F: embedded_storage_async::nor_flash::NorFlash,
 {
+    const {
+        assert!(
+            Old::TAG != New::TAG,
+            "a new encoding takes a new Store::TAG"
+        )
+    }
     let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating_async(
         flash,
         layout.sink,

@@ -72,8 +72,7 @@ where
     }
     body!({
         if old_tag == tag {
-            let (journal, record) = aw!(open::<T, F>(flash, region, tag))?;
-            return Ok((journal, record, false));
+            return Err(JournalError::SameTag { tag });
         }
         let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
         // This journal's pages first: a record there means the migration is done (or was

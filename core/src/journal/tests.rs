@@ -656,6 +656,11 @@ fn a_record_of_the_old_encoding_is_migrated_once_and_never_read_as_new() {
         open_j::<Rec, _>(&mut f, REGION, OLD_TAG),
         Err(JournalError::Foreign { tag: NEW_TAG, .. })
     ));
+    // A migration from a tag to itself would read old records as new: refused.
+    assert!(matches!(
+        migrate_j::<Rec2, Rec, _>(&mut f, REGION, NEW_TAG, NEW_TAG, to_rec2),
+        Err(JournalError::SameTag { tag: NEW_TAG })
+    ));
     // A blank region has nothing to migrate.
     let (_, r, migrated) =
         migrate_j::<Rec2, Rec, _>(&mut F::new(), REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
