@@ -12,7 +12,7 @@ use idem_core::journal::JournalError;
 use idem_core::log::{Event, Received};
 use idem_core::persist::{EachEffect, Layout, migrate_each};
 use idem_core::store::{OffsetStamp, Outcome, Stamped, Store};
-use idem_core::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+use idem_core::testing::flash::{FlashError, MemFlash};
 
 type Flash = MemFlash<4, 1024>;
 const LAYOUT: Layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
@@ -192,15 +192,7 @@ fn a_store_of_a_new_encoding_takes_the_old_state_and_position_once() {
     assert_eq!(c.resume_at(), 60);
 
     // Every cut of the update's part, once each.
-    let after = flash.stats();
-    let part = FlashStats {
-        word_writes: after.word_writes - before.word_writes,
-        erases: after.erases - before.erases,
-        ..after
-    };
-    let cuts = (1..=part.word_writes)
-        .map(|n| PowerCut::AtWordWrite(n + before.word_writes))
-        .chain((1..=part.erases).map(|n| PowerCut::AtErase(n + before.erases)));
+    let cuts = flash.stats().cuts_since(before);
     let mut checked = 0;
     let mut in_migration = 0;
     for cut in cuts {

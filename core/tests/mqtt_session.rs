@@ -212,13 +212,6 @@ fn id_of(f: &InFlight) -> u16 {
     }
 }
 
-/// A cut at each unit write and each erase of the reference run.
-fn every_cut(stats: FlashStats) -> impl Iterator<Item = PowerCut> {
-    (1..=stats.word_writes)
-        .map(PowerCut::AtWordWrite)
-        .chain((1..=stats.erases).map(PowerCut::AtErase))
-}
-
 /// Where a run resets.
 #[derive(Clone, Copy, Debug)]
 enum Reset {
@@ -238,7 +231,9 @@ fn sweep(keep: Keep) -> Vec<(Reset, Session)> {
     // PUBREL releases the identifier. Sharing the second with the next message's
     // record, the floor is one.
     assert_eq!(records, 2 * u64::from(MESSAGES));
-    let points = every_cut(reference.stats())
+    let points = reference
+        .stats()
+        .cuts_since(FlashStats::default())
         .map(Reset::Cut)
         .chain((1..=records).map(Reset::AfterRecord));
     points

@@ -35,12 +35,7 @@ pub(crate) fn open<T: Serialize + DeserializeOwned + MaxSize, F: Flash>(
             &mut buf
         ))?;
         let record = if found {
-            let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
-            Some(
-                postcard::take_from_bytes(payload)
-                    .map_err(|_| JournalError::Decode)?
-                    .0,
-            )
+            Some(decode::<T, F>(&buf)?)
         } else {
             None
         };
@@ -121,8 +116,7 @@ where
         } else {
             newest.page + 1
         };
-        let base = region.start + page * (F::ERASE_SIZE as u32);
-        aw!(flash.erase(base, base + F::ERASE_SIZE as u32)).map_err(JournalError::Flash)?;
+        aw!(erase_page(flash, region, page))?;
         let ring = &mut journal.ring;
         ring.cursor = SlotAddr { page, slot: 0 };
         ring.cursor_page_ready = false;
@@ -143,11 +137,22 @@ fn erase_stale<F: Flash>(
     body!({
         for page in 0..ring.region.pages {
             if aw!(ring.header(flash, page, Some(stale)))?.0 == PageState::Stale {
-                let base = ring.region.start + page * (F::ERASE_SIZE as u32);
-                aw!(flash.erase(base, base + F::ERASE_SIZE as u32)).map_err(JournalError::Flash)?;
+                aw!(erase_page(flash, ring.region, page))?;
             }
         }
         Ok(())
+    })
+}
+
+/// Erases page `page` of `region`.
+fn erase_page<F: Flash>(
+    flash: &mut F,
+    region: Region,
+    page: u32,
+) -> io!(Result<(), JournalError<F::Error>>) {
+    body!({
+        let base = region.start + page * (F::ERASE_SIZE as u32);
+        aw!(flash.erase(base, base + F::ERASE_SIZE as u32)).map_err(JournalError::Flash)
     })
 }
 
@@ -156,9 +161,10 @@ fn decode<T: DeserializeOwned + MaxSize, F: Flash>(
     buf: &[u8; 4 + MAX_SLOT_SIZE],
 ) -> Result<T, JournalError<F::Error>> {
     let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
-    Ok(postcard::take_from_bytes(payload)
-        .map_err(|_| JournalError::Decode)?
-        .0)
+    match postcard::take_from_bytes(payload) {
+        Ok((record, _)) => Ok(record),
+        Err(_) => Err(JournalError::Decode),
+    }
 }
 
 /// Stops the build when a journal of `T` cannot live on the flash `F` (evaluated in a

@@ -3,13 +3,6 @@
 
 use crate::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 
-/// A cut at each unit write and each erase of a reference run, in that order.
-fn every_cut(stats: FlashStats) -> impl Iterator<Item = PowerCut> {
-    (1..=stats.word_writes)
-        .map(PowerCut::AtWordWrite)
-        .chain((1..=stats.erases).map(PowerCut::AtErase))
-}
-
 type F = MemFlash<4, 256>;
 const REGION: Region = Region {
     start: 256,
@@ -248,7 +241,7 @@ fn a_cut_at_every_write_and_erase_keeps_the_last_acknowledged_record() {
     }
     let stats = reference.stats();
     let mut checked = 0;
-    for cut in every_cut(stats) {
+    for cut in stats.cuts_since(FlashStats::default()) {
         let mut f = F::new();
         f.seed_noise(checked);
         f.schedule_power_cut(cut);
@@ -520,7 +513,7 @@ fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> u64 {
     }
     let stats = reference.stats();
     let mut checked = 0;
-    for cut in every_cut(stats) {
+    for cut in stats.cuts_since(FlashStats::default()) {
         let mut f = MemFlash::<4, 256, U>::new();
         f.seed_noise(checked);
         f.schedule_power_cut(cut);
@@ -683,18 +676,8 @@ fn a_cut_anywhere_in_a_migration_leaves_the_old_record_or_the_new() {
         append(&mut j, &mut reference, &next).unwrap();
     }
     let before = old_image().stats();
-    let all = reference.stats();
-    let stats = FlashStats {
-        word_writes: all.word_writes - before.word_writes,
-        erases: all.erases - before.erases,
-        ..all
-    };
     let mut checked = 0;
-    for cut in every_cut(stats) {
-        let cut = match cut {
-            PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n + before.word_writes),
-            PowerCut::AtErase(n) => PowerCut::AtErase(n + before.erases),
-        };
+    for cut in reference.stats().cuts_since(before) {
         let mut f = F::new();
         f.seed_noise(checked);
         f.schedule_power_cut(cut);

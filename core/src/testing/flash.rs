@@ -101,6 +101,18 @@ pub struct FlashStats {
     pub bytes_written: u64,
 }
 
+impl FlashStats {
+    /// A cut at each unit write and each erase counted between `before` and these
+    /// counters, in that order: every point a power cut can fall in that stretch of a
+    /// reference run (`FlashStats::default()` for the whole run), each as counted from a
+    /// blank flash.
+    pub fn cuts_since(self, before: FlashStats) -> impl Iterator<Item = PowerCut> {
+        (before.word_writes + 1..=self.word_writes)
+            .map(PowerCut::AtWordWrite)
+            .chain((before.erases + 1..=self.erases).map(PowerCut::AtErase))
+    }
+}
+
 /// A strict NOR flash of `PAGES` pages of `PAGE` bytes, programmed in units of `UNIT`
 /// bytes (a 4-byte word unless told), each unit once between two erases.
 #[derive(Clone)]

@@ -2,7 +2,7 @@
 // `append` are the blocking steps or the async ones.
 
 use idem_core::journal::{Journal, JournalError, OffsetTotal, Region, header_size};
-use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
+use idem_core::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
 use idem_core::testing::rng::SplitMix64;
 
 /// Four pages of 1 KiB, written `W` bytes at a time.
@@ -81,11 +81,9 @@ fn every_cut<const W: usize>() -> usize {
         let mut reference = Flash::<W>::new();
         let (mut j, _) = open(&mut reference, pages);
         append_until_cut(&mut reference, &mut j, 0, COMMITS);
-        let (writes, erases) = (reference.stats().word_writes, reference.stats().erases);
-        let cuts: Vec<PowerCut> = (1..=writes)
-            .map(PowerCut::AtWordWrite)
-            .chain((1..=erases).map(PowerCut::AtErase))
-            .collect();
+        let stats = reference.stats();
+        let (writes, erases) = (stats.word_writes, stats.erases);
+        let cuts: Vec<PowerCut> = stats.cuts_since(FlashStats::default()).collect();
         for (n, cut) in cuts.iter().enumerate() {
             let mut f = Flash::<W>::new();
             f.seed_noise(n as u64);
