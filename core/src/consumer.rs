@@ -27,7 +27,8 @@ use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
 #[cfg(feature = "async")]
 use crate::persist::AsyncSinks;
-use crate::persist::{BlockingSinks, Disagreement, Layout, Phase, Recovered, Resolution, Sinks};
+pub use crate::persist::ConsumerError;
+use crate::persist::{BlockingSinks, Layout, Phase, Recovered, Resolution, Sinks};
 use crate::store::{Outcome, Rejections};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -208,76 +209,6 @@ pub enum Reset {
     },
     /// The newest record had a valid check word but did not decode as the state.
     Decode,
-}
-
-/// Errors of the consumer: `E` is the flash's, `A` the store's
-/// ([`Store::Error`](crate::store::Store::Error)). After the store's error (and after
-/// [`ConsumerError::Rejections`]) nothing changed and nothing was written: the next step
-/// tries the same event. After a journal error RAM may be ahead of the flash (a
-/// two-phase commit may have written its decision and not its committed record): open
-/// the consumer again from the flash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum ConsumerError<E, A> {
-    /// A journal failed (including the flash under it).
-    Journal(JournalError<E>),
-    /// The store could not decide an event (a bounded memory is full): the next step
-    /// tries it again.
-    Store(A),
-    /// Recovery found the consumer's journals out of step (damage, not a crash).
-    Disagree(Disagreement),
-    /// An appending store's journal region keeps `records` records beside the page it
-    /// reclaims, fewer than the `needed` its state is rebuilt from.
-    Region {
-        /// Records the region keeps while one page is reclaimed.
-        records: u32,
-        /// Records the store rebuilds its state from, at most.
-        needed: u32,
-    },
-    /// The store rejected the event at `offset`, but its count of rejected events cannot
-    /// hold one more (a store whose count is `()` never rejects).
-    Rejections {
-        /// The event's offset.
-        offset: Offset,
-    },
-    /// An earlier step failed in its journal (the flash), which can leave RAM ahead of the
-    /// flash: this consumer steps no more. Open it again from the flash.
-    Reopen,
-}
-
-impl<E, A> From<JournalError<E>> for ConsumerError<E, A> {
-    fn from(e: JournalError<E>) -> Self {
-        Self::Journal(e)
-    }
-}
-
-impl<E: core::fmt::Display, A: core::fmt::Display> core::fmt::Display for ConsumerError<E, A> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Journal(e) => e.fmt(f),
-            Self::Store(e) => e.fmt(f),
-            Self::Disagree(e) => e.fmt(f),
-            Self::Region { records, needed } => write!(
-                f,
-                "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
-            ),
-            Self::Rejections { offset } => write!(
-                f,
-                "the store rejected the event at offset {offset}, but its count of rejected events cannot hold one more"
-            ),
-            Self::Reopen => f.write_str(
-                "an earlier step failed in its journal, which can leave RAM ahead of the flash: open the consumer again from the flash",
-            ),
-        }
-    }
-}
-
-impl<E, A> core::error::Error for ConsumerError<E, A>
-where
-    E: core::fmt::Display + core::fmt::Debug,
-    A: core::fmt::Display + core::fmt::Debug,
-{
 }
 
 /// The errors of a consumer of the sinks `K` on the flash `F`.

@@ -8,6 +8,11 @@
 //! | [`Checkpoint`] | at each checkpoint, with the position in it | the store's record | newest record |
 //! | [`TwoPhase`] | prepared, then committed, at each checkpoint | both (the journal holds the decision) | resolves an in-doubt prepared record |
 //!
+//! The [`Store`] trait is defined here, beside the policies, and read at
+//! [`crate::store`] with the dedup rules: a store names its policy and every policy is
+//! generic over the store, so the two traits are one piece, and the engine's modules
+//! import one another in one direction only (`core/tests/modules.rs`).
+//!
 //! A store names its policy as [`Store::Persist`]; a policy that needs more of the store
 //! than its rule asks for it by trait: [`Checkpoint`] needs [`Positioned`], [`TwoPhase`]
 //! needs [`TwoPhaseRecord`]. A store that names [`TwoPhase`] without being a
@@ -45,12 +50,187 @@ use core::fmt::Debug;
 
 use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::consumer::ConsumerError;
 use crate::journal::{Journal, JournalError, Region};
 use crate::log::{Event, Offset};
-use crate::store::{Outcome, Rejections, Store};
+
+/// What a store does with one delivered event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The effect changes the state.
+    Applied,
+    /// A duplicate: the state stays as it is.
+    Skipped,
+    /// The application refuses the event: the state stays as it is, the position moves
+    /// past it, and the durable count of rejected events grows by one. Behind a dedup
+    /// rule the rejection is remembered like an effect, so a replay is skipped and counted
+    /// once; a store without one counts a replayed rejection again, as it applies a
+    /// replayed event again (at-least-once).
+    Rejected,
+}
+
+/// The durable count of events a store rejected, kept in the store's record: `u32` for a
+/// store that can reject, `()` for one that never does (its record then carries no count,
+/// not a byte). A `()` store that returns [`Outcome::Rejected`] stops the consumer with
+/// [`crate::consumer::ConsumerError::Rejections`].
+pub trait Rejections:
+    Copy + Default + PartialEq + Debug + Send + Sync + Serialize + DeserializeOwned + MaxSize
+{
+    /// The count with one more, or `None` when it cannot hold one more.
+    fn one_more(self) -> Option<Self>;
+
+    /// The count.
+    fn count(self) -> u32;
+}
+
+impl Rejections for () {
+    fn one_more(self) -> Option<Self> {
+        None
+    }
+
+    fn count(self) -> u32 {
+        0
+    }
+}
+
+impl Rejections for u32 {
+    fn one_more(self) -> Option<Self> {
+        self.checked_add(1)
+    }
+
+    fn count(self) -> u32 {
+        self
+    }
+}
+
+/// The application's rule over its durable state.
+pub trait Store: Clone + Debug {
+    /// What its events carry: the application's own type (decoded, and small enough to
+    /// copy: the consumer hands each event on by value).
+    type Payload: Copy;
+
+    /// The whole durable state: one journal record.
+    type State: Serialize + DeserializeOwned + MaxSize + Clone + Default + PartialEq + Debug;
+
+    /// Why an event could not be decided now (a bounded memory that is full, a value past
+    /// its range): the step stops and is tried again; nothing was written.
+    type Error: Debug;
+
+    /// The durable count of rejected events: `u32`, or `()` for a store that never
+    /// rejects.
+    type Rejections: Rejections;
+
+    /// How the consumer makes the record durable: [`EachEffect`], [`Appended`],
+    /// [`crate::persist::Checkpoint`] or [`crate::persist::TwoPhase`].
+    type Persist: Persistence<Self>;
+
+    /// Names the store's record in journal page headers, so one store never reads
+    /// another's pages. The rule: a tag names one encoding of the store's record, which is
+    /// its [`Store::State`] and its [`Store::Rejections`] (a count of `()` takes no byte, a
+    /// `u32` does). Change it with every change to that encoding (a field added, removed,
+    /// reordered or retyped; a count added), as a version: records of the old encoding are then refused as foreign
+    /// ([`crate::journal::JournalError::Foreign`]), never decoded into the new type (a
+    /// `(u8, u8)` record of the same size would read back as a `(u16,)`). Then open with
+    /// [`crate::consumer::Consumer::open_or_reset`] to start over. The consumer mixes the
+    /// layout's tag into it by XOR, and so does each dedup rule with a mark of its own
+    /// (in the low byte): keep the store tags of one application apart above the low
+    /// byte, leave the low byte 0 for the marks (`0x5E70_0100`), and give the application
+    /// its own layout tag. (idem's payment tags, `0x5301_00xx`, predate this rule; only the
+    /// combinations idem builds are kept apart.)
+    const TAG: u32;
+
+    /// Says what to do with `event`, reading the state only: apply it, skip it as a
+    /// duplicate, or reject it.
+    fn check(
+        &self,
+        state: &Self::State,
+        event: &Event<Self::Payload>,
+    ) -> Result<Outcome, Self::Error>;
+
+    /// Applies `event`, which [`Store::check`] said to apply, to `state` in RAM.
+    fn apply(&self, state: &mut Self::State, event: &Event<Self::Payload>);
+
+    /// Notes in its dedup memory an event that [`Store::check`] rejected, so that a replay
+    /// of it is skipped rather than counted twice. Only a dedup rule does anything here,
+    /// and passes it on to the store it wraps; an application's store keeps the default,
+    /// which does nothing, so its own state never changes for an event it rejected.
+    fn remember(&self, state: &mut Self::State, event: &Event<Self::Payload>) {
+        let _ = (state, event);
+    }
+}
+
+/// Errors of the consumer: `E` is the flash's, `A` the store's
+/// ([`Store::Error`]). After the store's error (and after
+/// [`ConsumerError::Rejections`]) nothing changed and nothing was written: the next step
+/// tries the same event. After a journal error RAM may be ahead of the flash (a
+/// two-phase commit may have written its decision and not its committed record): open
+/// the consumer again from the flash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ConsumerError<E, A> {
+    /// A journal failed (including the flash under it).
+    Journal(JournalError<E>),
+    /// The store could not decide an event (a bounded memory is full): the next step
+    /// tries it again.
+    Store(A),
+    /// Recovery found the consumer's journals out of step (damage, not a crash).
+    Disagree(Disagreement),
+    /// An appending store's journal region keeps `records` records beside the page it
+    /// reclaims, fewer than the `needed` its state is rebuilt from.
+    Region {
+        /// Records the region keeps while one page is reclaimed.
+        records: u32,
+        /// Records the store rebuilds its state from, at most.
+        needed: u32,
+    },
+    /// The store rejected the event at `offset`, but its count of rejected events cannot
+    /// hold one more (a store whose count is `()` never rejects).
+    Rejections {
+        /// The event's offset.
+        offset: Offset,
+    },
+    /// An earlier step failed in its journal (the flash), which can leave RAM ahead of the
+    /// flash: this consumer steps no more. Open it again from the flash.
+    Reopen,
+}
+
+impl<E, A> From<JournalError<E>> for ConsumerError<E, A> {
+    fn from(e: JournalError<E>) -> Self {
+        Self::Journal(e)
+    }
+}
+
+impl<E: core::fmt::Display, A: core::fmt::Display> core::fmt::Display for ConsumerError<E, A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Journal(e) => core::fmt::Display::fmt(e, f),
+            Self::Store(e) => core::fmt::Display::fmt(e, f),
+            Self::Disagree(e) => core::fmt::Display::fmt(e, f),
+            Self::Region { records, needed } => write!(
+                f,
+                "the store's journal keeps {records} records while it reclaims a page, fewer than the {needed} its state is rebuilt from: give it more pages"
+            ),
+            Self::Rejections { offset } => write!(
+                f,
+                "the store rejected the event at offset {offset}, but its count of rejected events cannot hold one more"
+            ),
+            Self::Reopen => f.write_str(
+                "an earlier step failed in its journal, which can leave RAM ahead of the flash: open the consumer again from the flash",
+            ),
+        }
+    }
+}
+
+impl<E, A> core::error::Error for ConsumerError<E, A>
+where
+    E: core::fmt::Display + core::fmt::Debug,
+    A: core::fmt::Display + core::fmt::Debug,
+{
+}
 
 /// Where a consumer keeps its journals, and the tag that marks them as this
 /// application's (a different tag, or another store, is refused as foreign).
@@ -437,7 +617,7 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
     /// before the next): the state is rebuilt from several of them ([`Appended`]).
     const ORDERED: bool = false;
     /// The record of the store's journal.
-    type Record: Serialize + serde::de::DeserializeOwned + MaxSize + Debug;
+    type Record: Serialize + DeserializeOwned + MaxSize + Debug;
 
     /// Journal records appended since the policy was opened.
     fn records_written(&self) -> u64;
@@ -495,7 +675,7 @@ fn cross_check<R, E, A>(
     position: &Position,
 ) -> Result<(), ConsumerError<E, A>>
 where
-    R: Serialize + serde::de::DeserializeOwned + MaxSize,
+    R: Serialize + DeserializeOwned + MaxSize,
 {
     let newest = journal.newest_seq().unwrap_or(0);
     let committed = position.sinks[usize::from(sink)];
@@ -525,7 +705,7 @@ struct SinkThenPosition<R> {
     committed: Offset,
 }
 
-impl<R: Serialize + serde::de::DeserializeOwned + MaxSize> SinkThenPosition<R> {
+impl<R: Serialize + DeserializeOwned + MaxSize> SinkThenPosition<R> {
     fn records_written(&self) -> u64 {
         self.sink.appended() + self.positions.appended()
     }
@@ -556,7 +736,7 @@ impl<S: Store> Persistence<S> for EachEffect<S> {
 /// with every effect.
 pub trait Appendable: Store {
     /// What one applied effect appends, taken from the state right after it.
-    type Delta: Serialize + serde::de::DeserializeOwned + MaxSize + Clone + Debug;
+    type Delta: Serialize + DeserializeOwned + MaxSize + Clone + Debug;
     /// The most records a state is ever rebuilt from.
     const MAX_NEEDED: u32;
     /// The delta of `event`, applied (or rejected and remembered) just now, taken from
