@@ -9,4 +9,5 @@
 
 pub mod demo;
 pub mod feed;
+pub mod timing;
 pub mod wire;

@@ -6,37 +6,33 @@
 //! erase. Both ends are the core's own ([`Device`], [`Host`]), as the firmware and
 //! `idem device feed` run them.
 
+#[path = "support/board.rs"]
+mod board;
+
 use std::collections::VecDeque;
 
 use idem_board::feed::{
-    BATCH, Device, FEED_PAGES, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice, Heard,
-    Host, StoreId, StreamConfig, TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, WireEvent,
+    BATCH, Device, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FromDevice, Heard, Host, StoreId,
+    StreamConfig, TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, WireEvent,
 };
 use idem_board::feed::{DOMAIN, DeviceReader, HostReader, encode};
+use idem_board::timing::{DeviceTimer, HostTimer};
 use idem_core::log::{IdKey, MessageId};
 use idem_sim::cost;
-use idem_sim::flash::{MemFlash, PowerCut};
+use idem_sim::flash::PowerCut;
 use idem_sim::payment::Truth;
 use idem_sim::payment::{GeneratedLog, Message};
 use idem_sim::rng::SplitMix64;
 use idem_sim::scenario::{self, ProducerMode};
 
-const PAGE: usize = 1024;
-type Flash = MemFlash<{ FEED_PAGES as usize }, PAGE>;
-const LAYOUT: FeedLayout = FeedLayout {
-    start: 0,
-    page: PAGE as u32,
-};
+use board::{Flash, LAYOUT};
+
 /// One byte at 115200 baud, 8N1: 10 bits.
 const BYTE_US: u64 = 87;
 /// The nRF51's flash times, the flash cost model's (`idem_sim::cost`).
 const WORD_US: u64 = cost::NRF51_WORD_WRITE_US as u64;
 const ERASE_US: u64 = cost::NRF51_PAGE_ERASE_US as u64;
-/// The device asks again after this much silence while it waits for a batch.
-const SILENCE_US: u64 = 50_000;
 const FIFO: usize = 6;
-/// The host says hello after this much silence (the device lost its configuration).
-const HOST_SILENCE_US: u64 = 500_000;
 /// The device's id key, as its RNG would draw it at the first boot of its storage.
 fn new_key() -> Option<IdKey> {
     Some(IdKey(*b"the board's key!"))
@@ -115,7 +111,9 @@ fn feed(
     let mut to_device: VecDeque<(u64, u8)> = VecDeque::new();
     let mut to_host: VecDeque<(u64, u8)> = VecDeque::new();
     let mut fifo: VecDeque<u8> = VecDeque::new();
-    let (mut now, mut busy_until, mut last_heard) = (0u64, 0u64, 0u64);
+    let (mut now, mut busy_until) = (0u64, 0u64);
+    // Both ends' timeouts are the feed's timing policy, on this model's clock.
+    let (mut device_timer, mut host_timer) = (DeviceTimer::new(0), HostTimer::new(0));
     let (mut dropped_in_fifo, mut host_bytes, mut device_bytes) = (0u64, 0u64, 0u64);
     let mut host_free_at = 0u64;
     let mut cuts = 0u32;
@@ -135,7 +133,6 @@ fn feed(
     // The host connected before the device booted: it hears the boot frame. It says
     // hello only after a silence.
     let mut outbox: Vec<Vec<u8>> = Vec::new();
-    let mut host_heard = 0u64;
     let mut pushed = false;
     loop {
         assert!(
@@ -146,7 +143,7 @@ fn feed(
         while to_host.front().is_some_and(|&(t, _)| t <= now) {
             let (_, b) = to_host.pop_front().unwrap();
             if let Some(Ok(msg)) = host_reader.push(b) {
-                host_heard = now;
+                host_timer.heard(now);
                 let (heard, reply) = host.on_message(&msg, log).unwrap();
                 if let Heard::Pulled { resend: true, .. } = heard
                     && matches!(reply, Some(ToDevice::Events { .. }))
@@ -204,9 +201,8 @@ fn feed(
                 }
             }
         }
-        if now - host_heard > HOST_SILENCE_US && to_device.is_empty() {
+        if to_device.is_empty() && host_timer.hello_due(now) {
             outbox.push(encode_to_device(&host.hello()));
-            host_heard = now;
         }
         for frame in outbox.drain(..) {
             let mut t = host_free_at.max(now) + 1_000 + rng2.range(0, 3_000);
@@ -241,7 +237,7 @@ fn feed(
         // The device: while it writes flash or transmits, the FIFO is all it has.
         if now >= busy_until {
             while let Some(b) = fifo.pop_front() {
-                last_heard = now;
+                device_timer.heard(now);
                 let Some(msg) = reader.push(b) else { continue };
                 let msg = match msg {
                     Ok(m) => m,
@@ -305,15 +301,16 @@ fn feed(
                     }
                 }
                 busy_until = t;
-                last_heard = t;
+                device_timer.heard(t);
                 break; // the FIFO kept filling while it worked
             }
-            if now >= busy_until && now - last_heard > SILENCE_US {
-                if let Some(pull) = device.on_silence() {
-                    reader.reset();
-                    busy_until = send_device(&pull, now, &mut to_host, &mut device_bytes);
-                }
-                last_heard = now;
+            if now >= busy_until
+                && device_timer.expired(now)
+                && let Some(pull) = device.on_silence()
+            {
+                reader.reset();
+                busy_until = send_device(&pull, now, &mut to_host, &mut device_bytes);
+                device_timer.heard(busy_until);
             }
         }
         now += BYTE_US;

@@ -5,8 +5,10 @@
 //! its flash, and announces its position again. At the first boot of its storage it draws
 //! its id key from the RNG; the key stays in flash with its boot counter and goes out in
 //! every boot frame, and the host keys the message ids it sends under it. Every rule is
-//! `idem_board::feed::Device`'s; this is board glue: the NVMC driver, the UART, the
-//! silence timer, the RNG and the reset.
+//! `idem_board::feed::Device`'s, and its silence is the feed's timing policy's
+//! (`idem_board::timing`): TIMER0 counts `DEVICE_SILENCE_MS` from every byte heard and
+//! every frame sent, the policy's `DeviceTimer` in hardware. This is board glue: the NVMC
+//! driver, the UART, the timer, the RNG and the reset.
 #![no_std]
 #![no_main]
 
@@ -15,12 +17,10 @@ use idem_board::feed::{
     DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
     encode,
 };
+use idem_board::timing::DEVICE_SILENCE_MS;
 use idem_core::log::IdKey;
 use idem_firmware::{IMAGE_ID, nvmc, rng, stack, timer, uart};
 use panic_halt as _;
-
-/// The device asks for its batch again after this much silence.
-const SILENCE_MS: u32 = 250;
 
 /// Under QEMU, a pause after each effect, about a board's flash time for it, so a reset
 /// can land between two effects of a batch (QEMU's flash takes no time). None on a
@@ -76,7 +76,7 @@ fn main() -> ! {
         }
     };
     let mut reader = DeviceReader::in_domain(DOMAIN);
-    timer.start_ms(SILENCE_MS);
+    timer.start_ms(DEVICE_SILENCE_MS);
     loop {
         let Some(byte) = uart.read() else {
             if timer.expired() {
@@ -84,11 +84,11 @@ fn main() -> ! {
                     reader.reset();
                     send(&mut uart, &pull);
                 }
-                timer.start_ms(SILENCE_MS);
+                timer.start_ms(DEVICE_SILENCE_MS);
             }
             continue;
         };
-        timer.start_ms(SILENCE_MS);
+        timer.start_ms(DEVICE_SILENCE_MS);
         let msg = match reader.push(byte) {
             None => continue,
             Some(Ok(msg)) => msg,
@@ -111,7 +111,7 @@ fn main() -> ! {
                         send(&mut uart, &device.stats(stack::used()));
                     }
                 }
-                timer.start_ms(SILENCE_MS);
+                timer.start_ms(DEVICE_SILENCE_MS);
             }
             Err(e) => {
                 send(&mut uart, &FromDevice::Failed(e.failure()));

@@ -26,6 +26,7 @@ use idem_board::feed::{
     BATCH, DOMAIN, FromDevice, Heard, Host, HostError, HostReader, StoreId, StreamConfig,
     TO_DEVICE_ENCODED, TO_DEVICE_MAX, ToDevice, encode,
 };
+use idem_board::timing::HostTimer;
 use idem_core::log::{IdKey, MessageId, Offset};
 use idem_sim::check::Verdict;
 use idem_sim::payment::Payment;
@@ -460,10 +461,10 @@ fn feed(
     let mut seen = Seen::default();
     let started = Instant::now();
     let limit = Duration::from_secs(args.timeout);
-    let mut last_heard = Instant::now();
-    let mut silence = Duration::from_millis(500);
+    // The feed's timing policy, on microseconds since the start.
+    let clock = || started.elapsed().as_micros() as u64;
+    let mut timer = HostTimer::new(0);
     let mut buf = [0u8; 512];
-    let mut done_at: Option<Instant> = None;
     let mut paced: Option<(Instant, ToDevice, bool)> = None;
     let mut last_pull_resend = false;
     let mut heard_any = false;
@@ -473,11 +474,9 @@ fn feed(
         }
     };
     loop {
-        if let Some(at) = done_at {
-            // The stats frame follows the done frame; wait a little for it.
-            if seen.stack_bytes > 0 || at.elapsed() > Duration::from_millis(500) {
-                return Ok(seen);
-            }
+        // The stats frame follows the done frame; wait a little for it.
+        if timer.finished(clock(), seen.stack_bytes > 0) {
+            return Ok(seen);
         }
         if started.elapsed() > limit {
             let at = seen
@@ -522,8 +521,7 @@ fn feed(
                 continue;
             };
             heard_any = true;
-            last_heard = Instant::now();
-            silence = Duration::from_secs(2);
+            timer.heard(clock());
             let (heard, reply) = host
                 .on_message(&msg, stream)
                 .map_err(|e: HostError| anyhow::anyhow!("{e}"))?;
@@ -551,7 +549,7 @@ fn feed(
                     }
                     seen.done = Some((boots, total, durable, undelivered));
                     seen.boots = seen.boots.max(boots);
-                    done_at = Some(Instant::now());
+                    timer.done(clock());
                 }
                 Heard::Report { said, advanced } => {
                     if let (Some(durable), Some(bridge)) = (advanced, &stream.bridge) {
@@ -632,14 +630,13 @@ fn feed(
                 on_batch(first.offset, events.len() as u64);
             }
         }
-        if done_at.is_none() && last_heard.elapsed() > silence {
+        if timer.hello_due(clock()) {
             // Nothing heard: the board booted before we connected, or lost its
             // configuration. Who is there?
             seen.hellos += 1;
             let hello = host.hello();
             send(link, &hello, &mut None, &mut seen)
                 .map_err(|e| link_error(&e, host.position()))?;
-            last_heard = Instant::now();
         }
     }
 }
