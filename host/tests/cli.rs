@@ -798,3 +798,48 @@ fn the_demo_pauses_for_a_prediction_on_a_terminal() {
     assert!(!straight.contains("[Enter]"), "{straight}");
     assert!(straight.contains("final total  110"), "{straight}");
 }
+
+/// Each cell of `idem matrix --json` carries the run that explains it, as the page gets it
+/// (`spec`): that run, given to `idem run` by its flags, ends at the cell's total with the
+/// cell's verdict, in the stores' table and at both isolation levels of the transactions'.
+#[test]
+fn each_matrix_cell_names_the_run_that_gives_it() {
+    let out = idem().args(["matrix", "--json"]).output().unwrap();
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut checked = 0;
+    for table in [&m, &m["transactions"]] {
+        assert_eq!(
+            table["faults"].as_array().unwrap().len(),
+            table["rows"][0]["cells"].as_array().unwrap().len()
+        );
+        for row in table["rows"].as_array().unwrap() {
+            for c in row["cells"].as_array().unwrap() {
+                let spec = &c["spec"];
+                assert_eq!(spec["store"], row["store"]);
+                assert_eq!(
+                    (&spec["scenario"], &spec["producer"]),
+                    (&c["scenario"], &c["producer"])
+                );
+                let mut args = vec![
+                    spec["scenario"].as_str().unwrap(),
+                    "--store",
+                    spec["store"].as_str().unwrap(),
+                    "--producer",
+                    spec["producer"].as_str().unwrap(),
+                ];
+                if let Some(level) = spec["isolation"].as_str() {
+                    args.extend(["--isolation", level]);
+                }
+                let r = run_json(&args);
+                assert_eq!(
+                    (&r["final_total"], &r["verdict"]),
+                    (&c["final_total"], &c["verdict"]),
+                    "{args:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    // 6 stores × 6 faults, and 6 × the 2 levels.
+    assert_eq!(checked, 48);
+}

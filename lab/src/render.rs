@@ -215,15 +215,6 @@ pub fn producer_line(p: &ProducerStep) -> String {
     format!("{what} {outcome}\n      {who}{aborted}")
 }
 
-/// The verdict with its difference: `exact`, `over by 10`, `under by 4`.
-pub fn verdict_text(v: Verdict) -> String {
-    match v {
-        Verdict::Exact => "exact".into(),
-        Verdict::Over(d) => format!("over by {d}"),
-        Verdict::Under(d) => format!("under by {d}"),
-    }
-}
-
 /// The checker's anomalies as JSON, by their Jepsen names.
 pub fn anomalies_json(a: &Anomalies) -> Value {
     serde_json::to_value(AnomalyCounts::from(a)).unwrap_or(Value::Null)

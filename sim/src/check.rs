@@ -51,6 +51,17 @@ impl Verdict {
     }
 }
 
+/// The verdict with its difference, as every front end words it: `exact`,
+/// `over by 10`, `under by 4`.
+impl core::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Exact => f.write_str("exact"),
+            Self::Over(d) | Self::Under(d) => write!(f, "{} by {d}", self.name()),
+        }
+    }
+}
+
 /// The set of messages (canonical offsets) durably applied so far.
 pub trait AppliedSet: Clone {
     /// Marks `offset`; `Ok(true)` when it was not marked before.
@@ -327,6 +338,9 @@ mod tests {
         assert_eq!(Verdict::of(96, 100), Verdict::Under(4));
         assert_eq!(Verdict::of(8, 8), Verdict::Exact);
         assert_eq!(Verdict::Under(4).name(), "under");
+        assert_eq!(Verdict::Under(4).to_string(), "under by 4");
+        assert_eq!(Verdict::Over(10).to_string(), "over by 10");
+        assert_eq!(Verdict::Exact.to_string(), "exact");
     }
 
     #[test]

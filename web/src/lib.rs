@@ -7,10 +7,10 @@
 
 use clap::ValueEnum;
 use idem_lab::grade::{self, Answer, GradeError, Observed, Row};
-use idem_lab::matrix::{self, Fault};
+use idem_lab::matrix::{self, MatrixReport};
 use idem_lab::report::RunReport;
 use idem_lab::select::{ScenarioKind, StoreKind};
-use idem_lab::spec::{self, RunSpec, value_name};
+use idem_lab::spec::{self, RunSpec};
 use idem_sim::lesson::{self, Observe};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -216,27 +216,10 @@ pub fn matrix() -> String {
 
 fn matrix_json() -> anyhow::Result<Value> {
     let rows = matrix::table(&StoreKind::ALL, &matrix::FAULTS)?;
-    let cell = |store: StoreKind, f: &Fault, r: &idem_sim::run::Report| {
-        json!({
-            "fault": f.name,
-            "verdict": idem_sim::check::Verdict::of(r.final_total, r.true_total).name(),
-            "final_total": r.final_total,
-            "true_total": r.true_total,
-            "spec": RunSpec {
-                scenario: f.scenario.name().into(),
-                store: Some(store.name().into()),
-                producer: Some(value_name(&f.producer)),
-                ..RunSpec::default()
-            },
-        })
-    };
-    Ok(json!({
-        "faults": matrix::FAULTS.iter().map(|f| json!({ "name": f.name, "title": f.title })).collect::<Vec<_>>(),
-        "rows": rows.iter().map(|(store, cells)| json!({
-            "store": store.name(),
-            "cells": cells.iter().zip(&matrix::FAULTS).map(|(r, f)| cell(*store, f, r)).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    }))
+    Ok(serde_json::to_value(MatrixReport::new(
+        &rows,
+        &matrix::FAULTS,
+    ))?)
 }
 
 #[cfg(test)]

@@ -712,7 +712,7 @@ fn report(
             if undelivered.is_some() {
                 "unverified".to_string()
             } else {
-                render::verdict_text(verdict)
+                verdict.to_string()
             }
         )?;
         writeln!(out, "  true total         {}", stream.true_total)?;

@@ -20,7 +20,6 @@ use crate::cleanup;
 use crate::device;
 use crate::error::usage;
 use crate::image::Image;
-use crate::render::verdict_text;
 use crate::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
 
 /// The longest the kill loop runs.
@@ -218,9 +217,7 @@ impl Cmd {
             writeln!(
                 out,
                 "final total {} (true total {}): {}; {why}",
-                p.total,
-                p.true_total,
-                verdict_text(verdict)
+                p.total, p.true_total, verdict
             )?;
         }
         Ok(if off {

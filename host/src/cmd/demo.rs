@@ -97,7 +97,7 @@ fn story(
         match d(naive) {
             Verdict::Over(x) =>
                 format!("+{x} from the {} replayed events", naive.redelivered.len()),
-            v => format!("{v:?}"),
+            v => v.to_string(),
         }
     );
     s += &format!(
@@ -108,7 +108,7 @@ fn story(
                 "{} replayed events rejected as duplicates: effectively-once",
                 offset.skipped.len()
             ),
-            v => format!("{v:?}"),
+            v => v.to_string(),
         }
     );
     parts.push((None, s));
@@ -116,7 +116,7 @@ fn story(
         "  atomic           {:>5}  {}: value and position in one record, {} flash records instead of {}\n\n\
 Next: idem run ddia --store naive --trace   |   idem lesson payments   |   idem matrix\n",
         atomic.report.final_total,
-        crate::render::verdict_text(d(atomic)),
+        d(atomic),
         atomic.report.flash.writes,
         offset.report.flash.writes
     );
@@ -188,7 +188,7 @@ fn chapter(title: &str, o: &Outcome) -> String {
         "  final total  {} (true total {}, {})\n\n",
         r.final_total,
         r.true_total,
-        crate::render::verdict_text(Verdict::of(r.final_total, r.true_total))
+        Verdict::of(r.final_total, r.true_total)
     );
     s
 }

@@ -14,29 +14,8 @@ use crate::select::{
     self, FixArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
     WINDOW_CAPACITY,
 };
-use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, TXN_FAULTS, table};
+use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, MatrixReport, TXN_FAULTS, table};
 use idem_lab::spec::value_name;
-
-/// The JSON rows of a table.
-fn rows_json(rows: &[(StoreKind, Vec<Report>)], faults: &[Fault]) -> Vec<serde_json::Value> {
-    rows.iter()
-        .map(|(store, cells)| {
-            json!({
-                "store": store.name(),
-                "cells": cells.iter().zip(faults).map(|(r, f)| json!({
-                    "fault": f.name,
-                    "scenario": f.scenario.name(),
-                    "producer": value_name(&f.producer),
-                    "isolation": f.isolation.level().name(),
-                    "verdict": Verdict::of(r.final_total, r.true_total).name(),
-                    "final_total": r.final_total,
-                    "true_total": r.true_total,
-                    "flash_writes": r.flash.writes,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect()
-}
 
 /// The width of a column of a matrix in a terminal (cells are at most 12 characters).
 const COLUMN: usize = 13;
@@ -119,11 +98,8 @@ pub struct Cmd {
 }
 
 fn cell(r: &Report) -> String {
-    match Verdict::of(r.final_total, r.true_total) {
-        Verdict::Exact => format!("exact {}", r.final_total),
-        Verdict::Over(_) => format!("over {}", r.final_total),
-        Verdict::Under(_) => format!("under {}", r.final_total),
-    }
+    let v = Verdict::of(r.final_total, r.true_total);
+    format!("{} {}", v.name(), r.final_total)
 }
 
 impl Cmd {
@@ -146,12 +122,7 @@ impl Cmd {
             })
             .collect::<anyhow::Result<_>>()?;
         if self.json {
-            let gauge_faults: Vec<_> = GAUGE_FAULTS.iter().map(|f| f.name).collect();
-            let gauges = json!({
-                "faults": gauge_faults,
-                "rows": rows_json(&gauges, &GAUGE_FAULTS),
-            });
-            let rows = rows_json(&rows, &FAULTS);
+            let stores = MatrixReport::new(&rows, &FAULTS);
             let dual_rows: Vec<_> = duals
                 .iter()
                 .map(|(fix, r)| {
@@ -166,21 +137,15 @@ impl Cmd {
                     })
                 })
                 .collect();
-            let txn_faults: Vec<_> = TXN_FAULTS.iter().map(|f| f.name).collect();
-            let transactions = json!({
-                "faults": txn_faults,
-                "rows": rows_json(&txns, &TXN_FAULTS),
-            });
-            let faults: Vec<_> = FAULTS.iter().map(|f| f.name).collect();
             writeln!(
                 out,
                 "{}",
                 json!({
-                    "faults": faults,
-                    "rows": rows,
+                    "faults": stores.faults,
+                    "rows": stores.rows,
                     "dual_write": dual_rows,
-                    "gauges": gauges,
-                    "transactions": transactions,
+                    "gauges": MatrixReport::new(&gauges, &GAUGE_FAULTS),
+                    "transactions": MatrixReport::new(&txns, &TXN_FAULTS),
                 })
             )?;
             out.flush()?;

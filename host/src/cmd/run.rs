@@ -156,7 +156,7 @@ fn summary(
         out,
         "  final total         {} ({})",
         r.final_total,
-        render::verdict_text(Verdict::of(r.final_total, r.true_total))
+        Verdict::of(r.final_total, r.true_total)
     )?;
     writeln!(out, "  true total          {}", r.true_total)?;
     let lost = loaded.lost_sends();

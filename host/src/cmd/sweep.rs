@@ -523,7 +523,7 @@ impl Cmd {
                 None => {}
             }
             if let Some((d, s)) = &t.worst_over {
-                writeln!(out, "  worst: over by {d} at {s}")?;
+                writeln!(out, "  worst: {} at {s}", Verdict::Over(*d))?;
             }
         }
         let steps: u64 = tallies.iter().map(|t| t.steps).sum();
