@@ -17,7 +17,9 @@ use idem_sim::scenario::Scenario;
 
 use crate::error::usage;
 use crate::image::{FileFlashError, Image, Meta};
-use crate::select::{self, HostSinks, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use crate::select::{
+    self, HostSinks, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind, WorkloadArgs,
+};
 
 /// The journals' places in an image: as on the simulated device, tagged with the run.
 pub fn layout(meta: &Meta) -> Layout {
@@ -73,6 +75,22 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
         },
         pages: crate::image::PAGES,
     }
+}
+
+/// What `idem consume` would run, or its refusal: the scenario loaded and checked
+/// against the store and its window, and the image's metadata for them. Everything
+/// consume refuses is refused here, before any file or process: `idem consume` and
+/// `idem chaos` (which runs consume) both start from it.
+pub fn prepare(
+    scenario: ScenarioKind,
+    store: StoreKind,
+    workload: &WorkloadArgs,
+) -> anyhow::Result<(Loaded, Meta)> {
+    let loaded = select::load(Some(scenario), &workload.scenario_args())?;
+    select::check_pair(Some(scenario), store)?;
+    select::check_window(store, workload.window)?;
+    let meta = meta_for(&loaded, store, workload.window);
+    Ok((loaded, meta))
 }
 
 /// A consumer error on an image, as one sentence.

@@ -60,11 +60,8 @@ pub struct Cmd {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let args = self.workload.scenario_args();
-        let loaded = select::load(Some(self.scenario), &args)?;
         // Everything a consume run would refuse is refused here, before any process.
-        select::check_pair(Some(self.scenario), self.store)?;
-        select::check_window(self.store, self.workload.window)?;
+        let (loaded, _) = device::prepare(self.scenario, self.store, &self.workload)?;
         let (path, temporary) = match &self.flash {
             Some(p) if std::fs::symlink_metadata(p).is_ok() => {
                 return Err(usage(format!(

@@ -11,7 +11,7 @@ use clap::Args;
 use crate::device;
 use crate::image::{Image, SyncArg};
 use crate::render;
-use crate::select::{self, ScenarioKind, StoreKind, WorkloadArgs};
+use crate::select::{ScenarioKind, StoreKind, WorkloadArgs};
 
 /// Consume a scenario into a flash image, from its committed position to the end.
 #[derive(Debug, Args)]
@@ -45,11 +45,7 @@ pub struct Cmd {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let args = self.workload.scenario_args();
-        let loaded = select::load(Some(self.scenario), &args)?;
-        select::check_pair(Some(self.scenario), self.store)?;
-        select::check_window(self.store, self.workload.window)?;
-        let meta = device::meta_for(&loaded, self.store, self.workload.window);
+        let (loaded, meta) = device::prepare(self.scenario, self.store, &self.workload)?;
         let mut image = Image::open_or_create(&self.flash, &meta)?;
         let positions = crate::image::bytes(device::layout(&image.meta).positions);
         image.flash.set_sync(self.sync, vec![positions]);
