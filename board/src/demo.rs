@@ -19,9 +19,10 @@ use idem_sim::payment::Total;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
+use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
 use crate::wire::{Frame, Totals};
 use idem_core::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
-use idem_core::journal::{Journal, JournalError, Region};
+use idem_core::journal::JournalError;
 use idem_core::log::{Log, Offset};
 use idem_core::persist::{BlockingSinks, Layout, Pair};
 use idem_sim::crash::{CrashPoint, Plan};
@@ -33,30 +34,20 @@ use idem_sim::payment::{GeneratedLog, Message, Sum, Truth};
 /// journals and the atomic store's journal, two pages each.
 pub const DEMO_PAGES: u32 = 10;
 
-/// Where the demo's journals live: `DEMO_PAGES` pages from `start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DemoLayout {
-    /// First byte of the storage (page-aligned).
-    pub start: u32,
-    /// The flash page size.
-    pub page: u32,
-}
-
-impl DemoLayout {
-    /// `pages` pages from page `first` of the storage.
-    fn pages(&self, first: u32, pages: u32) -> Region {
-        Region {
-            start: self.start + first * self.page,
-            pages,
-        }
-    }
-}
+/// Where the demo's journals live: [`DEMO_PAGES`] pages from `start`.
+pub type DemoLayout = BoardLayout;
 
 /// The boot counter's record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub struct BootRecord {
     /// Boots since the storage was formatted.
     pub boots: u32,
+}
+
+impl CountsBoots for BootRecord {
+    fn count_boot(&mut self) {
+        self.boots += 1;
+    }
 }
 
 /// What a step of the demo did.
@@ -124,30 +115,21 @@ impl Demo {
         image_id: u32,
         planned_crash: bool,
     ) -> Result<(Self, Frame), DemoError<F::Error>> {
-        let counter = layout.pages(0, 2);
-        let (mut boot_j, boot) =
-            match Journal::<BootRecord>::open(flash, counter, image_id ^ 0xB007) {
-                Err(JournalError::Foreign { .. }) => {
-                    let end = layout.start + DEMO_PAGES * layout.page;
-                    flash
-                        .erase(layout.start, end)
-                        .map_err(JournalError::Flash)?;
-                    Journal::open(flash, counter, image_id ^ 0xB007)?
-                }
-                other => other?,
-            };
-        let boots = boot.map_or(0, |b| b.boots) + 1;
-        boot_j.append(flash, &BootRecord { boots })?;
+        let (mut journal, record) = storage::open(flash, layout, DEMO_PAGES, image_id ^ 0xB007)?;
+        let mut record: BootRecord = record.unwrap_or_default();
+        record.count_boot();
+        journal.append(flash, &record)?;
+        let boots = record.boots;
         let config = ConsumerConfig::every(ddia::CHECKPOINT_EVERY);
-        let positions = layout.pages(2, 2);
+        let positions = layout.pages(RECORD_PAGES, 2);
         let shared = Layout {
             positions,
-            sink: layout.pages(4, 4),
+            sink: layout.pages(RECORD_PAGES + 2, 4),
             tag: image_id,
         };
         let atomic = Layout {
             positions,
-            sink: layout.pages(8, 2),
+            sink: layout.pages(RECORD_PAGES + 6, 2),
             tag: image_id,
         };
         let planned = [CrashPoint::after_effect(ddia::CRASH_AFTER)];

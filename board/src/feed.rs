@@ -44,8 +44,9 @@ use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
+use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
-use idem_core::journal::{Journal, JournalError, Region};
+use idem_core::journal::{Journal, JournalError};
 use idem_core::log::{IdKey, Log, Offset, Received};
 use idem_core::persist::Layout;
 use idem_sim::crash::{CrashPoint, Plan};
@@ -357,6 +358,15 @@ pub struct FeedRecord {
     pub stream_boots: u32,
 }
 
+impl CountsBoots for FeedRecord {
+    fn count_boot(&mut self) {
+        self.boots += 1;
+        if self.stream.is_some() {
+            self.stream_boots += 1;
+        }
+    }
+}
+
 /// The device's [`IdKey`] in its boot frame and its record: encoded as the key itself
 /// (sixteen bytes, as postcard writes a byte array), decoded in a loop, which takes a
 /// Cortex-M0 far less code than serde's array decoder, which decodes each of the sixteen
@@ -398,28 +408,14 @@ impl defmt::Format for DeviceKey {
 }
 
 /// Where the feed's journals live: [`FEED_PAGES`] pages from `start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FeedLayout {
-    /// First byte of the storage (page-aligned).
-    pub start: u32,
-    /// The flash page size.
-    pub page: u32,
-}
+pub type FeedLayout = BoardLayout;
 
-impl FeedLayout {
-    fn pages(&self, first: u32, pages: u32) -> Region {
-        Region {
-            start: self.start + first * self.page,
-            pages,
-        }
-    }
-
-    fn consumer(&self, tag: u32) -> Layout {
-        Layout {
-            positions: self.pages(2, 4),
-            sink: self.pages(6, 4),
-            tag,
-        }
+/// The consumer's journals in the feed's storage, after its record's pages.
+const fn consumer_layout(layout: &FeedLayout, tag: u32) -> Layout {
+    Layout {
+        positions: layout.pages(RECORD_PAGES, 4),
+        sink: layout.pages(RECORD_PAGES + 4, 4),
+        tag,
     }
 }
 
@@ -647,18 +643,7 @@ impl Device {
         budget: usize,
         new_key: impl FnOnce() -> Option<IdKey>,
     ) -> Result<(Self, FromDevice), FeedError<F::Error>> {
-        let region = layout.pages(0, 2);
-        let record_tag = tag ^ 0xFEED_0001;
-        let (mut journal, record) = match Journal::<FeedRecord>::open(flash, region, record_tag) {
-            Err(JournalError::Foreign { .. }) => {
-                let end = layout.start + FEED_PAGES * layout.page;
-                flash
-                    .erase(layout.start, end)
-                    .map_err(JournalError::Flash)?;
-                Journal::open(flash, region, record_tag)?
-            }
-            other => other?,
-        };
+        let (mut journal, record) = storage::open(flash, layout, FEED_PAGES, tag ^ 0xFEED_0001)?;
         let mut record = match record {
             Some(r) => r,
             None => FeedRecord {
@@ -668,14 +653,11 @@ impl Device {
                 stream_boots: 0,
             },
         };
-        record.boots += 1;
-        if record.stream.is_some() {
-            record.stream_boots += 1;
-        }
+        record.count_boot();
         journal.append(flash, &record)?;
         let mut consumer = None;
         if let Some(config) = &record.stream {
-            AnyConsumer::open_into(&mut consumer, flash, layout.consumer(tag), config)?;
+            AnyConsumer::open_into(&mut consumer, flash, consumer_layout(&layout, tag), config)?;
         }
         let mut device = Self {
             record,
@@ -811,7 +793,7 @@ impl Device {
         if !same {
             // Another stream: its partition starts erased.
             self.consumer = None;
-            let l = self.layout.consumer(self.tag);
+            let l = consumer_layout(&self.layout, self.tag);
             for r in [l.positions, l.sink] {
                 flash
                     .erase(r.start, r.start + r.pages * self.layout.page)

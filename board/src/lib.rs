@@ -9,5 +9,6 @@
 
 pub mod demo;
 pub mod feed;
+pub mod storage;
 pub mod timing;
 pub mod wire;
