@@ -8,6 +8,8 @@ mod cmd;
 mod device;
 mod files;
 mod image;
+#[cfg(any(feature = "kafka", test))]
+mod kafka;
 
 use idem_lab::{error, render, select};
 

@@ -1,0 +1,268 @@
+//! `idem kafka`: the same stores and the same flash-backed journal, on a real
+//! Kafka-protocol topic.
+//!
+//! A record's key is the message id and its value is JSON: `{"payer": "ada", "amount": 5}`.
+//! `consume` applies a partition's records to a store whose state lives in a flash image,
+//! one core consumer per partition (each with its own stamp and position: one stamp across
+//! partitions would drop events). Stores whose position lives apart commit it to the
+//! consumer group after the effects (at-least-once) and resume from the group's committed
+//! offset; the atomic store keeps the position in its flash record and seeks to it
+//! (what Kafka's consumer documentation calls storing offsets outside Kafka).
+
+mod bridge;
+mod client;
+mod consume;
+mod lab;
+mod produce;
+mod read;
+mod report;
+mod shared;
+
+pub use bridge::BoardSource;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::image::SyncArg;
+use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
+use crate::select::StoreKind;
+
+/// The most partitions `consume` handles ([`consume::PARTITION_PAGES`] flash pages each).
+const MAX_PARTITIONS: i32 = 6;
+
+/// Talk to a Kafka-protocol broker.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Args, Clone)]
+struct Broker {
+    /// The broker to talk to.
+    #[arg(long, default_value = "127.0.0.1:9092", value_name = "HOST:PORT")]
+    brokers: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// The payments lesson on a fresh topic: send p17 twice and p18, read the topic back,
+    /// consume it with each store.
+    Lab {
+        #[command(flatten)]
+        broker: Broker,
+        /// Produce with Kafka's idempotence (it dedups its own retries, not a second send).
+        #[arg(long)]
+        idempotent: bool,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Produce a scenario's messages to a topic (created when missing).
+    Produce {
+        /// The topic.
+        topic: String,
+        /// ddia (100 events of +1) or payments (p17, p17 again, p18).
+        #[arg(long, value_name = "SCENARIO")]
+        scenario: KafkaScenario,
+        /// Partitions of a topic this creates.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Produce with Kafka's idempotence.
+        #[arg(long)]
+        idempotent: bool,
+        /// Wait for each record's ack before sending the next (one record per batch);
+        /// by default records are batched, as producers do.
+        #[arg(long)]
+        one_at_a_time: bool,
+        #[command(flatten)]
+        broker: Broker,
+    },
+    /// Consume a topic to its end into a store whose state lives in a flash image. It
+    /// reads with isolation.level=read_committed, librdkafka's default (the Java client
+    /// and kafka-python default to read_uncommitted).
+    Consume {
+        /// The topic.
+        topic: String,
+        /// The consumer group that holds the committed offsets.
+        #[arg(long)]
+        group: String,
+        /// Where the effects land: naive, offset, message-id or atomic.
+        #[arg(long, value_enum)]
+        store: StoreKind,
+        /// The flash image (created erased when missing).
+        #[arg(long, value_name = "FILE")]
+        flash: PathBuf,
+        /// Commit the position every K records.
+        #[arg(long, value_name = "K", default_value_t = 10)]
+        checkpoint_every: u64,
+        /// Sleep this long after each effect, so a kill can land mid-stream.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        pace_ms: u64,
+        /// A partition is read until the broker's end offset is reached and the fetches
+        /// return nothing new for this long.
+        #[arg(long, value_name = "MS", default_value_t = 1000)]
+        idle_ms: u64,
+        /// A record that is not a payment (no value, not JSON, a bad amount, an amount
+        /// that overflows, a keyless record the store refuses): stop (exit 2) or skip it
+        /// (it is named, and the total excludes it).
+        #[arg(long, value_enum, default_value = "stop")]
+        on_bad_record: OnBadRecord,
+        /// A record without a key, for the message-id store: refuse it (no key, no
+        /// message id), or take its partition and offset as its id (a resend of it is
+        /// then not caught). The other stores never read ids.
+        #[arg(long, value_enum, default_value = "refuse")]
+        keyless: Keyless,
+        /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
+        /// stderr), then report.
+        #[arg(long, conflicts_with = "shared")]
+        follow: bool,
+        /// Be one member of the group: the broker assigns this process some of the
+        /// partitions and moves them on a rebalance; each partition's state follows it
+        /// (see the README). Stops after --idle-ms with nothing new.
+        #[arg(long)]
+        shared: bool,
+        /// When the image's writes reach the disk: checkpoint (sync around each position
+        /// commit, page erase and page header, and before each group commit),
+        /// every-write, or none
+        #[arg(long, value_enum, default_value = "checkpoint")]
+        sync: SyncArg,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        broker: Broker,
+        /// Test hook: abort right after the N-th flash commit, before its group commit.
+        #[arg(long, hide = true, value_name = "N")]
+        abort_after_flash_commit: Option<u64>,
+    },
+    /// For tests: an in-process mock broker (librdkafka's) on 127.0.0.1; prints its
+    /// address, runs until standard input closes (ten minutes at most).
+    #[command(hide = true)]
+    MockBroker,
+}
+
+/// The longest a mock broker lives.
+const MOCK_LIFETIME: Duration = Duration::from_secs(600);
+
+/// What `produce` can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum KafkaScenario {
+    /// 100 events of +1.
+    Ddia,
+    /// p17 (ada, 5), p17 again, p18 (bo, 3).
+    Payments,
+    /// 300 payments p0..p299 (amounts 1 to 7) and 44 application resends (p0, p6, ...,
+    /// p258, each sent again after the next five payments): the same key, so the same
+    /// partition, well within a message-id window of its original.
+    Shop,
+}
+
+impl KafkaScenario {
+    /// The records to send, in order: (key, payer, amount).
+    fn records(self) -> Vec<(String, &'static str, i64)> {
+        match self {
+            Self::Ddia => (0..100).map(|i| (format!("e{i}"), "sensor", 1)).collect(),
+            Self::Payments => vec![
+                ("p17".into(), "ada", 5),
+                ("p17".into(), "ada", 5),
+                ("p18".into(), "bo", 3),
+            ],
+            Self::Shop => {
+                const PAYERS: [&str; 4] = ["ada", "bo", "cy", "di"];
+                let payment = |i: usize| (format!("p{i}"), PAYERS[i % 4], (i % 7) as i64 + 1);
+                let mut out = Vec::new();
+                for i in 0..300 {
+                    out.push(payment(i));
+                    if i >= 5 && (i - 5) % 6 == 0 && (i - 5) / 6 < 44 {
+                        out.push(payment(i - 5));
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+impl Cmd {
+    /// Runs the command.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let mut out = std::io::stdout().lock();
+        match self.action {
+            Action::Lab {
+                broker,
+                idempotent,
+                json,
+            } => lab::lab(&mut out, &broker.brokers, idempotent, json)?,
+            Action::Produce {
+                topic,
+                scenario,
+                partitions,
+                idempotent,
+                one_at_a_time,
+                broker,
+            } => {
+                let b = &broker.brokers;
+                let landed =
+                    produce::produce(b, &topic, scenario, partitions, idempotent, one_at_a_time)?;
+                writeln!(out, "produced {landed} records to {topic}")?;
+            }
+            Action::MockBroker => mock_broker(&mut out)?,
+            Action::Consume {
+                topic,
+                group,
+                store,
+                flash,
+                checkpoint_every,
+                pace_ms,
+                idle_ms,
+                on_bad_record,
+                keyless,
+                follow,
+                shared,
+                sync,
+                json,
+                broker,
+                abort_after_flash_commit,
+            } => {
+                let by_id = store == StoreKind::MessageId;
+                let results = consume::consume(&consume::ConsumeOptions {
+                    brokers: &broker.brokers,
+                    topic: &topic,
+                    group: &group,
+                    store,
+                    flash: &flash,
+                    checkpoint_every,
+                    pace: Duration::from_millis(pace_ms),
+                    rules: ReadRules::consume(idle_ms, on_bad_record, keyless, by_id, follow),
+                    follow,
+                    shared,
+                    sync,
+                    abort_after: abort_after_flash_commit,
+                })?;
+                return report::report(&mut out, &topic, store, &results, json);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `kafka mock-broker`: starts librdkafka's mock broker, prints its address, and runs
+/// until standard input closes ([`MOCK_LIFETIME`] at most).
+fn mock_broker(out: &mut impl Write) -> anyhow::Result<()> {
+    let cluster = rdkafka::mocking::MockCluster::new(1).context("starting a mock broker")?;
+    writeln!(out, "{}", cluster.bootstrap_servers())?;
+    out.flush()?;
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        let _ = done.send(());
+    });
+    let _ = wait.recv_timeout(MOCK_LIFETIME);
+    Ok(())
+}

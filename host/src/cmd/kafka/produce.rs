@@ -1,0 +1,155 @@
+//! Sending a scenario's payments to a topic, and the acks the broker sends back.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::message::Message as _;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+
+use super::client::{config, consumer, create_topic, partitions, unreachable};
+use super::{KafkaScenario, MAX_PARTITIONS};
+use crate::kafka::trust::Payment;
+
+/// Delivery reports of the producer: the (partition, offset) of each send, or its error.
+#[derive(Default)]
+struct Acks(Mutex<Vec<Result<(i32, i64), String>>>);
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        let ack = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        if let Ok(mut acks) = self.0.lock() {
+            acks.push(ack);
+        }
+    }
+}
+
+/// How a producer hands records to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Batching {
+    /// Each record acknowledged before the next is sent: one record per batch.
+    OneAtATime,
+    /// As producers do: records linger up to 20 ms and go many to a batch; one flush at
+    /// the end.
+    Batched,
+}
+
+/// `kafka produce`: sends `scenario`'s records to `topic`, created with `n` partitions
+/// when the broker does not have it; how many records landed.
+pub(super) fn produce(
+    brokers: &str,
+    topic: &str,
+    scenario: KafkaScenario,
+    n: i32,
+    idempotent: bool,
+    one_at_a_time: bool,
+) -> anyhow::Result<usize> {
+    anyhow::ensure!(
+        (1..=MAX_PARTITIONS).contains(&n),
+        crate::error::Usage(format!("a topic here has 1 to {MAX_PARTITIONS} partitions"))
+    );
+    let c = consumer(brokers, "idem-produce")?;
+    let created = match partitions(&c, brokers, topic)? {
+        None => create_topic(brokers, topic, n),
+        Some(_) => Ok(()),
+    };
+    let records = scenario.records();
+    let batching = if one_at_a_time {
+        Batching::OneAtATime
+    } else {
+        Batching::Batched
+    };
+    let landed = send_created(brokers, topic, idempotent, batching, &records, &created)?;
+    Ok(landed.len())
+}
+
+/// [`send`], its error saying why the topic could not be created when it could not.
+pub(super) fn send_created(
+    brokers: &str,
+    topic: &str,
+    idempotent: bool,
+    batching: Batching,
+    records: &[(String, &str, i64)],
+    created: &Result<(), String>,
+) -> anyhow::Result<Vec<(i32, i64)>> {
+    send(brokers, topic, idempotent, batching, records).map_err(|e| {
+        if let Err(c) = created {
+            anyhow::anyhow!("{e} ({c})")
+        } else {
+            e
+        }
+    })
+}
+
+/// Sends `(key, payer, amount)`; the (partition, offset) of each acknowledged record, in
+/// the order the acks came.
+fn send(
+    brokers: &str,
+    topic: &str,
+    idempotent: bool,
+    batching: Batching,
+    records: &[(String, &str, i64)],
+) -> anyhow::Result<Vec<(i32, i64)>> {
+    let mut config = config(brokers);
+    config
+        .set(
+            "enable.idempotence",
+            if idempotent { "true" } else { "false" },
+        )
+        .set("allow.auto.create.topics", "true");
+    if batching == Batching::Batched {
+        config
+            .set("linger.ms", "20")
+            .set("batch.num.messages", "1000");
+    }
+    let producer: BaseProducer<Acks> = config
+        .create_with_context(Acks::default())
+        .map_err(|e| unreachable(brokers, e))?;
+    let flush = |producer: &BaseProducer<Acks>| {
+        producer
+            .flush(Duration::from_secs(15))
+            .map_err(|e| unreachable(brokers, e))
+    };
+    for (key, payer, amount) in records {
+        let value = serde_json::to_string(&Payment {
+            payer: (*payer).to_string(),
+            amount: *amount,
+        })?;
+        producer
+            .send(
+                BaseRecord::to(topic)
+                    .key(key.as_str())
+                    .payload(value.as_str()),
+            )
+            .map_err(|(e, _)| anyhow::anyhow!("sending to {topic}: {e}"))?;
+        match batching {
+            Batching::OneAtATime => flush(&producer)?,
+            Batching::Batched => {
+                producer.poll(Duration::ZERO);
+            }
+        }
+    }
+    flush(&producer)?;
+    let acks = std::mem::take(
+        &mut *producer
+            .context()
+            .0
+            .lock()
+            .map_err(|_| anyhow::anyhow!("delivery reports poisoned"))?,
+    );
+    anyhow::ensure!(
+        acks.len() == records.len(),
+        "{} delivery reports for the {} records sent to {topic}",
+        acks.len(),
+        records.len()
+    );
+    acks.into_iter()
+        .map(|a| a.map_err(|e| anyhow::anyhow!("the broker refused a record of {topic}: {e}")))
+        .collect()
+}

@@ -1,0 +1,306 @@
+//! `kafka consume --shared`: one member of a consumer group, which takes and loses
+//! partitions as the broker assigns them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
+use idem_core::log::{Log, Offset};
+use idem_sim::payment::{SumSinks, Total, Truth};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::message::Message as _;
+
+use super::client::{BROKER_TIMEOUT, ISOLATION_LEVEL, committed, config, reader, unreachable};
+use super::consume::{ConsumeOptions, GroupCommit, PARTITION_PAGES, PartitionResult, layout};
+use super::read::{ingest, read_partition};
+use crate::device;
+use crate::image::{Image, PAGE};
+use crate::kafka::group::{
+    SESSION_TIMEOUT, Take, TakeAction, group_copy, group_offset, member_may_stop, rebalance,
+};
+use crate::kafka::trust::{PartitionRead, ReadRules};
+use crate::select::HostSinks;
+use crate::select::dispatch::SinksJob;
+
+/// A partition this member owns in `--shared` mode.
+struct Owned<K: SumSinks> {
+    consumer: Consumer<K>,
+    read: PartitionRead,
+    /// The group's committed offset when this member took the partition.
+    group_at_take: Offset,
+}
+
+/// `--shared`: one member of a consumer group. The broker assigns partitions and moves
+/// them on a rebalance (a member joins, leaves, or stops heartbeating). The group's
+/// committed offset is then the position's one truth, since a partition's next owner
+/// must see it; the image is this member's copy of each partition's state. A store's
+/// state at a position is the fold of the partition's records before it (for the
+/// idempotent stores, whatever replays happened), so a member that takes a partition
+/// keeps its image's state when its position equals the group's offset, and otherwise
+/// erases it and folds the records again up to the group's offset before going on
+/// ([`Take::decide`]).
+pub(super) struct SharedConsume<'a> {
+    image: &'a mut Image,
+    member: Member<'a>,
+}
+
+/// A member's clients and rules.
+struct Member<'a> {
+    group: BaseConsumer,
+    reader: BaseConsumer,
+    topic: &'a str,
+    brokers: &'a str,
+    checkpoint_every: CheckpointEvery,
+    pace: Duration,
+    rules: ReadRules,
+    /// Stop after this long with nothing new.
+    idle: Duration,
+    abort_after: Option<u64>,
+}
+
+/// What a consume ended with: each partition consumed, and for a group member which
+/// partitions it took (and how) and lost to rebalances.
+pub(super) struct SharedOut {
+    pub(super) results: Vec<PartitionResult>,
+    pub(super) taken: Vec<Take>,
+    pub(super) released: Vec<i32>,
+}
+
+/// The longest a member runs.
+const MEMBER_LIFETIME: Duration = Duration::from_secs(600);
+
+impl<'a> SharedConsume<'a> {
+    /// A member of `o.group` consuming into `image`, its partitions read by `rules`.
+    pub(super) fn new(
+        o: &ConsumeOptions<'a>,
+        image: &'a mut Image,
+        every: CheckpointEvery,
+        rules: ReadRules,
+    ) -> anyhow::Result<Self> {
+        let group = config(o.brokers)
+            .set("group.id", o.group)
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", ISOLATION_LEVEL)
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            // A member that stops heartbeating (killed) loses its partitions after 6 s.
+            .set(
+                "session.timeout.ms",
+                SESSION_TIMEOUT.as_millis().to_string(),
+            )
+            .set("heartbeat.interval.ms", "1000")
+            // A rebalance waits this long at most for a member to rejoin.
+            .set("max.poll.interval.ms", "10000")
+            .create()
+            .map_err(|e| unreachable(o.brokers, e))?;
+        let reader = reader(o.brokers)?;
+        let member = Member {
+            group,
+            reader,
+            topic: o.topic,
+            brokers: o.brokers,
+            checkpoint_every: every,
+            pace: o.pace,
+            // A partition taken mid-run is read whole with a short quiet period; the
+            // member itself stops after `--idle-ms` with nothing new.
+            rules: rules.for_take(),
+            idle: rules.idle,
+            abort_after: o.abort_after,
+        };
+        Ok(Self { image, member })
+    }
+}
+
+impl Member<'_> {
+    /// Takes partition `p`: reads it whole, opens its consumer on the image, and keeps
+    /// or rebuilds the image's state as [`Take::decide`] says.
+    fn take<K: HostSinks>(
+        &self,
+        image: &mut Image,
+        p: i32,
+        sinks: &K,
+    ) -> anyhow::Result<(Owned<K>, Take)> {
+        let config = ConsumerConfig::every(self.checkpoint_every);
+        let group_offset = group_offset(committed(&self.group, self.brokers, self.topic, p)?);
+        let read = read_partition(
+            &self.reader,
+            self.brokers,
+            self.topic,
+            p,
+            &self.rules,
+            image.id_key(),
+        )?;
+        let layout = layout(image, p);
+        let mut consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
+            .map_err(|e| device::consumer_error(image, e))?;
+        let take = Take::decide(p, group_offset, consumer.next_offset());
+        if take.action == TakeAction::Rebuilt {
+            let from = layout.positions.start;
+            let to = from + PARTITION_PAGES * PAGE as u32;
+            embedded_storage::nor_flash::NorFlash::erase(&mut image.flash, from, to).map_err(
+                |e| {
+                    anyhow::anyhow!(
+                        "{}: erasing partition {p}'s pages: {e:?}",
+                        image.path.display()
+                    )
+                },
+            )?;
+            consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
+                .map_err(|e| device::consumer_error(image, e))?;
+        }
+        eprintln!(
+            "took partition {p}: the group's offset {group_offset}, this image's {}: {}",
+            take.image_offset,
+            take.action.name()
+        );
+        let owned = Owned {
+            consumer,
+            read,
+            group_at_take: group_offset,
+        };
+        Ok((owned, take))
+    }
+}
+
+impl SinksJob for SharedConsume<'_> {
+    type Out = SharedOut;
+    fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
+        let Self { image, member } = self;
+        if K::ORDERED_SINK {
+            for p in 0..(image.meta.pages / PARTITION_PAGES) as i32 {
+                let sink = layout(image, p).sink;
+                image.flash.add_ordered(crate::image::bytes(sink));
+            }
+        }
+        let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();
+        let (mut taken, mut released) = (Vec::new(), Vec::new());
+        let mut commits = 0u64;
+        member
+            .group
+            .subscribe(&[member.topic])
+            .context("subscribing to the topic")?;
+        let started = Instant::now();
+        let mut last_change = Instant::now();
+        let mut last_assigned = BTreeSet::new();
+        loop {
+            if crate::cleanup::stop_requested() {
+                return Err(crate::cleanup::Interrupted.into());
+            }
+            anyhow::ensure!(
+                started.elapsed() < MEMBER_LIFETIME,
+                "still consuming {} after {} s",
+                member.topic,
+                MEMBER_LIFETIME.as_secs()
+            );
+            let message = member.group.poll(Duration::from_millis(100));
+            // Rebalances happen inside poll: drop what was revoked, take what is new.
+            let assigned: BTreeSet<i32> = member
+                .group
+                .assignment()
+                .context("reading the group's assignment")?
+                .elements_for_topic(member.topic)
+                .iter()
+                .map(|e| e.partition())
+                .collect();
+            if assigned != last_assigned {
+                eprintln!("the group assigned this member partitions {assigned:?}");
+                last_assigned = assigned.clone();
+                last_change = Instant::now();
+            }
+            let held: BTreeSet<i32> = owned.keys().copied().collect();
+            let (revoked, new) = rebalance(&held, &assigned);
+            for p in revoked {
+                eprintln!("lost partition {p} to a rebalance");
+                owned.remove(&p);
+                released.push(p);
+                last_change = Instant::now();
+            }
+            for p in new {
+                let (o, take) = member.take(image, p, &sinks)?;
+                taken.push(take);
+                owned.insert(p, o);
+                last_change = Instant::now();
+            }
+            if let Some(m) = message {
+                let m = m.with_context(|| format!("reading {}", member.topic))?;
+                if let Some(o) = owned.get_mut(&m.partition())
+                    && ingest(&mut o.read, member.topic, &m, &member.rules)?
+                {
+                    last_change = Instant::now();
+                }
+            }
+            let group = GroupCommit {
+                group: &member.group,
+                brokers: member.brokers,
+                topic: member.topic,
+                abort_after: member.abort_after,
+            };
+            for (&p, o) in &mut owned {
+                // A bounded number of steps between two polls, so that a rebalance
+                // (which happens inside poll) is never kept waiting for long.
+                for _ in 0..64 {
+                    match o
+                        .consumer
+                        .step(&mut image.flash, &o.read.log)
+                        .map_err(|e| device::consumer_error(image, e))?
+                    {
+                        Step::Done => break,
+                        Step::Effect(..) if !member.pace.is_zero() => {
+                            std::thread::sleep(member.pace)
+                        }
+                        // While folding up to the group's offset, the group already
+                        // has it: nothing to copy.
+                        Step::Commit { next } => {
+                            if let Some(next) = group_copy(next, Some(o.group_at_take)) {
+                                commits += 1;
+                                eprintln!(
+                                    "partition {p}: checkpoint: {}; total {}",
+                                    crate::render::position_text(next),
+                                    o.consumer.total()
+                                );
+                                group.copy(image, commits, p, next)?;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // Done: every owned partition applied to the end of what was read, and
+            // nothing new (no record, no rebalance) for the idle period.
+            let caught_up = owned
+                .values()
+                .all(|o| o.consumer.next_offset() >= o.read.log.len());
+            if member_may_stop(
+                caught_up,
+                owned.is_empty(),
+                last_change.elapsed(),
+                member.idle,
+            ) {
+                break;
+            }
+        }
+        let mut results = Vec::new();
+        for (p, mut o) in owned {
+            let (_, end_offset) = member
+                .reader
+                .fetch_watermarks(member.topic, p, BROKER_TIMEOUT)
+                .map_err(|e| unreachable(member.brokers, e))?;
+            o.read.end_offset = end_offset;
+            results.push(PartitionResult {
+                partition: p,
+                total: o.consumer.total(),
+                true_total: o.read.log.true_total(),
+                next_offset: o.consumer.next_offset(),
+                read: o.read,
+                group_was: None,
+            });
+        }
+        member.group.unsubscribe();
+        Ok(SharedOut {
+            results,
+            taken,
+            released,
+        })
+    }
+}

@@ -1,0 +1,15 @@
+//! Kafka's rules, apart from the broker: every function here takes plain values
+//! (offsets, partition numbers, a record's key and value as bytes) and decides; `idem
+//! kafka` and the board's bridge (`cmd::kafka`) read and commit through librdkafka and
+//! ask these modules what it means.
+//!
+//! - [`trust`]: which records of a partition read are trusted, stepped over or refused,
+//!   the partition as the core reads a log, and when a read has reached the broker's end
+//!   offset.
+//! - [`group`]: when a `--shared` member takes a partition, whether it keeps or rebuilds
+//!   its image's state, and what offset the group may copy of a durable position.
+//! - [`verdict`]: the verdict over the partitions' results.
+
+pub mod group;
+pub mod trust;
+pub mod verdict;
