@@ -50,10 +50,9 @@ use idem_core::journal::{Journal, JournalError};
 use idem_core::log::{IdKey, Log, Offset, Received};
 use idem_core::persist::Layout;
 use idem_sim::crash::{CrashPoint, Plan};
-use idem_sim::payment::stores::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase,
-};
+use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase};
 use idem_sim::payment::{Message, Payment};
+use idem_sim::registry::{MessageIdStore, ProducerSeqStore, StoreKind};
 
 /// The protocol's version: a host and a device of different versions refuse each other.
 /// Version 2: the boot frame carries the device's [`IdKey`].
@@ -62,31 +61,30 @@ pub const VERSION: u16 = 2;
 /// Events in one batch: a full batch is at most [`TO_DEVICE_MAX`] bytes on the wire.
 pub const BATCH: usize = 8;
 
-/// The message-id store's window on the device.
-pub const WINDOW: usize = 32;
-
-/// Producers the producer-seq store remembers on the device.
-pub const PRODUCERS: usize = 8;
+/// The message-id store's window on the device, and the producers the producer-seq
+/// store remembers there: the registry's capacities ([`idem_sim::registry`]).
+pub use idem_sim::registry::{PRODUCERS, WINDOW};
 
 /// Pages the feed's storage takes: its record (2), the consumer position (4) and the
 /// store (4).
 pub const FEED_PAGES: u32 = 10;
 
-/// The stores a device can run.
+/// The stores a device can run: the registry's board stores
+/// ([`StoreId::kind`]), in the order the wire numbers them.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, MaxSize)]
 pub enum StoreId {
-    /// `total += amount`.
+    /// [`StoreKind::Naive`].
     Naive,
-    /// Applies only offsets newer than its stamp.
+    /// [`StoreKind::Offset`].
     Offset,
-    /// Skips message ids seen in a window of [`WINDOW`].
+    /// [`StoreKind::MessageId`], its window [`WINDOW`] ids.
     MessageId,
-    /// Per producer, applies only newer (epoch, sequence); [`PRODUCERS`] producers.
+    /// [`StoreKind::ProducerSeq`], for [`PRODUCERS`] producers.
     ProducerSeq,
-    /// Value and position in one record, at checkpoints.
+    /// [`StoreKind::Atomic`].
     Atomic,
-    /// Two-phase commit of value and position at checkpoints.
+    /// [`StoreKind::TwoPhase`].
     TwoPhase,
 }
 
@@ -101,21 +99,27 @@ impl StoreId {
         Self::TwoPhase,
     ];
 
-    /// The name the CLI uses.
-    pub const fn name(self) -> &'static str {
+    /// The registry's store it is.
+    pub const fn kind(self) -> StoreKind {
         match self {
-            Self::Naive => "naive",
-            Self::Offset => "offset",
-            Self::MessageId => "message-id",
-            Self::ProducerSeq => "producer-seq",
-            Self::Atomic => "atomic",
-            Self::TwoPhase => "two-phase",
+            Self::Naive => StoreKind::Naive,
+            Self::Offset => StoreKind::Offset,
+            Self::MessageId => StoreKind::MessageId,
+            Self::ProducerSeq => StoreKind::ProducerSeq,
+            Self::Atomic => StoreKind::Atomic,
+            Self::TwoPhase => StoreKind::TwoPhase,
         }
     }
 
-    /// The store named `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
+    /// The device's store for the registry's `kind`, if the board runs it
+    /// ([`Source::Board`](idem_sim::registry::Source::Board)).
+    pub fn from_kind(kind: StoreKind) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.kind() == kind)
+    }
+
+    /// The registry's name (the CLI's).
+    pub const fn name(self) -> &'static str {
+        self.kind().name()
     }
 
     /// The RAM its consumer takes on the device, in bytes.
@@ -123,8 +127,8 @@ impl StoreId {
         match self {
             Self::Naive => size_of::<Consumer<Naive>>(),
             Self::Offset => size_of::<Consumer<OffsetStamped>>(),
-            Self::MessageId => size_of::<Consumer<MessageIdWindow<Naive, WINDOW>>>(),
-            Self::ProducerSeq => size_of::<Consumer<ProducerSeq<PRODUCERS>>>(),
+            Self::MessageId => size_of::<Consumer<MessageIdStore>>(),
+            Self::ProducerSeq => size_of::<Consumer<ProducerSeqStore>>(),
             Self::Atomic => size_of::<Consumer<Atomic>>(),
             Self::TwoPhase => size_of::<Consumer<TwoPhase>>(),
         }
@@ -530,8 +534,8 @@ macro_rules! consumers {
 consumers!(
     Naive(Naive),
     Offset(OffsetStamped),
-    MessageId(MessageIdWindow<Naive, WINDOW>),
-    ProducerSeq(ProducerSeq<PRODUCERS>),
+    MessageId(MessageIdStore),
+    ProducerSeq(ProducerSeqStore),
     Atomic(Atomic),
     TwoPhase(TwoPhase),
 );
@@ -563,7 +567,7 @@ impl AnyConsumer {
                 )?))
             }
             StoreId::MessageId => {
-                let w = MessageIdWindow::<Naive, WINDOW>::new(Naive, WINDOW)
+                let w = MessageIdStore::new(Naive, WINDOW)
                     .map_err(|e| ConsumerError::Store(e.into()))?;
                 *slot = Some(Self::MessageId(Consumer::open(flash, layout, w, c)?))
             }

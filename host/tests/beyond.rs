@@ -6,19 +6,12 @@ use serde_json::{Value, json};
 
 mod common;
 use common::{idem, matrix_cell, refuses, run_json as run};
-
-const STORES: [&str; 6] = [
-    "naive",
-    "offset",
-    "message-id",
-    "producer-seq",
-    "atomic",
-    "two-phase",
-];
+use idem_sim::registry::StoreKind;
 
 fn totals(args: &[&str]) -> Vec<i64> {
-    STORES
+    StoreKind::ALL
         .iter()
+        .map(|k| k.name())
         .map(|s| {
             let mut a = args.to_vec();
             a.extend(["--store", s]);

@@ -11,9 +11,8 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_sim::payment::GeneratedLog;
 use idem_sim::payment::Sum;
-use idem_sim::payment::stores::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
-};
+use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_sim::registry::{MessageIdStore, PRODUCERS, WINDOW};
 use idem_sim::run::{SIM_LAYOUT, SimFlash};
 
 const EVENTS: u64 = 10_000;
@@ -56,8 +55,16 @@ fn bench_store<S: Sum + Clone>(c: &mut Criterion, name: &str, store: S) {
 fn benches(c: &mut Criterion) {
     bench_store(c, "naive", Naive);
     bench_store(c, "offset", OffsetStamped);
-    bench_store(c, "message-id-32", MessageIdWindow::<Naive, 32>::default());
-    bench_store(c, "producer-seq-8", ProducerSeq::<8>);
+    bench_store(
+        c,
+        &format!("message-id-{WINDOW}"),
+        MessageIdStore::default(),
+    );
+    bench_store(
+        c,
+        &format!("producer-seq-{PRODUCERS}"),
+        ProducerSeq::<PRODUCERS>,
+    );
     bench_store(c, "atomic", Atomic);
     bench_store(c, "two-phase", TwoPhase);
 }

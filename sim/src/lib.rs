@@ -5,6 +5,7 @@
 //! - [`payment`]: a payment message, the logs it arrives in, the stores that sum it
 //!   (naive, offset-stamped, message-id, atomic, producer sequence, two-phase) and what
 //!   the checker reads of them;
+//! - the [`registry`] of the stores by name, with their capacities and sources;
 //! - [`crash`] points and the [`ddia`] exercise's parameters.
 //!
 //! With the default feature `simulator`: the [`scenario`]s, the deterministic crash
@@ -20,6 +21,7 @@
 pub mod crash;
 pub mod ddia;
 pub mod payment;
+pub mod registry;
 
 #[cfg(feature = "simulator")]
 pub mod check;

@@ -685,7 +685,7 @@ mod tests {
         use crate::payment::stores::ProducerSeq;
         use crate::scenario::ProducerMode::{Idempotent, NonIdempotent as Plain, Transactional};
         use crate::txn::Isolation;
-        type Mid = MessageIdWindow<Naive, 32>;
+        type Mid = crate::registry::MessageIdStore;
         type Seq = ProducerSeq<8>;
         let totals = |s: &Scenario<crate::txn::TxnLog<{ scenario::SMALL_LOG }>>| {
             [

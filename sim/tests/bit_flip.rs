@@ -12,10 +12,9 @@ use idem_core::journal::Region;
 use idem_core::persist::Layout;
 use idem_sim::flash::MemFlash;
 use idem_sim::payment::Total;
-use idem_sim::payment::stores::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
-};
+use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
 use idem_sim::payment::{GeneratedLog, SumSinks, Truth};
+use idem_sim::registry::{MessageIdStore, PRODUCERS};
 
 type Flash = MemFlash<8, 1024>;
 
@@ -135,14 +134,18 @@ fn offset_stamped() {
 fn message_id() {
     assert_none_wrong(&flip_every_bit(
         "message-id",
-        MessageIdWindow::<Naive, 32>::default(),
+        MessageIdStore::default(),
         false,
     ));
 }
 
 #[test]
 fn producer_seq() {
-    assert_none_wrong(&flip_every_bit("producer-seq", ProducerSeq::<8>, false));
+    assert_none_wrong(&flip_every_bit(
+        "producer-seq",
+        ProducerSeq::<PRODUCERS>,
+        false,
+    ));
 }
 
 #[test]

@@ -27,10 +27,9 @@ use idem_core::journal::Region;
 use idem_core::persist::Layout;
 use idem_sim::flash::{FlashError, MemFlash};
 use idem_sim::payment::Total;
-use idem_sim::payment::stores::{
-    Atomic, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, TwoPhase,
-};
+use idem_sim::payment::stores::{Atomic, OffsetStamped, ProducerSeq, TwoPhase};
 use idem_sim::payment::{GeneratedLog, SumSinks, Truth};
+use idem_sim::registry::{MessageIdStore, PRODUCERS};
 use idem_sim::rng::SplitMix64;
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 
@@ -251,12 +250,8 @@ fn cuts<S: SumSinks>(name: &str, sinks: S, mode: SyncMode) -> Vec<String> {
 fn every_store(mode: SyncMode) -> Vec<String> {
     let mut all = Vec::new();
     all.extend(cuts("offset", OffsetStamped, mode));
-    all.extend(cuts(
-        "message-id",
-        MessageIdWindow::<Naive, 32>::default(),
-        mode,
-    ));
-    all.extend(cuts("producer-seq", ProducerSeq::<8>, mode));
+    all.extend(cuts("message-id", MessageIdStore::default(), mode));
+    all.extend(cuts("producer-seq", ProducerSeq::<PRODUCERS>, mode));
     all.extend(cuts("atomic", Atomic, mode));
     all.extend(cuts("two-phase", TwoPhase, mode));
     all

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use idem_board::feed::{DOMAIN, DeviceKey, FromDevice, HostReader};
 use idem_core::log::IdKey;
+use idem_sim::registry::{Source, StoreKind};
 use serde_json::Value;
 
 fn idem(args: &[&str]) -> Value {
@@ -41,20 +42,16 @@ fn board(args: &[&str]) -> Value {
     idem(&all)
 }
 
-const STORES: [&str; 6] = [
-    "naive",
-    "offset",
-    "message-id",
-    "producer-seq",
-    "atomic",
-    "two-phase",
-];
+/// The stores the board runs, by the registry's names.
+fn stores() -> Vec<&'static str> {
+    StoreKind::on(Source::Board).map(StoreKind::name).collect()
+}
 
 #[test]
 fn ddia_and_payments_on_the_board_end_as_the_simulator_does() {
     let mut ddia = Vec::new();
     let mut payments = Vec::new();
-    for store in STORES {
+    for store in stores() {
         let b = board(&["ddia", "--store", store, "--crash-after", "49"]);
         let sim = idem(&[
             "run",

@@ -1,8 +1,8 @@
 //! The README's figures table, checked row by row against runs of the core simulator,
 //! so the documentation cannot drift from what idem computes.
 
-use idem_sim::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped};
 use idem_sim::payment::{Sum, Truth};
+use idem_sim::registry::{self, Runnable, StoreJob, StoreKind, WINDOW};
 use idem_sim::run::{self, Action, Report, TraceStep};
 use idem_sim::scenario::{self, Scenario};
 
@@ -40,13 +40,16 @@ fn observe<L: Truth, S: Sum + Clone>(s: &Scenario<L>, store: S) -> (Report, Stri
 }
 
 fn row<L: Truth>(s: &Scenario<L>, store: &str) -> Vec<String> {
-    let (r, redelivered, skipped) = match store {
-        "naive" => observe(s, Naive),
-        "offset" => observe(s, OffsetStamped),
-        "message-id" => observe(s, MessageIdWindow::<Naive, 32>::default()),
-        "atomic" => observe(s, Atomic),
-        other => panic!("README names an unknown store {other}"),
-    };
+    struct Observe<'a, L>(&'a Scenario<L>);
+    impl<L: Truth> StoreJob for Observe<'_, L> {
+        type Out = (Report, String, String);
+        fn call<S: Runnable>(self, store: S) -> Self::Out {
+            observe(self.0, store)
+        }
+    }
+    let kind = StoreKind::from_name(store)
+        .unwrap_or_else(|| panic!("README names an unknown store {store}"));
+    let (r, redelivered, skipped) = registry::with_store(kind, WINDOW, Observe(s)).unwrap();
     let committed = r
         .committed_at_crash()
         .map_or("null".to_string(), |c| c.to_string());

@@ -30,6 +30,7 @@ use idem_board::timing::HostTimer;
 use idem_core::log::{IdKey, MessageId, Offset};
 use idem_sim::check::Verdict;
 use idem_sim::payment::Payment;
+use idem_sim::registry::{self, Source};
 use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
@@ -199,9 +200,10 @@ impl idem_board::feed::Source for Stream {
 }
 
 fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
-    StoreId::from_name(kind.name()).ok_or_else(|| {
+    StoreId::from_kind(kind).ok_or_else(|| {
         usage(format!(
-            "the board runs naive, offset, message-id, producer-seq, atomic and two-phase, not {}",
+            "the board runs {}, not {}",
+            registry::names_on(Source::Board, "and"),
             kind.name()
         ))
     })

@@ -9,79 +9,10 @@ use idem_sim::crash::CrashPoint;
 use idem_sim::scenario::ProducerMode;
 use idem_sim::txn::Isolation;
 
-use super::dispatch::WINDOW_CAPACITY;
+use idem_sim::registry::WINDOW as WINDOW_CAPACITY;
 
-/// The stores a run can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StoreKind {
-    /// total += amount.
-    Naive,
-    /// Apply only if the offset is newer than the stamp.
-    Offset,
-    /// Skip message ids seen in a bounded window.
-    MessageId,
-    /// Per producer, apply only if (epoch, sequence) is newer.
-    ProducerSeq,
-    /// Value and consumer position in one record, written at checkpoints.
-    Atomic,
-    /// Two-phase commit of value and position at each checkpoint.
-    TwoPhase,
-    /// A gauge: value = reading (naturally idempotent).
-    Set,
-    /// A gauge: value = the larger of value and reading (idempotent and commutative).
-    Max,
-    /// Insert with a unique key: a row per message id, never forgotten (64 rows; a full
-    /// table refuses a new key).
-    UniqueKey,
-}
-
-impl StoreKind {
-    /// The store named `name` on the command line.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .chain(Self::GAUGES)
-            .chain(Self::TABLES)
-            .find(|k| k.name() == name)
-    }
-
-    /// Whether the core holds this store to the true total under replay.
-    pub fn idempotent(self) -> bool {
-        super::dispatch::idempotent(SinkChoice::Store(self))
-    }
-
-    /// The gauges, for a reading rather than an amount (the `gauge` scenario).
-    pub const GAUGES: [StoreKind; 2] = [Self::Set, Self::Max];
-
-    /// Naturally idempotent stores that sum amounts, kept out of `all`: their memory
-    /// grows with every message, so a long log fills them (`unique-key`).
-    pub const TABLES: [StoreKind; 1] = [Self::UniqueKey];
-
-    /// Every store that sums amounts, in table order (what `all` means).
-    pub const ALL: [StoreKind; 6] = [
-        Self::Naive,
-        Self::Offset,
-        Self::MessageId,
-        Self::ProducerSeq,
-        Self::Atomic,
-        Self::TwoPhase,
-    ];
-
-    /// The name on the command line and in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Naive => "naive",
-            Self::Offset => "offset",
-            Self::MessageId => "message-id",
-            Self::ProducerSeq => "producer-seq",
-            Self::Atomic => "atomic",
-            Self::TwoPhase => "two-phase",
-            Self::Set => "set",
-            Self::Max => "max",
-            Self::UniqueKey => "unique-key",
-        }
-    }
-}
+/// The stores a run can use: the registry's ([`idem_sim::registry`]).
+pub use idem_sim::registry::StoreKind;
 
 /// The built-in scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2,26 +2,17 @@
 //! log to its type: the two choices are made apart ([`with_sinks`], [`dispatch`]).
 
 use idem_sim::dual::{self, DerivedTotal, StampedViews};
-use idem_sim::payment::stores::{
-    Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,
-};
+use idem_sim::payment::stores::Naive;
 use idem_sim::payment::{Sum, SumSinks, Truth};
+use idem_sim::registry::{self, MessageIdStore, Runnable};
 use idem_sim::scenario::Scenario;
 
 use super::args::{FixArg, SinkChoice, StoreKind};
 use super::load::Loaded;
 use crate::error::usage;
 
-/// The message-id store's window capacity (ids kept in its one flash record).
-pub const WINDOW_CAPACITY: usize = 32;
-
-/// How many rows the unique-key table holds. Its state is rebuilt from one appended
-/// record per row, and the simulated device's store journal keeps 66 records while it
-/// reclaims a page.
-pub const UNIQUE_KEYS: usize = 64;
-
-/// How many producers the producer-seq store remembers (in its one flash record).
-pub const PRODUCER_CAPACITY: usize = 8;
+/// The message-id store's window capacity (the registry's).
+pub use idem_sim::registry::WINDOW as WINDOW_CAPACITY;
 
 /// Sinks the host can run: any core sinks (each is cloneable and can cross threads).
 pub trait HostSinks: SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
@@ -60,29 +51,22 @@ pub trait StoreJob {
 /// has one. Check this before any file is created.
 pub fn check_window(kind: StoreKind, window: usize) -> anyhow::Result<()> {
     if kind == StoreKind::MessageId {
-        MessageIdWindow::<Naive, WINDOW_CAPACITY>::new(Naive, window)
-            .map_err(|e| usage(e.to_string()))?;
+        MessageIdStore::new(Naive, window).map_err(|e| usage(e.to_string()))?;
     }
     Ok(())
 }
 
-/// Calls `job` with the store `kind` names (with `window` for the message-id store).
+/// Calls `job` with the store `kind` names (with `window` for the message-id store):
+/// the registry's dispatch ([`idem_sim::registry::with_store`]).
 pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow::Result<J::Out> {
-    match kind {
-        StoreKind::Naive => job.call(Naive),
-        StoreKind::Offset => job.call(OffsetStamped),
-        StoreKind::MessageId => {
-            let w = MessageIdWindow::<Naive, WINDOW_CAPACITY>::new(Naive, window)
-                .map_err(|e| usage(e.to_string()))?;
-            job.call(w)
+    struct Adapt<J>(J);
+    impl<J: StoreJob> registry::StoreJob for Adapt<J> {
+        type Out = anyhow::Result<J::Out>;
+        fn call<S: Runnable>(self, store: S) -> anyhow::Result<J::Out> {
+            self.0.call(store)
         }
-        StoreKind::ProducerSeq => job.call(ProducerSeq::<PRODUCER_CAPACITY>),
-        StoreKind::Atomic => job.call(Atomic),
-        StoreKind::TwoPhase => job.call(TwoPhase),
-        StoreKind::Set => job.call(Set),
-        StoreKind::Max => job.call(Max),
-        StoreKind::UniqueKey => job.call(UniqueKey::<Naive, UNIQUE_KEYS>::default()),
     }
+    registry::with_store(kind, window, Adapt(job)).map_err(|e| usage(e.to_string()))?
 }
 
 /// Calls `job` with the sinks `choice` names (with `window` for the message-id store).

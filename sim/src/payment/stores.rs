@@ -598,7 +598,7 @@ mod tests {
     #[test]
     fn the_combinators_keep_the_payment_stores_tags_and_encodings() {
         assert_eq!(OffsetStamped::TAG, 0x5301_0002);
-        assert_eq!(<MessageIdWindow<Naive, 32>>::TAG, 0x5301_0003);
+        assert_eq!(crate::registry::MessageIdStore::TAG, 0x5301_0003);
         assert_eq!(<UniqueKey<Naive, 64>>::TAG, 0x5301_0009);
         let s = StampedState {
             state: NaiveState { total: -3 },

@@ -10,6 +10,7 @@ use idem_core::journal::Region;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
 use idem_sim::payment::{Total, Truth};
+use idem_sim::registry::{self, Source};
 use rdkafka::consumer::BaseConsumer;
 
 use super::MAX_PARTITIONS;
@@ -184,13 +185,11 @@ pub(super) struct ConsumeOptions<'a> {
 /// Consumes every partition of the topic into the image; one result per partition.
 pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
     let store = o.store;
-    if !matches!(
-        store,
-        StoreKind::Naive | StoreKind::Offset | StoreKind::MessageId | StoreKind::Atomic
-    ) {
-        return Err(usage(
-            "kafka consume takes the naive, offset, message-id or atomic store",
-        ));
+    if !store.runs_on(Source::Kafka) {
+        return Err(usage(format!(
+            "kafka consume takes the {} store",
+            registry::names_on(Source::Kafka, "or")
+        )));
     }
     let every = CheckpointEvery::new(o.checkpoint_every)
         .ok_or_else(|| usage("the checkpoint interval must be at least 1 record"))?;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idem_core::log::IdKey;
+use idem_sim::registry::Source;
 use serde_json::json;
 
 use super::client::{consumer, create_topic, partitions, unique};
@@ -74,13 +75,7 @@ pub(super) fn lab(
         .context("creating a temporary folder for the lab's images")?;
     let dir = tmp.path();
     let mut totals = BTreeMap::new();
-    let stores = [
-        StoreKind::Naive,
-        StoreKind::Offset,
-        StoreKind::MessageId,
-        StoreKind::Atomic,
-    ];
-    for store in stores {
+    for store in StoreKind::on(Source::Kafka) {
         let flash = dir.join(format!("{}.bin", store.name()));
         let group = format!("idem-lab-{}-{}", store.name(), unique());
         let results = consume(&ConsumeOptions {
@@ -149,7 +144,7 @@ pub(super) fn lab(
         )?;
     }
     writeln!(out, "consumed with each store (true total {truth}):")?;
-    for store in stores {
+    for store in StoreKind::on(Source::Kafka) {
         writeln!(out, "  {:<11} {}", store.name(), totals[store.name()])?;
     }
     Ok(())
