@@ -6,7 +6,7 @@ use idem_sim::payment::Total;
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::consumer::{Consumer, ConsumerError, Step};
+use idem_core::consumer::{Consumer, ConsumerError};
 use idem_core::journal::{FORMAT_VERSION, JournalError};
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
@@ -15,6 +15,7 @@ use idem_sim::payment::stores::StoreError;
 use idem_sim::run::SIM_LAYOUT;
 use idem_sim::scenario::Scenario;
 
+use crate::drive::Drive;
 use crate::error::usage;
 use crate::image::{FileFlashError, Image, Meta};
 use crate::select::{
@@ -188,25 +189,12 @@ fn drive(
             let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
                 .map_err(|e| consumer_error(image, e))?;
             if let Some(pace) = pace {
-                loop {
-                    match c
-                        .step(&mut image.flash, &s.log)
-                        .map_err(|e| consumer_error(image, e))?
-                    {
-                        Step::Done => break,
-                        Step::Effect(..) if !pace.is_zero() => std::thread::sleep(pace),
-                        Step::Commit { next } => {
-                            // Durable before it is reported (per the image's sync mode).
-                            image.flash.sync().map_err(|e| {
-                                anyhow::anyhow!("syncing {}: {e:?}", image.path.display())
-                            })?;
-                            if let Some(f) = on_commit.as_mut() {
-                                f(next, c.total());
-                            }
-                        }
-                        _ => {}
+                Drive::to_end(pace).run(&mut c, image, &s.log, &mut |next, total| {
+                    if let Some(f) = on_commit.as_mut() {
+                        f(next, total);
                     }
-                }
+                    Ok(())
+                })?;
             }
             Ok(Progress {
                 next_offset: c.next_offset(),

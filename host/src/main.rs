@@ -6,6 +6,7 @@
 mod cleanup;
 mod cmd;
 mod device;
+mod drive;
 mod files;
 mod image;
 #[cfg(any(feature = "kafka", test))]

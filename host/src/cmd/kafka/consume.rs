@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::journal::Region;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
@@ -18,6 +18,7 @@ use super::client::{commit, committed, consumer, partitions};
 use super::read::{read_more, read_partition};
 use super::shared::{SharedConsume, SharedOut};
 use crate::device;
+use crate::drive::Drive;
 use crate::error::usage;
 use crate::image::{Image, Meta, PAGE, SyncArg};
 use crate::kafka::group::{group_copy, group_was};
@@ -69,19 +70,9 @@ pub(super) struct GroupCommit<'a> {
 }
 
 impl GroupCommit<'_> {
-    /// Flash commit number `commits` put partition `p` at `next`: it is synced, so that
-    /// it is durable before its copy goes to the group, then copied.
-    pub(super) fn copy(
-        &self,
-        image: &mut Image,
-        commits: u64,
-        p: i32,
-        next: Offset,
-    ) -> anyhow::Result<()> {
-        image
-            .flash
-            .sync()
-            .map_err(|e| anyhow::anyhow!("syncing {}: {e:?}", image.path.display()))?;
+    /// Flash commit number `commits` put partition `p` at `next`, durable already (the
+    /// drive syncs each commit before it reports it): copied to the group.
+    pub(super) fn copy(&self, commits: u64, p: i32, next: Offset) -> anyhow::Result<()> {
         if self.abort_after == Some(commits) {
             // As a SIGKILL would: no destructor, no group commit.
             std::process::abort();
@@ -125,33 +116,27 @@ impl SinksJob for ConsumePartition<'_> {
         );
         // The whole partition, so the true total counts every record, not just the rest.
         let read = self.read;
-        loop {
-            if self.progress && crate::cleanup::stop_requested() {
-                break; // --follow: Ctrl-C ends it between two steps
+        let follow = self.progress;
+        let stop = || follow && crate::cleanup::stop_requested(); // --follow: Ctrl-C
+        let drive = Drive {
+            pace: self.pace,
+            stop: &stop,
+            steps: None,
+        };
+        let (partition, commits) = (self.partition, self.commits);
+        drive.run(&mut c, self.image, &read.log, &mut |next, total| {
+            let Some(next) = group_copy(next, None) else {
+                return Ok(());
+            };
+            *commits += 1;
+            if follow {
+                eprintln!(
+                    "partition {partition}: checkpoint: {}; total {total}",
+                    crate::render::position_text(next)
+                );
             }
-            match c
-                .step(&mut self.image.flash, &read.log)
-                .map_err(|e| device::consumer_error(self.image, e))?
-            {
-                Step::Done => break,
-                Step::Effect(..) if !self.pace.is_zero() => std::thread::sleep(self.pace),
-                Step::Commit { next } => {
-                    if let Some(next) = group_copy(next, None) {
-                        *self.commits += 1;
-                        if self.progress {
-                            eprintln!(
-                                "partition {}: checkpoint: {}; total {}",
-                                self.partition,
-                                crate::render::position_text(next),
-                                c.total()
-                            );
-                        }
-                        k.copy(self.image, *self.commits, self.partition, next)?;
-                    }
-                }
-                _ => {}
-            }
-        }
+            k.copy(*commits, partition, next)
+        })?;
         Ok(PartitionResult {
             partition: self.partition,
             total: c.total(),

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::log::{Log, Offset};
 use idem_sim::payment::{SumSinks, Total, Truth};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -15,6 +15,7 @@ use super::client::{BROKER_TIMEOUT, ISOLATION_LEVEL, committed, config, reader, 
 use super::consume::{ConsumeOptions, GroupCommit, PARTITION_PAGES, PartitionResult, layout};
 use super::read::{ingest, read_partition};
 use crate::device;
+use crate::drive::Drive;
 use crate::image::{Image, PAGE};
 use crate::kafka::group::{
     SESSION_TIMEOUT, Take, TakeAction, group_copy, group_offset, member_may_stop, rebalance,
@@ -236,35 +237,28 @@ impl SinksJob for SharedConsume<'_> {
                 topic: member.topic,
                 abort_after: member.abort_after,
             };
+            // A bounded number of steps between two polls, so that a rebalance (which
+            // happens inside poll) is never kept waiting for long.
+            let drive = Drive {
+                pace: member.pace,
+                stop: &|| false,
+                steps: Some(64),
+            };
             for (&p, o) in &mut owned {
-                // A bounded number of steps between two polls, so that a rebalance
-                // (which happens inside poll) is never kept waiting for long.
-                for _ in 0..64 {
-                    match o
-                        .consumer
-                        .step(&mut image.flash, &o.read.log)
-                        .map_err(|e| device::consumer_error(image, e))?
-                    {
-                        Step::Done => break,
-                        Step::Effect(..) if !member.pace.is_zero() => {
-                            std::thread::sleep(member.pace)
-                        }
-                        // While folding up to the group's offset, the group already
-                        // has it: nothing to copy.
-                        Step::Commit { next } => {
-                            if let Some(next) = group_copy(next, Some(o.group_at_take)) {
-                                commits += 1;
-                                eprintln!(
-                                    "partition {p}: checkpoint: {}; total {}",
-                                    crate::render::position_text(next),
-                                    o.consumer.total()
-                                );
-                                group.copy(image, commits, p, next)?;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
+                let at_take = o.group_at_take;
+                drive.run(&mut o.consumer, image, &o.read.log, &mut |next, total| {
+                    // While folding up to the group's offset, the group already has it:
+                    // nothing to copy.
+                    let Some(next) = group_copy(next, Some(at_take)) else {
+                        return Ok(());
+                    };
+                    commits += 1;
+                    eprintln!(
+                        "partition {p}: checkpoint: {}; total {total}",
+                        crate::render::position_text(next)
+                    );
+                    group.copy(commits, p, next)
+                })?;
             }
             // Done: every owned partition applied to the end of what was read, and
             // nothing new (no record, no rebalance) for the idle period.
