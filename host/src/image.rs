@@ -24,15 +24,14 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use embedded_storage::nor_flash::{
-    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
-    check_write,
-};
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use idem_core::log::IdKey;
-use idem_sim::sync::{Area, SyncMode, SyncRules};
+use idem_sim::sync::SyncMode;
+
+mod flash;
+pub use flash::{FileFlash, FileFlashError};
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
@@ -135,67 +134,6 @@ impl Meta {
         let id = idem_core::log::MessageId::keyed(&IdKey::PUBLIC, text.as_bytes()).0;
         (id ^ (id >> 32)) as u32
     }
-}
-
-/// Why a file flash operation failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum FileFlashError {
-    /// Not word- or page-aligned.
-    #[error("a flash access that is not word- or page-aligned")]
-    NotAligned,
-    /// Outside the flash.
-    #[error("a flash access outside the image")]
-    OutOfBounds,
-    /// A word that does not read erased was programmed again.
-    #[error("the word at address {address} was programmed twice without an erase")]
-    WordWrittenTwice {
-        /// Byte address of the word.
-        address: u32,
-    },
-    /// The file could not be read or written.
-    #[error("the image file could not be read or written: {0}")]
-    Io(std::io::ErrorKind),
-}
-
-impl NorFlashError for FileFlashError {
-    fn kind(&self) -> NorFlashErrorKind {
-        match self {
-            Self::NotAligned => NorFlashErrorKind::NotAligned,
-            Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
-            _ => NorFlashErrorKind::Other,
-        }
-    }
-}
-
-impl From<NorFlashErrorKind> for FileFlashError {
-    fn from(kind: NorFlashErrorKind) -> Self {
-        match kind {
-            NorFlashErrorKind::NotAligned => Self::NotAligned,
-            _ => Self::OutOfBounds,
-        }
-    }
-}
-
-impl From<std::io::Error> for FileFlashError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Io(e.kind())
-    }
-}
-
-/// A NOR flash in a file: erase writes `0xFF`, a word can be programmed only while it
-/// reads erased, and programming only clears bits.
-#[derive(Debug)]
-pub struct FileFlash {
-    file: File,
-    pages: u32,
-    erases: Vec<u32>,
-    /// When writes reach the disk: the core's rules (`idem_sim::sync`).
-    sync: SyncRules,
-    /// The position journals' byte ranges.
-    positions: Vec<std::ops::Range<u32>>,
-    /// The journals of appending stores, whose records must land in order.
-    ordered: Vec<std::ops::Range<u32>>,
-    syncs: u64,
 }
 
 /// The bytes of a journal region of an image's flash.
@@ -346,15 +284,7 @@ impl Image {
             .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
             .collect();
         Ok(Self {
-            flash: FileFlash {
-                file,
-                pages,
-                erases,
-                sync: SyncRules::new(SyncMode::Checkpoint),
-                positions: Vec::new(),
-                ordered: Vec::new(),
-                syncs: 0,
-            },
+            flash: FileFlash::new(file, pages, erases),
             meta,
             path: path.to_owned(),
             key: IdKey(key),
@@ -458,123 +388,10 @@ fn lock(file: &File, path: &Path, writable: bool) -> anyhow::Result<()> {
     }
 }
 
-impl FileFlash {
-    /// Sets when writes reach the disk; `positions` are the position journals' byte
-    /// ranges.
-    pub fn set_sync(&mut self, mode: SyncArg, positions: Vec<std::ops::Range<u32>>) {
-        self.sync = SyncRules::new(mode.mode());
-        self.positions = positions;
-    }
-
-    /// Marks `range` as the journal of an appending store (its records land in order).
-    pub fn add_ordered(&mut self, range: std::ops::Range<u32>) {
-        self.ordered.push(range);
-    }
-
-    /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
-    /// it after a position commit, before reporting it.
-    pub fn sync(&mut self) -> Result<(), FileFlashError> {
-        if self.sync.pending() {
-            self.file.sync_data()?;
-            self.sync.synced();
-            self.syncs += 1;
-        }
-        Ok(())
-    }
-
-    /// Which journal the byte at `offset` belongs to.
-    fn area(&self, offset: u32) -> Area {
-        if self.positions.iter().any(|r| r.contains(&offset)) {
-            Area::Position
-        } else if self.ordered.iter().any(|r| r.contains(&offset)) {
-            Area::OrderedStore
-        } else {
-            Area::Store
-        }
-    }
-
-    /// `sync_data` calls made so far.
-    pub fn syncs(&self) -> u64 {
-        self.syncs
-    }
-
-    /// Pages in the flash.
-    pub fn pages(&self) -> u32 {
-        self.pages
-    }
-
-    /// How many times each page was erased since the image was created.
-    pub fn erase_counts(&self) -> &[u32] {
-        &self.erases
-    }
-}
-
-impl ErrorType for FileFlash {
-    type Error = FileFlashError;
-}
-
-impl ReadNorFlash for FileFlash {
-    const READ_SIZE: usize = 1;
-
-    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
-        check_read(self, offset, bytes.len())?;
-        self.file.read_exact_at(bytes, HEADER + u64::from(offset))?;
-        Ok(())
-    }
-
-    fn capacity(&self) -> usize {
-        self.pages as usize * PAGE
-    }
-}
-
-impl NorFlash for FileFlash {
-    const WRITE_SIZE: usize = 4;
-    const ERASE_SIZE: usize = PAGE;
-
-    fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
-        check_erase(self, from, to)?;
-        if self.sync.before_erase() {
-            self.sync()?;
-        }
-        for page in from / PAGE as u32..to / PAGE as u32 {
-            self.file
-                .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
-            // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
-            self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
-            let count = self.erases[page as usize].to_le_bytes();
-            self.file
-                .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;
-        }
-        if self.sync.after_erase(self.area(from)) {
-            self.sync()?;
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
-        check_write(self, offset, bytes.len())?;
-        let mut old = vec![0u8; bytes.len()];
-        self.read(offset, &mut old)?;
-        if let Some(i) = old.chunks_exact(4).position(|w| w != [0xFF; 4]) {
-            return Err(FileFlashError::WordWrittenTwice {
-                address: offset + 4 * i as u32,
-            });
-        }
-        let area = self.area(offset);
-        if self.sync.before_write(area, offset, bytes.len()) {
-            self.sync()?;
-        }
-        self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
-        if self.sync.after_write(area, offset, bytes.len(), PAGE) {
-            self.sync()?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
 
     fn meta() -> Meta {
         Meta {

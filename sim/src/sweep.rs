@@ -11,7 +11,9 @@
 //! ([`random_schedule`]); a failing one is shrunk to a smallest one that still fails
 //! ([`shrink`]).
 //!
-//! Spreading branches over cores and printing are the caller's.
+//! With the `std` feature, `sweep()` puts these together for one store:
+//! it runs every branch (or seeded schedule) through a caller's spread over cores, tallies
+//! the outcomes and shrinks the first failure. Printing is the caller's.
 
 use crate::check::{Anomalies, AppliedSet, Verdict};
 use crate::crash::{At, CrashPoint, MAX_CRASHES};
@@ -20,6 +22,14 @@ use crate::rng::SplitMix64;
 use crate::run::{Action, Logical, Quiet, Run, SimError, TraceStep};
 use idem_core::consumer::CheckpointEvery;
 use idem_core::log::Offset;
+
+#[cfg(any(test, feature = "std"))]
+mod driver;
+#[cfg(any(test, feature = "std"))]
+pub use driver::{
+    BATCH, Clean, LISTED, OneCore, Options, Overlay, Progress, Schedule, Spread, SweepError, Tally,
+    sweep,
+};
 
 /// The clean run as it stood, idle, before reading one offset.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +91,7 @@ pub fn point_of(step: &TraceStep) -> Option<CrashPoint> {
 }
 
 /// What the clean pass measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CleanPass {
     /// Crash points the clean run offers (one per delivery, write, prepare and commit).
     pub points: u64,
@@ -415,39 +425,22 @@ mod tests {
     type Applied = BitSet<4>;
 
     /// Single crash at every clean point of a 100-event ddia run; results by verdict.
-    fn sweep<S: crate::payment::Sum>(store: S) -> (u32, u32, u64) {
+    fn sweep<S: crate::payment::Sum + Sync>(store: S) -> (u64, u64, u64)
+    where
+        Snapshot<S>: Sync,
+        for<'l> Run<'l, S, crate::payment::GeneratedLog, Overlay, 8, 1024>: Send,
+    {
         let k = idem_core::consumer::CheckpointEvery::new(10).unwrap();
         let s = scenario::ddia(100, k, None).unwrap();
-        let fresh = || {
-            Run::new(
-                SimFlash::new(),
-                SIM_LAYOUT,
-                &s,
-                store.clone(),
-                Applied::new(),
-            )
+        let options = Options {
+            crashes: 1,
+            torn_writes: false,
+            schedules: 0,
+            seed: 0,
         };
-        let mut clean = fresh().unwrap();
-        let mut snaps = std::vec::Vec::new();
-        let pass = clean_pass(&mut clean, |snap| snaps.push(snap)).unwrap();
-        let end = clean.finish();
-        let (mut exact, mut failing, mut dups) = (0, 0, 0);
-        let mut branches = 0;
-        for branch in Branches::new(fresh().unwrap(), false) {
-            let o = finish_branch(
-                branch.unwrap(),
-                |q| snaps.get(q as usize),
-                (end.final_total, end.anomalies),
-            )
-            .unwrap();
-            if o.fails() {
-                failing += 1
-            } else {
-                exact += 1
-            }
-            dups += o.anomalies.duplicate;
-            branches += 1;
-        }
+        let t = super::sweep(&s, store, &options, &OneCore, &mut ()).unwrap();
+        let (exact, failing, dups) = (t.schedules - t.failing, t.failing, t.anomalies.duplicate);
+        let (branches, pass) = (t.schedules, t.pass);
         assert_eq!(branches, pass.points);
         (exact, failing, dups)
     }

@@ -15,8 +15,7 @@
 
 use crate::testing::rng::SplitMix64;
 use embedded_storage::nor_flash::{
-    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash, check_erase, check_read,
-    check_write,
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
 };
 
 /// The write unit a [`MemFlash`] has unless told: one 32-bit word, as on the nRF51 and
@@ -79,6 +78,75 @@ impl core::fmt::Display for FlashError {
 }
 
 impl core::error::Error for FlashError {}
+
+/// The checks of a strict NOR flash of one geometry: the rules [`MemFlash`] keeps, for
+/// any other flash (a file, say) to keep too. Every access stays in bounds; a read may
+/// start anywhere, a write covers whole write units and an erase whole pages; a unit is
+/// programmed only while it is erased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NorRules {
+    /// Bytes in the flash.
+    pub capacity: usize,
+    /// Bytes in a write unit.
+    pub write_unit: usize,
+    /// Bytes in a page, the unit of an erase.
+    pub page: usize,
+}
+
+impl NorRules {
+    /// A read of `len` bytes at `offset`: in bounds.
+    pub fn read(&self, offset: u32, len: usize) -> Result<(), FlashError> {
+        self.slice(1, offset, len)
+    }
+
+    /// An erase of the bytes `from..to`: in bounds, and whole pages.
+    pub fn erase(&self, from: u32, to: u32) -> Result<(), FlashError> {
+        let (from, to) = (from as usize, to as usize);
+        if from > to || to > self.capacity {
+            return Err(FlashError::OutOfBounds);
+        }
+        if !from.is_multiple_of(self.page) || !to.is_multiple_of(self.page) {
+            return Err(FlashError::NotAligned);
+        }
+        Ok(())
+    }
+
+    /// A write of `len` bytes at `offset`: in bounds, and whole write units.
+    pub fn write(&self, offset: u32, len: usize) -> Result<(), FlashError> {
+        self.slice(self.write_unit, offset, len)
+    }
+
+    /// Programming the write unit at byte `address`, `programmed` once already since its
+    /// page's last erase: refused if it was.
+    pub fn program(&self, address: u32, programmed: bool) -> Result<(), FlashError> {
+        if programmed {
+            return Err(FlashError::WordWrittenTwice { address });
+        }
+        Ok(())
+    }
+
+    /// A write at `offset` over `current`, the bytes that range reads now (a flash that
+    /// keeps no record of what it programmed): each unit must read erased (all `0xFF`).
+    pub fn write_over(&self, offset: u32, current: &[u8]) -> Result<(), FlashError> {
+        for (i, unit) in current.chunks(self.write_unit).enumerate() {
+            let address = offset + (i * self.write_unit) as u32;
+            self.program(address, unit.iter().any(|&b| b != 0xFF))?;
+        }
+        Ok(())
+    }
+
+    /// `len` bytes at `offset`, both multiples of `align`, within the flash.
+    fn slice(&self, align: usize, offset: u32, len: usize) -> Result<(), FlashError> {
+        let offset = offset as usize;
+        if len > self.capacity || offset > self.capacity - len {
+            return Err(FlashError::OutOfBounds);
+        }
+        if !offset.is_multiple_of(align) || !len.is_multiple_of(align) {
+            return Err(FlashError::NotAligned);
+        }
+        Ok(())
+    }
+}
 
 /// A power cut scheduled on a [`MemFlash`], counted from the moment it is armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +224,13 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> MemFlash<PAGES, P
         PAGES > 0 && UNIT.is_power_of_two() && UNIT <= 32 && PAGE > 0 && PAGE.is_multiple_of(UNIT),
         "MemFlash needs at least one page, a write unit of 1, 2, 4, 8, 16 or 32 bytes, and a page size that is a multiple of it"
     );
+
+    /// The checks this flash keeps.
+    pub const RULES: NorRules = NorRules {
+        capacity: PAGES * PAGE,
+        write_unit: UNIT,
+        page: PAGE,
+    };
 
     /// A flash that has just been erased: every byte reads `0xFF`.
     pub const fn new() -> Self {
@@ -291,7 +366,7 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> ReadNorFlash
         if !self.powered {
             return Err(FlashError::PowerCut);
         }
-        check_read(self, offset, bytes.len())?;
+        Self::RULES.read(offset, bytes.len())?;
         for (i, b) in bytes.iter_mut().enumerate() {
             let a = offset as usize + i;
             *b = self.data[a / PAGE][a % PAGE];
@@ -348,7 +423,7 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
         if !self.powered {
             return Err(FlashError::PowerCut);
         }
-        check_erase(self, from, to)?;
+        Self::RULES.erase(from, to)?;
         for page in (from as usize / PAGE)..(to as usize / PAGE) {
             self.stats.erases += 1;
             self.page_erases[page] += 1;
@@ -379,13 +454,11 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
         if !self.powered {
             return Err(FlashError::PowerCut);
         }
-        check_write(self, offset, bytes.len())?;
+        Self::RULES.write(offset, bytes.len())?;
         for (i, unit) in bytes.chunks_exact(UNIT).enumerate() {
             let a = offset as usize + i * UNIT;
             let (page, at) = (a / PAGE, a % PAGE);
-            if self.programmed[page][at] {
-                return Err(FlashError::WordWrittenTwice { address: a as u32 });
-            }
+            Self::RULES.program(a as u32, self.programmed[page][at])?;
             self.programmed[page][at] = true;
             self.stats.word_writes += 1;
             self.stats.bytes_written += UNIT as u64;
@@ -521,5 +594,60 @@ mod tests {
         f.erase(0, 64).unwrap();
         f.write(8, &[0; 4]).unwrap();
         assert_eq!(f.stats().erases, 2);
+    }
+
+    #[test]
+    fn the_rules_are_embedded_storages_checks_for_any_geometry() {
+        use embedded_storage::nor_flash::{check_erase, check_read, check_write};
+        type G = MemFlash<2, 64, 8>;
+        let f = G::new();
+        let kind = |r: Result<(), FlashError>| r.map_err(|e| e.kind());
+        let mut checked = 0;
+        for offset in (0..140).step_by(2) {
+            for len in (0..140).step_by(2) {
+                assert_eq!(
+                    kind(G::RULES.read(offset, len)),
+                    check_read(&f, offset, len)
+                );
+                assert_eq!(
+                    kind(G::RULES.write(offset, len)),
+                    check_write(&f, offset, len)
+                );
+                let to = len as u32;
+                assert_eq!(
+                    kind(G::RULES.erase(offset, to)),
+                    check_erase(&f, offset, to)
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 70 * 70);
+        assert_eq!(G::RULES.write(8, 16), Ok(()));
+        assert_eq!(G::RULES.write(4, 8), Err(FlashError::NotAligned));
+        assert_eq!(G::RULES.write(120, 16), Err(FlashError::OutOfBounds));
+        assert_eq!(G::RULES.erase(64, 128), Ok(()));
+        assert_eq!(G::RULES.erase(0, 32), Err(FlashError::NotAligned));
+    }
+
+    #[test]
+    fn a_write_over_programmed_bytes_names_the_first_programmed_unit() {
+        let rules = NorRules {
+            capacity: 1024,
+            write_unit: 4,
+            page: 256,
+        };
+        let mut current = [0xFF; 12];
+        assert_eq!(rules.write_over(100, &current), Ok(()));
+        current[9] = 0xFE;
+        current[5] = 0x00;
+        assert_eq!(
+            rules.write_over(100, &current),
+            Err(FlashError::WordWrittenTwice { address: 104 })
+        );
+        assert_eq!(
+            rules.program(8, true),
+            Err(FlashError::WordWrittenTwice { address: 8 })
+        );
+        assert_eq!(rules.program(8, false), Ok(()));
     }
 }

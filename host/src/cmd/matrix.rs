@@ -102,94 +102,126 @@ fn cell(r: &Report) -> String {
     format!("{} {}", v.name(), r.final_total)
 }
 
+/// The matrix's tables: every store against every fault, the transactions, the dual
+/// writes' fixes and the gauges.
+struct Tables {
+    rows: Vec<(StoreKind, Vec<Report>)>,
+    gauges: Vec<(StoreKind, Vec<Report>)>,
+    txns: Vec<(StoreKind, Vec<Report>)>,
+    duals: Vec<(&'static str, Report)>,
+}
+
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let rows = table(&StoreKind::ALL, &FAULTS)?;
-        let gauges = table(&StoreKind::GAUGES, &GAUGE_FAULTS)?;
-        let txns = table(&StoreKind::ALL, &TXN_FAULTS)?;
-        let duals: Vec<(&str, Report)> = FixArg::ALL
-            .iter()
-            .map(|&fix| {
-                let args = ScenarioArgs {
-                    fix: Some(fix),
-                    ..ScenarioArgs::default()
-                };
-                let loaded = select::load(Some(ScenarioKind::DualWrite), &args)?;
-                let r = select::run(&loaded, SinkChoice::Dual(fix), WINDOW_CAPACITY, false)?;
-                Ok((fix.name(), r.report))
-            })
-            .collect::<anyhow::Result<_>>()?;
+        let tables = tables()?;
         if self.json {
-            let stores = MatrixReport::new(&rows, &FAULTS);
-            let dual_rows: Vec<_> = duals
-                .iter()
-                .map(|(fix, r)| {
-                    json!({
-                        "fault": "dual-write-crash",
-                        "fix": fix,
-                        "verdict": verdict_name(r),
-                        "total": r.views.map(|v| v.0),
-                        "index_sum": r.views.map(|v| v.1),
-                        "true_total": r.true_total,
-                        "flash_writes": r.flash.writes,
-                    })
-                })
-                .collect();
-            writeln!(
-                out,
-                "{}",
-                json!({
-                    "faults": stores.faults,
-                    "rows": stores.rows,
-                    "dual_write": dual_rows,
-                    "gauges": MatrixReport::new(&gauges, &GAUGE_FAULTS),
-                    "transactions": MatrixReport::new(&txns, &TXN_FAULTS),
-                })
-            )?;
-            out.flush()?;
-            return Ok(ExitCode::SUCCESS);
+            print_json(&mut out, &tables)?;
+        } else {
+            print_text(&mut out, &tables)?;
         }
-        write_table(&mut out, &rows, &FAULTS)?;
-        writeln!(
-            out,
-            "\nwho writes what each store reads: the broker writes the offset (offset, atomic,\n\
-two-phase); the application writes the message id (message-id) and its own instance, epoch\n\
-and seq in the payload (producer-seq). An idempotent producer's id, epoch and sequence are\n\
-written by its library for the broker: no application, and so no store, can see them.\n"
-        )?;
-        writeln!(
-            out,
-            "transactions (zombie with --producer transactional): A's p42 sits in the open\n\
-transaction that B's start aborted; read_committed passes over it:"
-        )?;
-        write_table(&mut out, &txns, &TXN_FAULTS)?;
-        writeln!(
-            out,
-            "\ndual writes (a crash between the two writes of offset {}):",
-            idem_sim::dual::DUAL_CRASH
-        )?;
-        for (fix, r) in &duals {
-            writeln!(
-                out,
-                "  --fix {fix:<7} total {:>4}  index {:>4}  true {:>4}  {}",
-                r.views.map_or(r.final_total, |v| v.0),
-                r.views.map_or(r.final_total, |v| v.1),
-                r.true_total,
-                verdict_name(r)
-            )?;
-        }
-        writeln!(
-            out,
-            "\nnaturally idempotent operations (the gauge: reading i + 1 at offset i; the truth is\nthe newest reading):"
-        )?;
-        write_table(&mut out, &gauges, &GAUGE_FAULTS)?;
-        writeln!(
-            out,
-            "\nthe producer is non-idempotent where no --producer is named, the consumer at\nread-uncommitted where no --isolation is; rerun a cell:\n  idem run <scenario> --store <store> [--producer <producer>] [--isolation <level>] --trace\n  idem run dual-write --fix <fix> --trace"
-        )?;
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Runs every cell of the matrix.
+fn tables() -> anyhow::Result<Tables> {
+    let rows = table(&StoreKind::ALL, &FAULTS)?;
+    let gauges = table(&StoreKind::GAUGES, &GAUGE_FAULTS)?;
+    let txns = table(&StoreKind::ALL, &TXN_FAULTS)?;
+    let duals: Vec<(&str, Report)> = FixArg::ALL
+        .iter()
+        .map(|&fix| {
+            let args = ScenarioArgs {
+                fix: Some(fix),
+                ..ScenarioArgs::default()
+            };
+            let loaded = select::load(Some(ScenarioKind::DualWrite), &args)?;
+            let r = select::run(&loaded, SinkChoice::Dual(fix), WINDOW_CAPACITY, false)?;
+            Ok((fix.name(), r.report))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Tables {
+        rows,
+        gauges,
+        txns,
+        duals,
+    })
+}
+
+/// `--json`: the tables as one object.
+fn print_json(out: &mut impl Write, t: &Tables) -> anyhow::Result<()> {
+    let stores = MatrixReport::new(&t.rows, &FAULTS);
+    let dual_rows: Vec<_> = t
+        .duals
+        .iter()
+        .map(|(fix, r)| {
+            json!({
+                "fault": "dual-write-crash",
+                "fix": fix,
+                "verdict": verdict_name(r),
+                "total": r.views.map(|v| v.0),
+                "index_sum": r.views.map(|v| v.1),
+                "true_total": r.true_total,
+                "flash_writes": r.flash.writes,
+            })
+        })
+        .collect();
+    writeln!(
+        out,
+        "{}",
+        json!({
+            "faults": stores.faults,
+            "rows": stores.rows,
+            "dual_write": dual_rows,
+            "gauges": MatrixReport::new(&t.gauges, &GAUGE_FAULTS),
+            "transactions": MatrixReport::new(&t.txns, &TXN_FAULTS),
+        })
+    )?;
+    Ok(())
+}
+
+/// The tables as text.
+fn print_text(out: &mut impl Write, t: &Tables) -> anyhow::Result<()> {
+    write_table(out, &t.rows, &FAULTS)?;
+    writeln!(
+        out,
+        "\nwho writes what each store reads: the broker writes the offset (offset, atomic,\n\
+two-phase); the application writes the message id (message-id) and its own instance, epoch\n\
+and seq in the payload (producer-seq). An idempotent producer's id, epoch and sequence are\n\
+written by its library for the broker: no application, and so no store, can see them.\n"
+    )?;
+    writeln!(
+        out,
+        "transactions (zombie with --producer transactional): A's p42 sits in the open\n\
+transaction that B's start aborted; read_committed passes over it:"
+    )?;
+    write_table(out, &t.txns, &TXN_FAULTS)?;
+    writeln!(
+        out,
+        "\ndual writes (a crash between the two writes of offset {}):",
+        idem_sim::dual::DUAL_CRASH
+    )?;
+    for (fix, r) in &t.duals {
+        writeln!(
+            out,
+            "  --fix {fix:<7} total {:>4}  index {:>4}  true {:>4}  {}",
+            r.views.map_or(r.final_total, |v| v.0),
+            r.views.map_or(r.final_total, |v| v.1),
+            r.true_total,
+            verdict_name(r)
+        )?;
+    }
+    writeln!(
+        out,
+        "\nnaturally idempotent operations (the gauge: reading i + 1 at offset i; the truth is\nthe newest reading):"
+    )?;
+    write_table(out, &t.gauges, &GAUGE_FAULTS)?;
+    writeln!(
+        out,
+        "\nthe producer is non-idempotent where no --producer is named, the consumer at\nread-uncommitted where no --isolation is; rerun a cell:\n  idem run <scenario> --store <store> [--producer <producer>] [--isolation <level>] --trace\n  idem run dual-write --fix <fix> --trace"
+    )?;
+    Ok(())
 }

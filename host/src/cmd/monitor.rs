@@ -125,6 +125,41 @@ impl Cmd {
         }
     }
 
+    /// Reads the next bytes of the source: `Some(0)` at the end of a file, `None` for a
+    /// read to try again.
+    fn read_some(
+        &self,
+        source: &mut dyn Read,
+        buf: &mut [u8],
+        link: bool,
+        at: u64,
+    ) -> anyhow::Result<Option<usize>> {
+        match source.read(buf) {
+            Ok(0) if link => anyhow::bail!("the board's link closed at offset {at}"),
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Ok(None),
+            // Said as a sentence, not passed on as an I/O error: `serialport` reports
+            // a hang-up as a broken pipe, which `main` would take for a closed
+            // standard output.
+            Err(e)
+                if link
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe
+                            | std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+            {
+                anyhow::bail!("the board's link closed at offset {at}")
+            }
+            Err(e) => anyhow::bail!(
+                "reading {} failed at offset {at}: {e}",
+                self.source.display()
+            ),
+        }
+    }
+
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let (mut source, link) = self.open()?;
@@ -135,30 +170,10 @@ impl Cmd {
         // each offset it applied.
         let mut at = 0u64;
         loop {
-            let n = match source.read(&mut buf) {
-                Ok(0) if link => anyhow::bail!("the board's link closed at offset {at}"),
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-                // Said as a sentence, not passed on as an I/O error: `serialport` reports
-                // a hang-up as a broken pipe, which `main` would take for a closed
-                // standard output.
-                Err(e)
-                    if link
-                        && matches!(
-                            e.kind(),
-                            std::io::ErrorKind::BrokenPipe
-                                | std::io::ErrorKind::ConnectionReset
-                                | std::io::ErrorKind::UnexpectedEof
-                        ) =>
-                {
-                    anyhow::bail!("the board's link closed at offset {at}")
-                }
-                Err(e) => anyhow::bail!(
-                    "reading {} failed at offset {at}: {e}",
-                    self.source.display()
-                ),
+            let n = match self.read_some(&mut *source, &mut buf, link, at)? {
+                Some(0) => break,
+                Some(n) => n,
+                None => continue,
             };
             for &b in &buf[..n] {
                 let Some(Ok(frame)) = decoder.push(b) else {

@@ -2,25 +2,21 @@
 //! store; a result matrix, the anomalies the checker named, and for every failure a line
 //! that reruns it (and a minimized one).
 //!
-//! The core decides what a crash point is, in what order the branches come, how a
-//! branch ends and how a schedule shrinks (`idem_sim::sweep`); this command spreads
-//! the branches over the cores (rayon) and reports.
+//! The simulator sweeps (`idem_sim::sweep::sweep`: what a crash point is, in what order
+//! the branches come, how a branch ends, the tally and how a schedule shrinks); this
+//! command spreads the branches over the cores (rayon) and reports.
 
-use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use idem_core::log::Offset;
-use idem_sim::check::{Anomalies, AppliedSet, CheckError, Verdict};
-use idem_sim::crash::{At, CrashPoint, MAX_CRASHES};
+use idem_sim::check::{Anomalies, Verdict};
+use idem_sim::crash::CrashPoint;
 use idem_sim::payment::Truth;
-use idem_sim::rng::SplitMix64;
-use idem_sim::run::{Run, SIM_LAYOUT, SimFlash};
+use idem_sim::run::SimError;
 use idem_sim::scenario::Scenario;
-use idem_sim::sweep::{self, BranchOutcome, Branches, Snapshot, Space};
+use idem_sim::sweep::{self, Options, Progress, Schedule, Spread, SweepError, Tally};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -28,11 +24,6 @@ use serde_json::{Value, json};
 use crate::error::usage;
 use crate::render::anomalies_json;
 use crate::select::{self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, WorkloadArgs};
-
-/// Branches handed to the cores at once.
-const BATCH: usize = 1024;
-/// Failing schedules listed per store.
-const LISTED: usize = 3;
 
 /// Crash a scenario at every point (or at seeded random schedules) for each store.
 #[derive(Debug, Args)]
@@ -67,94 +58,6 @@ pub struct Cmd {
     quiet: bool,
 }
 
-/// Pass 1's applied set: remembers the order in which the clean run applied messages.
-#[derive(Debug, Clone)]
-struct Recorder {
-    order: Vec<u32>,
-    count: u32,
-}
-
-impl AppliedSet for Recorder {
-    fn insert(&mut self, offset: Offset) -> Result<bool, CheckError> {
-        let capacity = self.order.len() as u64;
-        let slot = self
-            .order
-            .get_mut(offset as usize)
-            .ok_or(CheckError::Capacity { capacity })?;
-        if *slot != u32::MAX {
-            return Ok(false);
-        }
-        *slot = self.count;
-        self.count += 1;
-        Ok(true)
-    }
-
-    fn contains(&self, offset: Offset) -> bool {
-        self.order
-            .get(offset as usize)
-            .is_some_and(|&o| o != u32::MAX)
-    }
-}
-
-/// Pass 2's applied set: the clean run's first `known` messages (in clean order), plus
-/// what a branch applied out of that order. Cloning it into a branch costs O(1), not
-/// O(events), which keeps a sweep linear.
-#[derive(Debug, Clone)]
-struct Overlay {
-    order: Arc<Vec<u32>>,
-    known: u32,
-    extra: HashSet<Offset>,
-}
-
-impl AppliedSet for Overlay {
-    fn insert(&mut self, offset: Offset) -> Result<bool, CheckError> {
-        if self.contains(offset) {
-            return Ok(false);
-        }
-        let capacity = self.order.len() as u64;
-        let rank = *self
-            .order
-            .get(offset as usize)
-            .ok_or(CheckError::Capacity { capacity })?;
-        if rank == self.known {
-            self.known += 1;
-        } else {
-            self.extra.insert(offset);
-        }
-        Ok(true)
-    }
-
-    fn contains(&self, offset: Offset) -> bool {
-        self.order
-            .get(offset as usize)
-            .is_some_and(|&r| r < self.known)
-            || self.extra.contains(&offset)
-    }
-}
-
-/// What one store's sweep found.
-#[derive(Debug, Default)]
-struct Tally {
-    store: &'static str,
-    /// The flag that names the store (or the dual-write fix) in a rerun line.
-    flag: String,
-    idempotent: bool,
-    schedules: u64,
-    exact: u64,
-    over: u64,
-    under: u64,
-    worst_over: Option<(u64, String)>,
-    worst_under: Option<(u64, String)>,
-    anomalies: Anomalies,
-    examples: [Option<String>; 4],
-    failing: u64,
-    listed: Vec<String>,
-    minimized: Option<(String, String)>,
-    steps: u64,
-    clean: Option<(i64, i64, Anomalies)>,
-    worse: u64,
-}
-
 fn schedule_text(points: &[CrashPoint]) -> String {
     points
         .iter()
@@ -163,63 +66,51 @@ fn schedule_text(points: &[CrashPoint]) -> String {
         .join(",")
 }
 
-impl Tally {
-    fn add(&mut self, o: &BranchOutcome) {
-        let schedule = schedule_text(&o.fired);
-        if let Some((total, _, a)) = &self.clean {
-            let b = &o.anomalies;
-            let same = (b.duplicate, b.lost_write, b.nonmonotonic, b.diverged)
-                == (a.duplicate, a.lost_write, a.nonmonotonic, a.diverged);
-            self.worse += u64::from(o.final_total != *total || !same);
-        }
-        self.schedules += 1;
-        self.steps += o.steps;
-        match o.verdict() {
-            Verdict::Exact => self.exact += 1,
-            Verdict::Over(d) => {
-                self.over += 1;
-                if self.worst_over.as_ref().is_none_or(|(w, _)| d > *w) {
-                    self.worst_over = Some((d, schedule.clone()));
-                }
-            }
-            Verdict::Under(d) => {
-                self.under += 1;
-                if self.worst_under.as_ref().is_none_or(|(w, _)| d > *w) {
-                    self.worst_under = Some((d, schedule.clone()));
-                }
-            }
-        }
-        let a = &o.anomalies;
-        for (i, n) in [a.duplicate, a.lost_write, a.nonmonotonic, a.diverged]
-            .into_iter()
-            .enumerate()
-        {
-            if n > 0 && self.examples[i].is_none() {
-                self.examples[i] = Some(schedule.clone());
-            }
-        }
-        self.anomalies.add(a);
-        if o.fails() {
-            self.failing += 1;
-            if self.listed.len() < LISTED {
-                self.listed.push(schedule);
-            }
-        }
+/// Spreads a sweep's branches over the cores.
+struct Cores;
+
+impl Spread for Cores {
+    fn map<T: Send, R: Send>(
+        &self,
+        items: Vec<T>,
+        job: &(dyn Fn(T) -> Result<R, SimError> + Sync),
+    ) -> Result<Vec<R>, SimError> {
+        items.into_par_iter().map(job).collect()
     }
 }
 
-struct Options {
-    crashes: u8,
-    torn: bool,
-    schedules: u32,
-    seed: u64,
+/// The progress bar, drawn once a sweep has run a second (on a terminal only).
+#[derive(Clone)]
+struct Bar {
     bar: ProgressBar,
     visible_after: Instant,
     show: bool,
 }
 
-impl Options {
-    fn tick(&self, n: u64) {
+impl Bar {
+    fn new(show: bool, started: Instant) -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>10} [{bar:30}] {pos}/{len} schedules, {eta} left",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        Self {
+            bar,
+            visible_after: started + Duration::from_secs(1),
+            show,
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn start(&mut self, schedules: u64) {
+        self.bar.set_length(schedules);
+    }
+
+    fn advance(&mut self, n: u64) {
         self.bar.inc(n);
         if self.show && self.bar.is_hidden() && Instant::now() >= self.visible_after {
             self.bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -227,7 +118,8 @@ impl Options {
     }
 }
 
-struct Sweep<'a>(&'a Options, SinkChoice);
+/// One store's sweep.
+struct Sweep<'a>(&'a Options, Bar);
 
 impl Job for Sweep<'_> {
     type Out = Tally;
@@ -237,120 +129,20 @@ impl Job for Sweep<'_> {
         s: &Scenario<L>,
         sinks: K,
     ) -> anyhow::Result<Tally> {
-        let Sweep(opts, choice) = self;
-        let n = s.log.len();
-        let sim = |e: idem_sim::run::SimError| anyhow::anyhow!("the simulated device failed: {e}");
-
-        // Pass 1: the clean run, its snapshot at every offset, its size, and the order in
-        // which it applied messages.
-        let recorder = Recorder {
-            order: vec![u32::MAX; n as usize],
-            count: 0,
-        };
-        let mut clean =
-            Run::new(SimFlash::new(), SIM_LAYOUT, s, sinks.clone(), recorder).map_err(sim)?;
-        let mut snaps: Vec<Snapshot<K>> = Vec::with_capacity(n as usize + 1);
-        let pass = sweep::clean_pass(&mut clean, |snap| snaps.push(snap)).map_err(sim)?;
-        let order = Arc::new(clean.applied().order.clone());
-        let end = clean.finish();
-        let fresh = || {
-            let applied = Overlay {
-                order: Arc::clone(&order),
-                known: 0,
-                extra: HashSet::new(),
-            };
-            Run::new(SimFlash::new(), SIM_LAYOUT, s, sinks.clone(), applied)
-        };
-        let clean_final = (end.final_total, end.anomalies);
-        let snapshot = |q: Offset| snaps.get(q as usize);
-        let mut tally = Tally {
-            store: choice.name(),
-            flag: choice.flag(),
-            idempotent: K::IDEMPOTENT,
-            steps: end.steps,
-            clean: Some((end.final_total, end.true_total, end.anomalies)),
-            ..Tally::default()
-        };
-
-        let finish = |b| sweep::finish_branch(b, snapshot, clean_final);
-        let settle = |outcomes: Vec<BranchOutcome>, tally: &mut Tally| {
-            outcomes.iter().for_each(|o| tally.add(o));
-            opts.tick(outcomes.len() as u64);
-        };
-        if opts.crashes == 1 {
-            let cuts = if opts.torn {
-                pass.word_writes + pass.erases
-            } else {
-                0
-            };
-            let k = s.consumer.checkpoint_every;
-            let replay = sweep::replay_steps(pass.points + cuts, k, n);
-            if replay > sweep::MAX_REPLAY_STEPS {
-                return Err(usage(format!(
-                    "a sweep of {n} events with a checkpoint every {k} replays up to {k} events at each of its {} crash points: about {replay} simulated steps, over {} (some {} minutes here); sweep fewer --events or a smaller --checkpoint-every",
-                    pass.points + cuts,
-                    sweep::MAX_REPLAY_STEPS,
-                    replay / 25_000_000 / 60
-                )));
-            }
-            opts.bar.set_length(pass.points + cuts);
-            // Pass 2: the clean run again, branching off at every point.
-            let mut branches = Branches::new(fresh().map_err(sim)?, opts.torn);
-            loop {
-                let batch: Vec<_> = branches
-                    .by_ref()
-                    .take(BATCH)
-                    .collect::<Result<_, _>>()
-                    .map_err(sim)?;
-                if batch.is_empty() {
-                    break;
-                }
-                let outcomes = batch
-                    .into_par_iter()
-                    .map(finish)
-                    .collect::<Result<_, _>>()
-                    .map_err(sim)?;
-                settle(outcomes, &mut tally);
-            }
-        } else {
-            opts.bar.set_length(u64::from(opts.schedules));
-            let space = Space {
+        let Sweep(options, mut bar) = self;
+        sweep::sweep(s, sinks, options, &Cores, &mut bar).map_err(|e| match e {
+            SweepError::Sim(e) => anyhow::anyhow!("the simulated device failed: {e}"),
+            SweepError::TooLong {
                 events: n,
-                checkpoint_every: s.consumer.checkpoint_every,
-                word_writes: if opts.torn { pass.word_writes } else { 0 },
-                erases: if opts.torn { pass.erases } else { 0 },
-            };
-            let seeds: Vec<u64> = (0..u64::from(opts.schedules)).collect();
-            for chunk in seeds.chunks(BATCH) {
-                let outcomes = chunk
-                    .par_iter()
-                    .map(|&i| {
-                        let mut rng =
-                            SplitMix64::new(opts.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                        let plan =
-                            sweep::random_schedule(&mut rng, usize::from(opts.crashes), &space);
-                        let mut r = fresh()?;
-                        r.set_plan(&plan)?;
-                        finish(r)
-                    })
-                    .collect::<Result<_, _>>()
-                    .map_err(sim)?;
-                settle(outcomes, &mut tally);
-            }
-        }
-
-        // Shrink the first failing schedule to a smallest one that still fails.
-        if let Some(first) = tally.listed.first().cloned() {
-            let mut points = [CrashPoint::new(At::Deliver(0)); MAX_CRASHES];
-            let len = idem_sim::crash::parse_schedule(&first, &mut points).unwrap_or(0);
-            let fails = |plan: &[CrashPoint]| {
-                let Ok(mut r) = fresh() else { return false };
-                r.set_plan(plan).is_ok() && finish(r).is_ok_and(|o| o.fails_as_planned())
-            };
-            let small = sweep::shrink(&points[..len], fails);
-            tally.minimized = Some((first, schedule_text(&small)));
-        }
-        Ok(tally)
+                checkpoint_every: k,
+                points,
+                replay,
+            } => usage(format!(
+                "a sweep of {n} events with a checkpoint every {k} replays up to {k} events at each of its {points} crash points: about {replay} simulated steps, over {} (some {} minutes here); sweep fewer --events or a smaller --checkpoint-every",
+                sweep::MAX_REPLAY_STEPS,
+                replay / 25_000_000 / 60
+            )),
+        })
     }
 }
 
@@ -362,60 +154,56 @@ impl Cmd {
         args.fix = self.fix;
         let loaded = select::load(Some(self.scenario), &args)?;
         let show = !self.quiet && !self.json && std::io::stdout().is_terminal();
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>10} [{bar:30}] {pos}/{len} schedules, {eta} left",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
         let started = Instant::now();
-        let mut opts = Options {
+        let bar = Bar::new(show, started);
+        let options = Options {
             crashes: self.crashes,
-            torn: self.torn_writes,
+            torn_writes: self.torn_writes,
             schedules: self.schedules,
             seed: self.seed,
-            bar,
-            visible_after: started + Duration::from_secs(1),
-            show,
         };
         let mut tallies = Vec::new();
         for choice in &choices {
-            opts.bar.reset();
-            opts.bar.set_prefix(choice.name());
-            tallies.push(select::dispatch(
-                &loaded,
-                *choice,
-                self.workload.window,
-                Sweep(&opts, *choice),
-            )?);
+            bar.bar.reset();
+            bar.bar.set_prefix(choice.name());
+            let job = Sweep(&options, bar.clone());
+            let tally = select::dispatch(&loaded, *choice, self.workload.window, job)?;
+            tallies.push((*choice, tally));
         }
-        opts.bar.finish_and_clear();
+        bar.bar.finish_and_clear();
         let elapsed = started.elapsed();
         let rerun = self.rerun_prefix(&loaded);
-        let bad = tallies.iter().any(|t| t.idempotent && t.failing > 0);
+        let bad = tallies.iter().any(|(_, t)| t.idempotent && t.failing > 0);
         let mut out = std::io::stdout().lock();
         if self.json {
-            let v = json!({
-                "scenario": loaded.name(),
-                "events": loaded.events(),
-                "checkpoint_every": loaded.consumer().checkpoint_every.get(),
-                "crashes": self.crashes,
-                "torn_writes": self.torn_writes,
-                "seed": (self.crashes > 1).then_some(self.seed),
-                "elapsed_ms": elapsed.as_millis() as u64,
-                "stores": tallies.iter().map(|t| tally_json(t, &rerun)).collect::<Vec<_>>(),
-            });
-            writeln!(out, "{v}")?;
+            writeln!(out, "{}", self.json(&loaded, &tallies, &rerun, elapsed))?;
         } else {
             self.print(&mut out, &loaded, &tallies, &rerun, elapsed)?;
         }
-        opts.show = false;
         Ok(if bad {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
+        })
+    }
+
+    /// The JSON object of `--json`.
+    fn json(
+        &self,
+        loaded: &select::Loaded,
+        tallies: &[(SinkChoice, Tally)],
+        rerun: &str,
+        elapsed: Duration,
+    ) -> Value {
+        json!({
+            "scenario": loaded.name(),
+            "events": loaded.events(),
+            "checkpoint_every": loaded.consumer().checkpoint_every.get(),
+            "crashes": self.crashes,
+            "torn_writes": self.torn_writes,
+            "seed": (self.crashes > 1).then_some(self.seed),
+            "elapsed_ms": elapsed.as_millis() as u64,
+            "stores": tallies.iter().map(|(c, t)| tally_json(*c, t, rerun)).collect::<Vec<_>>(),
         })
     }
 
@@ -433,7 +221,7 @@ impl Cmd {
         &self,
         out: &mut impl Write,
         loaded: &select::Loaded,
-        tallies: &[Tally],
+        tallies: &[(SinkChoice, Tally)],
         rerun: &str,
         elapsed: Duration,
     ) -> anyhow::Result<()> {
@@ -467,14 +255,14 @@ impl Cmd {
             "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  anomalies",
             "store", "schedules", "exact", "over", "under", "failing", "worst over", "worst under"
         )?;
-        for t in tallies {
-            let worst = |w: &Option<(u64, String)>, sign: char| {
+        for (c, t) in tallies {
+            let worst = |w: &Option<(u64, Schedule)>, sign: char| {
                 w.as_ref().map_or("-".into(), |(d, _)| format!("{sign}{d}"))
             };
             writeln!(
                 out,
                 "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  {}",
-                t.store,
+                c.name(),
                 t.schedules,
                 t.exact,
                 t.over,
@@ -485,12 +273,9 @@ impl Cmd {
                 anomaly_text(&t.anomalies)
             )?;
         }
-        for t in tallies.iter().filter(|t| t.failing > 0) {
+        for (c, t) in tallies.iter().filter(|(_, t)| t.failing > 0) {
             writeln!(out)?;
-            let clean_fails = t
-                .clean
-                .is_some_and(|(total, truth, a)| total != truth || !a.is_empty());
-            let why = match (t.idempotent, clean_fails) {
+            let why = match (t.idempotent, t.clean.fails()) {
                 (false, _) => "expected: the store is not idempotent",
                 (true, true) => "not exact on this log, crash or no crash",
                 (true, false) => "an idempotent store FAILED",
@@ -498,35 +283,36 @@ impl Cmd {
             writeln!(
                 out,
                 "{}: {} failing schedules ({why}); rerun one:",
-                t.store, t.failing
+                c.name(),
+                t.failing
             )?;
-            if let Some((total, truth, a)) = t
-                .clean
-                .filter(|(total, truth, a)| total != truth || !a.is_empty())
-            {
+            if t.clean.fails() {
+                let (total, truth) = (t.clean.final_total, t.clean.true_total);
                 writeln!(
                     out,
                     "  even without a crash it ends at {total} (true total {truth}; {}): the log holds a duplicate it cannot see;\n  {} of the schedules end worse than that",
-                    anomaly_text(&a),
+                    anomaly_text(&t.clean.anomalies),
                     t.worse
                 )?;
             }
-            for s in &t.listed {
-                writeln!(out, "  {rerun} {} --schedule \"{s}\"", t.flag)?;
+            for s in t.listed.iter().map(|s| schedule_text(s)) {
+                writeln!(out, "  {rerun} {} --schedule \"{s}\"", c.flag())?;
             }
-            match &t.minimized {
+            let minimized = t.minimized.as_ref();
+            match minimized.map(|(from, to)| (schedule_text(from), schedule_text(to))) {
                 Some((from, to)) if from == to => writeln!(out, "  {from} is already minimal")?,
                 Some((from, to)) => {
                     writeln!(out, "  minimized from {from}:")?;
-                    writeln!(out, "  {rerun} {} --schedule \"{to}\"", t.flag)?;
+                    writeln!(out, "  {rerun} {} --schedule \"{to}\"", c.flag())?;
                 }
                 None => {}
             }
             if let Some((d, s)) = &t.worst_over {
+                let s = schedule_text(s);
                 writeln!(out, "  worst: {} at {s}", Verdict::Over(*d))?;
             }
         }
-        let steps: u64 = tallies.iter().map(|t| t.steps).sum();
+        let steps: u64 = tallies.iter().map(|(_, t)| t.steps).sum();
         writeln!(
             out,
             "\n{steps} simulated steps in {:.2} s ({:.1} M steps/s)",
@@ -569,12 +355,15 @@ fn anomaly_text(a: &Anomalies) -> String {
     parts.join(", ")
 }
 
-fn tally_json(t: &Tally, rerun: &str) -> Value {
-    let worst =
-        |w: &Option<(u64, String)>| w.as_ref().map(|(d, s)| json!({ "by": d, "schedule": s }));
-    let line = |s: &str| format!("{rerun} {} --schedule \"{s}\"", t.flag);
+fn tally_json(c: SinkChoice, t: &Tally, rerun: &str) -> Value {
+    let text = |s: &Option<Schedule>| s.as_deref().map(schedule_text);
+    let worst = |w: &Option<(u64, Schedule)>| {
+        w.as_ref()
+            .map(|(d, s)| json!({ "by": d, "schedule": schedule_text(s) }))
+    };
+    let line = |s: &Schedule| format!("{rerun} {} --schedule \"{}\"", c.flag(), schedule_text(s));
     json!({
-        "store": t.store,
+        "store": c.name(),
         "idempotent": t.idempotent,
         "schedules": t.schedules,
         "exact": t.exact,
@@ -584,16 +373,16 @@ fn tally_json(t: &Tally, rerun: &str) -> Value {
         "worst_under": worst(&t.worst_under),
         "anomalies": anomalies_json(&t.anomalies),
         "examples": {
-            "duplicate": t.examples[0],
-            "lost-write": t.examples[1],
-            "nonmonotonic": t.examples[2],
-            "diverged": t.examples[3],
+            "duplicate": text(&t.examples[0]),
+            "lost-write": text(&t.examples[1]),
+            "nonmonotonic": text(&t.examples[2]),
+            "diverged": text(&t.examples[3]),
         },
         "failing": t.failing,
         "worse_than_clean": t.worse,
-        "clean": t.clean.map(|(total, truth, _)| json!({ "final_total": total, "true_total": truth })),
-        "rerun": t.listed.iter().map(|s| line(s)).collect::<Vec<_>>(),
-        "minimized": t.minimized.as_ref().map(|(from, to)| json!({ "from": from, "to": to, "rerun": line(to) })),
+        "clean": json!({ "final_total": t.clean.final_total, "true_total": t.clean.true_total }),
+        "rerun": t.listed.iter().map(line).collect::<Vec<_>>(),
+        "minimized": t.minimized.as_ref().map(|(from, to)| json!({ "from": schedule_text(from), "to": schedule_text(to), "rerun": line(to) })),
         "steps": t.steps,
     })
 }

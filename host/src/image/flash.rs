@@ -1,0 +1,214 @@
+//! The flash of an image: a NOR flash with a file behind it, sharing the simulator's
+//! checks (`idem_sim::flash::NorRules`, the rules of its in-memory flash), with an erase
+//! counter per page in the header and writes that reach the disk when the `--sync` rules
+//! say.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use embedded_storage::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
+};
+use idem_sim::flash::{FlashError, NorRules};
+use idem_sim::sync::{Area, SyncMode, SyncRules};
+
+use super::{COUNTERS_AT, HEADER, PAGE, SyncArg};
+
+/// Why a file flash operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FileFlashError {
+    /// Not word- or page-aligned.
+    #[error("a flash access that is not word- or page-aligned")]
+    NotAligned,
+    /// Outside the flash.
+    #[error("a flash access outside the image")]
+    OutOfBounds,
+    /// A word that does not read erased was programmed again.
+    #[error("the word at address {address} was programmed twice without an erase")]
+    WordWrittenTwice {
+        /// Byte address of the word.
+        address: u32,
+    },
+    /// The file could not be read or written.
+    #[error("the image file could not be read or written: {0}")]
+    Io(std::io::ErrorKind),
+}
+
+impl NorFlashError for FileFlashError {
+    fn kind(&self) -> NorFlashErrorKind {
+        match self {
+            Self::NotAligned => NorFlashErrorKind::NotAligned,
+            Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
+            _ => NorFlashErrorKind::Other,
+        }
+    }
+}
+
+/// What the shared checks refused. They never cut power: any other refusal reads as an
+/// access outside the image.
+impl From<FlashError> for FileFlashError {
+    fn from(e: FlashError) -> Self {
+        match e {
+            FlashError::NotAligned => Self::NotAligned,
+            FlashError::WordWrittenTwice { address } => Self::WordWrittenTwice { address },
+            _ => Self::OutOfBounds,
+        }
+    }
+}
+
+impl From<std::io::Error> for FileFlashError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.kind())
+    }
+}
+
+/// A NOR flash in a file: erase writes `0xFF`, a word can be programmed only while it
+/// reads erased, and programming only clears bits; accesses are checked as the
+/// simulator's flash checks them ([`NorRules`]).
+#[derive(Debug)]
+pub struct FileFlash {
+    file: File,
+    pages: u32,
+    erases: Vec<u32>,
+    /// When writes reach the disk: the core's rules (`idem_sim::sync`).
+    sync: SyncRules,
+    /// The position journals' byte ranges.
+    positions: Vec<std::ops::Range<u32>>,
+    /// The journals of appending stores, whose records must land in order.
+    ordered: Vec<std::ops::Range<u32>>,
+    syncs: u64,
+}
+impl FileFlash {
+    /// The flash of an open image file of `pages` pages, with its erase counters; writes
+    /// reach the disk at each checkpoint until told otherwise.
+    pub(super) fn new(file: File, pages: u32, erases: Vec<u32>) -> Self {
+        Self {
+            file,
+            pages,
+            erases,
+            sync: SyncRules::new(SyncMode::Checkpoint),
+            positions: Vec::new(),
+            ordered: Vec::new(),
+            syncs: 0,
+        }
+    }
+}
+
+impl FileFlash {
+    /// Sets when writes reach the disk; `positions` are the position journals' byte
+    /// ranges.
+    pub fn set_sync(&mut self, mode: SyncArg, positions: Vec<std::ops::Range<u32>>) {
+        self.sync = SyncRules::new(mode.mode());
+        self.positions = positions;
+    }
+
+    /// Marks `range` as the journal of an appending store (its records land in order).
+    pub fn add_ordered(&mut self, range: std::ops::Range<u32>) {
+        self.ordered.push(range);
+    }
+
+    /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
+    /// it after a position commit, before reporting it.
+    pub fn sync(&mut self) -> Result<(), FileFlashError> {
+        if self.sync.pending() {
+            self.file.sync_data()?;
+            self.sync.synced();
+            self.syncs += 1;
+        }
+        Ok(())
+    }
+
+    /// Which journal the byte at `offset` belongs to.
+    fn area(&self, offset: u32) -> Area {
+        if self.positions.iter().any(|r| r.contains(&offset)) {
+            Area::Position
+        } else if self.ordered.iter().any(|r| r.contains(&offset)) {
+            Area::OrderedStore
+        } else {
+            Area::Store
+        }
+    }
+
+    /// The checks of this flash: its pages, in words of 4 bytes.
+    fn rules(&self) -> NorRules {
+        NorRules {
+            capacity: self.capacity(),
+            write_unit: Self::WRITE_SIZE,
+            page: Self::ERASE_SIZE,
+        }
+    }
+
+    /// `sync_data` calls made so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
+    }
+
+    /// Pages in the flash.
+    pub fn pages(&self) -> u32 {
+        self.pages
+    }
+
+    /// How many times each page was erased since the image was created.
+    pub fn erase_counts(&self) -> &[u32] {
+        &self.erases
+    }
+}
+
+impl ErrorType for FileFlash {
+    type Error = FileFlashError;
+}
+
+impl ReadNorFlash for FileFlash {
+    const READ_SIZE: usize = 1;
+
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        self.rules().read(offset, bytes.len())?;
+        self.file.read_exact_at(bytes, HEADER + u64::from(offset))?;
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        self.pages as usize * PAGE
+    }
+}
+
+impl NorFlash for FileFlash {
+    const WRITE_SIZE: usize = 4;
+    const ERASE_SIZE: usize = PAGE;
+
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
+        self.rules().erase(from, to)?;
+        if self.sync.before_erase() {
+            self.sync()?;
+        }
+        for page in from / PAGE as u32..to / PAGE as u32 {
+            self.file
+                .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
+            // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
+            self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
+            let count = self.erases[page as usize].to_le_bytes();
+            self.file
+                .write_all_at(&count, COUNTERS_AT + 4 * u64::from(page))?;
+        }
+        if self.sync.after_erase(self.area(from)) {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
+        self.rules().write(offset, bytes.len())?;
+        let mut old = vec![0u8; bytes.len()];
+        self.read(offset, &mut old)?;
+        self.rules().write_over(offset, &old)?;
+        let area = self.area(offset);
+        if self.sync.before_write(area, offset, bytes.len()) {
+            self.sync()?;
+        }
+        self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
+        if self.sync.after_write(area, offset, bytes.len(), PAGE) {
+            self.sync()?;
+        }
+        Ok(())
+    }
+}
