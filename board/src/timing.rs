@@ -27,6 +27,14 @@ pub const HOST_FIRST_HELLO_US: u64 = 500_000;
 /// of the device's silences, so a device still asking again is never interrupted.
 pub const HOST_HELLO_US: u64 = 2_000_000;
 
+/// Under QEMU (whose flash takes no time) the feed image pauses this long after each
+/// effect, about a board's flash time for it, so that a reset the host schedules
+/// (`idem device qemu --resets`) can land between two effects of a batch: 5 ms.
+pub const QEMU_EFFECT_MS: u32 = 5;
+
+/// [`QEMU_EFFECT_MS`] in microseconds, the host's unit for the reset instants.
+pub const QEMU_EFFECT_US: u64 = QEMU_EFFECT_MS as u64 * 1_000;
+
 /// After the board's done frame, the host waits this long for its stats frame: 500 ms.
 pub const STATS_WAIT_US: u64 = 500_000;
 
@@ -103,9 +111,10 @@ impl HostTimer {
         due
     }
 
-    /// The board's done frame was heard at `now`.
+    /// The board's done frame was heard at `now` (the wait for the stats frame counts
+    /// from the last one).
     pub fn done(&mut self, now: u64) {
-        self.done_at.get_or_insert(now);
+        self.done_at = Some(now);
     }
 
     /// Whether the host stops at `now`: after the done frame, once the stats frame came
@@ -140,6 +149,7 @@ mod tests {
         t.heard(1_000_000);
         assert!(!t.hello_due(1_000_000 + HOST_HELLO_US));
         assert!(t.hello_due(1_000_001 + HOST_HELLO_US));
+        t.done(4_000_000);
         t.done(5_000_000);
         assert!(!t.hello_due(50_000_000));
         assert!(!t.finished(5_000_000 + STATS_WAIT_US, false));

@@ -108,10 +108,11 @@ fn run(
 }
 
 #[test]
-fn a_silent_board_is_asked_who_it_is_after_the_first_silence_then_the_longer_one() {
+fn a_board_never_heard_is_asked_who_it_is_after_each_first_silence() {
     // The boot frame went by before the host connected, and the board's first answer
-    // is lost too: hello at the first tick past 500 ms, then past 2 s after that one
-    // (the host has heard nothing from the board yet, so the first silence again).
+    // is lost too: hello at the first tick past 500 ms, and again at the first tick past
+    // 500 ms after that one (the host has heard nothing from the board yet, so it keeps
+    // the first silence; the longer one is the next test's).
     let mut boots_lost = 2;
     let line = run(
         |m| {

@@ -236,7 +236,7 @@ mod tests {
                 },
             )
             .unwrap();
-            let meta = meta_for(&loaded, store, 32);
+            let meta = meta_for(&loaded, store, idem_sim::registry::WINDOW);
             let path = dir.join(format!("{}.bin", store.name()));
             let _ = std::fs::remove_file(&path);
             let mut image = Image::open_or_create(&path, &meta).unwrap();

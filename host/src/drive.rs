@@ -23,6 +23,10 @@ pub struct Drive<'a> {
     /// At most this many steps, then return (a group's member polls in between, so a
     /// rebalance is never kept waiting for long); `None`: to the end.
     pub steps: Option<usize>,
+    /// Whether the commit of a position is reported: one that is not is neither synced
+    /// nor handed on (a group's member folding its records again up to what the group
+    /// holds already).
+    pub reports: &'a dyn Fn(Offset) -> bool,
 }
 
 /// Why [`Drive::run`] returned.
@@ -43,11 +47,12 @@ impl Drive<'_> {
             pace,
             stop: &|| false,
             steps: None,
+            reports: &|_| true,
         }
     }
 
-    /// Steps `c` over `log` on `image`; after each commit, once it is durable, calls
-    /// `on_commit(next, total)`.
+    /// Steps `c` over `log` on `image`; after each commit it reports, once that commit
+    /// is durable, calls `on_commit(next, total)`.
     pub fn run<K: SumSinks, L: Log<K::Payload>>(
         &self,
         c: &mut Consumer<K>,
@@ -70,7 +75,7 @@ impl Drive<'_> {
             {
                 Step::Done => return Ok(Ended::Done),
                 Step::Effect(..) if !self.pace.is_zero() => std::thread::sleep(self.pace),
-                Step::Commit { next } => {
+                Step::Commit { next } if (self.reports)(next) => {
                     // Durable before it is reported (per the image's sync mode).
                     image
                         .flash

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use idem_core::log::IdKey;
+use idem_sim::registry::StoreKind;
 use idem_sim::sync::SyncMode;
 
 mod flash;
@@ -81,7 +82,7 @@ pub struct Meta {
 impl Meta {
     /// One line for messages: `the offset store of ddia (100 events, checkpoint every 10)`.
     pub fn describe(&self) -> String {
-        let window = if self.store == "message-id" {
+        let window = if StoreKind::from_name(&self.store) == Some(StoreKind::MessageId) {
             format!(", window {}", self.window)
         } else {
             String::new()
@@ -399,7 +400,7 @@ mod tests {
             store: "offset".into(),
             events: 100,
             checkpoint_every: 10,
-            window: 32,
+            window: idem_sim::registry::WINDOW,
             pages: PAGES,
         }
     }
@@ -459,7 +460,7 @@ mod tests {
         let kafka = |pages| Meta {
             scenario: "kafka:t".into(),
             events: 0,
-            window: 32,
+            window: idem_sim::registry::WINDOW,
             pages,
             ..meta()
         };

@@ -832,8 +832,14 @@ fn each_matrix_cell_names_the_run_that_gives_it() {
                 }
                 let r = run_json(&args);
                 assert_eq!(
-                    (&r["final_total"], &r["verdict"]),
-                    (&c["final_total"], &c["verdict"]),
+                    (&r["final_total"], &r["verdict"], &r["flash"]["writes"]),
+                    (&c["final_total"], &c["verdict"], &c["flash_writes"]),
+                    "{args:?}"
+                );
+                // The isolation level is in the spec exactly when it is not the default.
+                assert_eq!(
+                    spec["isolation"].is_string(),
+                    c["isolation"] == "read_committed",
                     "{args:?}"
                 );
                 checked += 1;
@@ -842,4 +848,13 @@ fn each_matrix_cell_names_the_run_that_gives_it() {
     }
     // 6 stores × 6 faults, and 6 × the 2 levels.
     assert_eq!(checked, 48);
+    // Each fault with its column's title, as the page has them.
+    assert_eq!(
+        m["faults"][0],
+        json!({"name": "consumer-crash", "title": "consumer crash"})
+    );
+    assert_eq!(
+        m["transactions"]["faults"][1]["name"],
+        "zombie-transaction-read-committed"
+    );
 }

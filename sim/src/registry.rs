@@ -206,8 +206,16 @@ impl StoreKind {
         self.entry().sources.contains(&source)
     }
 
+    /// The stores of `family`, in table order.
+    pub fn of(family: Family) -> impl Iterator<Item = StoreKind> + Clone {
+        STORES
+            .iter()
+            .filter(move |e| e.family == family)
+            .map(|e| e.kind)
+    }
+
     /// The stores that consume `source`, in table order.
-    pub fn on(source: Source) -> impl Iterator<Item = StoreKind> {
+    pub fn on(source: Source) -> impl Iterator<Item = StoreKind> + Clone {
         STORES
             .iter()
             .filter(move |e| e.sources.contains(&source))
@@ -227,17 +235,20 @@ impl StoreKind {
     }
 }
 
-/// The names of the stores on `source` as a sentence lists them, the last after `last`
-/// (`and`, `or`): `naive, offset, message-id or atomic`.
-pub fn names_on(source: Source, last: &'static str) -> impl core::fmt::Display {
-    struct Names(Source, &'static str);
-    impl core::fmt::Display for Names {
+/// The names of `kinds` as a sentence lists them, `last` before the last name and a
+/// comma before the others: with `" or "`, `naive, offset, message-id or atomic`.
+pub fn list<I>(kinds: I, last: &'static str) -> impl core::fmt::Display
+where
+    I: Iterator<Item = StoreKind> + Clone,
+{
+    struct Names<I>(I, &'static str);
+    impl<I: Iterator<Item = StoreKind> + Clone> core::fmt::Display for Names<I> {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            let n = StoreKind::on(self.0).count();
-            for (i, k) in StoreKind::on(self.0).enumerate() {
+            let n = self.0.clone().count();
+            for (i, k) in self.0.clone().enumerate() {
                 match i {
                     0 => {}
-                    _ if i + 1 == n => write!(f, " {} ", self.1)?,
+                    _ if i + 1 == n => f.write_str(self.1)?,
                     _ => f.write_str(", ")?,
                 }
                 f.write_str(k.name())?;
@@ -245,7 +256,17 @@ pub fn names_on(source: Source, last: &'static str) -> impl core::fmt::Display {
             Ok(())
         }
     }
-    Names(source, last)
+    Names(kinds, last)
+}
+
+/// The names of the stores on `source` as a sentence lists them, `last` before the
+/// last one (`and`, `or`): `naive, offset, message-id or atomic`.
+pub fn names_on(source: Source, last: &'static str) -> impl core::fmt::Display {
+    let last = match last {
+        "and" => " and ",
+        _ => " or ",
+    };
+    list(StoreKind::on(source), last)
 }
 
 /// What a front end runs: any store the checker reads (its sinks cross threads).
@@ -293,6 +314,14 @@ mod tests {
         }
         assert_eq!(StoreKind::from_name("two-phase"), Some(StoreKind::TwoPhase));
         assert_eq!(StoreKind::from_name("nope"), None);
+    }
+
+    #[test]
+    fn the_named_groups_are_the_families() {
+        let of = |f| StoreKind::of(f).collect::<heapless::Vec<StoreKind, 9>>();
+        assert_eq!(of(Family::Sum), StoreKind::ALL);
+        assert_eq!(of(Family::Gauge), StoreKind::GAUGES);
+        assert_eq!(of(Family::Table), StoreKind::TABLES);
     }
 
     #[test]

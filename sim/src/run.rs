@@ -686,7 +686,7 @@ mod tests {
         use crate::scenario::ProducerMode::{Idempotent, NonIdempotent as Plain, Transactional};
         use crate::txn::Isolation;
         type Mid = crate::registry::MessageIdStore;
-        type Seq = ProducerSeq<8>;
+        type Seq = ProducerSeq<{ crate::registry::PRODUCERS }>;
         let totals = |s: &Scenario<crate::txn::TxnLog<{ scenario::SMALL_LOG }>>| {
             [
                 run(s, Naive, &mut Quiet).unwrap().final_total,

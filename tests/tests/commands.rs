@@ -21,7 +21,13 @@ fn runs(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let t = l.trim_start();
-        if !(t.starts_with("pub fn run(") || t.starts_with("fn run(")) {
+        // Any visibility: `fn run(`, `pub fn run(`, `pub(super) fn run(`.
+        let after_vis = match t.strip_prefix("pub") {
+            Some(rest) if rest.starts_with('(') => rest.find(')').map_or(rest, |i| &rest[i + 1..]),
+            Some(rest) => rest,
+            None => t,
+        };
+        if !after_vis.trim_start().starts_with("fn run(") {
             continue;
         }
         let indent = l.len() - t.len();

@@ -1,7 +1,8 @@
 //! The store registry (`idem_sim::registry`): every store by name, its sources, and one
 //! dispatch. A store of the application's own, written in this file and nowhere else,
-//! runs on the paths the registry's jobs take (any `Runnable`): the simulator, its crash
-//! and its checker, exactly as the registry's own stores do.
+//! goes through a job written for the registry (`StoreJob`, any `Runnable`), which runs
+//! the simulator, its crash and its checker, as the registry's own stores do through
+//! the same job by name. (The command line names only the registry's stores.)
 
 use idem_core::log::Event;
 use idem_core::persist::EachEffect;

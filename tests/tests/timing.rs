@@ -1,6 +1,7 @@
 //! The feed's timeouts are written once, in `board/src/timing.rs`: the firmware, the
 //! host and the link test read the policy's constants and timers, and none of the feed's
-//! files writes one of its durations (50 ms, 250 ms, 500 ms, 2 s) in any unit.
+//! files writes one of its durations (250 ms, 500 ms, 2 s) in any unit, nor the 50 ms
+//! silence the link model once had of its own.
 //! `board/tests/timing.rs` runs the policy itself on a simulated clock.
 
 use std::fs;
@@ -88,7 +89,11 @@ fn the_policys_values_are_the_feeds_timeouts() {
 #[test]
 fn the_firmware_the_host_and_the_link_test_read_the_policy() {
     for (file, names) in [
-        ("firmware/src/bin/feed.rs", &["DEVICE_SILENCE_MS"][..]),
+        (
+            "firmware/src/bin/feed.rs",
+            &["DEVICE_SILENCE_MS", "QEMU_EFFECT_MS"][..],
+        ),
+        ("host/src/cmd/board/qemu.rs", &["QEMU_EFFECT_US"][..]),
         (
             "host/src/cmd/board/feed.rs",
             &["HostTimer", "hello_due", "finished"][..],

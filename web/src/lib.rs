@@ -239,6 +239,48 @@ mod tests {
         assert_eq!(offset["ok"]["skipped"].as_array().unwrap().len(), 10);
     }
 
+    /// The page's matrix is `idem matrix --json`'s table of the stores, field for field
+    /// (`host/tests/cli.rs` checks the CLI's side of the same shape).
+    #[test]
+    fn the_matrix_is_the_clis_serialisation() {
+        let m = parse(&matrix());
+        let m = &m["ok"];
+        assert_eq!(
+            m["faults"][0],
+            json!({"name": "consumer-crash", "title": "consumer crash"})
+        );
+        let cell = &m["rows"][0]["cells"][0];
+        let mut keys: Vec<&str> = cell
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "fault",
+                "final_total",
+                "flash_writes",
+                "isolation",
+                "producer",
+                "scenario",
+                "spec",
+                "true_total",
+                "verdict"
+            ]
+        );
+        assert_eq!(
+            (
+                &m["rows"][0]["store"],
+                &cell["verdict"],
+                &cell["final_total"]
+            ),
+            (&json!("naive"), &json!("over"), &json!(110))
+        );
+    }
+
     #[test]
     fn bad_input_is_one_sentence() {
         let e = parse(&run(r#"{"scenario":"ddia","store":"nope"}"#));

@@ -17,16 +17,16 @@ use idem_board::feed::{
     DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
     encode,
 };
-use idem_board::timing::DEVICE_SILENCE_MS;
+use idem_board::timing::{DEVICE_SILENCE_MS, QEMU_EFFECT_MS};
 use idem_core::log::IdKey;
 use idem_firmware::{IMAGE_ID, nvmc, rng, stack, timer, uart};
 use panic_halt as _;
 
-/// Under QEMU, a pause after each effect, about a board's flash time for it, so a reset
+/// Under QEMU, the policy's pause after each effect ([`QEMU_EFFECT_MS`]), so a reset
 /// can land between two effects of a batch (QEMU's flash takes no time). None on a
 /// board: its flash takes its own time.
 const PACE_MS: Option<u32> = if cfg!(feature = "qemu") {
-    Some(5)
+    Some(QEMU_EFFECT_MS)
 } else {
     None
 };

@@ -13,6 +13,7 @@ use idem_sim::registry::WINDOW as WINDOW_CAPACITY;
 
 /// The stores a run can use: the registry's ([`idem_sim::registry`]).
 pub use idem_sim::registry::StoreKind;
+use idem_sim::registry::{self, Family};
 
 /// The built-in scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -338,9 +339,10 @@ pub fn choose(
         )),
         (true, None, Some(fix)) => Ok(SinkChoice::Dual(fix)),
         (false, _, Some(_)) => Err(usage("--fix applies to the dual-write scenario only")),
-        (false, None, None) => Err(usage(
-            "--store is required: naive, offset, message-id, producer-seq, atomic or two-phase",
-        )),
+        (false, None, None) => Err(usage(format!(
+            "--store is required: {}",
+            registry::list(StoreKind::of(Family::Sum), " or ")
+        ))),
         (false, Some(store), None) => {
             check_pair(scenario, store)?;
             Ok(SinkChoice::Store(store))
@@ -363,16 +365,18 @@ pub fn check_pair(scenario: Option<ScenarioKind>, store: StoreKind) -> anyhow::R
     }
     if kind.is_gauge() && !gauge_store {
         return Err(usage(format!(
-            "{} holds a gauge's readings, which the {} store would add up: give --store set or max",
+            "{} holds a gauge's readings, which the {} store would add up: give --store {}",
             kind.name(),
-            store.name()
+            store.name(),
+            registry::list(StoreKind::of(Family::Gauge), " or ")
         )));
     }
     if !kind.is_gauge() && gauge_store {
         return Err(usage(format!(
-            "the {} store keeps a gauge's newest reading, and {} holds amounts to add up: give --store naive, offset, message-id, producer-seq, atomic or two-phase",
+            "the {} store keeps a gauge's newest reading, and {} holds amounts to add up: give --store {}",
             store.name(),
-            kind.name()
+            kind.name(),
+            registry::list(StoreKind::of(Family::Sum), " or ")
         )));
     }
     Ok(())
@@ -401,9 +405,32 @@ pub fn choose_all(
         Some("all") => Some(family[0]),
         Some(name) => Some(StoreKind::from_name(name).ok_or_else(|| {
             usage(format!(
-                "unknown store {name:?}: one of naive, offset, message-id, producer-seq, atomic, two-phase, unique-key, set, max, all"
+                "unknown store {name:?}: one of {}, all",
+                registry::list(
+                    StoreKind::of(Family::Sum)
+                        .chain(StoreKind::of(Family::Table))
+                        .chain(StoreKind::of(Family::Gauge)),
+                    ", "
+                )
             ))
         })?),
     };
     Ok(vec![choose(Some(scenario), store, fix)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line's names (clap's, from the variants) are the registry's.
+    #[test]
+    fn the_command_lines_store_names_are_the_registrys() {
+        for e in &idem_sim::registry::STORES {
+            assert_eq!(crate::spec::value_name(&e.kind), e.name);
+        }
+        assert_eq!(
+            StoreKind::value_variants().len(),
+            idem_sim::registry::STORES.len()
+        );
+    }
 }

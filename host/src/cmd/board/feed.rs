@@ -51,6 +51,7 @@ pub(super) fn connect(port: &str, baud: u32) -> anyhow::Result<Box<dyn Link>> {
     Ok(Box::new(p))
 }
 
+/// What a failed read or write of the board's link says, at `offset` (where the board
 /// reads next): never an I/O error, so that `main` does not take a hang-up (which
 /// `serialport` reports as a broken pipe) for a closed standard output.
 fn link_error(e: &std::io::Error, offset: Offset) -> anyhow::Error {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use idem_board::feed::BATCH;
+use idem_board::timing::QEMU_EFFECT_US;
 use idem_core::log::Offset;
 use idem_sim::rng::SplitMix64;
 
@@ -122,8 +123,10 @@ impl Qemu {
                 && t < from + len
             {
                 targets.next();
-                let delay =
-                    Duration::from_micros(t.saturating_sub(from) * 5_000 + rng.range(500, 4_500));
+                let delay = Duration::from_micros(
+                    t.saturating_sub(from) * QEMU_EFFECT_US
+                        + rng.range(QEMU_EFFECT_US / 10, QEMU_EFFECT_US * 9 / 10),
+                );
                 let reset = reset.clone();
                 std::thread::spawn(move || {
                     std::thread::sleep(delay);

@@ -122,12 +122,10 @@ impl SinksJob for ConsumePartition<'_> {
             pace: self.pace,
             stop: &stop,
             steps: None,
+            reports: &|next| group_copy(next, None).is_some(),
         };
         let (partition, commits) = (self.partition, self.commits);
         drive.run(&mut c, self.image, &read.log, &mut |next, total| {
-            let Some(next) = group_copy(next, None) else {
-                return Ok(());
-            };
             *commits += 1;
             if follow {
                 eprintln!(

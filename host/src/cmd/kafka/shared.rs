@@ -239,19 +239,17 @@ impl SinksJob for SharedConsume<'_> {
             };
             // A bounded number of steps between two polls, so that a rebalance (which
             // happens inside poll) is never kept waiting for long.
-            let drive = Drive {
-                pace: member.pace,
-                stop: &|| false,
-                steps: Some(64),
-            };
             for (&p, o) in &mut owned {
                 let at_take = o.group_at_take;
-                drive.run(&mut o.consumer, image, &o.read.log, &mut |next, total| {
+                let drive = Drive {
+                    pace: member.pace,
+                    stop: &|| false,
+                    steps: Some(64),
                     // While folding up to the group's offset, the group already has it:
-                    // nothing to copy.
-                    let Some(next) = group_copy(next, Some(at_take)) else {
-                        return Ok(());
-                    };
+                    // nothing to copy, nor to sync.
+                    reports: &|next| group_copy(next, Some(at_take)).is_some(),
+                };
+                drive.run(&mut o.consumer, image, &o.read.log, &mut |next, total| {
                     commits += 1;
                     eprintln!(
                         "partition {p}: checkpoint: {}; total {total}",
