@@ -12,7 +12,7 @@ use crate::render::ranges;
 use crate::report::RunReport;
 use crate::select::{
     self, FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice,
-    StoreKind, WINDOW_CAPACITY,
+    StoreKind, WINDOW,
 };
 use crate::spec::RunSpec;
 
@@ -235,7 +235,7 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         (None, Some(f)) => SinkChoice::Dual(f),
         (None, None) => anyhow::bail!("a lesson step names neither a store nor a fix"),
     };
-    let o = select::run(&loaded, choice, WINDOW_CAPACITY, true)?;
+    let o = select::run(&loaded, choice, WINDOW, true)?;
     select::ensure_every_crash_happened(&loaded, &o.report)?;
     let table = (step.observe == Observe::Balances)
         .then(|| o.trace.as_deref().map(step_table))

@@ -6,7 +6,7 @@ use idem_sim::run::Report;
 use serde::Serialize;
 
 use crate::select::{
-    self, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
+    self, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind, WINDOW,
 };
 use crate::spec::{RunSpec, value_name};
 
@@ -135,7 +135,7 @@ pub fn table(
                 ..ScenarioArgs::default()
             };
             let loaded = select::load(Some(f.scenario), &args)?;
-            cells.push(select::run(&loaded, store, WINDOW_CAPACITY, false)?.report);
+            cells.push(select::run(&loaded, store, WINDOW, false)?.report);
         }
         rows.push((store, cells));
     }

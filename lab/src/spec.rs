@@ -10,7 +10,7 @@ use crate::error::usage;
 use crate::report::RunReport;
 use crate::select::{
     self, FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, StoreKind,
-    WINDOW_CAPACITY,
+    WINDOW,
 };
 
 /// One run, by the names `idem run` takes: `{"scenario": "ddia", "store": "naive",
@@ -91,7 +91,7 @@ impl RunSpec {
             checkpoint_every: self.checkpoint_every,
             schedule,
             no_crash,
-            window: self.window.unwrap_or(WINDOW_CAPACITY),
+            window: self.window.unwrap_or(WINDOW),
             guarantee: match self.guarantee.as_deref() {
                 Some(g) => named::<GuaranteeArg>("guarantee", g)?,
                 None => GuaranteeArg::AtLeastOnce,

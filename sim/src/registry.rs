@@ -259,16 +259,6 @@ where
     Names(kinds, last)
 }
 
-/// The names of the stores on `source` as a sentence lists them, `last` before the
-/// last one (`and`, `or`): `naive, offset, message-id or atomic`.
-pub fn names_on(source: Source, last: &'static str) -> impl core::fmt::Display {
-    let last = match last {
-        "and" => " and ",
-        _ => " or ",
-    };
-    list(StoreKind::on(source), last)
-}
-
 /// What a front end runs: any store the checker reads (its sinks cross threads).
 pub trait Runnable: Sum + SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
 
@@ -337,10 +327,10 @@ mod tests {
     fn a_sentence_lists_a_sources_stores() {
         use core::fmt::Write;
         let mut s = heapless::String::<96>::new();
-        write!(s, "{}", names_on(Source::Kafka, "or")).unwrap();
+        write!(s, "{}", list(StoreKind::on(Source::Kafka), " or ")).unwrap();
         assert_eq!(s, "naive, offset, message-id or atomic");
         s.clear();
-        write!(s, "{}", names_on(Source::Board, "and")).unwrap();
+        write!(s, "{}", list(StoreKind::on(Source::Board), " and ")).unwrap();
         assert_eq!(
             s,
             "naive, offset, message-id, producer-seq, atomic and two-phase"

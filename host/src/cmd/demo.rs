@@ -9,9 +9,7 @@ use idem_sim::check::Verdict;
 use idem_sim::run::{Action, TraceStep};
 
 use crate::render::ranges;
-use crate::select::{
-    self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW_CAPACITY,
-};
+use crate::select::{self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW};
 use idem_core::consumer::covers_through;
 
 /// Tell the DDIA exercise step by step. On a terminal it stops before each figure so
@@ -30,9 +28,9 @@ impl Cmd {
             !self.no_pause && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
         let args = ScenarioArgs::default();
         let loaded = select::load(Some(ScenarioKind::Ddia), &args)?;
-        let naive = select::run(&loaded, StoreKind::Naive, WINDOW_CAPACITY, true)?;
-        let offset = select::run(&loaded, StoreKind::Offset, WINDOW_CAPACITY, true)?;
-        let atomic = select::run(&loaded, StoreKind::Atomic, WINDOW_CAPACITY, false)?;
+        let naive = select::run(&loaded, StoreKind::Naive, WINDOW, true)?;
+        let offset = select::run(&loaded, StoreKind::Offset, WINDOW, true)?;
+        let atomic = select::run(&loaded, StoreKind::Atomic, WINDOW, false)?;
         let mut out = std::io::stdout().lock();
         let mut input = std::io::stdin().lock();
         let mut stop = pause;

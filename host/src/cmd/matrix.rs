@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::render::verdict_name;
 use crate::select::{
     self, FixArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
-    WINDOW_CAPACITY,
+    WINDOW,
 };
 use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, MatrixReport, TXN_FAULTS, table};
 use idem_lab::spec::value_name;
@@ -139,7 +139,7 @@ fn tables() -> anyhow::Result<Tables> {
                 ..ScenarioArgs::default()
             };
             let loaded = select::load(Some(ScenarioKind::DualWrite), &args)?;
-            let r = select::run(&loaded, SinkChoice::Dual(fix), WINDOW_CAPACITY, false)?;
+            let r = select::run(&loaded, SinkChoice::Dual(fix), WINDOW, false)?;
             Ok((fix.name(), r.report))
         })
         .collect::<anyhow::Result<_>>()?;

@@ -9,7 +9,7 @@ use idem_sim::crash::CrashPoint;
 use idem_sim::scenario::ProducerMode;
 use idem_sim::txn::Isolation;
 
-use idem_sim::registry::WINDOW as WINDOW_CAPACITY;
+use idem_sim::registry::WINDOW;
 
 /// The stores a run can use: the registry's ([`idem_sim::registry`]).
 pub use idem_sim::registry::StoreKind;
@@ -100,7 +100,7 @@ pub struct ScenarioArgs {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
     /// How many message ids the message-id store remembers (1 to 32)
-    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    #[arg(long, value_name = "W", default_value_t = WINDOW)]
     pub window: usize,
     /// Commit the position after the effects (at-least-once) or before (at-most-once)
     #[arg(long, value_enum, default_value = "at-least-once")]
@@ -194,7 +194,7 @@ impl Default for ScenarioArgs {
             no_crash: false,
             schedule: None,
             log: None,
-            window: WINDOW_CAPACITY,
+            window: WINDOW,
             guarantee: GuaranteeArg::AtLeastOnce,
             producer: ProducerArg::NonIdempotent,
             isolation: IsolationArg::ReadUncommitted,
@@ -215,7 +215,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "K")]
     pub checkpoint_every: Option<u64>,
     /// How many message ids the message-id store remembers (1 to 32)
-    #[arg(long, value_name = "W", default_value_t = WINDOW_CAPACITY)]
+    #[arg(long, value_name = "W", default_value_t = WINDOW)]
     pub window: usize,
 }
 
@@ -241,7 +241,7 @@ impl WorkloadArgs {
         if let Some(k) = self.checkpoint_every {
             f.extend(["--checkpoint-every".to_string(), k.to_string()]);
         }
-        if self.window != WINDOW_CAPACITY {
+        if self.window != WINDOW {
             f.extend(["--window".to_string(), self.window.to_string()]);
         }
         f

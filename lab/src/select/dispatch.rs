@@ -12,7 +12,7 @@ use super::load::Loaded;
 use crate::error::usage;
 
 /// The message-id store's window capacity (the registry's).
-pub use idem_sim::registry::WINDOW as WINDOW_CAPACITY;
+pub use idem_sim::registry::WINDOW;
 
 /// Sinks the host can run: any core sinks (each is cloneable and can cross threads).
 pub trait HostSinks: SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
@@ -100,7 +100,7 @@ pub fn idempotent(choice: SinkChoice) -> bool {
             Ok(K::IDEMPOTENT)
         }
     }
-    with_sinks(choice, WINDOW_CAPACITY, Ask).unwrap_or(true)
+    with_sinks(choice, WINDOW, Ask).unwrap_or(true)
 }
 
 /// Calls `job` with `loaded`'s scenario and the sinks `choice` names.

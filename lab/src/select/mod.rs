@@ -11,6 +11,6 @@ pub use args::{
     FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice,
     StoreKind, WorkloadArgs, check_pair, choose, choose_all,
 };
-pub use dispatch::{HostSinks, Job, StoreJob, WINDOW_CAPACITY, check_window, dispatch, with_store};
+pub use dispatch::{HostSinks, Job, StoreJob, WINDOW, check_window, dispatch, with_store};
 pub use load::{Loaded, load};
 pub use simulate::{Outcome, ensure_every_crash_happened, run};

@@ -15,7 +15,7 @@ fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
     StoreId::from_kind(kind).ok_or_else(|| {
         usage(format!(
             "the board runs {}, not {}",
-            registry::names_on(Source::Board, "and"),
+            registry::list(StoreKind::on(Source::Board), " and "),
             kind.name()
         ))
     })

@@ -24,7 +24,7 @@ use crate::image::{Image, Meta, PAGE, SyncArg};
 use crate::kafka::group::{group_copy, group_was};
 use crate::kafka::trust::{PartitionRead, ReadRules};
 use crate::select::dispatch::{SinksJob, with_sinks};
-use crate::select::{HostSinks, StoreKind, WINDOW_CAPACITY};
+use crate::select::{HostSinks, StoreKind, WINDOW};
 
 /// What consuming one partition ended with.
 pub(super) struct PartitionResult {
@@ -171,7 +171,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
     if !store.runs_on(Source::Kafka) {
         return Err(usage(format!(
             "kafka consume takes the {} store",
-            registry::names_on(Source::Kafka, "or")
+            registry::list(StoreKind::on(Source::Kafka), " or ")
         )));
     }
     let every = CheckpointEvery::new(o.checkpoint_every)
@@ -190,7 +190,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         store: store.name().into(),
         events: 0,
         checkpoint_every: o.checkpoint_every,
-        window: WINDOW_CAPACITY,
+        window: WINDOW,
         pages: PARTITION_PAGES * n as u32,
     };
     let mut image = Image::open_or_create(o.flash, &meta)?;
@@ -204,7 +204,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
     };
     if o.shared {
         let job = SharedConsume::new(o, &mut image, every, rules)?;
-        let out = with_sinks(store.into(), WINDOW_CAPACITY, job)?;
+        let out = with_sinks(store.into(), WINDOW, job)?;
         return Ok(out);
     }
     if o.follow {
@@ -249,7 +249,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
                 progress: o.follow,
                 commits: &mut commits,
             };
-            results.push(with_sinks(store.into(), WINDOW_CAPACITY, job)?);
+            results.push(with_sinks(store.into(), WINDOW, job)?);
         }
         let first = group_was.get_or_insert_with(|| results.iter().map(|r| r.group_was).collect());
         if !o.follow || crate::cleanup::stop_requested() {
