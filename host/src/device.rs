@@ -182,31 +182,46 @@ fn drive(
             store: S,
         ) -> anyhow::Result<Progress> {
             let Run(image, pace, mut on_commit) = self;
-            let layout = layout(&image.meta);
-            if S::ORDERED_SINK {
-                image.flash.add_ordered(crate::image::bytes(layout.sink));
-            }
-            let mut c = Consumer::open(&mut image.flash, layout, store, s.consumer)
-                .map_err(|e| consumer_error(image, e))?;
-            if let Some(pace) = pace {
-                Drive::to_end(pace).run(&mut c, image, &s.log, &mut |next, total| {
-                    if let Some(f) = on_commit.as_mut() {
-                        f(next, total);
-                    }
-                    Ok(())
-                })?;
-            }
-            Ok(Progress {
-                next_offset: c.next_offset(),
-                total: c.total(),
-                true_total: s.true_total(),
-                events: s.log.len(),
+            let drive = pace.map(Drive::to_end);
+            consume_store(image, s, store, drive.as_ref(), &mut |next, total| {
+                if let Some(f) = on_commit.as_mut() {
+                    f(next, total);
+                }
+                Ok(())
             })
         }
     }
     let (loaded, store) = scenario_of(&image.meta, &image.path)?;
     let window = image.meta.window;
     select::dispatch(&loaded, store.into(), window, Run(image, pace, on_commit))
+}
+
+/// The image's consume path for any store, the registry's (which [`consume`] picks by
+/// the image's header) or one of the application's own (`idem_sim::registry::Listed`):
+/// recovers `store` from `image` and, with a `drive`, steps it over `scenario`'s log,
+/// calling `on_commit(next, total)` after each durable checkpoint.
+pub fn consume_store<L: Truth, S: HostSinks>(
+    image: &mut Image,
+    scenario: &Scenario<L>,
+    store: S,
+    drive: Option<&Drive<'_>>,
+    on_commit: &mut dyn FnMut(Offset, i64) -> anyhow::Result<()>,
+) -> anyhow::Result<Progress> {
+    let layout = layout(&image.meta);
+    if S::ORDERED_SINK {
+        image.flash.add_ordered(crate::image::bytes(layout.sink));
+    }
+    let mut c = Consumer::open(&mut image.flash, layout, store, scenario.consumer)
+        .map_err(|e| consumer_error(image, e))?;
+    if let Some(drive) = drive {
+        drive.run(&mut c, image, &scenario.log, on_commit)?;
+    }
+    Ok(Progress {
+        next_offset: c.next_offset(),
+        total: c.total(),
+        true_total: scenario.true_total(),
+        events: scenario.log.len(),
+    })
 }
 
 #[cfg(test)]

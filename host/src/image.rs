@@ -29,7 +29,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::usage;
 use idem_core::log::IdKey;
 use idem_sim::registry::StoreKind;
-use idem_sim::sync::SyncMode;
 
 mod flash;
 pub use flash::{FileFlash, FileFlashError};
@@ -144,40 +143,9 @@ pub fn bytes(r: idem_core::journal::Region) -> std::ops::Range<u32> {
 
 /// `--sync`: when the image's writes reach the disk. A write lands in the page cache at
 /// once; a host power cut or kernel crash keeps any subset of the unsynced ones, in any
-/// order, one possibly torn. The rules are the core's (`idem_sim::sync`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum SyncArg {
-    /// `sync_data` before a position commit (the store records it covers are durable
-    /// first) and after it (durable before it is reported); before a page erase and
-    /// after a page header; for an appending store (message-id, producer-seq), before
-    /// each of its records (they land in order).
-    #[default]
-    Checkpoint,
-    /// `sync_data` after every journal write and erase.
-    EveryWrite,
-    /// Never: survives SIGKILL, not a power cut. For experiments.
-    None,
-}
-
-impl SyncArg {
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Checkpoint => "checkpoint",
-            Self::EveryWrite => "every-write",
-            Self::None => "none",
-        }
-    }
-
-    /// The core's mode.
-    pub fn mode(self) -> SyncMode {
-        match self {
-            Self::Checkpoint => SyncMode::Checkpoint,
-            Self::EveryWrite => SyncMode::EveryWrite,
-            Self::None => SyncMode::None,
-        }
-    }
-}
+/// order, one possibly torn. The modes and their rules are the simulator's
+/// ([`idem_sim::sync`]), which `sim/tests/page_cache.rs` checks against that model.
+pub use idem_sim::sync::SyncMode;
 
 /// An image opened from disk: its flash and what it belongs to.
 #[derive(Debug)]

@@ -11,6 +11,8 @@ mod files;
 mod image;
 #[cfg(any(feature = "kafka", test))]
 mod kafka;
+#[cfg(test)]
+mod own_store;
 
 use idem_lab::{error, render, select};
 

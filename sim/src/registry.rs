@@ -3,9 +3,10 @@
 //! to its type ([`with_store`]). The simulator's front end, the file image, Kafka, the
 //! board, the page, the benches and the tests take them from here.
 //!
-//! A store of the application's own needs no entry: the front ends' generic paths take
-//! any [`Runnable`] store (`tests/tests/registry.rs` adds one in the test itself). The
-//! registry names the stores the command line and the page can choose by name.
+//! A store of the application's own needs no entry: it states its own ([`Listed`]) and
+//! runs on the sources that [take any store](Source::takes_any), through their generic
+//! paths (`host/src/own_store.rs` writes one and runs it on the simulator and on a file
+//! image). The registry names the stores the command line and the page can choose.
 
 use crate::payment::stores::{
     Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,
@@ -57,6 +58,27 @@ impl Source {
             Self::Board => "board",
         }
     }
+
+    /// Whether it takes a store the registry has no entry for ([`Listed`]): the
+    /// simulator (`idem_sim::run`) and the file image (the host's consume path) are
+    /// generic over any [`Runnable`] store. Kafka and the board take the stores
+    /// [`STORES`] lists for them, by name: the board's are compiled into its firmware,
+    /// and `idem kafka consume` chooses its store on the command line.
+    pub const fn takes_any(self) -> bool {
+        matches!(self, Self::Simulator | Self::Image)
+    }
+}
+
+/// A store that states its own entry: how a store of the application's own, with no
+/// name on the command line, says what it is and where it runs. It runs on each of
+/// [`Listed::SOURCES`], which are sources that [take any store](Source::takes_any).
+pub trait Listed: Runnable {
+    /// Its name in reports and in a file image's header.
+    const NAME: &'static str;
+    /// What its events carry.
+    const FAMILY: Family;
+    /// The sources it consumes.
+    const SOURCES: &'static [Source];
 }
 
 /// What a store's events carry, and so which logs it can read.

@@ -16,17 +16,29 @@
 
 use idem_core::journal::HEADER_SIZE;
 
-/// When writes are synced.
+/// When writes are synced (`--sync` on the command line).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncMode {
     /// Around position commits, page erases and page headers, and before each record of
-    /// an appending store (the module's rules).
+    /// an appending store (message-id, producer-seq): survives a power cut.
     #[default]
     Checkpoint,
-    /// After every write and erase.
+    /// After every journal write and erase.
     EveryWrite,
-    /// Never: survives a killed process, not a power cut.
+    /// Never: survives a killed process, not a power cut. For experiments.
     None,
+}
+
+impl SyncMode {
+    /// The name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "checkpoint",
+            Self::EveryWrite => "every-write",
+            Self::None => "none",
+        }
+    }
 }
 
 /// Which journal a write or an erase touches.

@@ -51,7 +51,7 @@ pub struct Cmd {
     workload: WorkloadArgs,
     /// When the consumers' writes reach the disk (see `idem consume --sync`)
     #[arg(long, value_enum, default_value = "checkpoint")]
-    sync: crate::image::SyncArg,
+    sync: crate::image::SyncMode,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,

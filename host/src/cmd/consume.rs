@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::device;
-use crate::image::{Image, SyncArg};
+use crate::image::{Image, SyncMode};
 use crate::render;
 use crate::select::{ScenarioKind, StoreKind, WorkloadArgs};
 
@@ -35,11 +35,9 @@ pub struct Cmd {
     /// No progress lines on stderr (one per checkpoint by default).
     #[arg(long)]
     quiet: bool,
-    /// When the image's writes reach the disk: checkpoint (sync around each position
-    /// commit, page erase and page header), every-write, or none (survives SIGKILL, not
-    /// a power cut)
+    /// When the image's writes reach the disk
     #[arg(long, value_enum, default_value = "checkpoint")]
-    sync: SyncArg,
+    sync: SyncMode,
 }
 
 impl Cmd {

@@ -12,7 +12,7 @@ use embedded_storage::nor_flash::{
 use idem_sim::flash::{FlashError, NorRules};
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 
-use super::{COUNTERS_AT, HEADER, PAGE, SyncArg};
+use super::{COUNTERS_AT, HEADER, PAGE};
 
 /// Why a file flash operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -97,8 +97,8 @@ impl FileFlash {
 impl FileFlash {
     /// Sets when writes reach the disk; `positions` are the position journals' byte
     /// ranges.
-    pub fn set_sync(&mut self, mode: SyncArg, positions: Vec<std::ops::Range<u32>>) {
-        self.sync = SyncRules::new(mode.mode());
+    pub fn set_sync(&mut self, mode: SyncMode, positions: Vec<std::ops::Range<u32>>) {
+        self.sync = SyncRules::new(mode);
         self.positions = positions;
     }
 

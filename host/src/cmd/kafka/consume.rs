@@ -20,7 +20,7 @@ use super::shared::{SharedConsume, SharedOut};
 use crate::device;
 use crate::drive::Drive;
 use crate::error::usage;
-use crate::image::{Image, Meta, PAGE, SyncArg};
+use crate::image::{Image, Meta, PAGE, SyncMode};
 use crate::kafka::group::{group_copy, group_was};
 use crate::kafka::trust::{PartitionRead, ReadRules};
 use crate::select::dispatch::{SinksJob, with_sinks};
@@ -161,7 +161,7 @@ pub(super) struct ConsumeOptions<'a> {
     /// Be one member of the group: the broker assigns the partitions.
     pub(super) shared: bool,
     /// When the image's writes reach the disk.
-    pub(super) sync: SyncArg,
+    pub(super) sync: SyncMode,
     pub(super) abort_after: Option<u64>,
 }
 

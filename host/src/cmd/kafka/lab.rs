@@ -13,7 +13,7 @@ use super::client::{consumer, create_topic, partitions, unique};
 use super::consume::{ConsumeOptions, consume};
 use super::produce::{Batching, send_created};
 use super::read::read_partition;
-use crate::image::SyncArg;
+use crate::image::SyncMode;
 use crate::kafka::trust::ReadRules;
 use crate::select::StoreKind;
 
@@ -92,7 +92,7 @@ pub(super) fn lab(
             },
             follow: false,
             shared: false,
-            sync: SyncArg::Checkpoint,
+            sync: SyncMode::Checkpoint,
             abort_after: None,
         })?
         .results;

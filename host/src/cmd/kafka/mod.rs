@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::image::SyncArg;
+use crate::image::SyncMode;
 use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
 use crate::select::StoreKind;
 
@@ -92,7 +92,8 @@ enum Action {
         /// The consumer group that holds the committed offsets.
         #[arg(long)]
         group: String,
-        /// Where the effects land: naive, offset, message-id or atomic.
+        /// Where the effects land: a store that runs on Kafka (another is refused, with
+        /// the list of those that do).
         #[arg(long, value_enum)]
         store: StoreKind,
         /// The flash image (created erased when missing).
@@ -127,11 +128,10 @@ enum Action {
         /// (see the README). Stops after --idle-ms with nothing new.
         #[arg(long)]
         shared: bool,
-        /// When the image's writes reach the disk: checkpoint (sync around each position
-        /// commit, page erase and page header, and before each group commit),
-        /// every-write, or none
+        /// When the image's writes reach the disk (a position is durable before the
+        /// group gets its copy, in every mode but none)
         #[arg(long, value_enum, default_value = "checkpoint")]
-        sync: SyncArg,
+        sync: SyncMode,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
