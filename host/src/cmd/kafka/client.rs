@@ -27,6 +27,21 @@ pub(super) fn unreachable(brokers: &str, e: KafkaError) -> anyhow::Error {
     )
 }
 
+/// How much a consumer fetches and keeps ahead, the same for every reader idem runs
+/// (and for the baselines of `idem kafka bench`). librdkafka's defaults (its
+/// CONFIGURATION.md) let a consumer prefetch up to 64 MiB (`queued.max.messages.kbytes`
+/// 65536, for the consumer's one queue whatever its partitions) and ask up to 50 MiB a
+/// fetch (`fetch.max.bytes` 52428800). Here a fetch asks 1 MiB at most, 1 MiB a
+/// partition (`max.partition.fetch.bytes`, its default), and 4 MiB wait queued; the
+/// broker answers a fetch after 50 ms at most when it has less (`fetch.wait.max.ms`,
+/// 500 by default).
+pub(super) const FETCH: [(&str, &str); 4] = [
+    ("fetch.max.bytes", "1048576"),
+    ("max.partition.fetch.bytes", "1048576"),
+    ("queued.max.messages.kbytes", "4096"),
+    ("fetch.wait.max.ms", "50"),
+];
+
 pub(super) fn config(brokers: &str) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", brokers)
@@ -55,7 +70,7 @@ pub(super) fn partitions(
 
 /// A consumer of group `group` that commits only when told to.
 pub(super) fn consumer(brokers: &str, group: &str) -> anyhow::Result<BaseConsumer> {
-    config(brokers)
+    fetching(brokers)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("isolation.level", ISOLATION_LEVEL)
@@ -65,13 +80,21 @@ pub(super) fn consumer(brokers: &str, group: &str) -> anyhow::Result<BaseConsume
         .map_err(|e| unreachable(brokers, e))
 }
 
+/// `config` with the fetch settings every reader shares ([`FETCH`]).
+pub(super) fn fetching(brokers: &str) -> ClientConfig {
+    let mut c = config(brokers);
+    for (k, v) in FETCH {
+        c.set(k, v);
+    }
+    c
+}
+
 /// A consumer that reads whole partitions, in a group of its own that never commits.
 pub(super) fn reader(brokers: &str) -> anyhow::Result<BaseConsumer> {
-    config(brokers)
+    fetching(brokers)
         .set("group.id", format!("idem-reader-{}", unique()))
         .set("enable.auto.commit", "false")
         .set("isolation.level", ISOLATION_LEVEL)
-        .set("fetch.wait.max.ms", "50")
         .create()
         .map_err(|e| unreachable(brokers, e))
 }

@@ -11,7 +11,7 @@ use idem_sim::payment::{SumSinks, Total, Truth};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 
-use super::client::{BROKER_TIMEOUT, ISOLATION_LEVEL, committed, config, reader, unreachable};
+use super::client::{BROKER_TIMEOUT, ISOLATION_LEVEL, committed, fetching, reader, unreachable};
 use super::consume::{ConsumeOptions, GroupCommit, PARTITION_PAGES, PartitionResult, layout};
 use super::read::{ingest, read_partition};
 use crate::device;
@@ -79,7 +79,7 @@ impl<'a> SharedConsume<'a> {
         every: CheckpointEvery,
         rules: ReadRules,
     ) -> anyhow::Result<Self> {
-        let group = config(o.brokers)
+        let group = fetching(o.brokers)
             .set("group.id", o.group)
             .set("enable.auto.commit", "false")
             .set("isolation.level", ISOLATION_LEVEL)
