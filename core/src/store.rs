@@ -256,6 +256,7 @@ impl<T, const W: usize> Windowed<T, W> {
 pub struct IdApplied<T> {
     /// The id, as its 8 little-endian bytes (fixed size: a hash as a varint would take
     /// 10).
+    #[serde(deserialize_with = "id_bytes")]
     pub id: [u8; 8],
     /// The wrapped store's state after it.
     pub state: T,
@@ -263,6 +264,29 @@ pub struct IdApplied<T> {
     pub evicted: u64,
     /// Ids the window held after it.
     pub held: u8,
+}
+
+/// An [`IdApplied`]'s id, decoded as serde decodes a `[u8; 8]` (a tuple of 8 bytes), in
+/// a loop: serde's array decoder decodes each of the 8 elements in code of its own, which
+/// cost a Cortex-M0 image about 120 bytes (BENCHMARKS.md, "Firmware size").
+fn id_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<[u8; 8], D::Error> {
+    struct Bytes;
+    impl<'de> serde::de::Visitor<'de> for Bytes {
+        type Value = [u8; 8];
+        fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("an array of length 8")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[u8; 8], A::Error> {
+            let mut id = [0u8; 8];
+            for (i, b) in id.iter_mut().enumerate() {
+                *b = seq
+                    .next_element()?
+                    .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+            }
+            Ok(id)
+        }
+    }
+    deserializer.deserialize_tuple(8, Bytes)
 }
 
 impl<T: MaxSize> MaxSize for IdApplied<T> {
