@@ -497,6 +497,44 @@ mod tests {
     }
 
     #[test]
+    fn a_message_id_record_decodes_as_with_serdes_array_decoder() {
+        /// The record as serde derives it for a plain `[u8; 8]`.
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Plain {
+            id: [u8; 8],
+            state: u32,
+            evicted: u64,
+            held: u8,
+        }
+        let r = IdApplied {
+            id: 0x0123_4567_89AB_CDEF_u64.to_le_bytes(),
+            state: 7u32,
+            evicted: 300,
+            held: 5,
+        };
+        let mut buf = [0u8; 32];
+        let bytes = postcard::to_slice(&r, &mut buf).unwrap();
+        assert_eq!(&bytes[..8], &r.id, "the id is its 8 bytes, as they are");
+        assert_eq!(postcard::from_bytes::<IdApplied<u32>>(bytes), Ok(r.clone()));
+        assert_eq!(
+            postcard::from_bytes::<Plain>(bytes),
+            Ok(Plain {
+                id: r.id,
+                state: 7,
+                evicted: 300,
+                held: 5
+            })
+        );
+        for cut in 0..bytes.len() {
+            assert_eq!(
+                postcard::from_bytes::<IdApplied<u32>>(&bytes[..cut]).is_err(),
+                postcard::from_bytes::<Plain>(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
     fn the_offset_stamp_skips_what_is_not_newer_and_remembers_a_rejection() {
         let s = OffsetStamp(Count);
         let mut st = Stamped::default();
