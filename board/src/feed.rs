@@ -49,7 +49,6 @@ use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerErr
 use idem_core::journal::{Journal, JournalError};
 use idem_core::log::{IdKey, Log, Offset, Received};
 use idem_core::persist::Layout;
-use idem_sim::crash::{CrashPoint, Plan};
 use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase};
 use idem_sim::payment::{Message, Payment};
 use idem_sim::registry::{MessageIdStore, ProducerSeqStore, StoreKind};
@@ -623,7 +622,8 @@ pub struct Device {
     budget: usize,
     end: Option<Offset>,
     pulling: Option<Offset>,
-    plan: Plan,
+    /// The planned crash, while it is still to come: right after applying this offset.
+    crash_after: Option<Offset>,
     /// Frames that did not decode, as the firmware counted them.
     pub garbled: u32,
     /// Batches dropped because they did not start where the device reads next.
@@ -672,7 +672,7 @@ impl Device {
             budget,
             end: None,
             pulling: None,
-            plan: Plan::default(),
+            crash_after: None,
             garbled: 0,
             out_of_order: 0,
         };
@@ -688,10 +688,21 @@ impl Device {
             .stream
             .filter(|_| self.record.stream_boots <= 1)
             .and_then(|s| s.crash_after);
-        self.plan = match at {
-            Some(o) => Plan::new(&[CrashPoint::after_effect(o)]).unwrap_or_default(),
-            None => Plan::default(),
-        };
+        self.crash_after = at;
+    }
+
+    /// Whether the planned crash (`crash_after`) is at `step`: the effect of its offset,
+    /// the first time (as a crash plan of that one point fires, `idem_sim::crash::Plan`),
+    /// and never again until it is armed again. One point, not a plan: the plan's general
+    /// matching and its setup cost idem-feed 412 B (BENCHMARKS.md, "Firmware size").
+    fn crashes_at(crash_after: &mut Option<Offset>, step: &Step<Message>) -> bool {
+        match (*crash_after, step) {
+            (Some(o), Step::Effect(e, _)) if e.offset == o => {
+                *crash_after = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The boot frame: what the flash holds now.
@@ -864,7 +875,7 @@ impl Device {
                 break;
             }
             let step = c.step(flash, &log)?;
-            if self.plan.on_step(&step).is_some() {
+            if Self::crashes_at(&mut self.crash_after, &step) {
                 return Ok(Reply {
                     reset: true,
                     ..Reply::default()

@@ -256,6 +256,7 @@ impl<T, const W: usize> Windowed<T, W> {
 pub struct IdApplied<T> {
     /// The id, as its 8 little-endian bytes (fixed size: a hash as a varint would take
     /// 10).
+    #[serde(deserialize_with = "id_bytes")]
     pub id: [u8; 8],
     /// The wrapped store's state after it.
     pub state: T,
@@ -263,6 +264,29 @@ pub struct IdApplied<T> {
     pub evicted: u64,
     /// Ids the window held after it.
     pub held: u8,
+}
+
+/// An [`IdApplied`]'s id, decoded as serde decodes a `[u8; 8]` (a tuple of 8 bytes), in
+/// a loop: serde's array decoder decodes each of the 8 elements in code of its own, which
+/// cost a Cortex-M0 image about 120 bytes (BENCHMARKS.md, "Firmware size").
+fn id_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<[u8; 8], D::Error> {
+    struct Bytes;
+    impl<'de> serde::de::Visitor<'de> for Bytes {
+        type Value = [u8; 8];
+        fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("an array of length 8")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[u8; 8], A::Error> {
+            let mut id = [0u8; 8];
+            for (i, b) in id.iter_mut().enumerate() {
+                *b = seq
+                    .next_element()?
+                    .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+            }
+            Ok(id)
+        }
+    }
+    deserializer.deserialize_tuple(8, Bytes)
 }
 
 impl<T: MaxSize> MaxSize for IdApplied<T> {
@@ -470,6 +494,44 @@ mod tests {
             _ => {}
         }
         Ok(o)
+    }
+
+    #[test]
+    fn a_message_id_record_decodes_as_with_serdes_array_decoder() {
+        /// The record as serde derives it for a plain `[u8; 8]`.
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Plain {
+            id: [u8; 8],
+            state: u32,
+            evicted: u64,
+            held: u8,
+        }
+        let r = IdApplied {
+            id: 0x0123_4567_89AB_CDEF_u64.to_le_bytes(),
+            state: 7u32,
+            evicted: 300,
+            held: 5,
+        };
+        let mut buf = [0u8; 32];
+        let bytes = postcard::to_slice(&r, &mut buf).unwrap();
+        assert_eq!(&bytes[..8], &r.id, "the id is its 8 bytes, as they are");
+        assert_eq!(postcard::from_bytes::<IdApplied<u32>>(bytes), Ok(r.clone()));
+        assert_eq!(
+            postcard::from_bytes::<Plain>(bytes),
+            Ok(Plain {
+                id: r.id,
+                state: 7,
+                evicted: 300,
+                held: 5
+            })
+        );
+        for cut in 0..bytes.len() {
+            assert_eq!(
+                postcard::from_bytes::<IdApplied<u32>>(&bytes[..cut]).is_err(),
+                postcard::from_bytes::<Plain>(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 
     #[test]
