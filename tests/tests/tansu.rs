@@ -268,8 +268,10 @@ fn batched_payments_on_three_partitions_with_kills() {
         let flash = dir.join(format!("{store}.bin"));
         let mut landed = 0;
         for _ in 0..4 {
+            // The consumer streams from its first poll: 344 records at 20 ms each outlast
+            // the four kills.
             let mut child = broker
-                .consume(topic, store, &flash, &["--pace-ms", "4"])
+                .consume(topic, store, &flash, &["--pace-ms", "20"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -600,6 +602,65 @@ fn two_members_of_a_group_with_rebalances_and_a_kill() {
             "{store}: {a} {b}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The group gets its copy of the durable positions late (every 100 ms or 10
+/// checkpoints): killed between a flash commit and its delayed group commit, a consumer
+/// leaves the group behind its image, never ahead, and the rerun of even the naive store
+/// is exact, since the image holds the position.
+#[test]
+fn killed_before_its_delayed_group_commit_the_rerun_is_exact() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let topic = "late-copy";
+    let produced = idem()
+        .args(["kafka", "produce", topic, "--scenario", "ddia"])
+        .args(["--brokers", &broker.brokers])
+        .output()
+        .unwrap();
+    assert!(produced.status.success());
+    let dir = temp("late-copy");
+    let flash = dir.join("naive.bin");
+    let every = ["--checkpoint-every", "5"];
+    let killed = broker
+        .consume(
+            topic,
+            "naive",
+            &flash,
+            &[&every[..], &["--abort-with-group-behind", "7"]].concat(),
+        )
+        .output()
+        .unwrap();
+    assert!(!killed.status.success(), "the hook aborts the process");
+    let group = "g-naive-naive.bin";
+    let behind = python_committed(&broker.brokers, topic, group);
+    assert!(
+        behind.is_none_or(|n| n < 35),
+        "the image is at 35: {behind:?}"
+    );
+    let v = report(
+        &mut broker.consume(topic, "naive", &flash, &[&every[..], &["--json"]].concat()),
+        0,
+    );
+    assert_eq!(
+        (
+            v["total"].as_i64(),
+            v["true_total"].as_i64(),
+            v["verdict"].as_str()
+        ),
+        (Some(100), Some(100), Some("exact")),
+        "{v}"
+    );
+    assert_eq!(
+        v["partitions"][0]["group_offset_was"].as_u64(),
+        behind,
+        "{v}"
+    );
+    assert_eq!(
+        python_committed(&broker.brokers, topic, group),
+        Some(100),
+        "the end commits what is pending"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

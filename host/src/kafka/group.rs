@@ -124,6 +124,60 @@ pub fn member_may_stop(
     caught_up && quiet_for >= quiet
 }
 
+/// The longest a durable position waits for its copy in the group.
+pub const COMMIT_EVERY: Duration = Duration::from_millis(100);
+
+/// The most durable checkpoints that wait for their copy in the group.
+pub const COMMIT_CHECKPOINTS: u32 = 10;
+
+/// When the group gets its copy of the durable positions: off the record path, as one
+/// asynchronous commit of every partition's latest durable position, [`COMMIT_EVERY`]
+/// after the last one or after [`COMMIT_CHECKPOINTS`] checkpoints, whichever comes
+/// first; what is still pending is committed synchronously at the end.
+/// A position is handed here only once its flash commit is synced, so the group never
+/// holds a position ahead of the image. Time is the caller's (`now`, any monotonic
+/// clock).
+#[derive(Debug, Clone)]
+pub struct CommitPacer<T> {
+    pending: std::collections::BTreeMap<i32, Offset>,
+    checkpoints: u32,
+    last: T,
+}
+
+impl<T: Copy + Ord + core::ops::Sub<Output = Duration>> CommitPacer<T> {
+    /// A pacer whose last commit was at `now` (the run's start).
+    pub fn new(now: T) -> Self {
+        Self {
+            pending: Default::default(),
+            checkpoints: 0,
+            last: now,
+        }
+    }
+
+    /// Partition `p`'s flash commit of `next` is durable: it waits for the next commit.
+    pub fn durable(&mut self, p: i32, next: Offset) {
+        self.pending.insert(p, next);
+        self.checkpoints += 1;
+    }
+
+    /// What to commit at `now`, if a commit is due: every pending position, which is
+    /// then no longer pending.
+    pub fn due(&mut self, now: T) -> Option<Vec<(i32, Offset)>> {
+        let due = !self.pending.is_empty()
+            && (self.checkpoints >= COMMIT_CHECKPOINTS || now - self.last >= COMMIT_EVERY);
+        due.then(|| {
+            self.last = now;
+            self.take()
+        })
+    }
+
+    /// Every pending position, for a synchronous commit (at the end); none pending after.
+    pub fn take(&mut self) -> Vec<(i32, Offset)> {
+        self.checkpoints = 0;
+        std::mem::take(&mut self.pending).into_iter().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,5 +285,46 @@ mod tests {
         let long = Duration::from_secs(20);
         assert!(!member_may_stop(true, true, Duration::from_secs(19), long));
         assert!(member_may_stop(true, true, long, long));
+    }
+    #[test]
+    fn the_group_gets_its_copy_after_100_ms_or_10_checkpoints() {
+        let ms = Duration::from_millis;
+        let mut pacer = CommitPacer::new(ms(0));
+        assert_eq!(
+            pacer.due(ms(500)),
+            None,
+            "nothing durable, nothing to commit"
+        );
+        pacer.durable(0, 10);
+        pacer.durable(1, 10);
+        pacer.durable(0, 20);
+        assert_eq!(pacer.due(ms(99)), None);
+        assert_eq!(pacer.due(ms(100)), Some(vec![(0, 20), (1, 10)]));
+        assert_eq!(pacer.due(ms(300)), None, "nothing pending");
+        // Ten checkpoints within 100 ms of the last commit.
+        for i in 1..=9 {
+            pacer.durable(2, 10 * i);
+        }
+        assert_eq!(pacer.due(ms(150)), None);
+        pacer.durable(2, 100);
+        assert_eq!(pacer.due(ms(150)), Some(vec![(2, 100)]));
+        assert_eq!(pacer.due(ms(249)), None);
+        pacer.durable(1, 30);
+        assert_eq!(
+            pacer.due(ms(249)),
+            None,
+            "100 ms after the last commit, at 150"
+        );
+        assert_eq!(pacer.due(ms(250)), Some(vec![(1, 30)]));
+    }
+
+    #[test]
+    fn what_is_pending_is_taken_at_the_end() {
+        let mut pacer = CommitPacer::new(Duration::ZERO);
+        pacer.durable(0, 5);
+        pacer.durable(3, 7);
+        assert_eq!(pacer.take(), vec![(0, 5), (3, 7)]);
+        assert_eq!(pacer.take(), vec![]);
+        assert_eq!(pacer.due(Duration::from_secs(9)), None);
     }
 }

@@ -8,8 +8,12 @@
 //!   offset.
 //! - [`group`]: when a `--shared` member takes a partition, whether it keeps or rebuilds
 //!   its image's state, and what offset the group may copy of a durable position.
+//! - [`stream`]: a partition read as a stream: each record judged in offset order, the
+//!   records a consumer has not yet passed, and the true total folded from a read of its
+//!   own.
 //! - [`verdict`]: the verdict over the partitions' results.
 
 pub mod group;
+pub mod stream;
 pub mod trust;
 pub mod verdict;

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 
-/// A record's value.
+/// A record's value, as `idem kafka produce` writes it.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Payment {
     /// Who pays.
@@ -172,9 +173,9 @@ impl PartitionLog {
         MessageId::keyed(&self.key, &self.place(offset))
     }
 
-    /// The bytes of a place's id: a NUL byte, the partition, `@`, the offset.
+    /// The bytes of a place's id ([`super::stream::place`]).
     fn place(&self, offset: usize) -> Vec<u8> {
-        format!("\0{}@{offset}", self.partition).into_bytes()
+        super::stream::place(self.partition, offset as Offset)
     }
 
     /// The bytes the message id at `offset` is made of: its record's key, or its place.
@@ -229,7 +230,39 @@ pub struct PartitionRead {
     pub sum: i64,
 }
 
+/// What a read of a partition found, for the report.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+#[derive(Debug, Clone, Default)]
+pub struct ReadFacts {
+    /// Records fetched (distinct offsets).
+    pub records_read: u64,
+    /// The broker's end offset (ListOffsets, latest), asked once reading was done.
+    pub end_offset: i64,
+    /// The highest offset fetched.
+    pub highest: Option<u64>,
+    /// Records stepped over with `--on-bad-record skip`.
+    pub skipped: Vec<Skipped>,
+}
+
+impl ReadFacts {
+    /// Records were fetched at or past the broker's end offset: the broker's count of
+    /// its own partition is short, so no verdict built on it can be trusted.
+    pub fn short_read(&self) -> bool {
+        self.highest.is_some_and(|h| h as i64 >= self.end_offset)
+    }
+}
+
 impl PartitionRead {
+    /// What this read found.
+    pub fn facts(&self) -> ReadFacts {
+        ReadFacts {
+            records_read: self.records_read,
+            end_offset: self.end_offset,
+            highest: self.log.len().checked_sub(1),
+            skipped: self.skipped.clone(),
+        }
+    }
+
     /// A read of partition `p` with nothing in it yet, its ids under `key`.
     pub fn new(partition: i32, key: IdKey) -> Self {
         Self {
@@ -239,12 +272,6 @@ impl PartitionRead {
             skipped: Vec::new(),
             sum: 0,
         }
-    }
-
-    /// Records were fetched at or past the broker's end offset: the broker's count of
-    /// its own partition is short, so no verdict built on it can be trusted.
-    pub fn short_read(&self) -> bool {
-        self.log.len() as i64 > self.end_offset
     }
 
     /// Adds the record at `offset` of `topic` with `key` and `value` (a record it already
@@ -274,35 +301,19 @@ impl PartitionRead {
             return Ok(false);
         }
         self.records_read += 1;
-        let sum = self.sum;
-        let checked = payment(key, value, rules).and_then(|(keyed, amount)| {
-            sum.checked_add(amount.checked_abs().unwrap_or(i64::MAX))
-                .map(|s| (keyed, amount, s))
-                .ok_or_else(|| {
-                    format!("its amount {amount} takes the partition's amounts past a 64-bit total")
-                })
-        });
-        match checked {
+        match super::stream::checked(self.sum, key, value, rules) {
             Ok((keyed, amount, s)) => {
                 self.sum = s;
                 let log = &mut self.log;
-                let id = match key {
-                    Some(k) if keyed => {
-                        let first = log.first.entry(k.to_vec()).or_insert(offset);
-                        *first = (*first).min(offset);
-                        MessageId::keyed(&log.key, k)
-                    }
-                    _ => log.offset_id(offset),
-                };
+                let id_key = key.filter(|_| keyed);
+                if let Some(k) = id_key {
+                    let first = log.first.entry(k.to_vec()).or_insert(offset);
+                    *first = (*first).min(offset);
+                }
+                let m = super::stream::message(&log.key, p, offset as Offset, id_key, amount);
                 log.records[offset] = Some((
-                    Message {
-                        id,
-                        producer: 0,
-                        epoch: 0,
-                        seq: offset as u32 + 1,
-                        amount,
-                    },
-                    key.filter(|_| keyed).map(<[u8]>::to_vec),
+                    m,
+                    id_key.map(<[u8]>::to_vec),
                     String::from_utf8_lossy(value.unwrap_or_default()).into_owned(),
                 ));
             }
@@ -321,27 +332,9 @@ impl PartitionRead {
     }
 }
 
-/// Reads a record's payment: whether it is keyed and its amount, or a sentence saying
-/// why it is none.
-pub fn payment(
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    rules: &ReadRules,
-) -> Result<(bool, i64), String> {
-    let value = value.ok_or("the record has no value (null)")?;
-    let pay: Payment = serde_json::from_slice(value).map_err(|e| format!("not a payment ({e})"))?;
-    let keyed = key.is_some();
-    if !keyed && rules.by_id && rules.keyless == Keyless::Refuse {
-        return Err(
-            "the record has no key, so no message id for the message-id store (--keyless offset takes its partition and offset as its id)"
-                .into(),
-        );
-    }
-    Ok((keyed, pay.amount))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::stream::payment_of as payment;
     use super::*;
 
     const ADA: &[u8] = br#"{"payer":"ada","amount":5}"#;
@@ -534,9 +527,9 @@ mod tests {
             assert!(read.ingest("t", o, Some(b"k"), Some(ADA), &r).unwrap());
         }
         read.end_offset = 3;
-        assert!(!read.short_read());
+        assert!(!read.facts().short_read());
         read.end_offset = 2;
-        assert!(read.short_read());
+        assert!(read.facts().short_read());
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl BoardSource {
             ..ReadRules::LAB
         };
         let read = read_partition(&reader, brokers, topic, partition, &rules, IdKey::PUBLIC)?;
-        if read.short_read() {
+        if read.facts().short_read() {
             anyhow::bail!(
                 "{topic} partition {partition}: the broker's end offset is {} but it served {} records: its count of its own partition is short, so the board's verdict could not be trusted",
                 read.end_offset,

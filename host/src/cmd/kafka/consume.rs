@@ -5,26 +5,22 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
+use idem_core::consumer::CheckpointEvery;
 use idem_core::journal::Region;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
-use idem_sim::payment::{Total, Truth};
 use idem_sim::registry::{self, Source};
 use rdkafka::consumer::BaseConsumer;
 
 use super::MAX_PARTITIONS;
-use super::client::{commit, committed, consumer, partitions};
-use super::read::{read_more, read_partition};
+use super::client::{commit, consumer, partitions};
 use super::shared::{SharedConsume, SharedOut};
-use crate::device;
-use crate::drive::Drive;
+use super::streamed::Streamed;
 use crate::error::usage;
 use crate::image::{Image, Meta, PAGE, SyncMode};
-use crate::kafka::group::{group_copy, group_was};
-use crate::kafka::trust::{PartitionRead, ReadRules};
-use crate::select::dispatch::{SinksJob, with_sinks};
-use crate::select::{HostSinks, StoreKind, WINDOW};
+use crate::kafka::trust::{ReadFacts, ReadRules};
+use crate::select::dispatch::with_sinks;
+use crate::select::{StoreKind, WINDOW};
 
 /// What consuming one partition ended with.
 pub(super) struct PartitionResult {
@@ -32,7 +28,8 @@ pub(super) struct PartitionResult {
     pub(super) total: i64,
     pub(super) true_total: i64,
     pub(super) next_offset: Offset,
-    pub(super) read: PartitionRead,
+    /// What the partition's read found.
+    pub(super) read: ReadFacts,
     /// The group's committed offset when the run began, when it differed from the image's.
     pub(super) group_was: Option<i64>,
 }
@@ -81,71 +78,6 @@ impl GroupCommit<'_> {
     }
 }
 
-struct ConsumePartition<'a> {
-    image: &'a mut Image,
-    kafka: GroupCommit<'a>,
-    partition: i32,
-    checkpoint_every: CheckpointEvery,
-    pace: Duration,
-    /// The partition as read so far.
-    read: PartitionRead,
-    /// Whether to print a line on stderr for each durable checkpoint (`--follow`).
-    progress: bool,
-    commits: &'a mut u64,
-}
-
-impl SinksJob for ConsumePartition<'_> {
-    type Out = PartitionResult;
-    fn call<S: HostSinks>(self, store: S) -> anyhow::Result<PartitionResult> {
-        let layout = layout(self.image, self.partition);
-        if S::ORDERED_SINK {
-            self.image
-                .flash
-                .add_ordered(crate::image::bytes(layout.sink));
-        }
-        let config = ConsumerConfig::every(self.checkpoint_every);
-        // The flash image is the one source of truth for the position: recovery reads it
-        // from the journals. The group's committed offset is a copy, committed after each
-        // durable checkpoint, for the tools that watch a group's lag.
-        let mut c = Consumer::open(&mut self.image.flash, layout, store, config)
-            .map_err(|e| device::consumer_error(self.image, e))?;
-        let k = &self.kafka;
-        let group_was = group_was(
-            committed(k.group, k.brokers, k.topic, self.partition)?,
-            c.next_offset(),
-        );
-        // The whole partition, so the true total counts every record, not just the rest.
-        let read = self.read;
-        let follow = self.progress;
-        let stop = || follow && crate::cleanup::stop_requested(); // --follow: Ctrl-C
-        let drive = Drive {
-            pace: self.pace,
-            stop: &stop,
-            steps: None,
-            reports: &|next| group_copy(next, None).is_some(),
-        };
-        let (partition, commits) = (self.partition, self.commits);
-        drive.run(&mut c, self.image, &read.log, &mut |next, total| {
-            *commits += 1;
-            if follow {
-                eprintln!(
-                    "partition {partition}: checkpoint: {}; total {total}",
-                    crate::render::position_text(next)
-                );
-            }
-            k.copy(*commits, partition, next)
-        })?;
-        Ok(PartitionResult {
-            partition: self.partition,
-            total: c.total(),
-            true_total: read.log.true_total(),
-            next_offset: c.next_offset(),
-            read,
-            group_was,
-        })
-    }
-}
-
 /// How `consume` runs.
 pub(super) struct ConsumeOptions<'a> {
     pub(super) brokers: &'a str,
@@ -162,7 +94,15 @@ pub(super) struct ConsumeOptions<'a> {
     pub(super) shared: bool,
     /// When the image's writes reach the disk.
     pub(super) sync: SyncMode,
+    /// Test hook: abort right after this many flash commits, once the group holds the
+    /// copy of the one before (the window between a flash commit and its group commit).
     pub(super) abort_after: Option<u64>,
+    /// Test hook: abort right after this many flash commits, the group holding what the
+    /// delayed commits gave it (up to [`crate::kafka::group::COMMIT_CHECKPOINTS`]
+    /// checkpoints behind).
+    pub(super) abort_behind: Option<u64>,
+    /// Give up when no record comes for this long while a partition is short of its end.
+    pub(super) stall: Duration,
 }
 
 /// Consumes every partition of the topic into the image; one result per partition.
@@ -211,56 +151,13 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         // Ctrl-C ends a follow between two steps, with the report.
         crate::cleanup::defer_signals();
     }
-    let mut results: Vec<PartitionResult> = Vec::new();
-    let mut commits = 0;
-    // What the group said when the run began (later rounds find their own copy).
-    let mut group_was: Option<Vec<Option<i64>>> = None;
-    loop {
-        let mut reads: Vec<Option<PartitionRead>> =
-            results.drain(..).map(|r| Some(r.read)).collect();
-        reads.resize_with(n as usize, || None);
-        for (partition, read) in (0..n).zip(reads) {
-            let read = match read {
-                None => read_partition(
-                    &kafka,
-                    o.brokers,
-                    o.topic,
-                    partition,
-                    &rules,
-                    image.id_key(),
-                )?,
-                Some(mut read) => {
-                    read_more(&kafka, o.brokers, o.topic, &mut read, &rules)?;
-                    read
-                }
-            };
-            let job = ConsumePartition {
-                image: &mut image,
-                kafka: GroupCommit {
-                    group: &kafka,
-                    brokers: o.brokers,
-                    topic: o.topic,
-                    abort_after: o.abort_after,
-                },
-                partition,
-                checkpoint_every: every,
-                pace: o.pace,
-                read,
-                progress: o.follow,
-                commits: &mut commits,
-            };
-            results.push(with_sinks(store.into(), WINDOW, job)?);
-        }
-        let first = group_was.get_or_insert_with(|| results.iter().map(|r| r.group_was).collect());
-        if !o.follow || crate::cleanup::stop_requested() {
-            for (r, was) in results.iter_mut().zip(first.iter()) {
-                r.group_was = *was;
-            }
-            return Ok(SharedOut {
-                results,
-                taken: Vec::new(),
-                released: Vec::new(),
-            });
-        }
-    }
+    let job = Streamed {
+        o,
+        image: &mut image,
+        kafka,
+        partitions: n,
+        every,
+        rules,
+    };
+    with_sinks(store.into(), WINDOW, job)
 }

@@ -47,7 +47,7 @@ pub(super) fn lab(
         // The lab grades by keys, not ids: any key will do for its read.
         let read = read_partition(&reader, brokers, &topic, p, &ReadRules::LAB, IdKey::PUBLIC)?;
         anyhow::ensure!(
-            !read.short_read(),
+            !read.facts().short_read(),
             "{topic} partition {p}: records were fetched past the broker's end offset {}; its counts cannot be trusted",
             read.end_offset
         );
@@ -94,6 +94,8 @@ pub(super) fn lab(
             shared: false,
             sync: SyncMode::Checkpoint,
             abort_after: None,
+            abort_behind: None,
+            stall: ReadRules::LAB.deadline,
         })?
         .results;
         anyhow::ensure!(

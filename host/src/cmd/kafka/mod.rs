@@ -17,6 +17,7 @@ mod produce;
 mod read;
 mod report;
 mod shared;
+mod streamed;
 
 pub use bridge::BoardSource;
 
@@ -86,65 +87,110 @@ enum Action {
     /// Consume a topic to its end into a store whose state lives in a flash image. It
     /// reads with isolation.level=read_committed, librdkafka's default (the Java client
     /// and kafka-python default to read_uncommitted).
-    Consume {
-        /// The topic.
-        topic: String,
-        /// The consumer group that holds the committed offsets.
-        #[arg(long)]
-        group: String,
-        /// Where the effects land: a store that runs on Kafka (another is refused, with
-        /// the list of those that do).
-        #[arg(long, value_enum)]
-        store: StoreKind,
-        /// The flash image (created erased when missing).
-        #[arg(long, value_name = "FILE")]
-        flash: PathBuf,
-        /// Commit the position every K records.
-        #[arg(long, value_name = "K", default_value_t = 10)]
-        checkpoint_every: u64,
-        /// Sleep this long after each effect, so a kill can land mid-stream.
-        #[arg(long, value_name = "MS", default_value_t = 0)]
-        pace_ms: u64,
-        /// A partition is read until the broker's end offset is reached and the fetches
-        /// return nothing new for this long.
-        #[arg(long, value_name = "MS", default_value_t = 1000)]
-        idle_ms: u64,
-        /// A record that is not a payment (no value, not JSON, a bad amount, an amount
-        /// that overflows, a keyless record the store refuses): stop (exit 2) or skip it
-        /// (it is named, and the total excludes it).
-        #[arg(long, value_enum, default_value = "stop")]
-        on_bad_record: OnBadRecord,
-        /// A record without a key, for the message-id store: refuse it (no key, no
-        /// message id), or take its partition and offset as its id (a resend of it is
-        /// then not caught). The other stores never read ids.
-        #[arg(long, value_enum, default_value = "refuse")]
-        keyless: Keyless,
-        /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
-        /// stderr), then report.
-        #[arg(long, conflicts_with = "shared")]
-        follow: bool,
-        /// Be one member of the group: the broker assigns this process some of the
-        /// partitions and moves them on a rebalance; each partition's state follows it
-        /// (see the README). Stops after --idle-ms with nothing new.
-        #[arg(long)]
-        shared: bool,
-        /// When the image's writes reach the disk (a position is durable before the
-        /// group gets its copy, in every mode but none)
-        #[arg(long, value_enum, default_value = "checkpoint")]
-        sync: SyncMode,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        broker: Broker,
-        /// Test hook: abort right after the N-th flash commit, before its group commit.
-        #[arg(long, hide = true, value_name = "N")]
-        abort_after_flash_commit: Option<u64>,
-    },
+    Consume(ConsumeArgs),
     /// For tests: an in-process mock broker (librdkafka's) on 127.0.0.1; prints its
     /// address, runs until standard input closes (ten minutes at most).
     #[command(hide = true)]
     MockBroker,
+}
+
+/// `kafka consume`'s arguments.
+#[derive(Debug, Args)]
+struct ConsumeArgs {
+    /// The topic.
+    topic: String,
+    /// The consumer group that holds the committed offsets.
+    #[arg(long)]
+    group: String,
+    /// Where the effects land: a store that runs on Kafka (another is refused, with
+    /// the list of those that do).
+    #[arg(long, value_enum)]
+    store: StoreKind,
+    /// The flash image (created erased when missing).
+    #[arg(long, value_name = "FILE")]
+    flash: PathBuf,
+    /// Commit the position every K records.
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    checkpoint_every: u64,
+    /// Sleep this long after each effect, so a kill can land mid-stream.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pace_ms: u64,
+    /// With --shared: a member stops after this long with nothing new (no record, no
+    /// rebalance). Without it, consume reads each partition to the end offset the
+    /// broker gave when the run began, and waits for nothing more.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    idle_ms: u64,
+    /// Give up (exit 1) when no record comes for this long while a partition is short
+    /// of its end offset.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    stall_ms: u64,
+    /// A record that is not a payment (no value, not JSON, a bad amount, an amount
+    /// that overflows, a keyless record the store refuses): stop (exit 2) or skip it
+    /// (it is named, and the total excludes it).
+    #[arg(long, value_enum, default_value = "stop")]
+    on_bad_record: OnBadRecord,
+    /// A record without a key, for the message-id store: refuse it (no key, no
+    /// message id), or take its partition and offset as its id (a resend of it is
+    /// then not caught). The other stores never read ids.
+    #[arg(long, value_enum, default_value = "refuse")]
+    keyless: Keyless,
+    /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
+    /// stderr), then report.
+    #[arg(long, conflicts_with = "shared")]
+    follow: bool,
+    /// Be one member of the group: the broker assigns this process some of the
+    /// partitions and moves them on a rebalance; each partition's state follows it
+    /// (see the README). Stops after --idle-ms with nothing new.
+    #[arg(long)]
+    shared: bool,
+    /// When the image's writes reach the disk (a position is durable before the
+    /// group gets its copy, in every mode but none)
+    #[arg(long, value_enum, default_value = "checkpoint")]
+    sync: SyncMode,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    broker: Broker,
+    /// Test hook: abort right after the N-th flash commit, before its group commit
+    /// (the group holding the copy of the one before).
+    #[arg(long, hide = true, value_name = "N")]
+    abort_after_flash_commit: Option<u64>,
+    /// Test hook: abort right after the N-th flash commit, the group holding what
+    /// its delayed commits gave it.
+    #[arg(long, hide = true, value_name = "N")]
+    abort_with_group_behind: Option<u64>,
+}
+
+impl ConsumeArgs {
+    /// Consumes the topic and prints the report.
+    fn run(self, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+        let by_id = self.store == StoreKind::MessageId;
+        let rules = ReadRules::consume(
+            self.idle_ms,
+            self.on_bad_record,
+            self.keyless,
+            by_id,
+            self.follow,
+        );
+        let results = consume::consume(&consume::ConsumeOptions {
+            brokers: &self.broker.brokers,
+            topic: &self.topic,
+            group: &self.group,
+            store: self.store,
+            flash: &self.flash,
+            checkpoint_every: self.checkpoint_every,
+            pace: Duration::from_millis(self.pace_ms),
+            rules,
+            follow: self.follow,
+            shared: self.shared,
+            sync: self.sync,
+            abort_after: self.abort_after_flash_commit,
+            abort_behind: self.abort_with_group_behind,
+            stall: Duration::from_millis(self.stall_ms),
+        })?;
+        report::report(out, &self.topic, self.store, &results, self.json)
+    }
 }
 
 /// The longest a mock broker lives.
@@ -213,40 +259,7 @@ impl Cmd {
                 writeln!(out, "produced {landed} records to {topic}")?;
             }
             Action::MockBroker => mock_broker(&mut out)?,
-            Action::Consume {
-                topic,
-                group,
-                store,
-                flash,
-                checkpoint_every,
-                pace_ms,
-                idle_ms,
-                on_bad_record,
-                keyless,
-                follow,
-                shared,
-                sync,
-                json,
-                broker,
-                abort_after_flash_commit,
-            } => {
-                let by_id = store == StoreKind::MessageId;
-                let results = consume::consume(&consume::ConsumeOptions {
-                    brokers: &broker.brokers,
-                    topic: &topic,
-                    group: &group,
-                    store,
-                    flash: &flash,
-                    checkpoint_every,
-                    pace: Duration::from_millis(pace_ms),
-                    rules: ReadRules::consume(idle_ms, on_bad_record, keyless, by_id, follow),
-                    follow,
-                    shared,
-                    sync,
-                    abort_after: abort_after_flash_commit,
-                })?;
-                return report::report(&mut out, &topic, store, &results, json);
-            }
+            Action::Consume(args) => return args.run(&mut out),
         }
         Ok(ExitCode::SUCCESS)
     }

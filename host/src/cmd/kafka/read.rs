@@ -8,7 +8,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
-use super::client::{BROKER_TIMEOUT, unreachable};
+use idem_core::log::Offset;
+use rdkafka::consumer::CommitMode;
+
+use super::client::{BROKER_TIMEOUT, reader, unreachable};
+use super::consume::ConsumeOptions;
+use crate::kafka::stream::TruthFold;
 use crate::kafka::trust::{PartitionRead, ReadRules};
 
 /// Reads partition `p` of `topic` from offset 0 until it has passed the broker's end
@@ -94,3 +99,127 @@ pub(super) fn ingest<M: rdkafka::message::Message>(
 ) -> anyhow::Result<bool> {
     read.ingest(topic, m.offset(), m.key(), m.payload(), rules)
 }
+
+/// The broker's end offset of each of `n` partitions of `topic` (ListOffsets, latest, at
+/// the consumer's isolation level): where a run that began now reads to.
+pub(super) fn end_offsets(
+    c: &BaseConsumer,
+    brokers: &str,
+    topic: &str,
+    n: i32,
+) -> anyhow::Result<Vec<Offset>> {
+    (0..n)
+        .map(|p| {
+            let (_, high) = c
+                .fetch_watermarks(topic, p, BROKER_TIMEOUT)
+                .map_err(|e| unreachable(brokers, e))?;
+            Ok(u64::try_from(high).unwrap_or(0))
+        })
+        .collect()
+}
+
+/// Assigns `c` the `n` partitions of `topic`, each from offset 0.
+pub(super) fn assign_from_zero(c: &BaseConsumer, topic: &str, n: i32) -> anyhow::Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n {
+        tpl.add_partition_offset(topic, p, KOffset::Offset(0))
+            .context("assigning a partition")?;
+    }
+    c.assign(&tpl).context("assigning the partitions")
+}
+
+/// The fetch position of each of `n` partitions of `topic`, when `c` has one: the
+/// offset after the last record it delivered, or past offsets with none to deliver.
+pub(super) fn positions(c: &BaseConsumer, topic: &str, n: i32) -> Vec<Option<Offset>> {
+    let pos = c.position().ok();
+    (0..n)
+        .map(|p| match pos.as_ref()?.find_partition(topic, p)?.offset() {
+            KOffset::Offset(o) => u64::try_from(o).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Commits each `(partition, next offset)` of `positions` as `group`'s offsets of
+/// `topic`, in one request.
+pub(super) fn commit_positions(
+    group: &BaseConsumer,
+    brokers: &str,
+    topic: &str,
+    positions: &[(i32, Offset)],
+    mode: CommitMode,
+) -> anyhow::Result<()> {
+    if positions.is_empty() {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for &(p, next) in positions {
+        tpl.add_partition_offset(topic, p, KOffset::Offset(next as i64))?;
+    }
+    group
+        .commit(&tpl, mode)
+        .map_err(|e| unreachable(brokers, e))
+}
+
+/// The true total of each partition of `o.topic` up to `ends`, from a read of its own:
+/// a consumer in no group, from offset 0, each record judged by `rules` as the consuming
+/// read judges it ([`TruthFold`]). What the last fetches brought past the ends is read
+/// too (so a broker whose end offset is short shows), not folded.
+pub(super) fn truth_read(
+    o: &ConsumeOptions<'_>,
+    rules: &ReadRules,
+    ends: &[Offset],
+) -> anyhow::Result<Vec<TruthFold>> {
+    let (topic, n) = (o.topic, ends.len() as i32);
+    let c = reader(o.brokers)?;
+    assign_from_zero(&c, topic, n)?;
+    let mut folds: Vec<TruthFold> = (0..n)
+        .zip(ends)
+        .map(|(p, &end)| TruthFold::new(p, *rules, end))
+        .collect();
+    let mut last_record = Instant::now();
+    while let Some(p) = (0..n).find(|&p| !folds[p as usize].reached(None)) {
+        if crate::cleanup::stop_requested() {
+            return Err(crate::cleanup::Interrupted.into());
+        }
+        match c.poll(Duration::from_millis(100)) {
+            Some(m) => {
+                let m = m.with_context(|| format!("reading {topic}"))?;
+                let fold = folds
+                    .get_mut(m.partition() as usize)
+                    .context("a record of a partition the reader was not assigned")?;
+                let offset = u64::try_from(m.offset()).unwrap_or(0);
+                fold.ingest(topic, offset, m.key(), m.payload())?;
+                last_record = Instant::now();
+            }
+            None => {
+                let positions = positions(&c, topic, n);
+                if folds.iter().zip(&positions).all(|(f, &pos)| f.reached(pos)) {
+                    break;
+                }
+                anyhow::ensure!(
+                    last_record.elapsed() < o.stall,
+                    "reading {topic} partition {p}: the broker's end offset is {}, but no record came after offset {} for {} s",
+                    ends[p as usize],
+                    folds[p as usize].highest.map_or(0, |h| h + 1),
+                    o.stall.as_secs()
+                );
+            }
+        }
+    }
+    // What is fetched already, without waiting for more.
+    let drained = Instant::now();
+    while drained.elapsed() < DRAIN
+        && let Some(m) = c.poll(Duration::ZERO)
+    {
+        let m = m.with_context(|| format!("reading {topic}"))?;
+        if let Some(fold) = folds.get_mut(m.partition() as usize) {
+            let offset = u64::try_from(m.offset()).unwrap_or(0);
+            fold.ingest(topic, offset, m.key(), m.payload())?;
+        }
+    }
+    Ok(folds)
+}
+
+/// The longest the read of the true total takes what was fetched past its ends.
+const DRAIN: Duration = Duration::from_millis(200);

@@ -117,7 +117,7 @@ fn text(
             writeln!(
                 out,
                 "  warning: records were fetched up to offset {}, past the broker's end offset {}: the broker's own count is short",
-                r.read.log.records.len() - 1,
+                r.read.highest.unwrap_or_default(),
                 r.read.end_offset
             )?;
         }

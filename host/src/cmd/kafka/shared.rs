@@ -284,7 +284,7 @@ impl SinksJob for SharedConsume<'_> {
                 total: o.consumer.total(),
                 true_total: o.read.log.true_total(),
                 next_offset: o.consumer.next_offset(),
-                read: o.read,
+                read: o.read.facts(),
                 group_was: None,
             });
         }

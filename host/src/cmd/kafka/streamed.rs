@@ -1,0 +1,264 @@
+//! `kafka consume` (not `--shared`): every partition streamed into its store, in
+//! bounded windows, to the end offsets read when the run began; the group gets its copy
+//! of the durable positions off the record path; the true total comes from a second read
+//! of its own, on a thread of its own.
+//!
+//! One consumer reads every partition at once (librdkafka fetches them concurrently, in
+//! the background), and one thread steps each partition's core consumer through what has
+//! arrived. Each partition keeps its own journals in the image; a checkpoint's sync is
+//! the image's (`--sync`).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
+use idem_core::log::Offset;
+use idem_sim::payment::{SumSinks, Total};
+use rdkafka::consumer::{BaseConsumer, CommitMode};
+use rdkafka::message::Message as _;
+
+use super::consume::{ConsumeOptions, PartitionResult, layout};
+use super::read::{assign_from_zero, commit_positions, end_offsets, positions, truth_read};
+use super::shared::SharedOut;
+use crate::device;
+use crate::drive::Drive;
+use crate::image::Image;
+use crate::kafka::group::{CommitPacer, group_was};
+use crate::kafka::stream::{Judge, TruthFold, Window};
+use crate::kafka::trust::ReadRules;
+use crate::select::HostSinks;
+use crate::select::dispatch::SinksJob;
+
+/// Events a partition's window holds before its consumer steps through them.
+const BATCH: usize = 4096;
+
+/// How long a poll waits for a record when nothing is waiting to be applied.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How often `--follow` asks the broker for new end offsets once it has reached them.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+/// `kafka consume` over every partition of a topic, streamed.
+pub(super) struct Streamed<'a> {
+    pub(super) o: &'a ConsumeOptions<'a>,
+    pub(super) image: &'a mut Image,
+    /// The group's consumer: it reads and commits.
+    pub(super) kafka: BaseConsumer,
+    pub(super) partitions: i32,
+    pub(super) every: CheckpointEvery,
+    pub(super) rules: ReadRules,
+}
+
+/// One partition being consumed.
+struct Part<K: SumSinks> {
+    consumer: Consumer<K>,
+    /// The rules over the records read, from offset 0.
+    judge: Judge,
+    /// What has arrived and the consumer has not passed.
+    window: Window,
+}
+
+impl<K: SumSinks> Part<K> {
+    fn done(&self) -> bool {
+        self.window.complete() && self.window.len() == 0
+    }
+}
+
+impl SinksJob for Streamed<'_> {
+    type Out = SharedOut;
+    fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
+        let Streamed {
+            o,
+            image,
+            kafka,
+            partitions: n,
+            every,
+            rules,
+        } = self;
+        let ends = end_offsets(&kafka, o.brokers, o.topic, n)?;
+        let config = ConsumerConfig::every(every);
+        let key = image.id_key();
+        let (mut parts, mut was) = (Vec::new(), Vec::new());
+        for p in 0..n {
+            let layout = layout(image, p);
+            if K::ORDERED_SINK {
+                image.flash.add_ordered(crate::image::bytes(layout.sink));
+            }
+            // The image is the position's one truth: recovery reads it from the journals.
+            let consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
+                .map_err(|e| device::consumer_error(image, e))?;
+            let from = consumer.next_offset();
+            let committed = super::client::committed(&kafka, o.brokers, o.topic, p)?;
+            was.push(group_was(committed, from));
+            parts.push(Part {
+                judge: Judge::new(p, rules),
+                window: Window::new(p, key, from, ends[p as usize]),
+                consumer,
+            });
+        }
+        // From offset 0: the rules over a partition's records (the sum of |amounts|) see
+        // every record before the position too.
+        assign_from_zero(&kafka, o.topic, n)?;
+        let (consumed, truth) = std::thread::scope(|s| {
+            let truth = (!o.follow).then(|| s.spawn(|| truth_read(o, &rules, &ends)));
+            let consumed = consume_all(o, image, &kafka, &mut parts);
+            let truth = truth.map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the read of the true total failed")))
+            });
+            (consumed, truth)
+        });
+        consumed?;
+        let truth = match truth {
+            Some(t) => t?,
+            // `--follow`: the truth up to where each partition's consumer stopped.
+            None => {
+                let ends: Vec<Offset> = parts.iter().map(|x| x.consumer.next_offset()).collect();
+                truth_read(o, &rules, &ends)?
+            }
+        };
+        let after = end_offsets(&kafka, o.brokers, o.topic, n)?;
+        let results = parts
+            .into_iter()
+            .zip(truth)
+            .zip(after.into_iter().zip(was))
+            .enumerate()
+            .map(
+                |(p, ((part, fold), (end, was))): (usize, ((Part<K>, TruthFold), _))| {
+                    PartitionResult {
+                        partition: p as i32,
+                        total: part.consumer.total(),
+                        true_total: fold.total,
+                        next_offset: part.consumer.next_offset(),
+                        read: fold.facts(end as i64),
+                        group_was: was,
+                    }
+                },
+            )
+            .collect();
+        Ok(SharedOut {
+            results,
+            taken: Vec::new(),
+            released: Vec::new(),
+        })
+    }
+}
+
+/// Polls every partition's records into its window and steps its consumer through them,
+/// until each consumer is at its window's end (with `--follow`, until a signal); the
+/// group gets its copies as [`CommitPacer`] says, and what is pending at the end.
+fn consume_all<K: SumSinks>(
+    o: &ConsumeOptions<'_>,
+    image: &mut Image,
+    kafka: &BaseConsumer,
+    parts: &mut [Part<K>],
+) -> anyhow::Result<()> {
+    let (topic, brokers) = (o.topic, o.brokers);
+    let mut pacer = CommitPacer::new(Instant::now());
+    let mut commits = 0u64;
+    let mut last_record = Instant::now();
+    let mut asked_ends = Instant::now();
+    let stop = || o.follow && crate::cleanup::stop_requested();
+    loop {
+        if crate::cleanup::stop_requested() {
+            if o.follow {
+                break; // the report follows
+            }
+            return Err(crate::cleanup::Interrupted.into());
+        }
+        let waiting = parts.iter().any(|x| x.window.len() > 0);
+        let idle = match kafka.poll(if waiting { Duration::ZERO } else { POLL }) {
+            Some(m) => {
+                let m = m.with_context(|| format!("reading {topic}"))?;
+                let part = parts
+                    .get_mut(m.partition() as usize)
+                    .context("a record of a partition this consumer was not assigned")?;
+                let offset = u64::try_from(m.offset()).unwrap_or(0);
+                if let Some(j) =
+                    part.judge
+                        .judge(topic, offset, m.key(), m.payload(), &mut |_| {})?
+                {
+                    part.window.push(offset, j);
+                }
+                last_record = Instant::now();
+                false
+            }
+            None => {
+                // The fetch position may have passed offsets with no record to deliver
+                // (transaction markers, aborted records).
+                let at = positions(kafka, topic, parts_len(parts));
+                for (part, position) in parts.iter_mut().zip(at) {
+                    if let Some(position) = position {
+                        part.window.pass_to(position);
+                    }
+                }
+                true
+            }
+        };
+        for (p, part) in parts.iter_mut().enumerate() {
+            let n = part.window.len();
+            if n >= BATCH || (n > 0 && (idle || part.window.complete())) {
+                let drive = Drive {
+                    pace: o.pace,
+                    stop: &stop,
+                    steps: None,
+                    reports: &|_| true,
+                };
+                let Part {
+                    consumer, window, ..
+                } = part;
+                drive.run(consumer, image, &window.log(), &mut |next, total| {
+                    commits += 1;
+                    if o.follow {
+                        eprintln!(
+                            "partition {p}: checkpoint: {}; total {total}",
+                            crate::render::position_text(next)
+                        );
+                    }
+                    if o.abort_after == Some(commits) {
+                        // The group holds the copy of the commit before this one.
+                        commit_positions(kafka, brokers, topic, &pacer.take(), CommitMode::Sync)?;
+                        std::process::abort(); // as a SIGKILL would: no destructor
+                    }
+                    if o.abort_behind == Some(commits) {
+                        std::process::abort();
+                    }
+                    pacer.durable(p as i32, next);
+                    Ok(())
+                })?;
+                window.consumed_to(consumer.next_offset());
+            }
+        }
+        if let Some(due) = pacer.due(Instant::now()) {
+            commit_positions(kafka, brokers, topic, &due, CommitMode::Async)?;
+        }
+        if parts.iter().all(Part::done) {
+            if !o.follow {
+                break;
+            }
+            if asked_ends.elapsed() >= FOLLOW_EVERY {
+                asked_ends = Instant::now();
+                let ends = end_offsets(kafka, brokers, topic, parts_len(parts))?;
+                for (part, end) in parts.iter_mut().zip(ends) {
+                    part.window.extend_to(end);
+                }
+            }
+            last_record = Instant::now();
+        } else if last_record.elapsed() >= o.stall
+            && let Some((p, part)) = parts.iter().enumerate().find(|(_, x)| !x.done())
+        {
+            anyhow::bail!(
+                "reading {topic} partition {p}: the broker's end offset is {}, but no record came after offset {} for {} s",
+                part.window.end(),
+                part.consumer.next_offset(),
+                o.stall.as_secs()
+            );
+        }
+    }
+    // The end: the group gets every durable position still pending.
+    commit_positions(kafka, brokers, topic, &pacer.take(), CommitMode::Sync)
+}
+
+fn parts_len<K: SumSinks>(parts: &[Part<K>]) -> i32 {
+    parts.len() as i32
+}
