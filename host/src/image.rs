@@ -253,7 +253,8 @@ impl Image {
             .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
             .collect();
         Ok(Self {
-            flash: FileFlash::new(file, pages, erases),
+            flash: FileFlash::new(file, pages, erases)
+                .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?,
             meta,
             path: path.to_owned(),
             key: IdKey(key),

@@ -65,9 +65,20 @@ impl From<std::io::Error> for FileFlashError {
 /// A NOR flash in a file: erase writes `0xFF`, a word can be programmed only while it
 /// reads erased, and programming only clears bits; accesses are checked as the
 /// simulator's flash checks them ([`NorRules`]).
+///
+/// It reads from a copy of the flash in memory (an image is 32 KiB at most) and writes
+/// through to the file in the order of the writes, at each sync point the `--sync` rules
+/// name and at each [`FileFlash::sync`] (before any commit is reported), contiguous writes
+/// as one: a process killed in between leaves the file with a prefix of its writes, as
+/// if it had been killed earlier, and nothing it reported is lost.
 #[derive(Debug)]
 pub struct FileFlash {
     file: File,
+    /// The flash's bytes, as written so far.
+    mem: Vec<u8>,
+    /// The writes not yet in the file, in order: (address, length), contiguous ones
+    /// joined.
+    unwritten: Vec<(u32, u32)>,
     pages: u32,
     erases: Vec<u32>,
     /// When writes reach the disk: the core's rules (`idem_sim::sync`).
@@ -81,16 +92,36 @@ pub struct FileFlash {
 impl FileFlash {
     /// The flash of an open image file of `pages` pages, with its erase counters; writes
     /// reach the disk at each checkpoint until told otherwise.
-    pub(super) fn new(file: File, pages: u32, erases: Vec<u32>) -> Self {
-        Self {
+    pub(super) fn new(file: File, pages: u32, erases: Vec<u32>) -> std::io::Result<Self> {
+        let mut mem = vec![0xFF; pages as usize * PAGE];
+        file.read_exact_at(&mut mem, HEADER)?;
+        Ok(Self {
             file,
+            mem,
+            unwritten: Vec::new(),
             pages,
             erases,
             sync: SyncRules::new(SyncMode::Checkpoint),
             positions: Vec::new(),
             ordered: Vec::new(),
             syncs: 0,
+        })
+    }
+
+    /// Writes what is not yet in the file, in order.
+    fn write_through(&mut self) -> Result<(), FileFlashError> {
+        for (at, len) in std::mem::take(&mut self.unwritten) {
+            let bytes = &self.mem[at as usize..(at + len) as usize];
+            self.file.write_all_at(bytes, HEADER + u64::from(at))?;
         }
+        Ok(())
+    }
+}
+
+impl Drop for FileFlash {
+    /// A flash dropped (its run ended or failed) leaves the file holding every write.
+    fn drop(&mut self) {
+        let _ = self.write_through();
     }
 }
 
@@ -107,9 +138,10 @@ impl FileFlash {
         self.ordered.push(range);
     }
 
-    /// Makes every write so far durable (`sync_data`), unless the mode is `none`. Call
-    /// it after a position commit, before reporting it.
+    /// Puts every write so far in the file and makes it durable (`sync_data`), unless the
+    /// mode is `none`. Call it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
+        self.write_through()?;
         if self.sync.pending() {
             self.file.sync_data()?;
             self.sync.synced();
@@ -163,7 +195,8 @@ impl ReadNorFlash for FileFlash {
 
     fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
         self.rules().read(offset, bytes.len())?;
-        self.file.read_exact_at(bytes, HEADER + u64::from(offset))?;
+        let at = offset as usize;
+        bytes.copy_from_slice(&self.mem[at..at + bytes.len()]);
         Ok(())
     }
 
@@ -181,7 +214,10 @@ impl NorFlash for FileFlash {
         if self.sync.before_erase() {
             self.sync()?;
         }
+        self.write_through()?;
         for page in from / PAGE as u32..to / PAGE as u32 {
+            let at = page as usize * PAGE;
+            self.mem[at..at + PAGE].fill(0xFF);
             self.file
                 .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
             // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
@@ -198,14 +234,19 @@ impl NorFlash for FileFlash {
 
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
         self.rules().write(offset, bytes.len())?;
-        let mut old = vec![0u8; bytes.len()];
-        self.read(offset, &mut old)?;
-        self.rules().write_over(offset, &old)?;
+        let at = offset as usize;
+        self.rules()
+            .write_over(offset, &self.mem[at..at + bytes.len()])?;
         let area = self.area(offset);
         if self.sync.before_write(area, offset, bytes.len()) {
             self.sync()?;
         }
-        self.file.write_all_at(bytes, HEADER + u64::from(offset))?;
+        self.mem[at..at + bytes.len()].copy_from_slice(bytes);
+        let len = bytes.len() as u32;
+        match self.unwritten.last_mut() {
+            Some((last, n)) if *last + *n == offset => *n += len,
+            _ => self.unwritten.push((offset, len)),
+        }
         if self.sync.after_write(area, offset, bytes.len(), PAGE) {
             self.sync()?;
         }
