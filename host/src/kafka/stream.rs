@@ -110,6 +110,7 @@ pub struct Judge {
     next: Offset,
 }
 
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 impl Judge {
     /// A judge of partition `partition`, from offset 0.
     pub fn new(partition: i32, rules: ReadRules) -> Self {
@@ -119,6 +120,11 @@ impl Judge {
             sum: 0,
             next: 0,
         }
+    }
+
+    /// The offset after the last record judged: where a read goes on.
+    pub fn next(&self) -> Offset {
+        self.next
     }
 
     /// Judges the record at `offset` of `topic`: `None` for one at or before a record
@@ -242,6 +248,12 @@ impl Window {
     /// holds every offset up to it (the last checkpoint closes there).
     pub fn log(&self) -> Received<'_, Event<Message>> {
         Received::new(&self.events, self.complete().then_some(self.end))
+    }
+
+    /// The events held, as a log that ends at the last of them: a checkpoint closes
+    /// there (a group's member, at each pause in a live stream).
+    pub fn log_to_here(&self) -> Received<'_, Event<Message>> {
+        Received::new(&self.events, Some(self.next))
     }
 
     /// Forgets the events before `next`, the consumer's next offset.

@@ -87,15 +87,6 @@ impl ReadRules {
         }
     }
 
-    /// The quiet period of a partition a group member takes mid-run: read whole, it
-    /// waits 300 ms at most for more.
-    pub fn for_take(self) -> Self {
-        Self {
-            idle: self.idle.min(Duration::from_millis(300)),
-            ..self
-        }
-    }
-
     /// Whether a read whose next offset to fetch is `next` is done: it has reached the
     /// broker's end offset `end` and nothing new came for `quiet`. An end offset alone
     /// is not trusted (a broker can report one short of the records it serves).
@@ -554,20 +545,5 @@ mod tests {
             (r.on_bad, r.keyless, r.by_id, r.follow),
             (OnBadRecord::Skip, Keyless::Offset, false, true)
         );
-    }
-
-    #[test]
-    fn a_partition_taken_mid_run_waits_300_ms_at_most() {
-        let slow = ReadRules {
-            idle: Duration::from_secs(2),
-            ..ReadRules::LAB
-        };
-        assert_eq!(slow.for_take().idle, Duration::from_millis(300));
-        let quick = ReadRules {
-            idle: Duration::from_millis(100),
-            ..ReadRules::LAB
-        };
-        assert_eq!(quick.for_take().idle, Duration::from_millis(100));
-        assert_eq!(slow.for_take().deadline, Duration::from_secs(30));
     }
 }

@@ -12,7 +12,6 @@ use idem_core::log::Offset;
 use rdkafka::consumer::CommitMode;
 
 use super::client::{BROKER_TIMEOUT, reader, unreachable};
-use super::consume::ConsumeOptions;
 use crate::kafka::stream::TruthFold;
 use crate::kafka::trust::{PartitionRead, ReadRules};
 
@@ -161,17 +160,19 @@ pub(super) fn commit_positions(
         .map_err(|e| unreachable(brokers, e))
 }
 
-/// The true total of each partition of `o.topic` up to `ends`, from a read of its own:
+/// The true total of each partition of `topic` up to `ends`, from a read of its own:
 /// a consumer in no group, from offset 0, each record judged by `rules` as the consuming
 /// read judges it ([`TruthFold`]). What the last fetches brought past the ends is read
 /// too (so a broker whose end offset is short shows), not folded.
 pub(super) fn truth_read(
-    o: &ConsumeOptions<'_>,
+    brokers: &str,
+    topic: &str,
     rules: &ReadRules,
     ends: &[Offset],
+    stall: Duration,
 ) -> anyhow::Result<Vec<TruthFold>> {
-    let (topic, n) = (o.topic, ends.len() as i32);
-    let c = reader(o.brokers)?;
+    let n = ends.len() as i32;
+    let c = reader(brokers)?;
     assign_from_zero(&c, topic, n)?;
     let mut folds: Vec<TruthFold> = (0..n)
         .zip(ends)
@@ -198,11 +199,11 @@ pub(super) fn truth_read(
                     break;
                 }
                 anyhow::ensure!(
-                    last_record.elapsed() < o.stall,
+                    last_record.elapsed() < stall,
                     "reading {topic} partition {p}: the broker's end offset is {}, but no record came after offset {} for {} s",
                     ends[p as usize],
                     folds[p as usize].highest.map_or(0, |h| h + 1),
-                    o.stall.as_secs()
+                    stall.as_secs()
                 );
             }
         }

@@ -6,28 +6,34 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
-use idem_core::log::{Log, Offset};
-use idem_sim::payment::{SumSinks, Total, Truth};
+use idem_core::log::Offset;
+use idem_sim::payment::{SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
+use rdkafka::{Offset as KOffset, TopicPartitionList};
 
-use super::client::{BROKER_TIMEOUT, ISOLATION_LEVEL, committed, fetching, reader, unreachable};
+use super::client::{ISOLATION_LEVEL, committed, fetching, reader, unreachable};
 use super::consume::{ConsumeOptions, GroupCommit, PARTITION_PAGES, PartitionResult, layout};
-use super::read::{ingest, read_partition};
+use super::read::{end_offsets, positions, truth_read};
+use super::streamed::{BATCH, POLL};
 use crate::device;
 use crate::drive::Drive;
 use crate::image::{Image, PAGE};
 use crate::kafka::group::{
     SESSION_TIMEOUT, Take, TakeAction, group_copy, group_offset, member_may_stop, rebalance,
 };
-use crate::kafka::trust::{PartitionRead, ReadRules};
+use crate::kafka::stream::{Judge, TruthFold, Window};
+use crate::kafka::trust::ReadRules;
 use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
 
 /// A partition this member owns in `--shared` mode.
 struct Owned<K: SumSinks> {
     consumer: Consumer<K>,
-    read: PartitionRead,
+    /// The rules over the partition's records, read from offset 0.
+    judge: Judge,
+    /// What has arrived and the consumer has not passed.
+    window: Window,
     /// The group's committed offset when this member took the partition.
     group_at_take: Offset,
 }
@@ -57,6 +63,8 @@ struct Member<'a> {
     rules: ReadRules,
     /// Stop after this long with nothing new.
     idle: Duration,
+    /// Give up a read that brings nothing for this long.
+    stall: Duration,
     abort_after: Option<u64>,
 }
 
@@ -103,10 +111,10 @@ impl<'a> SharedConsume<'a> {
             brokers: o.brokers,
             checkpoint_every: every,
             pace: o.pace,
-            // A partition taken mid-run is read whole with a short quiet period; the
-            // member itself stops after `--idle-ms` with nothing new.
-            rules: rules.for_take(),
+            rules,
+            // The member stops after `--idle-ms` with nothing new.
             idle: rules.idle,
+            stall: o.stall,
             abort_after: o.abort_after,
         };
         Ok(Self { image, member })
@@ -114,8 +122,20 @@ impl<'a> SharedConsume<'a> {
 }
 
 impl Member<'_> {
-    /// Takes partition `p`: reads it whole, opens its consumer on the image, and keeps
-    /// or rebuilds the image's state as [`Take::decide`] says.
+    /// Has the reader fetch the partitions `owned`, each from the offset after the last
+    /// record its rules judged (0 for one just taken).
+    fn follow<K: SumSinks>(&self, owned: &BTreeMap<i32, Owned<K>>) -> anyhow::Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for (&p, o) in owned {
+            tpl.add_partition_offset(self.topic, p, KOffset::Offset(o.judge.next() as i64))
+                .context("assigning a partition")?;
+        }
+        self.reader.assign(&tpl).context("assigning the partitions")
+    }
+
+    /// Takes partition `p`: opens its consumer on the image, and keeps or rebuilds the
+    /// image's state as [`Take::decide`] says. Its records are then read from offset 0
+    /// (the rules over them see every one), streamed.
     fn take<K: HostSinks>(
         &self,
         image: &mut Image,
@@ -124,14 +144,6 @@ impl Member<'_> {
     ) -> anyhow::Result<(Owned<K>, Take)> {
         let config = ConsumerConfig::every(self.checkpoint_every);
         let group_offset = group_offset(committed(&self.group, self.brokers, self.topic, p)?);
-        let read = read_partition(
-            &self.reader,
-            self.brokers,
-            self.topic,
-            p,
-            &self.rules,
-            image.id_key(),
-        )?;
         let layout = layout(image, p);
         let mut consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
             .map_err(|e| device::consumer_error(image, e))?;
@@ -155,9 +167,11 @@ impl Member<'_> {
             take.image_offset,
             take.action.name()
         );
+        let from = consumer.next_offset();
         let owned = Owned {
             consumer,
-            read,
+            judge: Judge::new(p, self.rules),
+            window: Window::new(p, image.id_key(), from, Offset::MAX),
             group_at_take: group_offset,
         };
         Ok((owned, take))
@@ -174,6 +188,7 @@ impl SinksJob for SharedConsume<'_> {
                 image.flash.add_ordered(crate::image::bytes(sink));
             }
         }
+        let partitions = (image.meta.pages / PARTITION_PAGES) as i32;
         let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();
         let (mut taken, mut released) = (Vec::new(), Vec::new());
         let mut commits = 0u64;
@@ -194,8 +209,10 @@ impl SinksJob for SharedConsume<'_> {
                 member.topic,
                 MEMBER_LIFETIME.as_secs()
             );
-            let message = member.group.poll(Duration::from_millis(100));
             // Rebalances happen inside poll: drop what was revoked, take what is new.
+            if let Some(Err(e)) = member.group.poll(Duration::ZERO) {
+                return Err(anyhow::Error::new(e).context(format!("reading {}", member.topic)));
+            }
             let assigned: BTreeSet<i32> = member
                 .group
                 .assignment()
@@ -211,6 +228,7 @@ impl SinksJob for SharedConsume<'_> {
             }
             let held: BTreeSet<i32> = owned.keys().copied().collect();
             let (revoked, new) = rebalance(&held, &assigned);
+            let changed: Vec<i32> = revoked.iter().chain(&new).copied().collect();
             for p in revoked {
                 eprintln!("lost partition {p} to a rebalance");
                 owned.remove(&p);
@@ -223,33 +241,74 @@ impl SinksJob for SharedConsume<'_> {
                 owned.insert(p, o);
                 last_change = Instant::now();
             }
-            if let Some(m) = message {
-                let m = m.with_context(|| format!("reading {}", member.topic))?;
-                if let Some(o) = owned.get_mut(&m.partition())
-                    && ingest(&mut o.read, member.topic, &m, &member.rules)?
-                {
-                    last_change = Instant::now();
-                }
+            if !changed.is_empty() {
+                // The member's own reader fetches its partitions, each from where its
+                // rules left off (offset 0 when just taken); the group's consumer only
+                // keeps the membership and the commits, so it fetches nothing.
+                member.group.pause(&member.group.assignment()?).ok();
+                member.follow(&owned)?;
             }
+            let waiting = owned.values().any(|o| o.window.len() > 0);
+            let idle = match member
+                .reader
+                .poll(if waiting { Duration::ZERO } else { POLL })
+            {
+                Some(m) => {
+                    let m = m.with_context(|| format!("reading {}", member.topic))?;
+                    if let Some(o) = owned.get_mut(&m.partition()) {
+                        let offset = u64::try_from(m.offset()).unwrap_or(0);
+                        let judged = o.judge.judge(
+                            member.topic,
+                            offset,
+                            m.key(),
+                            m.payload(),
+                            &mut |_| {},
+                        )?;
+                        if let Some(j) = judged {
+                            o.window.push(offset, j);
+                        }
+                        last_change = Instant::now();
+                    }
+                    false
+                }
+                None => {
+                    let at = positions(&member.reader, member.topic, partitions);
+                    for (&p, o) in &mut owned {
+                        if let Some(&Some(position)) = at.get(p as usize) {
+                            o.window.pass_to(position);
+                        }
+                    }
+                    true
+                }
+            };
             let group = GroupCommit {
                 group: &member.group,
                 brokers: member.brokers,
                 topic: member.topic,
                 abort_after: member.abort_after,
             };
-            // A bounded number of steps between two polls, so that a rebalance (which
-            // happens inside poll) is never kept waiting for long.
             for (&p, o) in &mut owned {
+                if o.window.len() < BATCH && (o.window.len() == 0 || !idle) {
+                    continue;
+                }
                 let at_take = o.group_at_take;
                 let drive = Drive {
                     pace: member.pace,
                     stop: &|| false,
+                    // A bounded number of steps between two polls, so that a rebalance
+                    // (which happens inside poll) is never kept waiting for long.
                     steps: Some(64),
                     // While folding up to the group's offset, the group already has it:
                     // nothing to copy, nor to sync.
                     reports: &|next| group_copy(next, Some(at_take)).is_some(),
                 };
-                drive.run(&mut o.consumer, image, &o.read.log, &mut |next, total| {
+                // Idle: a checkpoint closes at the last record received.
+                let log = if idle {
+                    o.window.log_to_here()
+                } else {
+                    o.window.log()
+                };
+                drive.run(&mut o.consumer, image, &log, &mut |next, total| {
                     commits += 1;
                     eprintln!(
                         "partition {p}: checkpoint: {}; total {total}",
@@ -257,12 +316,11 @@ impl SinksJob for SharedConsume<'_> {
                     );
                     group.copy(commits, p, next)
                 })?;
+                o.window.consumed_to(o.consumer.next_offset());
             }
             // Done: every owned partition applied to the end of what was read, and
             // nothing new (no record, no rebalance) for the idle period.
-            let caught_up = owned
-                .values()
-                .all(|o| o.consumer.next_offset() >= o.read.log.len());
+            let caught_up = owned.values().all(|o| o.window.len() == 0);
             if member_may_stop(
                 caught_up,
                 owned.is_empty(),
@@ -272,19 +330,24 @@ impl SinksJob for SharedConsume<'_> {
                 break;
             }
         }
+        // The true total of each partition held, up to where its consumer stopped, from
+        // a read of its own.
+        let mut ends = vec![0; partitions as usize];
+        for (&p, o) in &owned {
+            ends[p as usize] = o.consumer.next_offset();
+        }
+        let rules = member.rules;
+        let mut truth = truth_read(member.brokers, member.topic, &rules, &ends, member.stall)?;
+        let after = end_offsets(&member.reader, member.brokers, member.topic, partitions)?;
         let mut results = Vec::new();
-        for (p, mut o) in owned {
-            let (_, end_offset) = member
-                .reader
-                .fetch_watermarks(member.topic, p, BROKER_TIMEOUT)
-                .map_err(|e| unreachable(member.brokers, e))?;
-            o.read.end_offset = end_offset;
+        for (p, o) in owned {
+            let fold = std::mem::replace(&mut truth[p as usize], TruthFold::new(p, rules, 0));
             results.push(PartitionResult {
                 partition: p,
                 total: o.consumer.total(),
-                true_total: o.read.log.true_total(),
+                true_total: fold.total,
                 next_offset: o.consumer.next_offset(),
-                read: o.read.facts(),
+                read: fold.facts(after[p as usize] as i64),
                 group_was: None,
             });
         }

@@ -30,10 +30,10 @@ use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
 
 /// Events a partition's window holds before its consumer steps through them.
-const BATCH: usize = 4096;
+pub(super) const BATCH: usize = 4096;
 
 /// How long a poll waits for a record when nothing is waiting to be applied.
-const POLL: Duration = Duration::from_millis(100);
+pub(super) const POLL: Duration = Duration::from_millis(100);
 
 /// How often `--follow` asks the broker for new end offsets once it has reached them.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
@@ -100,7 +100,8 @@ impl SinksJob for Streamed<'_> {
         // every record before the position too.
         assign_from_zero(&kafka, o.topic, n)?;
         let (consumed, truth) = std::thread::scope(|s| {
-            let truth = (!o.follow).then(|| s.spawn(|| truth_read(o, &rules, &ends)));
+            let truth = (!o.follow)
+                .then(|| s.spawn(|| truth_read(o.brokers, o.topic, &rules, &ends, o.stall)));
             let consumed = consume_all(o, image, &kafka, &mut parts);
             let truth = truth.map(|t| {
                 t.join()
@@ -114,7 +115,7 @@ impl SinksJob for Streamed<'_> {
             // `--follow`: the truth up to where each partition's consumer stopped.
             None => {
                 let ends: Vec<Offset> = parts.iter().map(|x| x.consumer.next_offset()).collect();
-                truth_read(o, &rules, &ends)?
+                truth_read(o.brokers, o.topic, &rules, &ends, o.stall)?
             }
         };
         let after = end_offsets(&kafka, o.brokers, o.topic, n)?;
