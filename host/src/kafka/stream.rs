@@ -4,7 +4,7 @@
 //! yet moved past, as the core reads a live log, and [`TruthFold`] folds a second,
 //! independent read into the true total: each distinct key once, at its first amount.
 
-use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 
 use idem_core::log::{Event, IdKey, MessageId, Offset, Received};
 use idem_sim::payment::Message;
@@ -256,10 +256,53 @@ impl Window {
         Received::new(&self.events, Some(self.next))
     }
 
+    /// The events held, all of them.
+    pub fn into_events(self) -> Vec<Event<Message>> {
+        self.events
+    }
+
     /// Forgets the events before `next`, the consumer's next offset.
     pub fn consumed_to(&mut self, next: Offset) {
         let done = self.events.partition_point(|e| e.offset < next);
         self.events.drain(..done);
+    }
+}
+
+/// A set of keys as their bytes (never a hash of them), compact: each key once in one
+/// buffer, and a table of where each starts and ends, some 20 bytes a key besides its
+/// own (a `HashSet` of boxed keys takes some 50).
+#[derive(Debug, Default)]
+pub struct KeySet {
+    bytes: Vec<u8>,
+    table: hashbrown::HashTable<(usize, usize)>,
+    hasher: RandomState,
+}
+
+impl KeySet {
+    /// Adds `key`; whether it was not there.
+    pub fn insert(&mut self, key: &[u8]) -> bool {
+        let Self {
+            bytes,
+            table,
+            hasher,
+        } = self;
+        let hash = hasher.hash_one(key);
+        if table.find(hash, |&(s, e)| &bytes[s..e] == key).is_some() {
+            return false;
+        }
+        let start = bytes.len();
+        bytes.extend_from_slice(key);
+        let bytes = &*bytes;
+        table.insert_unique(hash, (start, bytes.len()), |&(s, e)| {
+            hasher.hash_one(&bytes[s..e])
+        });
+        true
+    }
+
+    /// How many keys it holds.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.table.len()
     }
 }
 
@@ -271,7 +314,7 @@ impl Window {
 pub struct TruthFold {
     judge: Judge,
     end: Offset,
-    seen: HashSet<Box<[u8]>>,
+    seen: KeySet,
     /// The true total.
     pub total: i64,
     /// Distinct offsets fetched.
@@ -289,7 +332,7 @@ impl TruthFold {
         Self {
             judge: Judge::new(partition, rules),
             end,
-            seen: HashSet::new(),
+            seen: KeySet::default(),
             total: 0,
             records_read: 0,
             highest: None,
@@ -326,7 +369,7 @@ impl TruthFold {
         }
         if let Judged::Payment(k, amount) = judged {
             let first = match k {
-                Some(k) => !self.seen.contains(k) && self.seen.insert(k.into()),
+                Some(k) => self.seen.insert(k),
                 None => true,
             };
             if first {
@@ -394,6 +437,19 @@ mod tests {
             }
             .short_read()
         );
+    }
+
+    #[test]
+    fn a_key_set_holds_each_key_once_by_its_bytes() {
+        let mut keys = KeySet::default();
+        let many: Vec<String> = (0..5000).map(|i| format!("k{i}")).collect();
+        for k in &many {
+            assert!(keys.insert(k.as_bytes()));
+        }
+        assert!(!keys.insert(b"k17") && !keys.insert(b"k4999"));
+        assert!(keys.insert(b"k5000") && keys.insert(b"") && !keys.insert(b""));
+        assert!(keys.insert(b"k1\0") && keys.insert(b"\0k1"));
+        assert_eq!(keys.len(), 5004);
     }
 
     #[test]

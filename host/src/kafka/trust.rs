@@ -168,14 +168,6 @@ impl PartitionLog {
     fn place(&self, offset: usize) -> Vec<u8> {
         super::stream::place(self.partition, offset as Offset)
     }
-
-    /// The bytes the message id at `offset` is made of: its record's key, or its place.
-    pub fn id_bytes(&self, offset: usize) -> Vec<u8> {
-        match self.records.get(offset) {
-            Some(Some((_, Some(k), _))) => k.clone(),
-            _ => self.place(offset),
-        }
-    }
 }
 
 impl Log<Message> for PartitionLog {
@@ -497,9 +489,10 @@ mod tests {
         let mut read = read();
         assert!(read.ingest("t", 1, Some(b"p9"), Some(ADA), &r).unwrap());
         assert!(read.ingest("t", 2, None, Some(ADA), &r).unwrap());
-        assert_eq!(read.log.id_bytes(0), b"\x002@0".to_vec());
-        assert_eq!(read.log.id_bytes(1), b"p9".to_vec());
-        assert_eq!(read.log.id_bytes(2), b"\x002@2".to_vec());
+        let id = |o| read.log.get(o).unwrap().payload.id;
+        assert_eq!(id(0), MessageId::keyed(&IdKey::PUBLIC, b"\x002@0"));
+        assert_eq!(id(1), MessageId::keyed(&IdKey::PUBLIC, b"p9"));
+        assert_eq!(id(2), MessageId::keyed(&IdKey::PUBLIC, b"\x002@2"));
         let placeholder = read.log.get(0).unwrap().payload;
         assert_eq!((placeholder.seq, placeholder.amount), (1, 0));
         assert_eq!(read.log.get(2).unwrap().payload.seq, 3);

@@ -17,6 +17,9 @@ mod qemu;
 mod report;
 mod stream;
 
+#[cfg(feature = "kafka")]
+pub(crate) use stream::IdBytes;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -168,7 +171,7 @@ struct Stream {
     events: Vec<Payment>,
     /// The bytes each event's id was made of, when the ids came from outside idem (a log
     /// file, a Kafka partition): the board gets them keyed under its own key.
-    id_bytes: Option<Vec<Vec<u8>>>,
+    id_bytes: Option<stream::IdBytes>,
     true_total: i64,
     config: StreamConfig,
     /// A Kafka partition's group, when the stream is one.

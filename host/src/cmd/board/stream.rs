@@ -21,10 +21,40 @@ fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
     })
 }
 
+/// The bytes each event's message id is made of, when the ids came from outside idem
+/// (a log file's ids, a Kafka record's key or its place), by offset from 0: in one
+/// buffer, so a million of them take their bytes and a word each.
+#[derive(Debug, Default)]
+pub(crate) struct IdBytes {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl IdBytes {
+    /// Adds the next offset's bytes.
+    pub(crate) fn push(&mut self, id: &[u8]) {
+        self.bytes.extend_from_slice(id);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// How many offsets it holds.
+    #[cfg(feature = "kafka")]
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The bytes of offset `i`'s id.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
+        Some(&self.bytes[start..end])
+    }
+}
+
 /// The id of a stream of events: another stream is another id. Ids that came as bytes
 /// count by their bytes (their message ids depend on a key), so a rerun on the same file
 /// names the same stream.
-fn stream_id(events: &[Payment], id_bytes: Option<&[Vec<u8>]>) -> u32 {
+fn stream_id(events: &[Payment], id_bytes: Option<&IdBytes>) -> u32 {
     let mut bytes = Vec::with_capacity(events.len() * 48);
     for (i, e) in events.iter().enumerate() {
         let m = e.payload;
@@ -139,15 +169,17 @@ impl StreamArgs {
         }
         // A log file's ids are the user's bytes: the board keys them.
         let id_bytes = self.log.as_ref().map(|_| {
-            (0..events.len() as u64)
-                .map(|o| loaded.id_text(o).unwrap_or_default().as_bytes().to_vec())
-                .collect::<Vec<_>>()
+            let mut ids = IdBytes::default();
+            for o in 0..events.len() as u64 {
+                ids.push(loaded.id_text(o).unwrap_or_default().as_bytes());
+            }
+            ids
         });
         Ok(Stream {
             name: loaded.name().to_string(),
             true_total: loaded.truth_by_prefix().last().copied().unwrap_or(0),
             config: StreamConfig {
-                stream: stream_id(&events, id_bytes.as_deref()),
+                stream: stream_id(&events, id_bytes.as_ref()),
                 store,
                 checkpoint_every,
                 crash_after: self.crash_after,

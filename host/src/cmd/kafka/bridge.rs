@@ -1,26 +1,34 @@
 //! The board's bridge: one partition of a topic as the board's stream, and the group
 //! that gets the board's acknowledged position as a copy.
 
-use idem_core::log::{Event, IdKey, Log, Offset};
-use idem_sim::payment::{Message, Truth};
-use rdkafka::consumer::BaseConsumer;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use idem_core::log::{Event, IdKey, Offset};
+use idem_sim::payment::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::message::Message as _;
+use rdkafka::{Offset as KOffset, TopicPartitionList};
 
 use super::client::{commit, committed, consumer, partitions, reader};
-use super::read::read_partition;
+use super::read::{end_offsets, positions, truth_read};
+use crate::cmd::board::IdBytes;
 use crate::error::usage;
+use crate::kafka::stream::{Judge, Judged, Window, place};
 use crate::kafka::trust::ReadRules;
 
-/// One partition of a topic as the board's stream: its records read whole (from offset
-/// 0 past the broker's end offset), and the consumer group that gets the board's
-/// position as a copy, committed only after the board acknowledged a checkpoint.
+/// One partition of a topic as the board's stream: its records from offset 0 to the end
+/// offset the broker gave when the bridge started, and the consumer group that gets the
+/// board's position as a copy, committed only after the board acknowledged a checkpoint.
 pub struct BoardSource {
     /// The partition's events, by offset (placeholders where no payment is), their ids
     /// under [`IdKey::PUBLIC`]: the board's own key is applied to `id_bytes`.
     pub events: Vec<Event<Message>>,
     /// The bytes each event's message id is made of: its record's key, or for a keyless
     /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
-    pub id_bytes: Vec<Vec<u8>>,
-    /// Each distinct message id (by its key's bytes) counted once.
+    pub id_bytes: IdBytes,
+    /// Each distinct message id (by its key's bytes) counted once, from a read of its
+    /// own.
     pub true_total: i64,
     /// The group's committed offset before the bridge started, if any.
     pub group_was: Option<i64>,
@@ -29,6 +37,9 @@ pub struct BoardSource {
     partition: i32,
     brokers: String,
 }
+
+/// Give up a read of the partition that brings nothing for this long.
+const STALL: Duration = Duration::from_secs(30);
 
 impl BoardSource {
     /// Reads partition `partition` of `topic`; `by_id`: the store dedups by message id
@@ -53,24 +64,34 @@ impl BoardSource {
             by_id,
             ..ReadRules::LAB
         };
-        let read = read_partition(&reader, brokers, topic, partition, &rules, IdKey::PUBLIC)?;
-        if read.facts().short_read() {
+        let mut ends = end_offsets(&reader, brokers, topic, n)?;
+        for (p, end) in ends.iter_mut().enumerate() {
+            if p as i32 != partition {
+                *end = 0;
+            }
+        }
+        let end = ends[partition as usize];
+        let (events, id_bytes) = read_events(&reader, topic, partition, end, rules)?;
+        let truth = truth_read(brokers, topic, &rules, &ends, STALL)?;
+        let after = end_offsets(&reader, brokers, topic, n)?[partition as usize];
+        let truth = truth
+            .into_iter()
+            .nth(partition as usize)
+            .context("the read of the true total")?;
+        let true_total = truth.total;
+        let facts = truth.facts(after as i64);
+        if facts.short_read() {
             anyhow::bail!(
-                "{topic} partition {partition}: the broker's end offset is {} but it served {} records: its count of its own partition is short, so the board's verdict could not be trusted",
-                read.end_offset,
-                read.log.len()
+                "{topic} partition {partition}: the broker's end offset is {after} but it served records up to offset {}: its count of its own partition is short, so the board's verdict could not be trusted",
+                facts.highest.unwrap_or_default()
             );
         }
         let group = consumer(brokers, group)?;
         let group_was = committed(&group, brokers, topic, partition)?;
         Ok(Self {
-            events: (0..read.log.len())
-                .filter_map(|o| read.log.get(o))
-                .collect(),
-            id_bytes: (0..read.log.records.len())
-                .map(|o| read.log.id_bytes(o))
-                .collect(),
-            true_total: read.log.true_total(),
+            events,
+            id_bytes,
+            true_total,
             group_was,
             group,
             topic: topic.to_string(),
@@ -90,4 +111,63 @@ impl BoardSource {
             next,
         )
     }
+}
+
+/// Partition `p` of `topic` from offset 0 to `end`, streamed through the rules: its
+/// events (placeholders where no payment is) and the bytes of each one's id.
+fn read_events(
+    reader: &BaseConsumer,
+    topic: &str,
+    p: i32,
+    end: Offset,
+    rules: ReadRules,
+) -> anyhow::Result<(Vec<Event<Message>>, IdBytes)> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, p, KOffset::Offset(0))
+        .context("assigning a partition")?;
+    reader.assign(&tpl).context("assigning a partition")?;
+    let (mut judge, mut window) = (Judge::new(p, rules), Window::new(p, IdKey::PUBLIC, 0, end));
+    let mut ids = IdBytes::default();
+    let mut last_record = Instant::now();
+    // Places up to `to`: the ids of placeholders and keyless records.
+    let places = |ids: &mut IdBytes, to: Offset| {
+        while (ids.len() as Offset) < to.min(end) {
+            ids.push(&place(p, ids.len() as Offset));
+        }
+    };
+    while !window.complete() {
+        if crate::cleanup::stop_requested() {
+            return Err(crate::cleanup::Interrupted.into());
+        }
+        match reader.poll(Duration::from_millis(100)) {
+            Some(m) => {
+                let m = m.with_context(|| format!("reading {topic} partition {p}"))?;
+                let offset = u64::try_from(m.offset()).unwrap_or(0);
+                if let Some(j) = judge.judge(topic, offset, m.key(), m.payload(), &mut |_| {})?
+                    && offset < end
+                {
+                    places(&mut ids, offset);
+                    match j {
+                        Judged::Payment(Some(k), _) => ids.push(k),
+                        _ => places(&mut ids, offset + 1),
+                    }
+                    window.push(offset, j);
+                }
+                last_record = Instant::now();
+            }
+            None => {
+                if let Some(&Some(position)) = positions(reader, topic, p + 1).get(p as usize) {
+                    window.pass_to(position);
+                    places(&mut ids, position);
+                }
+                anyhow::ensure!(
+                    last_record.elapsed() < STALL,
+                    "reading {topic} partition {p}: the broker's end offset is {end}, but no record came after offset {} for {} s",
+                    ids.len(),
+                    STALL.as_secs()
+                );
+            }
+        }
+    }
+    Ok((window.into_events(), ids))
 }
