@@ -23,7 +23,7 @@ struct PaymentRef<'a> {
 }
 
 /// Reads a record's payment: whether it is keyed and its amount, or a sentence saying
-/// why it is none (the rules of [`super::trust::payment`], without copying the payer).
+/// why it is none. The payer is checked to be a string, and not copied.
 pub fn payment_of(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
