@@ -551,3 +551,30 @@ fn a_closed_standard_output_still_ends_quietly() {
     let out = finish(child);
     assert_eq!((out.status.code(), stderr(&out)), (Some(0), String::new()));
 }
+
+/// `--port sim`: the board's own feed code in this process. A reset after offset 42
+/// resumes at 40, the last position its flash committed: the naive store applies 40..42
+/// twice, the offset store skips them.
+#[test]
+fn a_simulated_board_resumes_from_its_own_flash() {
+    for (store, total, verdict) in [("naive", 103, "over"), ("offset", 100, "exact")] {
+        let out = idem()
+            .args(["device", "feed", "ddia", "--store", store, "--port", "sim"])
+            .args(["--crash-after", "42", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{store}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(
+            (
+                v["final_total"].as_i64(),
+                v["true_total"].as_i64(),
+                v["verdict"].as_str(),
+                v["boots"].as_u64(),
+            ),
+            (Some(total), Some(100), Some(verdict), Some(2)),
+            "{store}: {v}"
+        );
+        assert_eq!(v["resumes"], serde_json::json!([0, 40]), "{store}: {v}");
+    }
+}

@@ -26,6 +26,9 @@ impl<T: Read + Write + Send> Link for T {}
 pub(super) const POLL: Duration = Duration::from_millis(20);
 
 pub(super) fn connect(port: &str, baud: u32) -> anyhow::Result<Box<dyn Link>> {
+    if port == "sim" {
+        return Ok(Box::new(super::sim::SimBoard::boot()?));
+    }
     if let Some(path) = port.strip_prefix("unix:") {
         let s = UnixStream::connect(path)
             .map_err(|e| usage(format!("cannot connect to {path} ({e})")))?;
@@ -41,7 +44,7 @@ pub(super) fn connect(port: &str, baud: u32) -> anyhow::Result<Box<dyn Link>> {
     }
     if !Path::new(port).exists() {
         return Err(usage(format!(
-            "{port} does not exist: give the board's serial port (such as /dev/ttyACM0), a pty, unix:PATH or tcp:HOST:PORT"
+            "{port} does not exist: give the board's serial port (such as /dev/ttyACM0), a pty, unix:PATH, tcp:HOST:PORT or sim"
         )));
     }
     let p = serialport::new(port, baud)

@@ -15,6 +15,7 @@
 mod feed;
 mod qemu;
 mod report;
+mod sim;
 mod stream;
 
 #[cfg(feature = "kafka")]
@@ -130,7 +131,8 @@ struct Feed {
     #[command(flatten)]
     stream: StreamArgs,
     /// The board: a serial port or pty path, `unix:PATH` or `tcp:HOST:PORT` (QEMU's
-    /// socket).
+    /// socket), or `sim`: the board's own feed code in this process, on a flash in
+    /// memory.
     #[arg(long)]
     port: String,
     /// The serial port's speed.
