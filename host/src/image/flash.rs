@@ -5,6 +5,8 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
@@ -143,7 +145,9 @@ impl FileFlash {
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
         self.write_through()?;
         if self.sync.pending() {
+            let started = Instant::now();
             self.file.sync_data()?;
+            SYNC_TIMES.record(started.elapsed());
             self.sync.synced();
             self.syncs += 1;
         }
@@ -173,6 +177,13 @@ impl FileFlash {
     /// `sync_data` calls made so far.
     pub fn syncs(&self) -> u64 {
         self.syncs
+    }
+
+    /// The `sync_data` calls of every image this process opened, and how long they took
+    /// (`kafka consume` opens one image).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub fn process_syncs() -> SyncSummary {
+        SYNC_TIMES.summary()
     }
 
     /// Pages in the flash.
@@ -251,5 +262,107 @@ impl NorFlash for FileFlash {
             self.sync()?;
         }
         Ok(())
+    }
+}
+
+/// How many `sync_data` calls and their median latency ([`FileFlash::process_syncs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+pub struct SyncSummary {
+    /// `sync_data` calls.
+    pub count: u64,
+    /// Their median latency in microseconds, to within 1/32 (`None` without a call).
+    pub median_us: Option<u64>,
+}
+
+/// Sub-buckets per power of two of [`SyncTimes`]: a bucket is at most 1/16 of its lower
+/// bound wide.
+const SUB_BUCKETS: u64 = 16;
+
+/// Latencies in microseconds, kept in fixed memory: below 16 µs one bucket per
+/// microsecond, above it 16 buckets per power of two.
+#[derive(Debug)]
+struct SyncTimes([AtomicU64; 976]);
+
+/// Every image's syncs in this process.
+static SYNC_TIMES: SyncTimes = SyncTimes::new();
+
+impl SyncTimes {
+    const fn new() -> Self {
+        Self([const { AtomicU64::new(0) }; 976])
+    }
+
+    /// The bucket of `us` microseconds.
+    fn bucket(us: u64) -> usize {
+        if us < SUB_BUCKETS {
+            return us as usize;
+        }
+        let octave = u64::from(63 - us.leading_zeros()) - 4;
+        (SUB_BUCKETS + octave * SUB_BUCKETS + ((us >> octave) & (SUB_BUCKETS - 1))) as usize
+    }
+
+    /// The middle of bucket `b`, in microseconds.
+    fn middle(b: usize) -> u64 {
+        let b = b as u64;
+        if b < SUB_BUCKETS {
+            return b;
+        }
+        let (octave, sub) = (
+            (b - SUB_BUCKETS) / SUB_BUCKETS,
+            (b - SUB_BUCKETS) % SUB_BUCKETS,
+        );
+        ((SUB_BUCKETS + sub) << octave) + (1 << octave) / 2
+    }
+
+    fn record(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.0[Self::bucket(us)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn summary(&self) -> SyncSummary {
+        let counts: Vec<u64> = self.0.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let count: u64 = counts.iter().sum();
+        let mut seen = 0;
+        let median_us = counts.iter().position(|&c| {
+            seen += c;
+            count > 0 && seen >= count.div_ceil(2)
+        });
+        SyncSummary {
+            count,
+            median_us: median_us.map(Self::middle),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latency_lands_in_a_bucket_whose_middle_is_within_1_32_of_it() {
+        for us in (0..5000).chain([1 << 20, 123_456_789, u64::MAX / 3, u64::MAX]) {
+            let b = SyncTimes::bucket(us);
+            assert!(b < 976, "{us}");
+            let m = SyncTimes::middle(b);
+            assert!(us.abs_diff(m) <= us / 32, "{us} µs: bucket {b}, middle {m}");
+        }
+    }
+
+    #[test]
+    fn the_median_is_the_middle_latency() {
+        let t = SyncTimes::new();
+        assert_eq!(
+            t.summary(),
+            SyncSummary {
+                count: 0,
+                median_us: None
+            }
+        );
+        for us in [100, 3000, 5, 101, 102] {
+            t.record(Duration::from_micros(us));
+        }
+        let s = t.summary();
+        assert_eq!(s.count, 5);
+        assert_eq!(s.median_us, Some(102), "100, 101 and 102 share a bucket");
     }
 }

@@ -9,6 +9,7 @@
 //! offset; the atomic store keeps the position in its flash record and seeks to it
 //! (what Kafka's consumer documentation calls storing offsets outside Kafka).
 
+mod bench;
 mod bridge;
 mod client;
 mod consume;
@@ -88,6 +89,8 @@ enum Action {
     /// reads with isolation.level=read_committed, librdkafka's default (the Java client
     /// and kafka-python default to read_uncommitted).
     Consume(ConsumeArgs),
+    #[command(flatten)]
+    Bench(bench::Action),
     /// For tests: an in-process mock broker (librdkafka's) on 127.0.0.1; prints its
     /// address, runs until standard input closes (ten minutes at most).
     #[command(hide = true)]
@@ -259,6 +262,7 @@ impl Cmd {
                 writeln!(out, "produced {landed} records to {topic}")?;
             }
             Action::MockBroker => mock_broker(&mut out)?,
+            Action::Bench(b) => return b.run(&mut out),
             Action::Consume(args) => return args.run(&mut out),
         }
         Ok(ExitCode::SUCCESS)

@@ -36,6 +36,7 @@ pub(super) fn report(
     let verdict = verdict(results.iter().map(|r| r.read.short_read()), total, truth);
     let skipped: Vec<&Skipped> = results.iter().flat_map(|r| &r.read.skipped).collect();
     if json_out {
+        let syncs = crate::image::FileFlash::process_syncs();
         let v = json!({
             "topic": topic,
             "store": store.name(),
@@ -57,6 +58,8 @@ pub(super) fn report(
             "skipped_records": skipped,
             "taken": consumed.taken,
             "released": consumed.released,
+            "syncs": syncs.count,
+            "sync_median_us": syncs.median_us,
         });
         writeln!(out, "{v}")?;
     } else {
