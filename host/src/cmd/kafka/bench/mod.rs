@@ -1,7 +1,8 @@
 //! `idem kafka bench`: idem's consume against two plain loops that only sum (librdkafka's
 //! and kafka-python's), on a tansu broker the bench starts and stops. Each reader runs
-//! alone as a child process, one warm-up run and then `--runs` measured runs, and every
-//! run's figures are checked against what was produced. It needs a broker and
+//! alone as a child process, one warm-up run and then `--runs` measured runs (in rounds
+//! of every reader once, so that a slow spell of the machine falls on all of them), and
+//! every run's figures are checked against what was produced. It needs a broker and
 //! kafka-python, which `cargo bench` cannot assume.
 
 mod broker;
@@ -171,10 +172,8 @@ impl Bench {
             sum,
             limit,
         };
-        let rows = readers
-            .into_iter()
-            .map(|r| setup.reader(r, self.runs))
-            .collect::<anyhow::Result<Vec<Row>>>()
+        let rows = setup
+            .rounds(&readers, self.runs)
             .map_err(|e| broker.explain(e))?;
         Ok(Report {
             records: self.records,
@@ -309,16 +308,20 @@ fn file_system(dir: &Path) -> String {
 }
 
 impl Setup {
-    /// One warm-up run of `reader`, then `runs` measured ones, each checked.
-    fn reader(&self, reader: Reader, runs: u32) -> anyhow::Result<Row> {
-        let mut row = Row::new(reader);
+    /// Round 0 runs each reader once to warm up, then rounds 1 to `runs` each once more,
+    /// measured: a slow spell of the machine or its disk falls on every reader, not on
+    /// one reader's runs. Each reader's measured runs, in the order of `readers`.
+    fn rounds(&self, readers: &[Reader], runs: u32) -> anyhow::Result<Vec<Row>> {
+        let mut rows: Vec<Row> = readers.iter().map(|&r| Row::new(r)).collect();
         for run in 0..=runs {
-            let (measured, checked) = self.run_once(reader, run)?;
-            if run > 0 {
-                row.add(&measured, checked);
+            for row in &mut rows {
+                let (measured, checked) = self.run_once(row.reader, run)?;
+                if run > 0 {
+                    row.add(&measured, checked);
+                }
             }
         }
-        Ok(row)
+        Ok(rows)
     }
 
     /// Run number `run` of `reader` (0 is the warm-up): what it measured and its checked

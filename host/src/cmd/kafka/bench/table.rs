@@ -71,7 +71,7 @@ pub(super) fn check(
 
 /// A reader's measured runs.
 pub(super) struct Row {
-    reader: Reader,
+    pub(super) reader: Reader,
     walls: Vec<Duration>,
     cpu: Vec<Duration>,
     rss_kib: Vec<u64>,
@@ -231,7 +231,7 @@ impl Report {
     pub(super) fn text(&self, out: &mut impl Write) -> anyhow::Result<()> {
         writeln!(
             out,
-            "{} payments (sum {}) on {} partitions ({}) of {} with libSQL on 127.0.0.1; each reader alone, 1 warm-up and {} measured runs",
+            "{} payments (sum {}) on {} partitions ({}) of {} with libSQL on 127.0.0.1; each reader alone, 1 warm-up and {} measured runs in rounds of every reader once",
             self.records,
             self.sum,
             self.partitions,
