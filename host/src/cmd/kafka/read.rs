@@ -184,6 +184,7 @@ pub(super) fn truth_read(
             return Err(crate::cleanup::Interrupted.into());
         }
         match c.poll(Duration::from_millis(100)) {
+            Some(Err(e)) if passing(&e) => {}
             Some(m) => {
                 let m = m.with_context(|| format!("reading {topic}"))?;
                 let fold = folds
@@ -224,3 +225,15 @@ pub(super) fn truth_read(
 
 /// The longest the read of the true total takes what was fetched past its ends.
 const DRAIN: Duration = Duration::from_millis(200);
+
+/// Whether `e`, from a poll, is a lost connection that librdkafka reestablishes by
+/// itself: the read goes on polling (the stall timeout bounds the wait).
+pub(super) fn passing(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+    matches!(
+        e,
+        KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure
+        )
+    )
+}

@@ -18,7 +18,9 @@ use rdkafka::consumer::{BaseConsumer, CommitMode};
 use rdkafka::message::Message as _;
 
 use super::consume::{ConsumeOptions, PartitionResult, layout};
-use super::read::{assign_from_zero, commit_positions, end_offsets, positions, truth_read};
+use super::read::{
+    assign_from_zero, commit_positions, end_offsets, passing, positions, truth_read,
+};
 use super::shared::SharedOut;
 use crate::device;
 use crate::drive::Drive;
@@ -169,6 +171,7 @@ fn consume_all<K: SumSinks>(
         }
         let waiting = parts.iter().any(|x| x.window.len() > 0);
         let idle = match kafka.poll(if waiting { Duration::ZERO } else { POLL }) {
+            Some(Err(e)) if passing(&e) => false,
             Some(m) => {
                 let m = m.with_context(|| format!("reading {topic}"))?;
                 let part = parts
