@@ -229,6 +229,27 @@ impl Window {
         self.next = offset + 1;
     }
 
+    /// Judges the record at `offset` (as the broker numbers it) by `judge` and holds it
+    /// ([`Window::push`]): its offset and what it was judged, unless `judge` has judged
+    /// it already (or the offset is negative, which no record has).
+    pub fn take<'a>(
+        &mut self,
+        judge: &mut Judge,
+        topic: &str,
+        offset: i64,
+        key: Option<&'a [u8]>,
+        value: Option<&[u8]>,
+    ) -> anyhow::Result<Option<(Offset, Judged<'a>)>> {
+        let Ok(offset) = Offset::try_from(offset) else {
+            return Ok(None);
+        };
+        let judged = judge.judge(topic, offset, key, value, &mut |_| {})?;
+        if let Some(j) = judged {
+            self.push(offset, j);
+        }
+        Ok(judged.map(|j| (offset, j)))
+    }
+
     /// Placeholders up to `position` (not past the end): the fetch position moved past
     /// offsets with no record to deliver.
     pub fn pass_to(&mut self, position: Offset) {

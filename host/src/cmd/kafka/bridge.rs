@@ -64,19 +64,13 @@ impl BoardSource {
             by_id,
             ..ReadRules::LAB
         };
-        let mut ends = end_offsets(&reader, brokers, topic, n)?;
-        for (p, end) in ends.iter_mut().enumerate() {
-            if p as i32 != partition {
-                *end = 0;
-            }
-        }
-        let end = ends[partition as usize];
+        let end = end_offsets(&reader, brokers, topic, n)?[partition as usize];
         let (events, id_bytes) = read_events(&reader, topic, partition, end, rules)?;
-        let truth = truth_read(brokers, topic, &rules, &ends, STALL)?;
+        let truth = truth_read(brokers, topic, &rules, &[(partition, end)], STALL)?;
         let after = end_offsets(&reader, brokers, topic, n)?[partition as usize];
         let truth = truth
             .into_iter()
-            .nth(partition as usize)
+            .next()
             .context("the read of the true total")?;
         let true_total = truth.total;
         let facts = truth.facts(after as i64);
@@ -142,16 +136,13 @@ fn read_events(
         match reader.poll(Duration::from_millis(100)) {
             Some(m) => {
                 let m = m.with_context(|| format!("reading {topic} partition {p}"))?;
-                let offset = u64::try_from(m.offset()).unwrap_or(0);
-                if let Some(j) = judge.judge(topic, offset, m.key(), m.payload(), &mut |_| {})?
-                    && offset < end
-                {
+                let taken = window.take(&mut judge, topic, m.offset(), m.key(), m.payload())?;
+                if let Some((offset, j)) = taken.filter(|&(o, _)| o < end) {
                     places(&mut ids, offset);
                     match j {
                         Judged::Payment(Some(k), _) => ids.push(k),
                         _ => places(&mut ids, offset + 1),
                     }
-                    window.push(offset, j);
                 }
                 last_record = Instant::now();
             }

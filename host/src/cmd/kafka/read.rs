@@ -117,10 +117,14 @@ pub(super) fn end_offsets(
         .collect()
 }
 
-/// Assigns `c` the `n` partitions of `topic`, each from offset 0.
-pub(super) fn assign_from_zero(c: &BaseConsumer, topic: &str, n: i32) -> anyhow::Result<()> {
+/// Assigns `c` the `partitions` of `topic`, each from offset 0.
+pub(super) fn assign_from_zero(
+    c: &BaseConsumer,
+    topic: &str,
+    partitions: impl IntoIterator<Item = i32>,
+) -> anyhow::Result<()> {
     let mut tpl = TopicPartitionList::new();
-    for p in 0..n {
+    for p in partitions {
         tpl.add_partition_offset(topic, p, KOffset::Offset(0))
             .context("assigning a partition")?;
     }
@@ -160,26 +164,34 @@ pub(super) fn commit_positions(
         .map_err(|e| unreachable(brokers, e))
 }
 
-/// The true total of each partition of `topic` up to `ends`, from a read of its own:
-/// a consumer in no group, from offset 0, each record judged by `rules` as the consuming
-/// read judges it ([`TruthFold`]). What the last fetches brought past the ends is read
-/// too (so a broker whose end offset is short shows), not folded.
+/// The true total of each `(partition, end offset)` of `topic` in `parts`, in that order,
+/// from a read of its own: a consumer in no group, from offset 0, each record judged by
+/// `rules` as the consuming read judges it ([`TruthFold`]). What the last fetches
+/// brought past the ends is read too (so a broker whose end offset is short shows), not
+/// folded.
 pub(super) fn truth_read(
     brokers: &str,
     topic: &str,
     rules: &ReadRules,
-    ends: &[Offset],
+    parts: &[(i32, Offset)],
     stall: Duration,
 ) -> anyhow::Result<Vec<TruthFold>> {
-    let n = ends.len() as i32;
     let c = reader(brokers)?;
-    assign_from_zero(&c, topic, n)?;
-    let mut folds: Vec<TruthFold> = (0..n)
-        .zip(ends)
-        .map(|(p, &end)| TruthFold::new(p, *rules, end))
+    assign_from_zero(&c, topic, parts.iter().map(|&(p, _)| p))?;
+    let mut folds: Vec<TruthFold> = parts
+        .iter()
+        .map(|&(p, end)| TruthFold::new(p, *rules, end))
         .collect();
+    let index = |p: i32| parts.iter().position(|&(q, _)| q == p);
+    let n = parts.iter().map(|&(p, _)| p + 1).max().unwrap_or(0);
     let mut last_record = Instant::now();
-    while let Some(p) = (0..n).find(|&p| !folds[p as usize].reached(None)) {
+    let fold_record = |folds: &mut Vec<TruthFold>, m: &rdkafka::message::BorrowedMessage<'_>| {
+        let (Some(i), Ok(offset)) = (index(m.partition()), u64::try_from(m.offset())) else {
+            return Ok(());
+        };
+        folds[i].ingest(topic, offset, m.key(), m.payload())
+    };
+    while let Some(i) = folds.iter().position(|f| !f.reached(None)) {
         if crate::cleanup::stop_requested() {
             return Err(crate::cleanup::Interrupted.into());
         }
@@ -187,23 +199,24 @@ pub(super) fn truth_read(
             Some(Err(e)) if passing(&e) => {}
             Some(m) => {
                 let m = m.with_context(|| format!("reading {topic}"))?;
-                let fold = folds
-                    .get_mut(m.partition() as usize)
-                    .context("a record of a partition the reader was not assigned")?;
-                let offset = u64::try_from(m.offset()).unwrap_or(0);
-                fold.ingest(topic, offset, m.key(), m.payload())?;
+                fold_record(&mut folds, &m)?;
                 last_record = Instant::now();
             }
             None => {
-                let positions = positions(&c, topic, n);
-                if folds.iter().zip(&positions).all(|(f, &pos)| f.reached(pos)) {
+                let at = positions(&c, topic, n);
+                if parts
+                    .iter()
+                    .zip(&folds)
+                    .all(|(&(p, _), f)| f.reached(at.get(p as usize).copied().flatten()))
+                {
                     break;
                 }
                 anyhow::ensure!(
                     last_record.elapsed() < stall,
-                    "reading {topic} partition {p}: the broker's end offset is {}, but no record came after offset {} for {} s",
-                    ends[p as usize],
-                    folds[p as usize].highest.map_or(0, |h| h + 1),
+                    "reading {topic} partition {}: the broker's end offset is {}, but no record came after offset {} for {} s",
+                    parts[i].0,
+                    parts[i].1,
+                    folds[i].highest.map_or(0, |h| h + 1),
                     stall.as_secs()
                 );
             }
@@ -215,10 +228,7 @@ pub(super) fn truth_read(
         && let Some(m) = c.poll(Duration::ZERO)
     {
         let m = m.with_context(|| format!("reading {topic}"))?;
-        if let Some(fold) = folds.get_mut(m.partition() as usize) {
-            let offset = u64::try_from(m.offset()).unwrap_or(0);
-            fold.ingest(topic, offset, m.key(), m.payload())?;
-        }
+        fold_record(&mut folds, &m)?;
     }
     Ok(folds)
 }

@@ -22,7 +22,7 @@ use crate::image::{Image, PAGE};
 use crate::kafka::group::{
     SESSION_TIMEOUT, Take, TakeAction, group_copy, group_offset, member_may_stop, rebalance,
 };
-use crate::kafka::stream::{Judge, TruthFold, Window};
+use crate::kafka::stream::{Judge, Window};
 use crate::kafka::trust::ReadRules;
 use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
@@ -256,17 +256,9 @@ impl SinksJob for SharedConsume<'_> {
                 Some(m) => {
                     let m = m.with_context(|| format!("reading {}", member.topic))?;
                     if let Some(o) = owned.get_mut(&m.partition()) {
-                        let offset = u64::try_from(m.offset()).unwrap_or(0);
-                        let judged = o.judge.judge(
-                            member.topic,
-                            offset,
-                            m.key(),
-                            m.payload(),
-                            &mut |_| {},
-                        )?;
-                        if let Some(j) = judged {
-                            o.window.push(offset, j);
-                        }
+                        let topic = member.topic;
+                        o.window
+                            .take(&mut o.judge, topic, m.offset(), m.key(), m.payload())?;
                         last_change = Instant::now();
                     }
                     false
@@ -332,16 +324,15 @@ impl SinksJob for SharedConsume<'_> {
         }
         // The true total of each partition held, up to where its consumer stopped, from
         // a read of its own.
-        let mut ends = vec![0; partitions as usize];
-        for (&p, o) in &owned {
-            ends[p as usize] = o.consumer.next_offset();
-        }
+        let parts: Vec<(i32, Offset)> = owned
+            .iter()
+            .map(|(&p, o)| (p, o.consumer.next_offset()))
+            .collect();
         let rules = member.rules;
-        let mut truth = truth_read(member.brokers, member.topic, &rules, &ends, member.stall)?;
+        let truth = truth_read(member.brokers, member.topic, &rules, &parts, member.stall)?;
         let after = end_offsets(&member.reader, member.brokers, member.topic, partitions)?;
         let mut results = Vec::new();
-        for (p, o) in owned {
-            let fold = std::mem::replace(&mut truth[p as usize], TruthFold::new(p, rules, 0));
+        for ((p, o), fold) in owned.into_iter().zip(truth) {
             results.push(PartitionResult {
                 partition: p,
                 total: o.consumer.total(),

@@ -100,10 +100,11 @@ impl SinksJob for Streamed<'_> {
         }
         // From offset 0: the rules over a partition's records (the sum of |amounts|) see
         // every record before the position too.
-        assign_from_zero(&kafka, o.topic, n)?;
+        assign_from_zero(&kafka, o.topic, 0..n)?;
         let (consumed, truth) = std::thread::scope(|s| {
-            let truth = (!o.follow)
-                .then(|| s.spawn(|| truth_read(o.brokers, o.topic, &rules, &ends, o.stall)));
+            let truth = (!o.follow).then(|| {
+                s.spawn(|| truth_read(o.brokers, o.topic, &rules, &numbered(&ends), o.stall))
+            });
             let consumed = consume_all(o, image, &kafka, &mut parts);
             let truth = truth.map(|t| {
                 t.join()
@@ -117,7 +118,7 @@ impl SinksJob for Streamed<'_> {
             // `--follow`: the truth up to where each partition's consumer stopped.
             None => {
                 let ends: Vec<Offset> = parts.iter().map(|x| x.consumer.next_offset()).collect();
-                truth_read(o.brokers, o.topic, &rules, &ends, o.stall)?
+                truth_read(o.brokers, o.topic, &rules, &numbered(&ends), o.stall)?
             }
         };
         let after = end_offsets(&kafka, o.brokers, o.topic, n)?;
@@ -177,13 +178,8 @@ fn consume_all<K: SumSinks>(
                 let part = parts
                     .get_mut(m.partition() as usize)
                     .context("a record of a partition this consumer was not assigned")?;
-                let offset = u64::try_from(m.offset()).unwrap_or(0);
-                if let Some(j) =
-                    part.judge
-                        .judge(topic, offset, m.key(), m.payload(), &mut |_| {})?
-                {
-                    part.window.push(offset, j);
-                }
+                let Part { judge, window, .. } = part;
+                window.take(judge, topic, m.offset(), m.key(), m.payload())?;
                 last_record = Instant::now();
                 false
             }
@@ -261,6 +257,11 @@ fn consume_all<K: SumSinks>(
     }
     // The end: the group gets every durable position still pending.
     commit_positions(kafka, brokers, topic, &pacer.take(), CommitMode::Sync)
+}
+
+/// Each partition's end offset, numbered from partition 0.
+fn numbered(ends: &[Offset]) -> Vec<(i32, Offset)> {
+    (0..).zip(ends.iter().copied()).collect()
 }
 
 fn parts_len<K: SumSinks>(parts: &[Part<K>]) -> i32 {
