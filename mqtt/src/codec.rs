@@ -1,0 +1,447 @@
+//! MQTT 3.1.1 packets in and out of a byte buffer, through mqttrs's `decode_slice` and
+//! `encode_slice`.
+//!
+//! mqttrs indexes its input without bounds checks in places (a packet identifier after
+//! a topic that used up the packet, a CONNACK shorter than two bytes) and reads a packet
+//! from a buffer that holds more than one. So [`next`] frames each packet first: it reads
+//! the fixed header and the remaining length itself, checks each fixed length and each
+//! PUBLISH's topic length against the packet's own bytes, and only then hands mqttrs a
+//! slice that ends where the packet ends. A client receives only some packet types; any
+//! other is [`DecodeError::Unexpected`]. The packet types here are idem's own, so that
+//! mqttrs stays a detail of this module.
+
+use mqttrs::{Packet, Pid, QosPid};
+
+/// A PUBLISH's quality of service (MQTT 3.1.1 §4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QoS {
+    /// At most once: no acknowledgement.
+    AtMostOnce,
+    /// At least once: PUBACK.
+    AtLeastOnce,
+    /// Exactly once: PUBREC, PUBREL, PUBCOMP.
+    ExactlyOnce,
+}
+
+impl QoS {
+    /// The level as the protocol numbers it, 0 to 2.
+    pub const fn level(self) -> u8 {
+        match self {
+            Self::AtMostOnce => 0,
+            Self::AtLeastOnce => 1,
+            Self::ExactlyOnce => 2,
+        }
+    }
+
+    /// The level numbered `n`, if it is one.
+    pub const fn from_level(n: u8) -> Option<Self> {
+        match n {
+            0 => Some(Self::AtMostOnce),
+            1 => Some(Self::AtLeastOnce),
+            2 => Some(Self::ExactlyOnce),
+            _ => None,
+        }
+    }
+
+    fn mqttrs(self) -> mqttrs::QoS {
+        match self {
+            Self::AtMostOnce => mqttrs::QoS::AtMostOnce,
+            Self::AtLeastOnce => mqttrs::QoS::AtLeastOnce,
+            Self::ExactlyOnce => mqttrs::QoS::ExactlyOnce,
+        }
+    }
+}
+
+/// A PUBLISH as received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publish<'a> {
+    /// The DUP flag: the sender may have sent it before. Never a dedup key: a receiver
+    /// must not rely on it (MQTT 3.1.1 §3.3.1.1).
+    pub dup: bool,
+    /// Its quality of service.
+    pub qos: QoS,
+    /// Its packet identifier (1 to 65,535), for QoS 1 and 2.
+    pub pid: Option<u16>,
+    /// The RETAIN flag: to a subscriber, a retained message sent because it subscribed,
+    /// not a new one (§3.3.1.3).
+    pub retain: bool,
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its application message.
+    pub payload: &'a [u8],
+}
+
+/// A packet a client receives from its broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// CONNACK: whether the broker holds a session for the client id, and its return
+    /// code (0 accepted, 1 to 5 refused, §3.2.2.3).
+    Connack {
+        /// Session present (§3.2.2.2).
+        session_present: bool,
+        /// The return code.
+        code: u8,
+    },
+    /// PUBLISH.
+    Publish(Publish<'a>),
+    /// PUBACK, for a QoS 1 PUBLISH the client sent.
+    Puback(u16),
+    /// PUBREC, for a QoS 2 PUBLISH the client sent.
+    Pubrec(u16),
+    /// PUBREL: the broker releases a QoS 2 identifier the client received.
+    Pubrel(u16),
+    /// PUBCOMP, the end of a QoS 2 PUBLISH the client sent.
+    Pubcomp(u16),
+    /// SUBACK: the identifier of the SUBSCRIBE and the QoS granted to its first topic
+    /// (`None`: refused).
+    Suback {
+        /// The SUBSCRIBE's packet identifier.
+        pid: u16,
+        /// The QoS granted, or `None` for a failure (0x80).
+        granted: Option<QoS>,
+    },
+    /// UNSUBACK.
+    Unsuback(u16),
+    /// PINGRESP.
+    Pingresp,
+}
+
+/// What [`next`] found at the start of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A whole packet, `len` bytes long.
+    Packet {
+        /// The packet.
+        packet: Incoming<'a>,
+        /// Its length in bytes, header included.
+        len: usize,
+    },
+    /// A PUBLISH longer than the caller's maximum packet size: its QoS and identifier,
+    /// read from its first bytes, so that it can be acknowledged and rejected; the
+    /// caller discards `len` bytes, more than its buffer holds.
+    Oversized {
+        /// Its QoS.
+        qos: QoS,
+        /// Its packet identifier, for QoS 1 and 2.
+        pid: Option<u16>,
+        /// Its length in bytes, header included.
+        len: usize,
+    },
+}
+
+/// Why bytes from the broker are not a packet a client can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DecodeError {
+    /// The remaining length runs over four bytes (§2.2.3).
+    Length,
+    /// A packet type a server never sends to a client (CONNECT, SUBSCRIBE, UNSUBSCRIBE,
+    /// PINGREQ, DISCONNECT) or the reserved types 0 and 15.
+    Unexpected(u8),
+    /// The fixed header's flags or the packet's body are malformed for its type.
+    Malformed(u8),
+    /// A packet other than a PUBLISH longer than the maximum packet size.
+    Oversized(usize),
+}
+
+impl core::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::Length => write!(f, "a remaining length longer than four bytes"),
+            Self::Unexpected(t) => {
+                write!(f, "a packet of type {t}, which no broker sends a client")
+            }
+            Self::Malformed(t) => write!(f, "a malformed packet of type {t}"),
+            Self::Oversized(n) => write!(f, "a {n}-byte packet over the maximum size"),
+        }
+    }
+}
+
+/// The remaining length at `buf[1..]`: `(value, bytes it took)`, or `None` if `buf` ends
+/// inside it.
+fn remaining_length(buf: &[u8]) -> Result<Option<(usize, usize)>, DecodeError> {
+    let mut value = 0usize;
+    for i in 0..4 {
+        let Some(&byte) = buf.get(1 + i) else {
+            return Ok(None);
+        };
+        value |= usize::from(byte & 0x7F) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(Some((value, i + 1)));
+        }
+    }
+    Err(DecodeError::Length)
+}
+
+/// The PUBLISH's QoS and identifier from its first bytes (`body` starts after the fixed
+/// header), `Ok(None)` while they have not all arrived.
+fn publish_head(
+    flags: u8,
+    body: &[u8],
+    len: usize,
+) -> Result<Option<(QoS, Option<u16>)>, DecodeError> {
+    let malformed = DecodeError::Malformed(3);
+    let qos = QoS::from_level((flags >> 1) & 3).ok_or(malformed)?;
+    let Some(topic) = body.get(..2) else {
+        return Ok(None);
+    };
+    let topic = usize::from(u16::from_be_bytes([topic[0], topic[1]]));
+    let head = 2 + topic + if qos == QoS::AtMostOnce { 0 } else { 2 };
+    if head > len {
+        return Err(malformed);
+    }
+    if qos == QoS::AtMostOnce {
+        return Ok(Some((qos, None)));
+    }
+    let Some(pid) = body.get(2 + topic..head) else {
+        return Ok(None);
+    };
+    match u16::from_be_bytes([pid[0], pid[1]]) {
+        0 => Err(malformed),
+        pid => Ok(Some((qos, Some(pid)))),
+    }
+}
+
+/// The first packet in `buf`, or `Ok(None)` until it has all arrived. `max` is the
+/// largest packet the caller takes, header included; a PUBLISH over it is
+/// [`Frame::Oversized`] as soon as its identifier has arrived.
+pub fn next(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, DecodeError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    let (kind, flags) = (first >> 4, first & 0x0F);
+    // The body lengths a client's packets must have, and the flags each must carry
+    // (§2.2.2): PUBREL's are 0b0010, PUBLISH's are its own, the rest 0.
+    let (fixed, want_flags): (Option<usize>, Option<u8>) = match kind {
+        2 | 4 | 5 | 7 | 11 => (Some(2), Some(0)),
+        6 => (Some(2), Some(0b0010)),
+        13 => (Some(0), Some(0)),
+        9 => (None, Some(0)),
+        3 => (None, None),
+        other => return Err(DecodeError::Unexpected(other)),
+    };
+    if want_flags.is_some_and(|f| f != flags) {
+        return Err(DecodeError::Malformed(kind));
+    }
+    let Some((body_len, len_bytes)) = remaining_length(buf)? else {
+        return Ok(None);
+    };
+    let header = 1 + len_bytes;
+    let len = header + body_len;
+    if fixed.is_some_and(|n| n != body_len) || (kind == 9 && body_len < 3) {
+        return Err(DecodeError::Malformed(kind));
+    }
+    let body = &buf[header..];
+    if kind == 3 {
+        let Some((qos, pid)) = publish_head(flags, body, body_len)? else {
+            return Ok(None);
+        };
+        if len > max {
+            return Ok(Some(Frame::Oversized { qos, pid, len }));
+        }
+    } else if len > max {
+        return Err(DecodeError::Oversized(len));
+    }
+    let Some(packet) = buf.get(..len) else {
+        return Ok(None);
+    };
+    let malformed = DecodeError::Malformed(kind);
+    let packet = match mqttrs::decode_slice(packet) {
+        Ok(Some(p)) => convert(p).ok_or(malformed)?,
+        _ => return Err(malformed),
+    };
+    Ok(Some(Frame::Packet { packet, len }))
+}
+
+fn convert(p: Packet<'_>) -> Option<Incoming<'_>> {
+    Some(match p {
+        Packet::Connack(c) => Incoming::Connack {
+            session_present: c.session_present,
+            code: match c.code {
+                mqttrs::ConnectReturnCode::Accepted => 0,
+                mqttrs::ConnectReturnCode::RefusedProtocolVersion => 1,
+                mqttrs::ConnectReturnCode::RefusedIdentifierRejected => 2,
+                mqttrs::ConnectReturnCode::ServerUnavailable => 3,
+                mqttrs::ConnectReturnCode::BadUsernamePassword => 4,
+                mqttrs::ConnectReturnCode::NotAuthorized => 5,
+            },
+        },
+        Packet::Publish(p) => {
+            let (qos, pid) = match p.qospid {
+                QosPid::AtMostOnce => (QoS::AtMostOnce, None),
+                QosPid::AtLeastOnce(pid) => (QoS::AtLeastOnce, Some(pid.get())),
+                QosPid::ExactlyOnce(pid) => (QoS::ExactlyOnce, Some(pid.get())),
+            };
+            Incoming::Publish(Publish {
+                dup: p.dup,
+                qos,
+                pid,
+                retain: p.retain,
+                topic: p.topic_name,
+                payload: p.payload,
+            })
+        }
+        Packet::Puback(pid) => Incoming::Puback(pid.get()),
+        Packet::Pubrec(pid) => Incoming::Pubrec(pid.get()),
+        Packet::Pubrel(pid) => Incoming::Pubrel(pid.get()),
+        Packet::Pubcomp(pid) => Incoming::Pubcomp(pid.get()),
+        Packet::Suback(s) => Incoming::Suback {
+            pid: s.pid.get(),
+            granted: match s.return_codes.first()? {
+                mqttrs::SubscribeReturnCodes::Success(q) => Some(match q {
+                    mqttrs::QoS::AtMostOnce => QoS::AtMostOnce,
+                    mqttrs::QoS::AtLeastOnce => QoS::AtLeastOnce,
+                    mqttrs::QoS::ExactlyOnce => QoS::ExactlyOnce,
+                }),
+                mqttrs::SubscribeReturnCodes::Failure => None,
+            },
+        },
+        Packet::Unsuback(pid) => Incoming::Unsuback(pid.get()),
+        Packet::Pingresp => Incoming::Pingresp,
+        _ => return None,
+    })
+}
+
+/// A packet a client sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outgoing<'a> {
+    /// CONNECT with MQTT 3.1.1, no will, no user name.
+    Connect {
+        /// The client identifier.
+        client_id: &'a str,
+        /// Seconds (§3.1.2.10).
+        keep_alive: u16,
+        /// Clean session (§3.1.2.4): 0 keeps the session across connections.
+        clean_session: bool,
+    },
+    /// SUBSCRIBE to one topic filter.
+    Subscribe {
+        /// Its packet identifier.
+        pid: u16,
+        /// The topic filter.
+        filter: &'a str,
+        /// The QoS asked for.
+        qos: QoS,
+    },
+    /// PUBLISH, as the host's publisher sends one.
+    Publish(Publish<'a>),
+    /// PUBACK.
+    Puback(u16),
+    /// PUBREC.
+    Pubrec(u16),
+    /// PUBREL.
+    Pubrel(u16),
+    /// PUBCOMP.
+    Pubcomp(u16),
+    /// PINGREQ.
+    Pingreq,
+    /// DISCONNECT.
+    Disconnect,
+}
+
+/// Why a packet could not be encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum EncodeError {
+    /// The buffer is shorter than the packet (`needed` bytes).
+    Buffer {
+        /// The packet's length.
+        needed: usize,
+    },
+    /// A packet identifier of 0, a topic filter over 256 bytes, or a string over 65,535.
+    Invalid,
+}
+
+/// The bytes a remaining length of `n` takes.
+const fn length_bytes(n: usize) -> usize {
+    match n {
+        0..128 => 1,
+        128..16_384 => 2,
+        16_384..2_097_152 => 3,
+        _ => 4,
+    }
+}
+
+/// The encoded length of `p`, header included.
+pub fn encoded_len(p: &Outgoing<'_>) -> usize {
+    let body = match p {
+        Outgoing::Connect { client_id, .. } => 10 + 2 + client_id.len(),
+        Outgoing::Subscribe { filter, .. } => 2 + 2 + filter.len() + 1,
+        Outgoing::Publish(p) => {
+            2 + p.topic.len() + if p.qos == QoS::AtMostOnce { 0 } else { 2 } + p.payload.len()
+        }
+        Outgoing::Puback(_) | Outgoing::Pubrec(_) | Outgoing::Pubrel(_) | Outgoing::Pubcomp(_) => 2,
+        Outgoing::Pingreq | Outgoing::Disconnect => 0,
+    };
+    1 + length_bytes(body) + body
+}
+
+/// Encodes `p` at the start of `buf`; its length.
+pub fn encode(p: &Outgoing<'_>, buf: &mut [u8]) -> Result<usize, EncodeError> {
+    let needed = encoded_len(p);
+    if buf.len() < needed {
+        return Err(EncodeError::Buffer { needed });
+    }
+    let pid = |n: u16| Pid::try_from(n).map_err(|_| EncodeError::Invalid);
+    let packet: Packet<'_> = match *p {
+        Outgoing::Connect {
+            client_id,
+            keep_alive,
+            clean_session,
+        } => Packet::Connect(mqttrs::Connect {
+            protocol: mqttrs::Protocol::MQTT311,
+            keep_alive,
+            client_id,
+            clean_session,
+            last_will: None,
+            username: None,
+            password: None,
+        }),
+        Outgoing::Subscribe {
+            pid: n,
+            filter,
+            qos,
+        } => {
+            // mqttrs keeps a filter in a `heapless::String<256>`, whose `From<&str>`
+            // panics on a longer one.
+            if filter.len() > 256 {
+                return Err(EncodeError::Invalid);
+            }
+            let mut topics = heapless07::Vec::new();
+            let topic_path = heapless07::String::from(filter);
+            topics
+                .push(mqttrs::SubscribeTopic {
+                    topic_path,
+                    qos: qos.mqttrs(),
+                })
+                .map_err(|_| EncodeError::Invalid)?;
+            Packet::Subscribe(mqttrs::Subscribe {
+                pid: pid(n)?,
+                topics,
+            })
+        }
+        Outgoing::Publish(ref p) => Packet::Publish(mqttrs::Publish {
+            dup: p.dup,
+            qospid: match (p.qos, p.pid) {
+                (QoS::AtMostOnce, _) => QosPid::AtMostOnce,
+                (QoS::AtLeastOnce, Some(n)) => QosPid::AtLeastOnce(pid(n)?),
+                (QoS::ExactlyOnce, Some(n)) => QosPid::ExactlyOnce(pid(n)?),
+                (_, None) => return Err(EncodeError::Invalid),
+            },
+            retain: p.retain,
+            topic_name: p.topic,
+            payload: p.payload,
+        }),
+        Outgoing::Puback(n) => Packet::Puback(pid(n)?),
+        Outgoing::Pubrec(n) => Packet::Pubrec(pid(n)?),
+        Outgoing::Pubrel(n) => Packet::Pubrel(pid(n)?),
+        Outgoing::Pubcomp(n) => Packet::Pubcomp(pid(n)?),
+        Outgoing::Pingreq => Packet::Pingreq,
+        Outgoing::Disconnect => Packet::Disconnect,
+    };
+    match mqttrs::encode_slice(&packet, buf) {
+        Ok(n) if n == needed => Ok(n),
+        _ => Err(EncodeError::Invalid),
+    }
+}

@@ -1,0 +1,31 @@
+//! idem-mqtt: an MQTT 3.1.1 subscriber's receive rules that keep QoS 2's promise, and
+//! QoS 1's with a message id, across resets and power loss. `no_std`, no allocation.
+//!
+//! A QoS 2 receiver must not apply a PUBLISH again while the broker has not released its
+//! packet identifier (MQTT 3.1.1 §4.3.3), and a broker that keeps a persistent session
+//! sends every unreleased PUBLISH again after a reconnect (§4.4). A client that keeps
+//! those identifiers in RAM forgets them at a reset and applies the resent message
+//! again. [`receiver::Receiver`] keeps them in the same power-fail-safe flash record as
+//! the effect (an idem-core `Journal`), writes that record before PUBREC, PUBACK or
+//! PUBCOMP is allowed out, and says which of them the caller may send.
+//!
+//! - [`codec`]: packets in and out of byte buffers, through mqttrs, framed and checked
+//!   first so that no input panics it;
+//! - [`receiver`]: the rules, over any idem-core store (the message-id store makes QoS 1
+//!   exact);
+//! - `payments` (feature): idem's payment payloads;
+//! - `sim` (feature): a broker's persistent session, for sweeps at every crash point.
+//!
+//! No MQTT client crate could be used for this: none keeps the receive state durable
+//! with the effect (minimq 0.10 subscribes at QoS 0 only, rust-mqtt 0.3 has QoS 0 and 1
+//! with clean sessions only, mqtt-async-embedded 1.0 has QoS 0 and 1). So the session
+//! rules are written here, and only they: the packets are mqttrs's.
+#![cfg_attr(not(any(test, feature = "sim")), no_std)]
+#![deny(missing_docs)]
+
+pub mod codec;
+#[cfg(feature = "payments")]
+pub mod payments;
+pub mod receiver;
+#[cfg(feature = "sim")]
+pub mod sim;

@@ -1,0 +1,456 @@
+//! The receive rules: what a subscriber does with each PUBLISH and PUBREL, what it makes
+//! durable first, and which acknowledgement it may send only then.
+//!
+//! The receiver keeps one [`Record`] in a [`Journal`]: the store's state, its count of
+//! rejected messages, and the QoS 2 packet identifiers received and not yet released.
+//! Each method returns only once what it decided is on flash, and returns the
+//! acknowledgements that decision allows; the caller sends them after it returns, never
+//! before. So a reset at any instant leaves either the old record, and the broker sends
+//! the message again, or the new one, with the acknowledgement not yet sent: QoS 2 finds
+//! the identifier held and applies nothing; QoS 1 applies the redelivery again unless the
+//! store deduplicates it (the message-id store, by an id in the payload; the DUP flag is
+//! not a dedup key, MQTT 3.1.1 §4.3.2 and §3.3.1.1).
+//!
+//! The rules, MQTT 3.1.1 §4.3.3 (method B, the receiver stores the identifier):
+//! - the first PUBLISH of an identifier is decided and the identifier stored in the same
+//!   record as the effect, before PUBREC;
+//! - a PUBLISH whose identifier is held is a duplicate: PUBREC again, nothing applied;
+//! - PUBREL forgets the identifier durably, and only then PUBCOMP, since after PUBCOMP
+//!   the broker may give the identifier to a new message; a PUBREL of an identifier not
+//!   held still gets PUBCOMP.
+//!
+//! With [`Release::WithNext`] the forgetting shares the record of the next message, and
+//! its PUBCOMP waits for that record: one record a message, the floor. The caller flushes
+//! the waiting releases ([`Receiver::flush`]) when the link is idle, and the receiver does
+//! so itself once every place is waiting, since the broker then has nothing it may send.
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+use idem_core::MaxSize;
+use idem_core::journal::{Journal, JournalError, Region};
+use idem_core::log::Event;
+use idem_core::store::{Outcome, Store};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{Publish, QoS};
+
+/// The receiver's one durable record.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Record<T, const N: usize> {
+    /// The store's state.
+    pub state: T,
+    /// Messages rejected: by the store, undecodable, or over the maximum size. (Kept
+    /// here rather than as the store's own count, since a store that never rejects
+    /// still receives payloads it cannot decode.)
+    pub rejected: u32,
+    /// QoS 2 identifiers received and not yet released by PUBREL.
+    pub held: Vec<u16, N>,
+    /// Messages decided (applied, skipped or rejected): the sequence the store reads as
+    /// each message's offset. MQTT has no offsets; a redelivery takes a new number.
+    pub decided: u64,
+}
+
+impl<T: MaxSize, const N: usize> MaxSize for Record<T, N> {
+    const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE
+        + u32::POSTCARD_MAX_SIZE
+        + idem_core::store::varint_len(N)
+        + N * u16::POSTCARD_MAX_SIZE
+        + u64::POSTCARD_MAX_SIZE;
+}
+
+/// The record of a receiver over the store `S` with `N` places.
+pub type RecordOf<S, const N: usize> = Record<<S as Store>::State, N>;
+
+/// Where the receiver keeps the identifiers it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Keep {
+    /// In the record with the effect: QoS 2 is exactly once across resets.
+    Flash,
+    /// In RAM only, as a client that leaves its session state to the application does:
+    /// a reset forgets them, and the broker's next send of a held message is applied
+    /// again.
+    Ram,
+}
+
+/// When a PUBREL's forgetting reaches flash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Release {
+    /// In a record of its own, then PUBCOMP: two records a QoS 2 message.
+    Now,
+    /// In the next message's record, then PUBCOMP: one record a message.
+    WithNext,
+}
+
+/// What the receiver did with a PUBLISH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Decided {
+    /// The store applied it.
+    Applied,
+    /// The store skipped it as a duplicate (the message-id store: an id it holds).
+    Skipped,
+    /// The store rejected it, or it could not be decoded or was over the maximum size:
+    /// acknowledged, so the broker stops sending it, and counted.
+    Rejected,
+    /// A QoS 2 identifier the receiver holds: the broker sent it again before PUBREL.
+    /// PUBREC again; nothing applied, nothing written.
+    Held,
+    /// A retained message (RETAIN 1: sent because of a SUBSCRIBE, not a new message):
+    /// acknowledged and reported, never applied.
+    Retained,
+}
+
+/// The acknowledgement a PUBLISH gets once its decision is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Ack {
+    /// PUBACK for a QoS 1 identifier.
+    Puback(u16),
+    /// PUBREC for a QoS 2 identifier.
+    Pubrec(u16),
+}
+
+/// What a call returns: its decision and what the caller may now send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply<const N: usize> {
+    /// What was done with the PUBLISH (`None` for a PUBREL or a flush).
+    pub decided: Option<Decided>,
+    /// Identifiers whose forgetting is now durable: send PUBCOMP for each, first.
+    pub completed: Vec<u16, N>,
+    /// The PUBLISH's own acknowledgement, to send after those.
+    pub ack: Option<Ack>,
+    /// Records written for it: 0 or 1.
+    pub records: u8,
+}
+
+impl<const N: usize> Reply<N> {
+    const fn empty() -> Self {
+        Self {
+            decided: None,
+            completed: Vec::new(),
+            ack: None,
+            records: 0,
+        }
+    }
+}
+
+/// Why the receiver could not take a packet. Nothing was written, and nothing may be
+/// acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ReceiveError<E, A> {
+    /// The journal, or the flash under it.
+    Journal(JournalError<E>),
+    /// The store could not decide the message now (a bounded memory is full).
+    Store(A),
+    /// A new QoS 2 identifier with every place taken: the broker sent more than its
+    /// in-flight limit, which must equal the receiver's places.
+    Full {
+        /// The identifier.
+        pid: u16,
+        /// The places.
+        places: usize,
+    },
+    /// A QoS 1 or 2 PUBLISH without an identifier.
+    NoIdentifier,
+    /// The count of rejected messages would overflow.
+    Rejections,
+}
+
+impl<E, A> From<JournalError<E>> for ReceiveError<E, A> {
+    fn from(e: JournalError<E>) -> Self {
+        Self::Journal(e)
+    }
+}
+
+/// Counts of one receiver's life since it was opened (RAM only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Records appended.
+    pub records: u64,
+    /// PUBLISHes decided by the store (applied, skipped or rejected).
+    pub decided: u64,
+    /// PUBLISHes with DUP 1 (the broker's resends; counted, never used).
+    pub redeliveries: u64,
+    /// QoS 2 PUBLISHes whose identifier was held: not applied again.
+    pub held_again: u64,
+    /// Retained messages reported and not applied.
+    pub retained: u64,
+    /// PUBRELs of identifiers not held, answered with PUBCOMP.
+    pub unknown_releases: u64,
+}
+
+/// A subscriber's receive rules over the store `S`, with `N` places for QoS 2
+/// identifiers (the broker's in-flight limit).
+pub struct Receiver<S: Store, const N: usize> {
+    store: S,
+    journal: Journal<RecordOf<S, N>>,
+    /// What the flash holds (the newest record), but for what `ram` keeps.
+    record: RecordOf<S, N>,
+    /// [`Keep::Ram`]: the identifiers held, never written.
+    ram: Vec<u16, N>,
+    /// Released identifiers whose forgetting waits for the next record.
+    releasing: Vec<u16, N>,
+    keep: Keep,
+    release: Release,
+    counts: Counts,
+}
+
+impl<S: Store, const N: usize> Receiver<S, N> {
+    /// Opens the receiver's journal in `region` and takes its newest record (a blank
+    /// region starts from the store's default state). `tag` names the record's encoding.
+    pub fn open<F: NorFlash>(
+        flash: &mut F,
+        region: Region,
+        tag: u32,
+        store: S,
+        keep: Keep,
+        release: Release,
+    ) -> Result<Self, JournalError<F::Error>> {
+        const { assert!(N > 0, "a receiver needs a place for an identifier") };
+        let (journal, newest) = Journal::open(flash, region, tag)?;
+        Ok(Self {
+            store,
+            journal,
+            record: newest.unwrap_or_default(),
+            ram: Vec::new(),
+            releasing: Vec::new(),
+            keep,
+            release,
+            counts: Counts::default(),
+        })
+    }
+
+    /// The durable record as the receiver sees it.
+    pub fn record(&self) -> &RecordOf<S, N> {
+        &self.record
+    }
+
+    /// The store's state.
+    pub fn state(&self) -> &S::State {
+        &self.record.state
+    }
+
+    /// The identifiers held, wherever they are kept.
+    pub fn held(&self) -> &[u16] {
+        match self.keep {
+            Keep::Flash => &self.record.held,
+            Keep::Ram => &self.ram,
+        }
+    }
+
+    /// The counts since the receiver was opened.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    fn held_mut(&mut self) -> &mut Vec<u16, N> {
+        match self.keep {
+            Keep::Flash => &mut self.record.held,
+            Keep::Ram => &mut self.ram,
+        }
+    }
+
+    /// After a CONNACK: with session present 0 the broker holds nothing of the session,
+    /// so the identifiers held stand for nothing and are forgotten (durably); their
+    /// count is returned, since the broker lost what it had not completed (a promise
+    /// broken, to report). With session present 1 nothing changes, and the caller must
+    /// not SUBSCRIBE again (that would resend retained messages).
+    pub fn connected<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        session_present: bool,
+    ) -> Result<usize, ReceiveError<F::Error, S::Error>> {
+        self.releasing.clear();
+        if session_present {
+            return Ok(0);
+        }
+        let lost = self.held().len();
+        if lost > 0 {
+            self.held_mut().clear();
+            if self.keep == Keep::Flash {
+                self.write(flash)?;
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Decides a PUBLISH whose payload the caller decoded as `payload` (`None`: it could
+    /// not be decoded, or the packet was over the maximum size; it is rejected).
+    pub fn publish<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        p: &Publish<'_>,
+        payload: Option<S::Payload>,
+    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+        self.decide(flash, p.qos, p.pid, p.dup, p.retain, payload)
+    }
+
+    /// Decides a PUBLISH from its parts: its QoS, its identifier, its DUP and RETAIN
+    /// flags, and its payload as the caller decoded it.
+    pub fn decide<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        qos: QoS,
+        pid: Option<u16>,
+        dup: bool,
+        retain: bool,
+        payload: Option<S::Payload>,
+    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+        if dup {
+            self.counts.redeliveries += 1;
+        }
+        let pid = match (qos, pid) {
+            (QoS::AtMostOnce, _) => 0,
+            (_, Some(pid)) => pid,
+            (_, None) => return Err(ReceiveError::NoIdentifier),
+        };
+        let mut reply = Reply::empty();
+        let ack = match qos {
+            QoS::AtMostOnce => None,
+            QoS::AtLeastOnce => Some(Ack::Puback(pid)),
+            QoS::ExactlyOnce => Some(Ack::Pubrec(pid)),
+        };
+        if qos == QoS::ExactlyOnce && self.held().contains(&pid) {
+            self.counts.held_again += 1;
+            reply.decided = Some(Decided::Held);
+            reply.ack = ack;
+            return Ok(reply);
+        }
+        if qos == QoS::ExactlyOnce && self.held().len() == N {
+            return Err(ReceiveError::Full { pid, places: N });
+        }
+        if retain {
+            // Acknowledged, and reported; nothing applied and nothing written. A reset
+            // before the acknowledgement gets it again, as retained again.
+            self.counts.retained += 1;
+            reply.decided = Some(Decided::Retained);
+            reply.ack = ack;
+            return Ok(reply);
+        }
+        let mut next = self.record.clone();
+        let decided = match payload {
+            None => Decided::Rejected,
+            Some(payload) => {
+                let event = Event {
+                    offset: next.decided,
+                    payload,
+                };
+                match self
+                    .store
+                    .check(&next.state, &event)
+                    .map_err(ReceiveError::Store)?
+                {
+                    Outcome::Applied => {
+                        self.store.apply(&mut next.state, &event);
+                        Decided::Applied
+                    }
+                    Outcome::Skipped => Decided::Skipped,
+                    Outcome::Rejected => {
+                        self.store.remember(&mut next.state, &event);
+                        Decided::Rejected
+                    }
+                    // `Outcome` may grow; an outcome this receiver does not know applies
+                    // nothing.
+                    _ => Decided::Skipped,
+                }
+            }
+        };
+        if decided == Decided::Rejected {
+            next.rejected = next
+                .rejected
+                .checked_add(1)
+                .ok_or(ReceiveError::Rejections)?;
+        }
+        next.decided += 1;
+        // The releases waiting for this record go in it.
+        for released in &self.releasing {
+            next.held.retain(|h| h != released);
+        }
+        if qos == QoS::ExactlyOnce && self.keep == Keep::Flash {
+            // A place is free: checked above, and releases only free more.
+            let _ = next.held.push(pid);
+        }
+        self.journal.append(flash, &next)?;
+        self.record = next;
+        if qos == QoS::ExactlyOnce && self.keep == Keep::Ram {
+            let _ = self.ram.push(pid);
+        }
+        self.counts.records += 1;
+        self.counts.decided += 1;
+        reply.records = 1;
+        reply.decided = Some(decided);
+        reply.completed = core::mem::take(&mut self.releasing);
+        reply.ack = ack;
+        Ok(reply)
+    }
+
+    /// A PUBREL of `pid`: forgets it, durably, and allows PUBCOMP; with
+    /// [`Release::WithNext`], the forgetting and the PUBCOMP wait for the next record
+    /// (or [`Receiver::flush`]) unless every place is then waiting.
+    pub fn pubrel<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        pid: u16,
+    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+        let mut reply = Reply::empty();
+        if !self.held().contains(&pid) {
+            self.counts.unknown_releases += 1;
+            let _ = reply.completed.push(pid); // N > 0: one place
+            return Ok(reply);
+        }
+        if self.keep == Keep::Ram {
+            self.ram.retain(|h| *h != pid);
+            let _ = reply.completed.push(pid);
+            return Ok(reply);
+        }
+        if !self.releasing.contains(&pid) {
+            // Fewer than N: every entry is a held identifier.
+            let _ = self.releasing.push(pid);
+        }
+        if self.release == Release::Now || self.releasing.is_full() {
+            return self.flush(flash);
+        }
+        Ok(reply)
+    }
+
+    /// Writes the releases that wait for a record, in one record, and allows their
+    /// PUBCOMPs. Nothing to do, nothing written.
+    pub fn flush<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+        let mut reply = Reply::empty();
+        if self.releasing.is_empty() {
+            return Ok(reply);
+        }
+        let mut next = self.record.clone();
+        for released in &self.releasing {
+            next.held.retain(|h| h != released);
+        }
+        self.journal.append(flash, &next)?;
+        self.record = next;
+        self.counts.records += 1;
+        reply.records = 1;
+        reply.completed = core::mem::take(&mut self.releasing);
+        Ok(reply)
+    }
+
+    /// Identifiers whose PUBCOMP waits for a record.
+    pub fn releasing(&self) -> &[u16] {
+        &self.releasing
+    }
+
+    fn write<F: NorFlash>(&mut self, flash: &mut F) -> Result<(), JournalError<F::Error>> {
+        self.journal.append(flash, &self.record)?;
+        self.counts.records += 1;
+        Ok(())
+    }
+}

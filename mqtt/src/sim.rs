@@ -1,0 +1,340 @@
+//! A broker's persistent session as the simulator runs it, and a device that receives
+//! through [`Receiver`] and resets: the sweep's ground (feature `sim`).
+//!
+//! The [`Broker`] keeps one subscriber's session as MQTT 3.1.1 says (§4.4, §4.3): at
+//! most `limit` QoS 1 and 2 messages in flight, each on the lowest free packet
+//! identifier, reused once PUBACK or PUBCOMP frees it; PUBREL after PUBREC; at each
+//! reconnect, every unacknowledged PUBLISH again with DUP 1 and every PUBREL again, in
+//! order, before anything new. A QoS 0 message is sent once: one on the wire when the
+//! device resets is lost. The wire carries at most `limit` packets, so a reset loses at
+//! most that many. The session can be lost ([`Broker::lose_session`]): the next CONNACK
+//! then says session present 0, and the messages in flight are gone.
+//!
+//! [`run`] drives one device through a whole stream, resetting it once where a
+//! [`Reset`] says: in a flash operation (a power cut of the strict in-memory flash), or
+//! just after a record is durable and before the acknowledgements it allowed are out.
+
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+use idem_core::journal::{JournalError, Region};
+use idem_core::log::IdKey;
+use idem_core::store::Store;
+use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
+use idem_sim::payment::Message;
+
+use crate::codec::QoS;
+use crate::payments;
+use crate::receiver::{Ack, Keep, ReceiveError, Receiver, Release};
+
+/// A packet the broker sends the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToDevice {
+    /// PUBLISH of message `message` (its index in the stream).
+    Publish {
+        /// Its QoS.
+        qos: QoS,
+        /// Its identifier (0 for QoS 0).
+        pid: u16,
+        /// DUP 1: sent before.
+        dup: bool,
+        /// The message's index.
+        message: usize,
+    },
+    /// PUBREL.
+    Pubrel(u16),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Flight {
+    /// PUBLISH sent; PUBACK or PUBREC not received.
+    Published { pid: u16, message: usize },
+    /// PUBREL sent; PUBCOMP not received.
+    Released { pid: u16 },
+}
+
+impl Flight {
+    fn pid(&self) -> u16 {
+        match *self {
+            Self::Published { pid, .. } | Self::Released { pid } => pid,
+        }
+    }
+}
+
+/// One subscriber's persistent session on a broker.
+#[derive(Debug, Clone)]
+pub struct Broker {
+    qos: QoS,
+    limit: usize,
+    messages: usize,
+    next: usize,
+    flights: Vec<Flight>,
+    wire: VecDeque<ToDevice>,
+    session: bool,
+    /// PUBLISHes sent again with DUP 1.
+    pub resent: u64,
+    /// PUBRELs sent again.
+    pub resent_pubrels: u64,
+}
+
+impl Broker {
+    /// A session for `messages` messages at `qos` (the subscription's), `limit` in flight.
+    pub fn new(qos: QoS, messages: usize, limit: usize) -> Self {
+        Self {
+            qos,
+            limit,
+            messages,
+            next: 0,
+            flights: Vec::new(),
+            wire: VecDeque::new(),
+            session: false,
+            resent: 0,
+            resent_pubrels: 0,
+        }
+    }
+
+    /// The device connects: what was on the wire went with the old connection; session
+    /// present, and the session's resends are queued first.
+    pub fn connect(&mut self) -> bool {
+        self.wire.clear();
+        let present = self.session;
+        self.session = true;
+        for f in &self.flights {
+            self.wire.push_back(match *f {
+                Flight::Published { pid, message } => {
+                    self.resent += 1;
+                    ToDevice::Publish {
+                        qos: self.qos,
+                        pid,
+                        dup: true,
+                        message,
+                    }
+                }
+                Flight::Released { pid } => {
+                    self.resent_pubrels += 1;
+                    ToDevice::Pubrel(pid)
+                }
+            });
+        }
+        present
+    }
+
+    /// The broker loses the session (a new data directory): what was in flight is gone.
+    pub fn lose_session(&mut self) {
+        self.session = false;
+        self.flights.clear();
+    }
+
+    /// The next packet on the wire, after the broker has sent what its limits allow.
+    pub fn take(&mut self) -> Option<ToDevice> {
+        while self.next < self.messages && self.wire.len() < self.limit {
+            if self.qos == QoS::AtMostOnce {
+                let message = self.next;
+                self.wire.push_back(ToDevice::Publish {
+                    qos: self.qos,
+                    pid: 0,
+                    dup: false,
+                    message,
+                });
+                self.next += 1;
+                continue;
+            }
+            if self.flights.len() >= self.limit {
+                break;
+            }
+            let pid = (1..)
+                .find(|p| self.flights.iter().all(|f| f.pid() != *p))
+                .unwrap_or(1);
+            let message = self.next;
+            self.flights.push(Flight::Published { pid, message });
+            self.wire.push_back(ToDevice::Publish {
+                qos: self.qos,
+                pid,
+                dup: false,
+                message,
+            });
+            self.next += 1;
+        }
+        self.wire.pop_front()
+    }
+
+    /// PUBACK or PUBREC from the device.
+    pub fn ack(&mut self, ack: Ack) {
+        match ack {
+            Ack::Puback(pid) => self.flights.retain(|f| f.pid() != pid),
+            Ack::Pubrec(pid) => {
+                for f in &mut self.flights {
+                    if matches!(*f, Flight::Published { pid: p, .. } if p == pid) {
+                        *f = Flight::Released { pid };
+                        self.wire.push_back(ToDevice::Pubrel(pid));
+                    }
+                }
+            }
+        }
+    }
+
+    /// PUBCOMP from the device.
+    pub fn pubcomp(&mut self, pid: u16) {
+        self.flights
+            .retain(|f| !matches!(*f, Flight::Released { pid: p } if p == pid));
+    }
+
+    /// Every message sent and every flight completed.
+    pub fn done(&self) -> bool {
+        self.next == self.messages && self.flights.is_empty() && self.wire.is_empty()
+    }
+}
+
+/// Message `i` of a simulated stream: id `p{i}`, amount `i % 9 + 1`.
+pub fn payload(i: usize) -> Vec<u8> {
+    format!(
+        r#"{{"id": "p{i}", "payer": "ada", "amount": {}}}"#,
+        i % 9 + 1
+    )
+    .into_bytes()
+}
+
+/// The true total of `messages` messages, each once.
+pub fn true_total(messages: usize) -> i64 {
+    (0..messages).map(|i| (i % 9 + 1) as i64).sum()
+}
+
+/// Where the device resets, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reset {
+    /// Power lost in a flash operation.
+    Cut(PowerCut),
+    /// Just after its `n`th record (from 1) is durable, before what it allowed is sent.
+    AfterRecord(u64),
+}
+
+/// How a run was set up.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// The subscription's QoS.
+    pub qos: QoS,
+    /// Where the identifiers are kept.
+    pub keep: Keep,
+    /// When releases are written.
+    pub release: Release,
+    /// Messages in the stream.
+    pub messages: usize,
+    /// In-flight limit and places.
+    pub limit: usize,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct End<T> {
+    /// The store's state.
+    pub state: T,
+    /// Resets that happened.
+    pub resets: u32,
+    /// Records written in all.
+    pub records: u64,
+    /// PUBLISHes the broker sent again.
+    pub resent: u64,
+}
+
+/// The places for identifiers in the simulator's device.
+pub const PLACES: usize = 4;
+/// The simulator's region: 3 pages of 1 KiB.
+pub const REGION: Region = Region { start: 0, pages: 3 };
+/// The simulator's flash.
+pub type Flash = MemFlash<3, 1024>;
+const TAG: u32 = 0x4D51_0100;
+
+/// Runs `setup`'s stream through a device with `store` on `flash`, resetting once as
+/// `reset` says (`None`: never).
+pub fn run<S>(flash: &mut Flash, store: S, setup: Setup, reset: Option<Reset>) -> End<S::State>
+where
+    S: Store<Payload = Message>,
+{
+    assert!(
+        setup.limit <= PLACES,
+        "the broker's limit is at most the device's places"
+    );
+    if let Some(Reset::Cut(cut)) = reset {
+        flash.schedule_power_cut(cut);
+    }
+    let after = match reset {
+        Some(Reset::AfterRecord(n)) => Some(n),
+        _ => None,
+    };
+    let key = IdKey::PUBLIC;
+    let mut broker = Broker::new(setup.qos, setup.messages, setup.limit);
+    let open = |flash: &mut Flash| {
+        Receiver::<S, PLACES>::open(flash, REGION, TAG, store.clone(), setup.keep, setup.release)
+            .expect("the journal opens")
+    };
+    let mut device = open(flash);
+    let (mut resets, mut records) = (0u32, 0u64);
+    let present = broker.connect();
+    device
+        .connected(flash, present)
+        .expect("no records to lose");
+    loop {
+        let before = device.counts().records;
+        let reply = match broker.take() {
+            Some(ToDevice::Publish {
+                qos,
+                pid,
+                dup,
+                message,
+            }) => {
+                let pid = (qos != QoS::AtMostOnce).then_some(pid);
+                let payment = payments::parse(&payload(message), &key).ok();
+                device.decide(flash, qos, pid, dup, false, payment)
+            }
+            Some(ToDevice::Pubrel(pid)) => device.pubrel(flash, pid),
+            None if broker.done() => break,
+            None => device.flush(flash),
+        };
+        records += device.counts().records - before;
+        let cut_now =
+            after.is_some_and(|n| records >= n && device.counts().records > before) && resets == 0;
+        match reply {
+            Ok(reply) if !cut_now => {
+                for pid in reply.completed {
+                    broker.pubcomp(pid);
+                }
+                if let Some(ack) = reply.ack {
+                    broker.ack(ack);
+                }
+            }
+            Ok(_) | Err(ReceiveError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
+                // The device is down; nothing it had not sent reached the broker. It
+                // boots, recovers and reconnects to its session.
+                flash.cancel_power_cut();
+                flash.power_on();
+                resets += 1;
+                device = open(flash);
+                let present = broker.connect();
+                device
+                    .connected(flash, present)
+                    .expect("the session is present");
+            }
+            Err(e) => panic!("the device failed: {e:?}"),
+        }
+    }
+    End {
+        state: device.state().clone(),
+        resets,
+        records,
+        resent: broker.resent,
+    }
+}
+
+/// Every reset of a reference run of `setup`: a cut at each unit write and erase, and a
+/// reset after each record. The points, for [`run`].
+pub fn reset_points<S>(store: S, setup: Setup) -> Vec<Reset>
+where
+    S: Store<Payload = Message>,
+{
+    let mut reference = Flash::new();
+    let before = reference.stats();
+    let end = run(&mut reference, store, setup, None);
+    let cuts = reference.stats().cuts_since(before).map(Reset::Cut);
+    cuts.chain((1..=end.records).map(Reset::AfterRecord))
+        .collect()
+}
