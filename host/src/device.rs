@@ -38,6 +38,11 @@ pub fn scenario_of(meta: &Meta, path: &Path) -> anyhow::Result<(Loaded, StoreKin
             "{name} holds `idem kafka consume` state for topic {topic}: rerun that command (with --json) to see it"
         )));
     }
+    if let Some(session) = meta.scenario.strip_prefix("mqtt:") {
+        return Err(usage(format!(
+            "{name} holds `idem mqtt consume` state for the session {session}: rerun that command (with --json) to see it"
+        )));
+    }
     let kind = ScenarioKind::from_name(&meta.scenario).ok_or_else(|| {
         usage(format!(
             "{name} names an unknown scenario {:?}; it was left untouched",

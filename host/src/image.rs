@@ -94,11 +94,12 @@ impl Meta {
 
     /// Pages of flash the run needs: a scenario's image is laid out as the simulated
     /// device is (8 pages: the position journal, then the store's), a `kafka consume`
-    /// image has what it recorded (5 pages a partition). The one rule for an image's
+    /// image has what it recorded (5 pages a partition), and so does an `mqtt consume`
+    /// image (its receiver's journal). The one rule for an image's
     /// size, applied when it is created and when it is opened; `None` when that is not
     /// 2 to [`MAX_PAGES`].
     pub fn pages_needed(&self) -> Option<u32> {
-        let pages = if self.scenario.starts_with("kafka:") {
+        let pages = if self.scenario.starts_with("kafka:") || self.scenario.starts_with("mqtt:") {
             self.pages
         } else {
             PAGES

@@ -57,6 +57,9 @@ enum Command {
     Serve(cmd::serve::Cmd),
     /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.
     Monitor(cmd::monitor::Cmd),
+    /// The MQTT receiver on a real broker: QoS 2 exactly once across kills, its session in
+    /// a flash image.
+    Mqtt(cmd::mqtt::Cmd),
     /// The stores against a real Kafka-protocol broker.
     #[cfg(feature = "kafka")]
     Kafka(cmd::kafka::Cmd),
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Monitor(c) => c.run(),
         Command::Serve(c) => c.run(),
         Command::Device(c) => c.run(),
+        Command::Mqtt(c) => c.run(),
         #[cfg(feature = "kafka")]
         Command::Kafka(c) => c.run(),
         #[cfg(not(feature = "kafka"))]

@@ -29,3 +29,16 @@ pub mod payments;
 pub mod receiver;
 #[cfg(feature = "sim")]
 pub mod sim;
+
+/// The largest application message a device takes, in bytes: the broker's
+/// `message_size_limit` (mosquitto limits the payload) must say the same, so that the
+/// broker refuses what the device could not hold. A PUBLISH over it that arrives anyway
+/// is acknowledged and rejected.
+pub const MAX_PAYLOAD: usize = 256;
+
+/// The largest PUBLISH a device takes on a topic of `topic` bytes: the fixed header (at
+/// most 3 bytes for this size), the topic's length and bytes, the identifier, and
+/// [`MAX_PAYLOAD`].
+pub const fn max_packet(topic: usize) -> usize {
+    3 + 2 + topic + 2 + MAX_PAYLOAD
+}

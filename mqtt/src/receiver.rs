@@ -39,23 +39,31 @@ use crate::codec::{Publish, QoS};
 pub struct Record<T, const N: usize> {
     /// The store's state.
     pub state: T,
+    /// Messages the store applied.
+    pub applied: u32,
+    /// Messages the store skipped as duplicates.
+    pub skipped: u32,
     /// Messages rejected: by the store, undecodable, or over the maximum size. (Kept
     /// here rather than as the store's own count, since a store that never rejects
     /// still receives payloads it cannot decode.)
     pub rejected: u32,
     /// QoS 2 identifiers received and not yet released by PUBREL.
     pub held: Vec<u16, N>,
+}
+
+impl<T, const N: usize> Record<T, N> {
     /// Messages decided (applied, skipped or rejected): the sequence the store reads as
     /// each message's offset. MQTT has no offsets; a redelivery takes a new number.
-    pub decided: u64,
+    pub fn decided(&self) -> u64 {
+        u64::from(self.applied) + u64::from(self.skipped) + u64::from(self.rejected)
+    }
 }
 
 impl<T: MaxSize, const N: usize> MaxSize for Record<T, N> {
     const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE
-        + u32::POSTCARD_MAX_SIZE
+        + 3 * u32::POSTCARD_MAX_SIZE
         + idem_core::store::varint_len(N)
-        + N * u16::POSTCARD_MAX_SIZE
-        + u64::POSTCARD_MAX_SIZE;
+        + N * u16::POSTCARD_MAX_SIZE;
 }
 
 /// The record of a receiver over the store `S` with `N` places.
@@ -155,8 +163,8 @@ pub enum ReceiveError<E, A> {
     },
     /// A QoS 1 or 2 PUBLISH without an identifier.
     NoIdentifier,
-    /// The count of rejected messages would overflow.
-    Rejections,
+    /// A count of decided messages would overflow (after 2^32 of one kind).
+    Count,
 }
 
 impl<E, A> From<JournalError<E>> for ReceiveError<E, A> {
@@ -324,7 +332,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             reply.ack = ack;
             return Ok(reply);
         }
-        if qos == QoS::ExactlyOnce && self.held().len() == N {
+        if qos == QoS::ExactlyOnce && !self.has_place() {
             return Err(ReceiveError::Full { pid, places: N });
         }
         if retain {
@@ -340,7 +348,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             None => Decided::Rejected,
             Some(payload) => {
                 let event = Event {
-                    offset: next.decided,
+                    offset: next.decided(),
                     payload,
                 };
                 match self
@@ -363,13 +371,12 @@ impl<S: Store, const N: usize> Receiver<S, N> {
                 }
             }
         };
-        if decided == Decided::Rejected {
-            next.rejected = next
-                .rejected
-                .checked_add(1)
-                .ok_or(ReceiveError::Rejections)?;
-        }
-        next.decided += 1;
+        let count = match decided {
+            Decided::Applied => &mut next.applied,
+            Decided::Skipped => &mut next.skipped,
+            _ => &mut next.rejected,
+        };
+        *count = count.checked_add(1).ok_or(ReceiveError::Count)?;
         // The releases waiting for this record go in it.
         for released in &self.releasing {
             next.held.retain(|h| h != released);
@@ -441,6 +448,14 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         reply.records = 1;
         reply.completed = core::mem::take(&mut self.releasing);
         Ok(reply)
+    }
+
+    /// Whether a new QoS 2 identifier has a place (counting the places that releases
+    /// waiting for a record will free). A caller whose broker sends more than its
+    /// in-flight limit (Mosquitto 2.0.11 does, after a completion) holds such a PUBLISH
+    /// back, unanswered, until a PUBREL frees a place.
+    pub fn has_place(&self) -> bool {
+        self.held().len() - self.releasing.len() < N
     }
 
     /// Identifiers whose PUBCOMP waits for a record.

@@ -43,11 +43,20 @@ pub enum Source {
     Kafka,
     /// The micro:bit, fed by the host (`idem device`).
     Board,
+    /// An MQTT broker's persistent session (`idem mqtt consume`): no offsets, so only
+    /// the stores whose rule needs none.
+    Mqtt,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 4] = [Self::Simulator, Self::Image, Self::Kafka, Self::Board];
+    pub const ALL: [Source; 5] = [
+        Self::Simulator,
+        Self::Image,
+        Self::Kafka,
+        Self::Board,
+        Self::Mqtt,
+    ];
 
     /// Its name in sentences and JSON.
     pub const fn name(self) -> &'static str {
@@ -56,6 +65,7 @@ impl Source {
             Self::Image => "image",
             Self::Kafka => "kafka",
             Self::Board => "board",
+            Self::Mqtt => "mqtt",
         }
     }
 
@@ -130,7 +140,7 @@ pub struct Entry {
     pub sources: &'static [Source],
 }
 
-use Source::{Board, Image, Kafka, Simulator};
+use Source::{Board, Image, Kafka, Mqtt, Simulator};
 
 /// Every store, in the command line's order.
 pub const STORES: [Entry; 9] = [
@@ -138,7 +148,7 @@ pub const STORES: [Entry; 9] = [
         kind: StoreKind::Naive,
         name: "naive",
         family: Family::Sum,
-        sources: &[Simulator, Image, Kafka, Board],
+        sources: &[Simulator, Image, Kafka, Board, Mqtt],
     },
     Entry {
         kind: StoreKind::Offset,
@@ -150,7 +160,7 @@ pub const STORES: [Entry; 9] = [
         kind: StoreKind::MessageId,
         name: "message-id",
         family: Family::Sum,
-        sources: &[Simulator, Image, Kafka, Board],
+        sources: &[Simulator, Image, Kafka, Board, Mqtt],
     },
     Entry {
         kind: StoreKind::ProducerSeq,
@@ -314,6 +324,32 @@ pub fn with_store<J: StoreJob>(
     })
 }
 
+/// Work to do with one store of [`Source::Mqtt`]'s: a [`Sum`] store read without a
+/// consumer (an MQTT receiver decides each message with the store's own rule).
+pub trait SumStoreJob {
+    /// What the work returns.
+    type Out;
+    /// Does the work.
+    fn call<S: Sum + Send + Sync>(self, store: S) -> Self::Out;
+}
+
+/// Calls `job` with the store `kind` names, if [`Source::Mqtt`] takes it (`None`
+/// otherwise); the message-id store with a window of `window` ids.
+pub fn with_mqtt_store<J: SumStoreJob>(
+    kind: StoreKind,
+    window: usize,
+    job: J,
+) -> Option<Result<J::Out, WindowSize>> {
+    if !kind.runs_on(Source::Mqtt) {
+        return None;
+    }
+    Some(match kind {
+        StoreKind::Naive => Ok(job.call(Naive)),
+        StoreKind::MessageId => MessageIdStore::new(Naive, window).map(|s| job.call(s)),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,12 +373,15 @@ mod tests {
     }
 
     #[test]
-    fn kafka_takes_four_stores_and_the_board_six() {
+    fn kafka_takes_four_stores_the_board_six_and_mqtt_two() {
         let kafka: heapless::Vec<&str, 9> =
             StoreKind::on(Source::Kafka).map(StoreKind::name).collect();
         assert_eq!(kafka, ["naive", "offset", "message-id", "atomic"]);
         assert_eq!(StoreKind::on(Source::Board).count(), 6);
         assert_eq!(StoreKind::on(Source::Simulator).count(), 9);
+        let mqtt: heapless::Vec<&str, 9> =
+            StoreKind::on(Source::Mqtt).map(StoreKind::name).collect();
+        assert_eq!(mqtt, ["naive", "message-id"]);
     }
 
     #[test]

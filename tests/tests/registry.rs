@@ -23,6 +23,8 @@ fn every_source_takes_the_stores_the_registry_lists() {
             "two-phase"
         ]
     );
+    // MQTT has no offsets: the stores whose rule needs none.
+    assert_eq!(names(Source::Mqtt), ["naive", "message-id"]);
     assert_eq!(names(Source::Simulator).len(), STORES.len());
     assert_eq!(names(Source::Image).len(), STORES.len());
     // The board's own store ids are exactly the registry's board stores.

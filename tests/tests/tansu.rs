@@ -11,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use idem_sim::rng::SplitMix64;
+use idem_tests::idem;
 use serde_json::Value;
 
 /// tansu's storage engine for a test.
@@ -136,26 +137,6 @@ impl Drop for Tansu {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The `idem` binary with the kafka feature, built once by cargo.
-fn idem() -> Command {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .args([
-            "build",
-            "--quiet",
-            "--locked",
-            "-p",
-            "idem",
-            "--features",
-            "kafka",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success(), "building idem with the kafka feature");
-    Command::new(root.join("target/debug/idem"))
 }
 
 fn json(out: Output) -> Value {

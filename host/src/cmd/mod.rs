@@ -10,6 +10,7 @@ pub mod kafka;
 pub mod lesson;
 pub mod matrix;
 pub mod monitor;
+pub mod mqtt;
 pub mod plot;
 pub mod run;
 pub mod serve;

@@ -1,0 +1,219 @@
+//! One TCP connection to an MQTT broker: packets out, packets in (framed by
+//! `idem_mqtt::codec`), a bounded reconnect, and the keep-alive's PINGREQ.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use idem_mqtt::codec::{self, Frame, Incoming, Outgoing, QoS};
+
+/// Connection attempts before giving up.
+pub const TRIES: u32 = 5;
+/// The first wait between attempts; each next one doubles, with up to half again of
+/// jitter.
+pub const BACKOFF: Duration = Duration::from_millis(100);
+/// The keep-alive asked for in CONNECT: longer than the worst flash stall.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(60);
+
+/// A packet as received, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Got {
+    /// CONNACK.
+    Connack { session_present: bool, code: u8 },
+    /// PUBLISH.
+    Publish {
+        qos: QoS,
+        pid: Option<u16>,
+        dup: bool,
+        retain: bool,
+        payload: Vec<u8>,
+    },
+    /// A PUBLISH over the maximum size, already discarded.
+    Oversized { qos: QoS, pid: Option<u16> },
+    /// PUBREL.
+    Pubrel(u16),
+    /// SUBACK with the QoS granted (`None`: refused).
+    Suback(Option<QoS>),
+    /// PINGRESP.
+    Pingresp,
+    /// PUBACK, for a publisher.
+    Puback(u16),
+    /// PUBREC, for a publisher.
+    Pubrec(u16),
+    /// PUBCOMP, for a publisher.
+    Pubcomp(u16),
+    /// UNSUBACK, which nothing here asks for.
+    Unsuback,
+}
+
+/// Why reading stopped.
+#[derive(Debug)]
+pub enum Broken {
+    /// The broker closed the connection, or it failed.
+    Closed(String),
+    /// Bytes that are not a packet a client takes: the sentence.
+    Garbage(String),
+}
+
+/// A connection.
+pub struct Link {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// Bytes of an oversized PUBLISH still to discard.
+    skip: usize,
+    max: usize,
+    last_sent: Instant,
+    /// Packets read.
+    pub packets: u64,
+}
+
+/// A number from the clock, for the backoff's jitter (no generator needed for that).
+fn jitter(range: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    u64::from(nanos) % range.max(1)
+}
+
+impl Link {
+    /// Connects to `addr`, trying [`TRIES`] times with a doubling wait; then one
+    /// sentence.
+    pub fn connect(addr: &str, max: usize) -> anyhow::Result<Self> {
+        let mut wait = BACKOFF;
+        let mut last = String::new();
+        for attempt in 1..=TRIES {
+            match TcpStream::connect(addr) {
+                Ok(stream) => {
+                    stream.set_nodelay(true)?;
+                    return Ok(Self {
+                        stream,
+                        buf: Vec::with_capacity(2 * max),
+                        skip: 0,
+                        max,
+                        last_sent: Instant::now(),
+                        packets: 0,
+                    });
+                }
+                Err(e) => last = e.to_string(),
+            }
+            if attempt < TRIES {
+                let ms = wait.as_millis() as u64;
+                std::thread::sleep(Duration::from_millis(ms + jitter(ms / 2)));
+                wait *= 2;
+            }
+        }
+        Err(anyhow!(
+            "no MQTT broker answered at {addr} after {TRIES} tries over about 3 s ({last})"
+        ))
+    }
+
+    /// Sends `p`.
+    pub fn send(&mut self, p: &Outgoing<'_>) -> anyhow::Result<()> {
+        let mut out = vec![0u8; codec::encoded_len(p)];
+        let n = codec::encode(p, &mut out).map_err(|e| anyhow!("encoding {p:?}: {e:?}"))?;
+        self.stream
+            .write_all(&out[..n])
+            .map_err(|e| anyhow!("the broker's connection failed while sending: {e}"))?;
+        self.last_sent = Instant::now();
+        Ok(())
+    }
+
+    /// Sends PINGREQ if nothing was sent for half the keep-alive.
+    pub fn keep_alive(&mut self) -> anyhow::Result<()> {
+        if self.last_sent.elapsed() >= KEEP_ALIVE / 2 {
+            self.send(&Outgoing::Pingreq)?;
+        }
+        Ok(())
+    }
+
+    /// The next packet, waiting at most `wait`; `Ok(None)` when none came.
+    pub fn read(&mut self, wait: Duration) -> Result<Option<Got>, Broken> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(got) = self.take()? {
+                self.packets += 1;
+                return Ok(Some(got));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let timeout = left.max(Duration::from_millis(1));
+            let closed = |e: std::io::Error| Broken::Closed(e.to_string());
+            self.stream
+                .set_read_timeout(Some(timeout))
+                .map_err(closed)?;
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(Broken::Closed("the broker closed the connection".into())),
+                Ok(n) => self.push(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(None);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(closed(e)),
+            }
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let skipped = self.skip.min(bytes.len());
+        self.skip -= skipped;
+        self.buf.extend_from_slice(&bytes[skipped..]);
+    }
+
+    /// A whole packet from the buffer, if one is there.
+    fn take(&mut self) -> Result<Option<Got>, Broken> {
+        let frame = codec::next(&self.buf, self.max)
+            .map_err(|e| Broken::Garbage(format!("the broker sent {e}")))?;
+        let (got, len) = match frame {
+            None => return Ok(None),
+            Some(Frame::Oversized { qos, pid, len }) => (Got::Oversized { qos, pid }, len),
+            Some(Frame::Packet { packet, len }) => (own(packet), len),
+        };
+        let held = len.min(self.buf.len());
+        self.buf.drain(..held);
+        self.skip = len - held;
+        Ok(Some(got))
+    }
+}
+
+fn own(p: Incoming<'_>) -> Got {
+    match p {
+        Incoming::Connack {
+            session_present,
+            code,
+        } => Got::Connack {
+            session_present,
+            code,
+        },
+        Incoming::Publish(p) => Got::Publish {
+            qos: p.qos,
+            pid: p.pid,
+            dup: p.dup,
+            retain: p.retain,
+            payload: p.payload.to_vec(),
+        },
+        Incoming::Pubrel(pid) => Got::Pubrel(pid),
+        Incoming::Suback { granted, .. } => Got::Suback(granted),
+        Incoming::Pingresp => Got::Pingresp,
+        Incoming::Puback(pid) => Got::Puback(pid),
+        Incoming::Pubrec(pid) => Got::Pubrec(pid),
+        Incoming::Pubcomp(pid) => Got::Pubcomp(pid),
+        Incoming::Unsuback(_) => Got::Unsuback,
+    }
+}
+
+/// CONNACK's refusal codes in words (MQTT 3.1.1 §3.2.2.3).
+pub fn refusal(code: u8) -> &'static str {
+    match code {
+        1 => "it does not speak MQTT 3.1.1",
+        2 => "it rejected the client identifier",
+        3 => "the server is unavailable",
+        4 => "a bad user name or password",
+        5 => "not authorised",
+        _ => "a return code MQTT 3.1.1 does not define",
+    }
+}

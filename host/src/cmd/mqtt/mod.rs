@@ -1,0 +1,159 @@
+//! `idem mqtt`: the MQTT receiver (`idem-mqtt`) on a real broker, with a file image as
+//! the device's flash.
+//!
+//! An application message is a payment, the JSON that `idem kafka consume` reads as a
+//! record's value with its message id in an `"id"` field (MQTT 3.1.1 has no record key):
+//! `{"id": "p17", "payer": "ada", "amount": 5}`. `consume` receives a topic into an
+//! image; `publish` sends a seeded stream and writes what it sent to a truth file, which
+//! `consume --truth` grades against.
+
+mod consume;
+mod link;
+mod publish;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::error::usage;
+use crate::image::SyncMode;
+use crate::select::{StoreKind, WINDOW};
+use idem_sim::registry::{self, Source};
+
+/// Receive and publish on an MQTT broker.
+#[derive(Debug, Args)]
+pub struct Cmd {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Receive a topic into a flash image, keeping the MQTT session with the effect:
+    /// QoS 2 exactly once across kills with `--session flash`.
+    Consume(ConsumeArgs),
+    /// Publish a seeded payment stream, each payment once, and write what was sent to a
+    /// truth file.
+    Publish(publish::PublishArgs),
+}
+
+/// `idem mqtt consume`'s arguments.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// The broker (MQTT 3.1.1, no TLS, no authentication).
+    #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
+    broker: String,
+    /// The topic, or a filter with `+` or `#` (then order holds per topic only).
+    #[arg(long)]
+    topic: String,
+    /// The QoS to subscribe at: 0, 1 or 2.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
+    qos: u8,
+    /// The client identifier: the broker keeps the session under it.
+    #[arg(long, default_value = "idem")]
+    client_id: String,
+    /// naive or message-id (the stores whose rule needs no offsets).
+    #[arg(long, default_value = "message-id")]
+    store: StoreKind,
+    /// The flash image: created when missing, resumed when it exists.
+    #[arg(long, value_name = "IMAGE")]
+    flash: PathBuf,
+    /// Keep the QoS 2 identifiers in RAM only, as a client that leaves them to the
+    /// application does: a kill forgets them (`--session ram`).
+    #[arg(long = "session", value_name = "flash|ram", default_value = "flash", value_parser = ["flash", "ram"])]
+    session: String,
+    #[arg(skip)]
+    session_ram: bool,
+    /// Write each PUBREL's release in the next message's record, its PUBCOMP waiting for
+    /// it, rather than in a record of its own: one record a message where the broker
+    /// keeps several in flight. (The test broker keeps one: Mosquitto 2.0.11 overshoots
+    /// a larger limit without bound.)
+    #[arg(long)]
+    release_with_next: bool,
+    /// When the image's writes reach the disk.
+    #[arg(long, value_enum, default_value_t = SyncMode::Checkpoint)]
+    sync: SyncMode,
+    /// Grade against this truth file (`idem mqtt publish --truth`), each id once.
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
+    /// Stop after this long with nothing new.
+    #[arg(long = "idle-ms", value_name = "MS", default_value_t = 1000)]
+    idle_ms: u64,
+    #[arg(skip = Duration::ZERO)]
+    idle: Duration,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Test hook: abort after this many packets received, as a SIGKILL would.
+    #[arg(long, hide = true)]
+    abort_after_packets: Option<u64>,
+    /// Test hook: abort once this run's Nth record is durable, before the acknowledgement
+    /// it allows is sent.
+    #[arg(long, hide = true)]
+    abort_before_ack: Option<u64>,
+}
+
+/// What a consume did, from the image's record and this run's counts.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// The store's total.
+    pub total: i64,
+    /// Messages applied (the record's count, over every run on the image).
+    pub applied: u32,
+    /// Messages the store skipped as duplicates.
+    pub skipped: u32,
+    /// Messages rejected (undecodable, over the maximum size, or refused by the store).
+    pub rejected: u32,
+    /// This run: PUBLISHes with DUP 1.
+    pub redeliveries: u64,
+    /// This run: QoS 2 PUBLISHes whose identifier was held, not applied again.
+    pub held_again: u64,
+    /// This run: retained messages, reported and not applied.
+    pub retained: u64,
+    /// This run: records written.
+    pub records: u64,
+    /// This run: messages decided.
+    pub decided: u64,
+    /// This run: syncs of the image.
+    pub syncs: u64,
+    /// The last CONNACK's session present.
+    pub session_present: bool,
+    /// Identifiers held when the broker said session present 0.
+    pub lost_identifiers: u64,
+    /// The image held a session from an earlier run.
+    pub resumed: bool,
+    /// The QoS the broker granted, when this run subscribed.
+    pub granted: Option<u8>,
+    /// The store skips a message it applied before (by its id).
+    pub idempotent: bool,
+}
+
+impl Cmd {
+    /// Runs the subcommand.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self.action {
+            Action::Consume(mut a) => {
+                if !a.store.runs_on(Source::Mqtt) {
+                    return Err(usage(format!(
+                        "mqtt consume takes the {} store: MQTT has no offsets",
+                        registry::list(StoreKind::on(Source::Mqtt), " or ")
+                    )));
+                }
+                consume::qos(a.qos)?;
+                a.session_ram = a.session == "ram";
+                a.idle = Duration::from_millis(a.idle_ms);
+                let truth = a.truth.as_deref().map(report::Truth::read).transpose()?;
+                let job = consume::Job { args: &a };
+                let tally = registry::with_mqtt_store(a.store, WINDOW, job)
+                    .ok_or_else(|| usage("that store does not run on MQTT"))?
+                    .map_err(|e| usage(format!("{e:?}")))??;
+                report::print(&a, &tally, truth.as_ref())?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Action::Publish(p) => publish::run(&p),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! `idem mqtt publish`: a seeded payment stream, each payment once (and `--resends`
+//! more sent again by the application, for the message-id lesson), with the truth file
+//! of every PUBLISH sent. A QoS 1 or 2 PUBLISH is complete when its PUBACK or PUBCOMP
+//! arrives; at most [`IN_FLIGHT`] are incomplete at a time.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use idem_mqtt::codec::{Outgoing, Publish, QoS};
+use idem_sim::rng::SplitMix64;
+
+use super::link::{Broken, Got, Link};
+
+/// Incomplete PUBLISHes at a time: the test broker's `max_inflight_messages`, which
+/// Mosquitto also holds a publisher to (a fifth costs the connection).
+pub const IN_FLIGHT: usize = 1;
+const PAYERS: [&str; 4] = ["ada", "bob", "cy", "dee"];
+
+/// `idem mqtt publish`'s arguments.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The broker.
+    #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
+    broker: String,
+    /// The topic.
+    #[arg(long)]
+    topic: String,
+    /// The QoS to publish at.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
+    qos: u8,
+    /// Payments p0 to p(N-1), amounts 1 to 9 from the seed.
+    #[arg(long, default_value_t = 100)]
+    count: u32,
+    /// The seed of the amounts and of the resends.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Application resends: this many earlier payments sent again (same id and amount,
+    /// a new PUBLISH), at seeded places in the stream.
+    #[arg(long, default_value_t = 0)]
+    resends: u32,
+    /// Write every PUBLISH sent here, one JSON payment a line.
+    #[arg(long, value_name = "FILE")]
+    truth: PathBuf,
+    /// The client identifier (clean session 1).
+    #[arg(long, default_value = "idem-publish")]
+    client_id: String,
+}
+
+/// The stream: each payment's line, resends included, in sending order.
+pub fn stream(count: u32, seed: u64, resends: u32) -> Vec<String> {
+    let mut rng = SplitMix64::new(seed);
+    let pay = |i: u32, rng: &mut SplitMix64| {
+        // `range` is inclusive.
+        let payer = PAYERS[rng.range(0, PAYERS.len() as u64 - 1) as usize];
+        let amount = rng.range(1, 9);
+        format!(r#"{{"id": "p{i}", "payer": "{payer}", "amount": {amount}}}"#)
+    };
+    let mut lines: Vec<String> = (0..count).map(|i| pay(i, &mut rng)).collect();
+    for _ in 0..resends.min(count) {
+        // Again, somewhere after the original.
+        let of = rng.range(0, u64::from(count) - 1) as usize;
+        let at = rng.range(of as u64 + 1, lines.len() as u64) as usize;
+        let again = lines[of].clone();
+        lines.insert(at, again);
+    }
+    lines
+}
+
+/// Publishes the stream.
+pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
+    let qos = QoS::from_level(a.qos).unwrap_or(QoS::ExactlyOnce);
+    let lines = stream(a.count, a.seed, a.resends);
+    let mut file = std::fs::File::create(&a.truth)
+        .with_context(|| format!("creating the truth file {}", a.truth.display()))?;
+    let mut link = Link::connect(&a.broker, 64 * 1024)?;
+    let broken = |e: Broken| match e {
+        Broken::Closed(why) | Broken::Garbage(why) => anyhow!("publishing to {}: {why}", a.broker),
+    };
+    link.send(&Outgoing::Connect {
+        client_id: &a.client_id,
+        keep_alive: 60,
+        clean_session: true,
+    })?;
+    match link.read(Duration::from_secs(10)).map_err(broken)? {
+        Some(Got::Connack { code: 0, .. }) => {}
+        other => {
+            return Err(anyhow!(
+                "the broker at {} did not accept the connection: {other:?}",
+                a.broker
+            ));
+        }
+    }
+    let started = Instant::now();
+    let mut waiting: VecDeque<u16> = VecDeque::new();
+    let mut next_pid = 0u16;
+    for line in &lines {
+        while waiting.len() >= IN_FLIGHT {
+            complete(&mut link, &mut waiting).map_err(broken)?;
+        }
+        let pid = (qos != QoS::AtMostOnce).then(|| {
+            next_pid = next_pid % u16::MAX + 1;
+            next_pid
+        });
+        let p = Publish {
+            dup: false,
+            qos,
+            pid,
+            retain: false,
+            topic: &a.topic,
+            payload: line.as_bytes(),
+        };
+        link.send(&Outgoing::Publish(p))?;
+        writeln!(file, "{line}")?;
+        waiting.extend(pid);
+    }
+    while !waiting.is_empty() {
+        complete(&mut link, &mut waiting).map_err(broken)?;
+    }
+    link.send(&Outgoing::Disconnect)?;
+    file.sync_all()?;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "mqtt publish: {} PUBLISHes of {} payments ({} resent) at QoS {} to {} in {secs:.2} s; truth in {}",
+        lines.len(),
+        a.count,
+        lines.len() - a.count as usize,
+        a.qos,
+        a.topic,
+        a.truth.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads one packet: PUBACK and PUBCOMP complete a PUBLISH, PUBREC is answered with
+/// PUBREL; anything else is a broker that does not follow the protocol.
+fn complete(link: &mut Link, waiting: &mut VecDeque<u16>) -> Result<(), Broken> {
+    let closed = |e: anyhow::Error| Broken::Closed(format!("{e:#}"));
+    match link.read(Duration::from_secs(10))? {
+        Some(Got::Puback(pid)) | Some(Got::Pubcomp(pid)) => {
+            waiting.retain(|w| *w != pid);
+            Ok(())
+        }
+        Some(Got::Pubrec(pid)) => link.send(&Outgoing::Pubrel(pid)).map_err(closed),
+        Some(Got::Pingresp) => Ok(()),
+        Some(other) => Err(Broken::Garbage(format!(
+            "the broker sent a publisher {other:?}"
+        ))),
+        None => Err(Broken::Closed("no acknowledgement came for 10 s".into())),
+    }
+}

@@ -1,0 +1,160 @@
+//! A consume's report, and the truth it is graded against: what `idem mqtt publish`
+//! (or any publisher) sent, one JSON payment a line, each id counted once at its first
+//! amount.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::{ConsumeArgs, Tally};
+use crate::error::usage;
+
+/// What was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truth {
+    /// Each id's first amount, summed.
+    pub total: i64,
+    /// Distinct ids.
+    pub ids: u64,
+    /// Lines: every PUBLISH sent, resends included.
+    pub sent: u64,
+}
+
+impl Truth {
+    /// Reads a truth file; a line that is not a payment is refused with its number.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the truth file {}", path.display()))?;
+        let mut seen = HashSet::new();
+        let mut truth = Truth {
+            total: 0,
+            ids: 0,
+            sent: 0,
+        };
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let (id, amount) = idem_mqtt::payments::id_and_amount(line.as_bytes()).map_err(|_| {
+                usage(format!(
+                    "line {} of {} is not a payment ({{\"id\": \"p17\", \"payer\": \"ada\", \"amount\": 5}})",
+                    n + 1,
+                    path.display()
+                ))
+            })?;
+            truth.sent += 1;
+            if seen.insert(id.to_owned()) {
+                truth.ids += 1;
+                truth.total = truth.total.checked_add(amount).ok_or_else(|| {
+                    usage(format!(
+                        "the amounts in {} overflow a 64-bit total",
+                        path.display()
+                    ))
+                })?;
+            }
+        }
+        Ok(truth)
+    }
+}
+
+/// Why a run's total, even when it matches, is not a proof: the cases where MQTT's
+/// promise breaks.
+fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
+    let mut out = Vec::new();
+    if t.lost_identifiers > 0 {
+        out.push(format!(
+            "the broker answered session present 0 while the image held {} QoS 2 identifiers: it lost the session",
+            t.lost_identifiers
+        ));
+    }
+    if a.session_ram && a.qos == 2 && t.resumed {
+        out.push("the identifiers were in RAM (--session ram) and this run resumed a stopped one: a message applied before the stop and resent after it is applied again".into());
+    }
+    if a.qos == 1 && !t.idempotent {
+        out.push("QoS 1 is at least once: the naive store applies a resent message again (the message-id store skips it)".into());
+    }
+    out
+}
+
+/// Prints the report, as text or JSON.
+pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&Truth>) -> anyhow::Result<()> {
+    let broken = broken(a, t);
+    let graded = truth.map(|tr| {
+        let verdict = match t.total.cmp(&tr.total) {
+            std::cmp::Ordering::Equal if broken.is_empty() => "exact",
+            std::cmp::Ordering::Equal => "unproven",
+            std::cmp::Ordering::Greater => "over",
+            std::cmp::Ordering::Less => "under",
+        };
+        let dups = u64::from(t.applied).saturating_sub(tr.ids);
+        (tr, verdict, dups)
+    });
+    let records_per_message = (t.decided > 0).then(|| t.records as f64 / t.decided as f64);
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let mut v = json!({
+            "store": a.store.name(),
+            "qos": a.qos,
+            "session": if a.session_ram { "ram" } else { "flash" },
+            "final_total": t.total,
+            "applied": t.applied,
+            "duplicates_skipped": t.skipped,
+            "held_again": t.held_again,
+            "rejected": t.rejected,
+            "redeliveries": t.redeliveries,
+            "retained": t.retained,
+            "session_present": t.session_present,
+            "lost_identifiers": t.lost_identifiers,
+            "resumed": t.resumed,
+            "records": t.records,
+            "messages": t.decided,
+            "records_per_message": records_per_message,
+            "syncs": t.syncs,
+            "promise_broken": broken,
+        });
+        if let Some((tr, verdict, dups)) = graded {
+            v["true_total"] = json!(tr.total);
+            v["true_ids"] = json!(tr.ids);
+            v["duplicates_applied"] = json!(dups);
+            v["verdict"] = json!(verdict);
+        }
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "mqtt consume: {} store, QoS {}, session in {}: total {} ({} applied, {} skipped as duplicates, {} rejected)",
+        a.store.name(),
+        a.qos,
+        if a.session_ram { "RAM" } else { "flash" },
+        t.total,
+        t.applied,
+        t.skipped,
+        t.rejected
+    )?;
+    writeln!(
+        out,
+        "  this run: {} messages, {} records, {} resent by the broker (DUP 1), {} held and not applied again, {} retained and not applied; session present {}",
+        t.decided,
+        t.records,
+        t.redeliveries,
+        t.held_again,
+        t.retained,
+        u8::from(t.session_present)
+    )?;
+    if let Some((tr, verdict, dups)) = graded {
+        writeln!(
+            out,
+            "  true total {} ({} ids): {verdict}, {dups} duplicates applied",
+            tr.total, tr.ids
+        )?;
+    }
+    for b in &broken {
+        writeln!(out, "  promise broken: {b}")?;
+    }
+    Ok(())
+}
