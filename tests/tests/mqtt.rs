@@ -60,8 +60,6 @@ impl Consumer {
             &self.broker,
             "--topic",
             TOPIC,
-            "--qos",
-            "2",
         ])
         .args([
             "--client-id",
@@ -74,8 +72,10 @@ impl Consumer {
         .args(["--json", "--flash"])
         .arg(&self.flash)
         .args(extra);
-        if !extra.contains(&"--idle-ms") {
-            c.args(["--idle-ms", "500"]);
+        for (flag, default) in [("--idle-ms", "500"), ("--qos", "2")] {
+            if !extra.contains(&flag) {
+                c.args([flag, default]);
+            }
         }
         c
     }
@@ -96,6 +96,10 @@ impl Consumer {
 }
 
 fn publish(b: &Broker, s: &Scratch, count: usize, name: &str) -> PathBuf {
+    publish_at(b, s, count, name, "2")
+}
+
+fn publish_at(b: &Broker, s: &Scratch, count: usize, name: &str, qos: &str) -> PathBuf {
     let truth = s.join(name);
     let out = paho(&[
         "publish",
@@ -104,7 +108,7 @@ fn publish(b: &Broker, s: &Scratch, count: usize, name: &str) -> PathBuf {
         "--topic",
         TOPIC,
         "--qos",
-        "2",
+        qos,
         "--count",
         &count.to_string(),
         "--seed",
@@ -124,19 +128,20 @@ fn publish(b: &Broker, s: &Scratch, count: usize, name: &str) -> PathBuf {
 
 /// Kills the consumer `KILLS` times, each a run that the hook aborts as a SIGKILL
 /// would: every third one once its Nth record is durable and before the acknowledgement
-/// it allows is sent, the others after their Nth packet. Each is asserted killed.
-fn kill_loop(c: &Consumer, seed: u64) -> u64 {
+/// it allows is sent, the others after their Nth packet (N from 1 to `most`). Each is
+/// asserted killed.
+fn kill_loop(c: &Consumer, seed: u64, extra: &[&str], most: u64) -> u64 {
     let mut rng = SplitMix64::new(seed);
     let mut between = 0;
     for i in 0..KILLS {
-        let n = rng.range(1, 100).to_string();
+        let n = rng.range(1, most).to_string();
         let hook = if i % 3 == 0 {
             "--abort-before-ack"
         } else {
             "--abort-after-packets"
         };
         between += u64::from(i % 3 == 0);
-        let out = c.run(&[hook, &n]);
+        let out = c.run(&[&[hook, n.as_str()], extra].concat());
         assert_eq!(
             out.status.code(),
             None,
@@ -176,7 +181,7 @@ fn qos_2_with_the_session_in_flash_is_exact_across_30_kills_for_both_stores() {
     let truth = publish(&b, &s, MESSAGES, "truth.jsonl");
     let true_total = truth_total(&truth);
     for (seed, c) in consumers.iter().enumerate() {
-        assert_eq!(kill_loop(c, seed as u64), 10);
+        assert_eq!(kill_loop(c, seed as u64, &[], 100), 10);
         let end = c.report(&["--truth", truth.to_str().unwrap()]);
         assert_eq!(end["verdict"], "exact", "{} store: {end}", c.store);
         assert_eq!(
@@ -207,7 +212,7 @@ fn qos_2_with_the_identifiers_in_ram_applies_a_message_again_at_each_kill_before
     let c = Consumer::new(&b, &s, "naive", "ram");
     c.report(&["--idle-ms", "100"]);
     let truth = publish(&b, &s, MESSAGES, "truth.jsonl");
-    assert_eq!(kill_loop(&c, 7), 10);
+    assert_eq!(kill_loop(&c, 7, &[], 100), 10);
     let end = c.report(&["--truth", truth.to_str().unwrap()]);
     // Each kill between a message's record and its PUBREC: the broker sends the PUBLISH
     // again, the identifier is forgotten, the message applied again. The others land
@@ -267,5 +272,94 @@ fn a_graceful_broker_restart_mid_stream_is_exact_and_a_lost_session_is_reported(
     assert!(
         broken[0].as_str().unwrap().contains("session present 0"),
         "{end}"
+    );
+}
+
+#[test]
+fn qos_1_is_exact_with_the_message_id_store_and_the_naive_store_reports_its_duplicates() {
+    let s = Scratch::new("mqtt-qos1");
+    let b = broker(&s.join("broker"));
+    let consumers = ["message-id", "naive"].map(|store| Consumer::new(&b, &s, store, "flash"));
+    for c in &consumers {
+        c.report(&["--idle-ms", "100", "--qos", "1"]);
+    }
+    let truth = publish_at(&b, &s, 1_000, "truth.jsonl", "1");
+    let true_total = truth_total(&truth);
+    let mut ends = Vec::new();
+    for (seed, c) in consumers.iter().enumerate() {
+        assert_eq!(kill_loop(c, 11 + seed as u64, &["--qos", "1"], 50), 10);
+        ends.push(c.report(&["--qos", "1", "--truth", truth.to_str().unwrap()]));
+    }
+    // A kill between a message's record and its PUBACK: the broker sends it again (DUP
+    // 1). The message-id store skips each of the 10; the naive store applies each again.
+    let (by_id, naive) = (&ends[0], &ends[1]);
+    assert_eq!(
+        (by_id["verdict"].as_str(), num(by_id, "final_total")),
+        (Some("exact"), true_total),
+        "{by_id}"
+    );
+    assert_eq!(
+        (num(by_id, "applied"), num(by_id, "duplicates_skipped")),
+        (1_000, 10),
+        "{by_id}"
+    );
+    assert_eq!(
+        (naive["verdict"].as_str(), num(naive, "duplicates_applied")),
+        (Some("over"), 10),
+        "{naive}"
+    );
+    let broken = naive["promise_broken"].as_array().unwrap();
+    assert!(
+        broken[0]
+            .as_str()
+            .unwrap()
+            .starts_with("QoS 1 is at least once"),
+        "{naive}"
+    );
+}
+
+#[test]
+fn a_retained_message_is_reported_and_not_applied() {
+    let s = Scratch::new("mqtt-retained");
+    let b = broker(&s.join("broker"));
+    let out = Command::new(PathBuf::from(idem().get_program()))
+        .args([
+            "mqtt",
+            "publish",
+            "--broker",
+            &b.addr(),
+            "--topic",
+            TOPIC,
+            "--count",
+            "1",
+            "--retain",
+            "--truth",
+        ])
+        .arg(s.join("retained.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A new session subscribes, and the broker sends the retained message with RETAIN 1.
+    let c = Consumer::new(&b, &s, "naive", "flash");
+    let end = c.report(&["--idle-ms", "300"]);
+    assert_eq!(
+        (
+            num(&end, "retained"),
+            num(&end, "applied"),
+            num(&end, "final_total")
+        ),
+        (1, 0, 0),
+        "{end}"
+    );
+    // Reconnected with session present 1, it does not subscribe again: nothing resent.
+    let again = c.report(&["--idle-ms", "300"]);
+    assert_eq!(
+        (again["session_present"].as_bool(), num(&again, "retained")),
+        (Some(true), 0),
+        "{again}"
     );
 }

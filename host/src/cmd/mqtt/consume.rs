@@ -119,7 +119,9 @@ impl<'a, S: Sum> Session<'a, S> {
             match self.session(&mut link) {
                 Ok(()) => break,
                 Err(Broken::Closed(why)) if reconnects < link::TRIES => {
-                    reconnects += 1;
+                    // A connection that carried more than its CONNACK starts the count
+                    // again: only a broker that keeps failing is given up on.
+                    reconnects = if link.packets > 1 { 1 } else { reconnects + 1 };
                     eprintln!("mqtt consume: {why}; connecting again");
                 }
                 Err(Broken::Closed(why)) => {

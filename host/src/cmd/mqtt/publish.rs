@@ -46,6 +46,9 @@ pub struct PublishArgs {
     /// Write every PUBLISH sent here, one JSON payment a line.
     #[arg(long, value_name = "FILE")]
     truth: PathBuf,
+    /// Publish with RETAIN 1: the broker keeps the last one for each new subscriber.
+    #[arg(long)]
+    retain: bool,
     /// The client identifier (clean session 1).
     #[arg(long, default_value = "idem-publish")]
     client_id: String,
@@ -110,7 +113,7 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
             dup: false,
             qos,
             pid,
-            retain: false,
+            retain: a.retain,
             topic: &a.topic,
             payload: line.as_bytes(),
         };
