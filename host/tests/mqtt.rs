@@ -4,7 +4,7 @@
 //! sentence and a non-zero exit, and what the image held is still there.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
@@ -137,7 +137,8 @@ fn garbage_after_a_message_is_one_sentence_and_the_message_stays_applied() {
 
 #[test]
 fn out_of_order_packets_and_refusals_get_one_sentence_each() {
-    let cases: [(fn(usize) -> Vec<u8>, &str); 4] = [
+    type Reply = fn(usize) -> Vec<u8>;
+    let cases: [(Reply, &str); 4] = [
         (
             |_| vec![0x20, 0x02, 0x01, 0x00, 0x40, 0x02, 0x00, 0x07],
             "the broker sent Puback(7), which a subscriber that publishes nothing never gets",
