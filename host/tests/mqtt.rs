@@ -243,3 +243,35 @@ fn stores_that_need_offsets_are_refused_by_name() {
         "mqtt consume takes the naive or message-id store: MQTT has no offsets",
     ));
 }
+
+#[test]
+fn the_mqtt_matrix_prints_each_qos_against_a_reset_at_every_crash_point() {
+    let out = idem()
+        .args(["matrix", "--source", "mqtt"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for row in [
+        "QoS 0                   30  under at 371/372 -6723  under at 2939/2940 -54163",
+        "QoS 1                   30  over at 30/372 +141     exact at 2940",
+        "QoS 2, in RAM           30  over at 30/372 +141     exact at 2940",
+        "QoS 2, in flash         60  exact at 738            exact at 5880",
+        "QoS 2, with next        38  exact at 468            exact at 3724",
+    ] {
+        assert!(text.lines().any(|l| l == row), "{row}\n{text}");
+    }
+    assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    let out = idem()
+        .args(["matrix", "--source", "mqtt", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ram = &v["rows"][2];
+    assert_eq!(
+        (ram["qos"].as_u64(), ram["identifiers"].as_str()),
+        (Some(2), Some("ram"))
+    );
+    assert_eq!(ram["stores"]["naive"]["over"].as_u64(), Some(30));
+    assert_eq!(ram["stores"]["message-id"]["exact"].as_bool(), Some(true));
+}

@@ -5,65 +5,26 @@
 //! 141 in all, 4 in flight. Each figure is (reset points, runs over, by how much in all,
 //! runs under, by how much in all).
 
-use idem_core::store::Store;
 use idem_mqtt::codec::QoS;
 use idem_mqtt::receiver::{Keep, Release};
-use idem_mqtt::sim::{self, Flash, Reset, Setup};
-use idem_sim::payment::Message;
+use idem_mqtt::sim::{self, Cell, Flash, Setup};
 use idem_sim::payment::stores::Naive;
 use idem_sim::registry::MessageIdStore;
 
-const MESSAGES: usize = 30;
-
 fn setup(qos: QoS, keep: Keep, release: Release) -> Setup {
-    Setup {
-        qos,
-        keep,
-        release,
-        messages: MESSAGES,
-        limit: 4,
-    }
+    sim::setup((qos, keep, release))
 }
 
-/// Each reset point's end total minus the true total, with the run's records.
-fn sweep<S: Store<Payload = Message>>(
-    store: S,
-    setup: Setup,
-    total: fn(&S::State) -> i64,
-) -> Vec<(Reset, i64)> {
-    let truth = sim::true_total(MESSAGES);
-    sim::reset_points(store.clone(), setup)
-        .into_iter()
-        .enumerate()
-        .map(|(seed, at)| {
-            let mut flash = Flash::new();
-            flash.seed_noise(seed as u64);
-            let end = sim::run(&mut flash, store.clone(), setup, Some(at));
-            assert_eq!(end.resets, 1, "{at:?}");
-            (at, total(&end.state) - truth)
-        })
-        .collect()
-}
-
-fn summary(ends: &[(Reset, i64)]) -> (usize, usize, i64, usize, i64) {
-    let over: Vec<i64> = ends.iter().map(|e| e.1).filter(|d| *d > 0).collect();
-    let under: Vec<i64> = ends.iter().map(|e| e.1).filter(|d| *d < 0).collect();
-    (
-        ends.len(),
-        over.len(),
-        over.iter().sum(),
-        under.len(),
-        under.iter().sum(),
-    )
+fn figures(c: Cell) -> (usize, usize, i64, usize, i64) {
+    (c.points, c.over.0, c.over.1, c.under.0, c.under.1)
 }
 
 fn naive(setup: Setup) -> (usize, usize, i64, usize, i64) {
-    summary(&sweep(Naive, setup, |st| st.total))
+    figures(sim::sweep(Naive, setup))
 }
 
 fn message_id(setup: Setup) -> (usize, usize, i64, usize, i64) {
-    let store = MessageIdStore::new(Naive, 32).unwrap();
-    summary(&sweep(store, setup, |st| st.state.total))
+    figures(sim::sweep(MessageIdStore::new(Naive, 32).unwrap(), setup))
 }
 
 fn records(setup: Setup) -> u64 {

@@ -95,6 +95,10 @@ pub struct Cmd {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+    /// The stores against the simulator's faults, or the MQTT receiver against a device
+    /// reset at every crash point (`mqtt`).
+    #[arg(long, default_value = "simulator", value_parser = ["simulator", "mqtt"])]
+    source: String,
 }
 
 fn cell(r: &Report) -> String {
@@ -115,6 +119,11 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        if self.source == "mqtt" {
+            crate::cmd::mqtt::matrix::print(&mut out, self.json)?;
+            out.flush()?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let tables = tables()?;
         if self.json {
             print_json(&mut out, &tables)?;

@@ -9,6 +9,7 @@
 
 mod consume;
 mod link;
+pub mod matrix;
 mod publish;
 mod report;
 
