@@ -119,10 +119,12 @@ impl Broker {
         present
     }
 
-    /// The broker loses the session (a new data directory): what was in flight is gone.
+    /// The broker loses the session (a new data directory): what was in flight and
+    /// what was queued are gone.
     pub fn lose_session(&mut self) {
         self.session = false;
         self.flights.clear();
+        self.next = self.messages;
     }
 
     /// The next packet on the wire, after the broker has sent what its limits allow.
@@ -221,11 +223,15 @@ pub struct Setup {
     pub messages: usize,
     /// In-flight limit and places.
     pub limit: usize,
+    /// The broker loses the session while the device is down.
+    pub lose_session: bool,
 }
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct End<T> {
+    /// Identifiers the device held when the broker said session present 0.
+    pub lost_identifiers: usize,
     /// The store's state.
     pub state: T,
     /// Resets that happened.
@@ -268,7 +274,7 @@ where
             .expect("the journal opens")
     };
     let mut device = open(flash);
-    let (mut resets, mut records) = (0u32, 0u64);
+    let (mut resets, mut records, mut lost_identifiers) = (0u32, 0u64, 0);
     let present = broker.connect();
     device
         .connected(flash, present)
@@ -309,10 +315,13 @@ where
                 flash.power_on();
                 resets += 1;
                 device = open(flash);
+                if setup.lose_session {
+                    broker.lose_session();
+                }
                 let present = broker.connect();
-                device
+                lost_identifiers += device
                     .connected(flash, present)
-                    .expect("the session is present");
+                    .expect("the flash takes a record");
             }
             Err(e) => panic!("the device failed: {e:?}"),
         }
@@ -322,6 +331,7 @@ where
         resets,
         records,
         resent: broker.resent,
+        lost_identifiers,
     }
 }
 
@@ -410,5 +420,6 @@ pub const fn setup(row: (QoS, Keep, Release)) -> Setup {
         release: row.2,
         messages: 30,
         limit: 4,
+        lose_session: false,
     }
 }

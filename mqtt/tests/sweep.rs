@@ -72,3 +72,25 @@ fn qos_0_loses_what_was_on_the_wire_at_a_reset_and_never_applies_twice() {
     assert_eq!(records(qos0), 30);
     assert_eq!(naive(qos0), (372, 0, 0, 371, -6723));
 }
+
+#[test]
+fn a_broker_that_loses_the_session_loses_what_it_held_and_the_device_says_how_many_identifiers() {
+    // A reset after the 10th record (the 10th message applied, its identifier held),
+    // and the broker comes back with no session: session present 0. The device forgets
+    // the identifiers it held, and counts them; the messages in flight and queued are
+    // gone with the broker's session.
+    let lost = Setup {
+        lose_session: true,
+        ..setup(QoS::ExactlyOnce, Keep::Flash, Release::Now)
+    };
+    let end = sim::run(
+        &mut Flash::new(),
+        Naive,
+        lost,
+        Some(sim::Reset::AfterRecord(10)),
+    );
+    // Records 1 to 4 apply p0 to p3, 5 to 8 release them, 9 and 10 apply p4 and p5:
+    // the two held, and the total is 1 + 2 + ... + 6 of the 141.
+    assert_eq!(end.resets, 1);
+    assert_eq!((end.lost_identifiers, end.state.total), (2, 21), "{end:?}");
+}
