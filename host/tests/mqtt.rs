@@ -141,7 +141,7 @@ fn out_of_order_packets_and_refusals_get_one_sentence_each() {
     let cases: [(Reply, &str); 4] = [
         (
             |_| vec![0x20, 0x02, 0x01, 0x00, 0x40, 0x02, 0x00, 0x07],
-            "the broker sent Puback(7), which a subscriber that publishes nothing never gets",
+            "the broker sent PUBACK, which a subscriber that publishes nothing never receives",
         ),
         (
             |_| vec![0x20, 0x02, 0x00, 0x05],

@@ -13,6 +13,9 @@
 //!   first so that no input panics it;
 //! - [`receiver`]: the rules, over any idem-core store (the message-id store makes QoS 1
 //!   exact);
+//! - [`client`]: the session around them, without I/O: SUBSCRIBE only for a new
+//!   session, the packets a subscriber refuses, PUBLISHes held back while every place
+//!   is taken;
 //! - `payments` (feature): idem's payment payloads;
 //! - `sim` (feature): a broker's persistent session, for sweeps at every crash point.
 //!
@@ -23,6 +26,7 @@
 #![cfg_attr(not(any(test, feature = "sim")), no_std)]
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod codec;
 #[cfg(feature = "payments")]
 pub mod payments;

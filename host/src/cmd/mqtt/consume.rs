@@ -3,14 +3,14 @@
 //! session, and hands each PUBLISH and PUBREL to `idem_mqtt::receiver`, whose record is
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use idem_core::journal::Region;
-use idem_mqtt::codec::{Outgoing, QoS};
-use idem_mqtt::receiver::{Ack, Keep, Receiver, Release, Reply};
+use idem_mqtt::client::{Client, ClientError, Config, Outbox, Phase, Send};
+use idem_mqtt::codec::{Incoming, Publish, QoS};
+use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
 use idem_sim::registry::SumStoreJob;
 
@@ -54,7 +54,7 @@ pub struct Job<'a> {
 
 impl SumStoreJob for Job<'_> {
     type Out = anyhow::Result<Tally>;
-    fn call<S: Sum + Send + Sync>(self, store: S) -> anyhow::Result<Tally> {
+    fn call<S: Sum + std::marker::Send + Sync>(self, store: S) -> anyhow::Result<Tally> {
         Session::open(self.args, store)?.run()
     }
 }
@@ -62,13 +62,10 @@ impl SumStoreJob for Job<'_> {
 struct Session<'a, S: Sum> {
     a: &'a ConsumeArgs,
     image: Image,
-    receiver: Receiver<S, PLACES>,
+    client: Client<S, PLACES, HELD_BACK>,
     tally: Tally,
     /// Records made durable by this run (for the hook).
     records: u64,
-    /// PUBLISHes held back, unanswered, in order, while every place is taken: the broker
-    /// sent more than its in-flight limit; the PUBRELs it sends next free places.
-    waiting: VecDeque<Got>,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
@@ -100,14 +97,13 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(Self {
             a,
             image,
-            receiver,
+            client: Client::new(receiver),
             tally: Tally {
                 resumed,
                 idempotent: S::IDEMPOTENT,
                 ..Tally::default()
             },
             records: 0,
-            waiting: VecDeque::new(),
         })
     }
 
@@ -137,8 +133,8 @@ impl<'a, S: Sum> Session<'a, S> {
                 }
             }
         }
-        let record = self.receiver.record();
-        let counts = self.receiver.counts();
+        let record = self.client.receiver().record();
+        let counts = self.client.counts();
         let t = &mut self.tally;
         t.total = S::total(&record.state);
         (t.applied, t.skipped, t.rejected) = (record.applied, record.skipped, record.rejected);
@@ -148,166 +144,110 @@ impl<'a, S: Sum> Session<'a, S> {
         t.records = counts.records;
         t.decided = counts.decided;
         t.syncs = self.image.flash.syncs();
+        t.session_present = self.client.session_present;
+        t.lost_identifiers = self.client.lost_identifiers;
+        t.granted = self.client.granted.map(QoS::level);
         Ok(self.tally)
     }
 
     /// One connection, to the idle end (`Ok`) or until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<(), Broken> {
-        let fail = |e: anyhow::Error| Broken::Closed(format!("{e:#}"));
-        link.send(&Outgoing::Connect {
-            client_id: &self.a.client_id,
-            keep_alive: link::KEEP_ALIVE.as_secs() as u16,
-            clean_session: false,
-        })
-        .map_err(fail)?;
-        let present = match link.read(Duration::from_secs(10))? {
-            Some(Got::Connack {
-                code: 0,
-                session_present,
-            }) => session_present,
-            Some(Got::Connack { code, .. }) => {
-                return Err(Broken::Garbage(format!(
-                    "the broker refused the connection: {} (return code {code})",
-                    link::refusal(code)
-                )));
-            }
-            other => {
-                return Err(Broken::Garbage(format!(
-                    "the broker answered CONNECT with {other:?}"
-                )));
-            }
-        };
-        self.tally.session_present = present;
-        let lost = self
-            .receiver
-            .connected(&mut self.image.flash, present)
-            .map_err(fatal)?;
-        self.tally.lost_identifiers += lost as u64;
-        self.sync()?;
-        if !present {
-            // Only for a new session: SUBSCRIBE again would resend retained messages.
-            let qos = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
-            link.send(&Outgoing::Subscribe {
-                pid: 1,
-                filter: &self.a.topic,
-                qos,
-            })
-            .map_err(fail)?;
-        }
+        let connect = self.client.connect();
+        self.send(link, connect)?;
         let mut last_new = Instant::now();
         loop {
-            match link.read(QUIET)? {
+            let out = match link.read(QUIET)? {
                 Some(got) => {
-                    if self.take(link, got)? {
+                    if matches!(got, Got::Publish { .. } | Got::Oversized { .. }) {
                         last_new = Instant::now();
                     }
+                    let out = self.take(got)?;
                     if self
                         .a
                         .abort_after_packets
                         .is_some_and(|n| link.packets >= n)
                     {
+                        self.deliver(link, out)?;
                         std::process::abort(); // as a SIGKILL would: no destructor
                     }
+                    out
+                }
+                None if self.client.phase() == Phase::Connecting
+                    && last_new.elapsed() >= Duration::from_secs(10) =>
+                {
+                    return Err(Broken::Garbage(
+                        "the broker did not answer CONNECT within 10 s".into(),
+                    ));
                 }
                 None => {
-                    let reply = self.receiver.flush(&mut self.image.flash).map_err(fatal)?;
-                    self.send(link, reply)?;
-                    if last_new.elapsed() >= self.a.idle {
-                        let _ = link.send(&Outgoing::Disconnect);
+                    let out = (self.client.on_quiet(&mut self.image.flash))
+                        .map_err(|e| client_error(e, &self.a.topic))?;
+                    if out.send.is_empty() && last_new.elapsed() >= self.a.idle {
+                        let _ = self.send(link, Send::Disconnect);
                         return Ok(());
                     }
-                    link.keep_alive().map_err(fail)?;
+                    if out.send.is_empty() {
+                        link.keep_alive()
+                            .map_err(|e| Broken::Closed(format!("{e:#}")))?;
+                    }
+                    out
                 }
-            }
-        }
-    }
-
-    /// Takes one packet, or holds a PUBLISH back while every place is taken (and every
-    /// PUBLISH after it, to keep their order); whether it was a PUBLISH.
-    fn take(&mut self, link: &mut Link, got: Got) -> Result<bool, Broken> {
-        let publish = matches!(got, Got::Publish { .. } | Got::Oversized { .. });
-        if publish && (!self.waiting.is_empty() || !self.receiver.has_place()) {
-            if self.waiting.len() == HELD_BACK {
-                return Err(Broken::Garbage(format!(
-                    "the broker sent {HELD_BACK} PUBLISHes past its in-flight limit with every one of {PLACES} places held"
-                )));
-            }
-            self.waiting.push_back(got);
-            return Ok(true);
-        }
-        let taken = self.take_now(link, got)?;
-        while self.receiver.has_place() {
-            let Some(next) = self.waiting.pop_front() else {
-                break;
             };
-            self.take_now(link, next)?;
+            self.deliver(link, out)?;
         }
-        Ok(taken)
     }
 
-    fn take_now(&mut self, link: &mut Link, got: Got) -> Result<bool, Broken> {
+    /// Hands one packet to the client.
+    fn take(&mut self, got: Got) -> Result<Outbox, Broken> {
         let key = self.image.id_key();
+        let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
         let flash = &mut self.image.flash;
-        let reply = match got.clone() {
-            Got::Publish {
-                qos,
-                pid,
-                dup,
-                retain,
-                payload,
-            } => {
-                let payment = idem_mqtt::payments::parse(&payload, &key).ok();
-                self.receiver.decide(flash, qos, pid, dup, retain, payment)
-            }
-            Got::Oversized { qos, pid } => {
-                self.receiver.decide(flash, qos, pid, false, false, None)
-            }
-            Got::Pubrel(pid) => self.receiver.pubrel(flash, pid),
-            Got::Suback(Some(granted)) => {
-                self.tally.granted = Some(granted.level());
-                return Ok(false);
-            }
-            Got::Suback(None) => {
+        let out = match got {
+            Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
+            Got::Connack {
+                code,
+                session_present: _,
+            } if code != 0 => {
                 return Err(Broken::Garbage(format!(
-                    "the broker refused the subscription to {}",
-                    self.a.topic
+                    "the broker refused the connection: {} (return code {code})",
+                    link::refusal(code)
                 )));
             }
-            Got::Pingresp => return Ok(false),
-            Got::Connack { .. } => {
-                return Err(Broken::Garbage("the broker sent a second CONNACK".into()));
-            }
-            Got::Puback(_) | Got::Pubrec(_) | Got::Pubcomp(_) | Got::Unsuback => {
-                return Err(Broken::Garbage(format!(
-                    "the broker sent {got:?}, which a subscriber that publishes nothing never gets"
-                )));
-            }
+            got => match incoming(&got) {
+                Some(packet) => self.client.on_packet(flash, packet, decode),
+                None => unreachable!("every packet but an oversized PUBLISH converts"),
+            },
         };
-        let publish = reply.as_ref().is_ok_and(|r| r.decided.is_some());
-        let reply = reply.map_err(fatal)?;
-        self.send(link, reply)?;
-        Ok(publish)
+        out.map_err(|e| client_error(e, &self.a.topic))
     }
 
-    /// Syncs what `reply` wrote, then sends what it allows: PUBCOMPs, then its own
-    /// acknowledgement.
-    fn send(&mut self, link: &mut Link, reply: Reply<PLACES>) -> Result<(), Broken> {
-        if reply.records > 0 {
+    /// Makes what `out` wrote durable, then sends its packets.
+    fn deliver(&mut self, link: &mut Link, out: Outbox) -> Result<(), Broken> {
+        if out.records > 0 {
             self.sync()?;
-            self.records += 1;
+            self.records += u64::from(out.records);
             if self.a.abort_before_ack.is_some_and(|n| self.records >= n) {
                 std::process::abort(); // durable, and nothing acknowledged
             }
         }
-        let fail = |e: anyhow::Error| Broken::Closed(format!("{e:#}"));
-        for pid in reply.completed {
-            link.send(&Outgoing::Pubcomp(pid)).map_err(fail)?;
+        for send in out.send {
+            self.send(link, send)?;
         }
-        match reply.ack {
-            Some(Ack::Puback(pid)) => link.send(&Outgoing::Puback(pid)).map_err(fail),
-            Some(Ack::Pubrec(pid)) => link.send(&Outgoing::Pubrec(pid)).map_err(fail),
-            None => Ok(()),
-        }
+        Ok(())
+    }
+
+    fn send(&mut self, link: &mut Link, send: Send) -> Result<(), Broken> {
+        let config = Config {
+            client_id: &self.a.client_id,
+            filter: &self.a.topic,
+            qos: QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce),
+            keep_alive: link::KEEP_ALIVE.as_secs() as u16,
+        };
+        let mut buf = [0u8; 512];
+        let n = Client::<S, PLACES, HELD_BACK>::encode(&config, send, &mut buf)
+            .map_err(|e| Broken::Garbage(format!("encoding {send:?}: {e:?}")))?;
+        link.send_bytes(&buf[..n])
+            .map_err(|e| Broken::Closed(format!("{e:#}")))
     }
 
     fn sync(&mut self) -> Result<(), Broken> {
@@ -317,6 +257,65 @@ impl<'a, S: Sum> Session<'a, S> {
             .sync()
             .map_err(|e| Broken::Garbage(format!("syncing {path}: {e:?}")))
     }
+}
+
+/// The packet as the client takes it, borrowing from `got`.
+fn incoming(got: &Got) -> Option<Incoming<'_>> {
+    Some(match *got {
+        Got::Connack {
+            session_present,
+            code,
+        } => Incoming::Connack {
+            session_present,
+            code,
+        },
+        Got::Publish {
+            qos,
+            pid,
+            dup,
+            retain,
+            ref payload,
+        } => Incoming::Publish(Publish {
+            dup,
+            qos,
+            pid,
+            retain,
+            topic: "",
+            payload,
+        }),
+        Got::Oversized { .. } => return None,
+        Got::Pubrel(pid) => Incoming::Pubrel(pid),
+        Got::Suback(granted) => Incoming::Suback { pid: 1, granted },
+        Got::Pingresp => Incoming::Pingresp,
+        Got::Puback(pid) => Incoming::Puback(pid),
+        Got::Pubrec(pid) => Incoming::Pubrec(pid),
+        Got::Pubcomp(pid) => Incoming::Pubcomp(pid),
+        Got::Unsuback => Incoming::Unsuback(1),
+    })
+}
+
+fn client_error<E: core::fmt::Debug, A: core::fmt::Debug>(
+    e: ClientError<E, A>,
+    topic: &str,
+) -> Broken {
+    Broken::Garbage(match e {
+        ClientError::Receive(e) => return fatal(e),
+        ClientError::Refused(code) => format!(
+            "the broker refused the connection: {} (return code {code})",
+            link::refusal(code)
+        ),
+        ClientError::SubscriptionRefused => {
+            format!("the broker refused the subscription to {topic}")
+        }
+        ClientError::Unexpected(what) => {
+            format!(
+                "the broker sent {what}, which a subscriber that publishes nothing never gets here"
+            )
+        }
+        ClientError::HeldBackFull { capacity } => format!(
+            "the broker sent {capacity} PUBLISHes past its in-flight limit with every one of {PLACES} places held"
+        ),
+    })
 }
 
 fn fatal<E: core::fmt::Debug, A: core::fmt::Debug>(

@@ -120,6 +120,15 @@ impl Link {
         Ok(())
     }
 
+    /// Sends bytes already encoded.
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.stream
+            .write_all(bytes)
+            .map_err(|e| anyhow!("the broker's connection failed while sending: {e}"))?;
+        self.last_sent = Instant::now();
+        Ok(())
+    }
+
     /// Sends PINGREQ if nothing was sent for half the keep-alive.
     pub fn keep_alive(&mut self) -> anyhow::Result<()> {
         if self.last_sent.elapsed() >= KEEP_ALIVE / 2 {

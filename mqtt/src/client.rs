@@ -1,0 +1,359 @@
+//! The subscriber's session around the [`Receiver`], without I/O: what to send after
+//! CONNACK, SUBSCRIBE only for a new session, which packets a subscriber refuses, and
+//! the PUBLISHes it holds back while every place for an identifier is taken. The host's
+//! `idem mqtt consume` drives it over TCP; a board drives it over its link. Each call
+//! returns an [`Outbox`]: the records it made durable, and then the packets the caller
+//! may send, in order, once those records are durable on its flash (a host syncs its
+//! file first).
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::{Deque, Vec};
+use idem_core::store::Store;
+
+use crate::codec::{self, EncodeError, Incoming, Outgoing, Publish, QoS};
+use crate::receiver::{Ack, Counts, Decided, ReceiveError, Receiver, Reply};
+
+/// What the caller sends: its bytes come from [`Client::encode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Send {
+    /// CONNECT, clean session 0.
+    Connect,
+    /// SUBSCRIBE to the filter at the QoS.
+    Subscribe,
+    /// A PUBLISH's acknowledgement.
+    Ack(Ack),
+    /// PUBCOMP of a released identifier.
+    Pubcomp(u16),
+    /// PINGREQ.
+    Pingreq,
+    /// DISCONNECT.
+    Disconnect,
+}
+
+/// What a broker sends only to a client that publishes or unsubscribes, which this one
+/// never does.
+const NOT_A_PUBLISHERS: [&str; 4] = [
+    "PUBACK, which a subscriber that publishes nothing never receives",
+    "PUBREC, which a subscriber that publishes nothing never receives",
+    "PUBCOMP, which a subscriber that publishes nothing never receives",
+    "UNSUBACK, which a subscriber that never unsubscribes never receives",
+];
+
+/// The most packets one call asks the caller to send.
+pub const OUTBOX: usize = 16;
+
+/// What one call did: records made durable, then the packets to send after them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outbox {
+    /// Records written (the caller makes them durable before it sends anything).
+    pub records: u8,
+    /// Packets to send, in order.
+    pub send: Vec<Send, OUTBOX>,
+    /// What was done with each PUBLISH this call decided, in order.
+    pub decided: Vec<Decided, OUTBOX>,
+}
+
+impl Outbox {
+    fn take<const N: usize>(&mut self, reply: Reply<N>) {
+        self.records = self.records.saturating_add(reply.records);
+        // Room is checked before each call (`Client::room`).
+        for pid in reply.completed {
+            let _ = self.send.push(Send::Pubcomp(pid));
+        }
+        if let Some(ack) = reply.ack {
+            let _ = self.send.push(Send::Ack(ack));
+        }
+        if let Some(d) = reply.decided {
+            let _ = self.decided.push(d);
+        }
+    }
+}
+
+/// The session's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config<'a> {
+    /// The client identifier: the broker keeps the session under it.
+    pub client_id: &'a str,
+    /// The topic or filter to subscribe to.
+    pub filter: &'a str,
+    /// The QoS to subscribe at.
+    pub qos: QoS,
+    /// Seconds; the caller sends PINGREQ after half of it without sending.
+    pub keep_alive: u16,
+}
+
+/// Where the session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Phase {
+    /// CONNECT sent, CONNACK awaited.
+    Connecting,
+    /// SUBSCRIBE sent for a new session, SUBACK awaited (PUBLISHes may come first).
+    Subscribing,
+    /// Receiving.
+    Receiving,
+}
+
+/// Why the session stops. Nothing undurable was acknowledged; the caller closes the
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ClientError<E, A> {
+    /// The receiver (its journal, its store, its places).
+    Receive(ReceiveError<E, A>),
+    /// CONNACK refused the connection with this return code (MQTT 3.1.1 §3.2.2.3).
+    Refused(u8),
+    /// SUBACK refused the subscription.
+    SubscriptionRefused,
+    /// A packet a subscriber does not take here, in words (`a second CONNACK`).
+    Unexpected(&'static str),
+    /// PUBLISHes past the broker's window, more than the session can hold back.
+    HeldBackFull {
+        /// How many it holds back.
+        capacity: usize,
+    },
+}
+
+impl<E, A> From<ReceiveError<E, A>> for ClientError<E, A> {
+    fn from(e: ReceiveError<E, A>) -> Self {
+        Self::Receive(e)
+    }
+}
+
+/// A PUBLISH held back: its decoded payload (`None`: undecodable or oversized).
+#[derive(Debug, Clone, Copy)]
+struct Held<P> {
+    qos: QoS,
+    pid: Option<u16>,
+    dup: bool,
+    retain: bool,
+    payload: Option<P>,
+}
+
+/// A subscriber over the store `S`: `N` places for QoS 2 identifiers, `H` PUBLISHes held
+/// back at most.
+pub struct Client<S: Store, const N: usize, const H: usize> {
+    receiver: Receiver<S, N>,
+    phase: Phase,
+    held: Deque<Held<S::Payload>, H>,
+    /// The last CONNACK's session present.
+    pub session_present: bool,
+    /// Identifiers held when a CONNACK said session present 0, in all.
+    pub lost_identifiers: u64,
+    /// The QoS the broker granted, once it has.
+    pub granted: Option<QoS>,
+}
+
+impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
+    /// A session around `receiver`, about to connect.
+    pub fn new(receiver: Receiver<S, N>) -> Self {
+        const {
+            assert!(
+                N < OUTBOX,
+                "an outbox holds a PUBCOMP for every place and an ack"
+            )
+        };
+        Self {
+            receiver,
+            phase: Phase::Connecting,
+            held: Deque::new(),
+            session_present: false,
+            lost_identifiers: 0,
+            granted: None,
+        }
+    }
+
+    /// The receiver.
+    pub fn receiver(&self) -> &Receiver<S, N> {
+        &self.receiver
+    }
+
+    /// The receiver's counts.
+    pub fn counts(&self) -> Counts {
+        self.receiver.counts()
+    }
+
+    /// Where the session is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// A new connection: the first packet to send. What was held back went with the
+    /// old connection (the broker sends it again).
+    pub fn connect(&mut self) -> Send {
+        self.phase = Phase::Connecting;
+        self.held.clear();
+        Send::Connect
+    }
+
+    /// Encodes `send` with `config` into `buf`; its length.
+    pub fn encode(config: &Config<'_>, send: Send, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        let p = match send {
+            Send::Connect => Outgoing::Connect {
+                client_id: config.client_id,
+                keep_alive: config.keep_alive,
+                clean_session: false,
+            },
+            Send::Subscribe => Outgoing::Subscribe {
+                pid: 1,
+                filter: config.filter,
+                qos: config.qos,
+            },
+            Send::Ack(Ack::Puback(pid)) => Outgoing::Puback(pid),
+            Send::Ack(Ack::Pubrec(pid)) => Outgoing::Pubrec(pid),
+            Send::Pubcomp(pid) => Outgoing::Pubcomp(pid),
+            Send::Pingreq => Outgoing::Pingreq,
+            Send::Disconnect => Outgoing::Disconnect,
+        };
+        codec::encode(&p, buf)
+    }
+
+    /// Takes one packet from the broker; `decode` reads a PUBLISH's payload.
+    pub fn on_packet<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        packet: Incoming<'_>,
+        decode: impl Fn(&[u8]) -> Option<S::Payload>,
+    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+        let before = self.receiver.counts().records;
+        let mut out = Outbox::default();
+        match packet {
+            Incoming::Connack {
+                code: 0,
+                session_present,
+            } if self.phase == Phase::Connecting => {
+                self.session_present = session_present;
+                self.lost_identifiers += self.receiver.connected(flash, session_present)? as u64;
+                if session_present {
+                    self.phase = Phase::Receiving;
+                } else {
+                    // Only for a new session: SUBSCRIBE again would resend retained
+                    // messages.
+                    self.phase = Phase::Subscribing;
+                    let _ = out.send.push(Send::Subscribe);
+                }
+            }
+            Incoming::Connack { code, .. } if self.phase == Phase::Connecting => {
+                return Err(ClientError::Refused(code));
+            }
+            Incoming::Connack { .. } => return Err(ClientError::Unexpected("a second CONNACK")),
+            _ if self.phase == Phase::Connecting => {
+                return Err(ClientError::Unexpected("a packet before its CONNACK"));
+            }
+            Incoming::Suback {
+                granted: Some(q), ..
+            } => {
+                self.granted = Some(q);
+                self.phase = Phase::Receiving;
+            }
+            Incoming::Suback { granted: None, .. } => return Err(ClientError::SubscriptionRefused),
+            Incoming::Publish(p) => {
+                let payload = decode(p.payload);
+                self.publish(flash, &p, payload, &mut out)?;
+            }
+            Incoming::Pubrel(pid) => {
+                out.take(self.receiver.pubrel(flash, pid)?);
+                self.drain(flash, &mut out)?;
+            }
+            Incoming::Pingresp => {}
+            Incoming::Puback(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[0])),
+            Incoming::Pubrec(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[1])),
+            Incoming::Pubcomp(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[2])),
+            Incoming::Unsuback(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[3])),
+        }
+        // Every record written, a session's forgetting at CONNACK included.
+        out.records = (self.receiver.counts().records - before) as u8;
+        Ok(out)
+    }
+
+    /// A PUBLISH over the maximum size, of which only its QoS and identifier were read:
+    /// acknowledged and rejected, as an undecodable one.
+    pub fn on_oversized<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        qos: QoS,
+        pid: Option<u16>,
+    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+        let mut out = Outbox::default();
+        let p = Publish {
+            dup: false,
+            qos,
+            pid,
+            retain: false,
+            topic: "",
+            payload: &[],
+        };
+        self.publish(flash, &p, None, &mut out)?;
+        Ok(out)
+    }
+
+    /// The link is quiet: the releases that wait for a record are written alone, and
+    /// what was held back is taken while places allow.
+    pub fn on_quiet<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+        let mut out = Outbox::default();
+        out.take(self.receiver.flush(flash)?);
+        self.drain(flash, &mut out)?;
+        Ok(out)
+    }
+
+    fn publish<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        p: &Publish<'_>,
+        payload: Option<S::Payload>,
+        out: &mut Outbox,
+    ) -> Result<(), ClientError<F::Error, S::Error>> {
+        let held = Held {
+            qos: p.qos,
+            pid: p.pid,
+            dup: p.dup,
+            retain: p.retain,
+            payload,
+        };
+        if !self.held.is_empty() || !self.receiver.has_place() || !room::<N>(out) {
+            // Behind what waits, in order; a PUBREL will free a place.
+            return self
+                .held
+                .push_back(held)
+                .map_err(|_| ClientError::HeldBackFull { capacity: H });
+        }
+        self.take(flash, held, out)
+    }
+
+    fn take<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        h: Held<S::Payload>,
+        out: &mut Outbox,
+    ) -> Result<(), ClientError<F::Error, S::Error>> {
+        out.take(
+            self.receiver
+                .decide(flash, h.qos, h.pid, h.dup, h.retain, h.payload)?,
+        );
+        Ok(())
+    }
+
+    fn drain<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        out: &mut Outbox,
+    ) -> Result<(), ClientError<F::Error, S::Error>> {
+        while self.receiver.has_place() && room::<N>(out) {
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
+            self.take(flash, h, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `out` has room for one more decision's packets: a PUBCOMP for every place
+/// and an acknowledgement.
+fn room<const N: usize>(out: &Outbox) -> bool {
+    out.send.len() + N < OUTBOX && out.decided.len() < OUTBOX
+}

@@ -1,0 +1,225 @@
+//! The session around the receiver, packet by packet: SUBSCRIBE only for a new session,
+//! PUBLISHes held back while every place is taken and taken in order once a PUBREL
+//! frees one, and the packets a subscriber refuses.
+
+use core::convert::Infallible;
+
+use idem_core::journal::Region;
+use idem_core::log::Event;
+use idem_core::store::{Outcome, Store};
+use idem_core::testing::flash::MemFlash;
+use idem_mqtt::client::{Client, ClientError, Config, Phase, Send};
+use idem_mqtt::codec::{Incoming, Publish, QoS};
+use idem_mqtt::receiver::{Ack, Decided, Keep, Receiver, Release};
+
+#[derive(Debug, Clone)]
+struct Sum;
+
+impl Store for Sum {
+    type Payload = i64;
+    type State = i64;
+    type Error = Infallible;
+    type Rejections = ();
+    type Persist = idem_core::persist::EachEffect<Self>;
+    const TAG: u32 = 0x7E57_0300;
+    fn check(&self, _: &i64, _: &Event<i64>) -> Result<Outcome, Infallible> {
+        Ok(Outcome::Applied)
+    }
+    fn apply(&self, total: &mut i64, e: &Event<i64>) {
+        *total += e.payload;
+    }
+}
+
+type Flash = MemFlash<3, 1024>;
+
+/// Two places, three held back at most.
+fn client(flash: &mut Flash) -> Client<Sum, 2, 3> {
+    let region = Region { start: 0, pages: 3 };
+    let r = Receiver::open(flash, region, 0x7E57_0400, Sum, Keep::Flash, Release::Now).unwrap();
+    Client::new(r)
+}
+
+fn publish(pid: u16) -> Incoming<'static> {
+    Incoming::Publish(Publish {
+        dup: false,
+        qos: QoS::ExactlyOnce,
+        pid: Some(pid),
+        retain: false,
+        topic: "t",
+        payload: b"1",
+    })
+}
+
+fn one(_: &[u8]) -> Option<i64> {
+    Some(1)
+}
+
+#[test]
+fn a_new_session_subscribes_and_a_present_one_does_not() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    assert_eq!(c.connect(), Send::Connect);
+    let connack = Incoming::Connack {
+        session_present: false,
+        code: 0,
+    };
+    let out = c.on_packet(&mut flash, connack, one).unwrap();
+    assert_eq!(
+        (out.send.as_slice(), c.phase()),
+        (&[Send::Subscribe][..], Phase::Subscribing)
+    );
+    let suback = Incoming::Suback {
+        pid: 1,
+        granted: Some(QoS::ExactlyOnce),
+    };
+    assert!(
+        c.on_packet(&mut flash, suback, one)
+            .unwrap()
+            .send
+            .is_empty()
+    );
+    assert_eq!(
+        (c.phase(), c.granted),
+        (Phase::Receiving, Some(QoS::ExactlyOnce))
+    );
+    // Reconnected, the broker holds the session: no SUBSCRIBE.
+    c.connect();
+    let present = Incoming::Connack {
+        session_present: true,
+        code: 0,
+    };
+    let out = c.on_packet(&mut flash, present, one).unwrap();
+    assert_eq!((out.send.len(), c.phase()), (0, Phase::Receiving));
+    // What it sends, as the specification spells it.
+    let config = Config {
+        client_id: "d",
+        filter: "t",
+        qos: QoS::ExactlyOnce,
+        keep_alive: 60,
+    };
+    let mut buf = [0u8; 32];
+    let n = Client::<Sum, 2, 3>::encode(&config, Send::Subscribe, &mut buf).unwrap();
+    assert_eq!(&buf[..n], &[0x82, 6, 0, 1, 0, 1, b't', 2]);
+}
+
+#[test]
+fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    c.connect();
+    c.on_packet(
+        &mut flash,
+        Incoming::Connack {
+            session_present: true,
+            code: 0,
+        },
+        one,
+    )
+    .unwrap();
+    for pid in [1, 2] {
+        let out = c.on_packet(&mut flash, publish(pid), one).unwrap();
+        assert_eq!(
+            (out.records, out.send.as_slice()),
+            (1, &[Send::Ack(Ack::Pubrec(pid))][..])
+        );
+    }
+    // Both places taken: 3 and 4 wait, unanswered, nothing written.
+    for pid in [3, 4] {
+        let out = c.on_packet(&mut flash, publish(pid), one).unwrap();
+        assert_eq!((out.records, out.send.len(), out.decided.len()), (0, 0, 0));
+    }
+    // PUBREL 1 frees a place: PUBCOMP 1, then 3 is taken (PUBREC 3); 4 still waits.
+    let out = c.on_packet(&mut flash, Incoming::Pubrel(1), one).unwrap();
+    assert_eq!(
+        out.send.as_slice(),
+        &[Send::Pubcomp(1), Send::Ack(Ack::Pubrec(3))]
+    );
+    assert_eq!(
+        (out.records, out.decided.as_slice()),
+        (2, &[Decided::Applied][..])
+    );
+    let out = c.on_packet(&mut flash, Incoming::Pubrel(2), one).unwrap();
+    assert_eq!(
+        out.send.as_slice(),
+        &[Send::Pubcomp(2), Send::Ack(Ack::Pubrec(4))]
+    );
+    assert_eq!(*c.receiver().state(), 4);
+    // Three wait at most; a fourth is a typed error, and nothing was acknowledged.
+    for pid in [5, 6, 7] {
+        assert!(
+            c.on_packet(&mut flash, publish(pid), one)
+                .unwrap()
+                .send
+                .is_empty()
+        );
+    }
+    let full = c.on_packet(&mut flash, publish(8), one);
+    assert_eq!(full, Err(ClientError::HeldBackFull { capacity: 3 }));
+    // A new connection drops what waited (the broker sends it again, unanswered).
+    c.connect();
+    c.on_packet(
+        &mut flash,
+        Incoming::Connack {
+            session_present: true,
+            code: 0,
+        },
+        one,
+    )
+    .unwrap();
+    let out = c.on_packet(&mut flash, Incoming::Pubrel(3), one).unwrap();
+    assert_eq!(out.send.as_slice(), &[Send::Pubcomp(3)]);
+}
+
+#[test]
+fn what_a_subscriber_refuses() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    c.connect();
+    assert_eq!(
+        c.on_packet(&mut flash, publish(1), one),
+        Err(ClientError::Unexpected("a packet before its CONNACK"))
+    );
+    assert_eq!(
+        c.on_packet(
+            &mut flash,
+            Incoming::Connack {
+                session_present: false,
+                code: 5
+            },
+            one
+        ),
+        Err(ClientError::Refused(5))
+    );
+    c.on_packet(
+        &mut flash,
+        Incoming::Connack {
+            session_present: false,
+            code: 0,
+        },
+        one,
+    )
+    .unwrap();
+    assert_eq!(
+        c.on_packet(
+            &mut flash,
+            Incoming::Suback {
+                pid: 1,
+                granted: None
+            },
+            one
+        ),
+        Err(ClientError::SubscriptionRefused)
+    );
+    let second = c.on_packet(
+        &mut flash,
+        Incoming::Connack {
+            session_present: true,
+            code: 0,
+        },
+        one,
+    );
+    assert_eq!(second, Err(ClientError::Unexpected("a second CONNACK")));
+    assert!(
+        matches!(c.on_packet(&mut flash, Incoming::Puback(3), one), Err(ClientError::Unexpected(s)) if s.starts_with("PUBACK"))
+    );
+}
