@@ -2,33 +2,14 @@
 //! PUBLISHes held back while every place is taken and taken in order once a PUBREL
 //! frees one, and the packets a subscriber refuses.
 
-use core::convert::Infallible;
-
 use idem_core::journal::Region;
-use idem_core::log::Event;
-use idem_core::store::{Outcome, Store};
 use idem_core::testing::flash::MemFlash;
 use idem_mqtt::client::{Client, ClientError, Config, Phase, Send};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
 use idem_mqtt::receiver::{Ack, Decided, Keep, Receiver, Release};
 
-#[derive(Debug, Clone)]
-struct Sum;
-
-impl Store for Sum {
-    type Payload = i64;
-    type State = i64;
-    type Error = Infallible;
-    type Rejections = ();
-    type Persist = idem_core::persist::EachEffect<Self>;
-    const TAG: u32 = 0x7E57_0300;
-    fn check(&self, _: &i64, _: &Event<i64>) -> Result<Outcome, Infallible> {
-        Ok(Outcome::Applied)
-    }
-    fn apply(&self, total: &mut i64, e: &Event<i64>) {
-        *total += e.payload;
-    }
-}
+mod common;
+use common::Sum;
 
 type Flash = MemFlash<3, 1024>;
 
