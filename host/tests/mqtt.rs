@@ -275,3 +275,108 @@ fn the_mqtt_matrix_prints_each_qos_against_a_reset_at_every_crash_point() {
     assert_eq!(ram["stores"]["naive"]["over"].as_u64(), Some(30));
     assert_eq!(ram["stores"]["message-id"]["exact"].as_bool(), Some(true));
 }
+
+#[test]
+fn idem_run_mqtt_shows_each_qos_against_one_reset_after_p14s_record() {
+    let run = |args: &[&str]| -> Value {
+        let out = idem()
+            .args(["run", "mqtt", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // (arguments, final total, verdict, applied twice, never applied); p14 is 6, the
+    // three behind it on the wire are 7, 8 and 9.
+    type Case<'a> = (&'a [&'a str], i64, &'a str, &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 6] = [
+        (
+            &["--store", "naive", "--qos", "2", "--session", "ram"],
+            147,
+            "over",
+            &["p14"],
+            &[],
+        ),
+        (&["--store", "naive", "--qos", "2"], 141, "exact", &[], &[]),
+        (
+            &["--store", "message-id", "--qos", "2", "--session", "ram"],
+            141,
+            "exact",
+            &[],
+            &[],
+        ),
+        (
+            &["--store", "naive", "--qos", "1"],
+            147,
+            "over",
+            &["p14"],
+            &[],
+        ),
+        (
+            &["--store", "message-id", "--qos", "1"],
+            141,
+            "exact",
+            &[],
+            &[],
+        ),
+        (
+            &["--store", "naive", "--qos", "0"],
+            117,
+            "under",
+            &[],
+            &["p15", "p16", "p17"],
+        ),
+    ];
+    for (args, total, verdict, twice, lost) in cases {
+        let v = run(args);
+        assert_eq!(
+            (
+                v["final_total"].as_i64(),
+                v["true_total"].as_i64(),
+                v["verdict"].as_str()
+            ),
+            (Some(total), Some(141), Some(verdict)),
+            "{args:?}: {v}"
+        );
+        assert_eq!(
+            v["applied_twice"],
+            serde_json::json!(twice),
+            "{args:?}: {v}"
+        );
+        assert_eq!(v["lost"], serde_json::json!(lost), "{args:?}: {v}");
+    }
+    // The trace: with the identifiers in flash, the resent p14 is held.
+    let out = idem()
+        .args(["run", "mqtt", "--store", "naive", "--trace"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("PUBLISH p14 (id 3)         applied, a record; RESET"),
+        "{text}"
+    );
+    assert!(
+        text.contains("PUBLISH p14 (id 3, DUP 1)  held: nothing applied, PUBREC 3"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    idem()
+        .args(["run", "mqtt", "--store", "offset"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "mqtt takes the naive or message-id store",
+        ));
+    idem()
+        .args(["run", "ddia", "--store", "naive", "--qos", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--qos and --session apply to the mqtt scenario only",
+        ));
+}

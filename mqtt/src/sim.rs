@@ -208,6 +208,30 @@ pub enum Reset {
     Cut(PowerCut),
     /// Just after its `n`th record (from 1) is durable, before what it allowed is sent.
     AfterRecord(u64),
+    /// Just after the record that decides message `i` (from 0) the first time, before
+    /// its acknowledgement is sent.
+    AfterMessage(usize),
+}
+
+/// One step of a traced run: a packet the broker sent and what the device did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step<T> {
+    /// The packet (`None`: the link was quiet and the device wrote its waiting releases).
+    pub packet: Option<ToDevice>,
+    /// What the device did with a PUBLISH.
+    pub decided: Option<crate::receiver::Decided>,
+    /// Records it wrote.
+    pub records: u8,
+    /// Its acknowledgement, if one went out.
+    pub ack: Option<Ack>,
+    /// PUBCOMPs that went out.
+    pub completed: usize,
+    /// The device reset here, before sending anything of this step.
+    pub reset: bool,
+    /// For a PUBREL: whether the device held its identifier (in RAM or in flash).
+    pub held: bool,
+    /// The store's state after the step.
+    pub state: T,
 }
 
 /// How a run was set up.
@@ -256,6 +280,20 @@ pub fn run<S>(flash: &mut Flash, store: S, setup: Setup, reset: Option<Reset>) -
 where
     S: Store<Payload = Message>,
 {
+    run_traced(flash, store, setup, reset, &mut |_| {})
+}
+
+/// [`run`], handing each step to `trace`.
+pub fn run_traced<S>(
+    flash: &mut Flash,
+    store: S,
+    setup: Setup,
+    reset: Option<Reset>,
+    trace: &mut dyn FnMut(Step<S::State>),
+) -> End<S::State>
+where
+    S: Store<Payload = Message>,
+{
     assert!(
         setup.limit <= PLACES,
         "the broker's limit is at most the device's places"
@@ -265,6 +303,10 @@ where
     }
     let after = match reset {
         Some(Reset::AfterRecord(n)) => Some(n),
+        _ => None,
+    };
+    let after_message = match reset {
+        Some(Reset::AfterMessage(i)) => Some(i),
         _ => None,
     };
     let key = IdKey::PUBLIC;
@@ -281,7 +323,9 @@ where
         .expect("no records to lose");
     loop {
         let before = device.counts().records;
-        let reply = match broker.take() {
+        let packet = broker.take();
+        let held = matches!(packet, Some(ToDevice::Pubrel(pid)) if device.held().contains(&pid));
+        let reply = match packet {
             Some(ToDevice::Publish {
                 qos,
                 pid,
@@ -297,8 +341,21 @@ where
             None => device.flush(flash),
         };
         records += device.counts().records - before;
-        let cut_now =
-            after.is_some_and(|n| records >= n && device.counts().records > before) && resets == 0;
+        let wrote = device.counts().records > before;
+        let this_message = matches!(packet, Some(ToDevice::Publish { message, .. }) if Some(message) == after_message);
+        let cut_now = resets == 0 && wrote && (after.is_some_and(|n| records >= n) || this_message);
+        if let Ok(r) = &reply {
+            trace(Step {
+                packet,
+                decided: r.decided,
+                records: r.records,
+                ack: (!cut_now).then_some(r.ack).flatten(),
+                completed: if cut_now { 0 } else { r.completed.len() },
+                reset: cut_now,
+                held,
+                state: device.state().clone(),
+            });
+        }
         match reply {
             Ok(reply) if !cut_now => {
                 for pid in reply.completed {

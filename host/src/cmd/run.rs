@@ -40,11 +40,43 @@ pub struct Cmd {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// mqtt only: the subscription's QoS, 0, 1 or 2 (2 by default).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+    qos: Option<u8>,
+    /// mqtt only: where the QoS 2 identifiers are kept, flash (with the effect) or ram.
+    #[arg(long, value_name = "flash|ram", value_parser = ["flash", "ram"])]
+    session: Option<String>,
 }
 
 impl Cmd {
+    /// `idem run mqtt`.
+    fn mqtt(&self) -> anyhow::Result<ExitCode> {
+        let store = self
+            .store
+            .ok_or_else(|| crate::error::usage("--store is required: naive or message-id"))?;
+        let qos = idem_mqtt::codec::QoS::from_level(self.qos.unwrap_or(2))
+            .unwrap_or(idem_mqtt::codec::QoS::ExactlyOnce);
+        let ram = self.session.as_deref() == Some("ram");
+        let r = crate::cmd::mqtt::run::MqttRun {
+            store,
+            qos,
+            ram,
+            trace: self.trace,
+            json: self.json,
+        };
+        crate::cmd::mqtt::run::run(r)
+    }
+
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        if self.scenario == Some(ScenarioKind::Mqtt) {
+            return self.mqtt();
+        }
+        if self.qos.is_some() || self.session.is_some() {
+            return Err(crate::error::usage(
+                "--qos and --session apply to the mqtt scenario only",
+            ));
+        }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let choice = select::choose(self.scenario, self.store, self.fix)?;
         let args = ScenarioArgs {

@@ -38,6 +38,9 @@ pub enum ScenarioKind {
     Gauge,
     /// The gauge's readings, then the reading 60 delivered again after the last.
     LateReading,
+    /// MQTT: 30 payments to a subscriber that resets once, after p14's record and
+    /// before its acknowledgement (`idem run mqtt --qos 0|1|2 --session flash|ram`).
+    Mqtt,
 }
 
 impl ScenarioKind {
@@ -54,6 +57,7 @@ impl ScenarioKind {
             Self::DualWrite => "dual-write",
             Self::Gauge => "gauge",
             Self::LateReading => "late-reading",
+            Self::Mqtt => "mqtt",
         }
     }
 
@@ -358,6 +362,12 @@ pub fn check_pair(scenario: Option<ScenarioKind>, store: StoreKind) -> anyhow::R
         return Ok(());
     };
     let gauge_store = StoreKind::GAUGES.contains(&store);
+    if kind == ScenarioKind::Mqtt && !store.runs_on(registry::Source::Mqtt) {
+        return Err(usage(format!(
+            "mqtt takes the {} store: MQTT has no offsets",
+            registry::list(StoreKind::on(registry::Source::Mqtt), " or ")
+        )));
+    }
     if kind == ScenarioKind::DualWrite {
         return Err(usage(
             "dual-write writes its own two views: give --fix, not --store",

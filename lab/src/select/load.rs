@@ -151,6 +151,11 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 "name a scenario (ddia, worked-example, payments, same-amount, resend, zombie, late-retry, dual-write, gauge, late-reading) or give --log FILE",
             ));
         }
+        (Some(ScenarioKind::Mqtt), None) => {
+            return Err(usage(
+                "mqtt has no log of offsets: `idem run mqtt` and `idem matrix --source mqtt` run it",
+            ));
+        }
         (Some(ScenarioKind::Ddia), None) => {
             let events = a.events.unwrap_or(ddia::EVENTS);
             check_events(events)?;
@@ -188,7 +193,8 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 ScenarioKind::Ddia
                 | ScenarioKind::WorkedExample
                 | ScenarioKind::Gauge
-                | ScenarioKind::LateReading => scenario::worked_example(),
+                | ScenarioKind::LateReading
+                | ScenarioKind::Mqtt => scenario::worked_example(),
             }
             .map_err(|e| usage(e.to_string()))?;
             let default = match (kind, a.fix) {

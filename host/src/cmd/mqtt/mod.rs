@@ -12,6 +12,7 @@ mod link;
 pub mod matrix;
 mod publish;
 mod report;
+pub mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
