@@ -80,24 +80,10 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
     let lines = stream(a.count, a.seed, a.resends);
     let mut file = std::fs::File::create(&a.truth)
         .with_context(|| format!("creating the truth file {}", a.truth.display()))?;
-    let mut link = Link::connect(&a.broker, 64 * 1024)?;
     let broken = |e: Broken| match e {
         Broken::Closed(why) | Broken::Garbage(why) => anyhow!("publishing to {}: {why}", a.broker),
     };
-    link.send(&Outgoing::Connect {
-        client_id: &a.client_id,
-        keep_alive: 60,
-        clean_session: true,
-    })?;
-    match link.read(Duration::from_secs(10)).map_err(broken)? {
-        Some(Got::Connack { code: 0, .. }) => {}
-        other => {
-            return Err(anyhow!(
-                "the broker at {} did not accept the connection: {other:?}",
-                a.broker
-            ));
-        }
-    }
+    let mut link = connect(a)?;
     let started = Instant::now();
     let mut waiting: VecDeque<u16> = VecDeque::new();
     let mut next_pid = 0u16;
@@ -137,6 +123,26 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
         a.truth.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Connects with clean session 1 and waits for CONNACK.
+fn connect(a: &PublishArgs) -> anyhow::Result<Link> {
+    let mut link = Link::connect(&a.broker, 64 * 1024)?;
+    link.send(&Outgoing::Connect {
+        client_id: &a.client_id,
+        keep_alive: 60,
+        clean_session: true,
+    })?;
+    match link.read(Duration::from_secs(10)) {
+        Ok(Some(Got::Connack { code: 0, .. })) => Ok(link),
+        Ok(other) => Err(anyhow!(
+            "the broker at {} did not accept the connection: {other:?}",
+            a.broker
+        )),
+        Err(Broken::Closed(why) | Broken::Garbage(why)) => {
+            Err(anyhow!("publishing to {}: {why}", a.broker))
+        }
+    }
 }
 
 /// Reads one packet: PUBACK and PUBCOMP complete a PUBLISH, PUBREC is answered with

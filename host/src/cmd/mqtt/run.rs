@@ -147,23 +147,52 @@ pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
         .filter(|&i| times[i] == 0)
         .map(|i| format!("p{i}"))
         .collect();
-    let session = if r.ram { "ram" } else { "flash" };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let report = Report {
+        total,
+        truth,
+        end,
+        lines,
+        twice,
+        lost,
+    };
     if r.json {
-        let mut v = json!({
-            "scenario": "mqtt", "store": r.store.name(), "qos": r.qos.level(), "session": session,
-            "messages": 30, "in_flight": 4, "reset_after": format!("p{RESET_AFTER}"),
-            "true_total": truth, "final_total": total, "verdict": Verdict::of(total, truth).name(),
-            "resets": end.resets, "records": end.records, "resent": end.resent,
-            "applied_twice": twice, "lost": lost,
-        });
-        if r.trace {
-            v["trace"] = lines.iter().enumerate().map(|(i, l)| json!({"step": i + 1, "broker": l.sent, "device": l.did, "total": l.total})).collect();
-        }
-        writeln!(out, "{v}")?;
-        out.flush()?;
-        return Ok(ExitCode::SUCCESS);
+        json_report(&mut out, &r, &report)?;
+    } else {
+        text_report(&mut out, &r, &report)?;
     }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Report {
+    total: i64,
+    truth: i64,
+    end: sim::End<()>,
+    lines: Vec<Line>,
+    twice: Vec<String>,
+    lost: Vec<String>,
+}
+
+fn json_report(out: &mut impl Write, r: &MqttRun, p: &Report) -> anyhow::Result<()> {
+    let session = if r.ram { "ram" } else { "flash" };
+    let mut v = json!({
+        "scenario": "mqtt", "store": r.store.name(), "qos": r.qos.level(), "session": session,
+        "messages": 30, "in_flight": 4, "reset_after": format!("p{RESET_AFTER}"),
+        "true_total": p.truth, "final_total": p.total,
+        "verdict": Verdict::of(p.total, p.truth).name(),
+        "resets": p.end.resets, "records": p.end.records, "resent": p.end.resent,
+        "applied_twice": p.twice, "lost": p.lost,
+    });
+    if r.trace {
+        v["trace"] = p.lines.iter().enumerate().map(|(i, l)| json!({"step": i + 1, "broker": l.sent, "device": l.did, "total": l.total})).collect();
+    }
+    writeln!(out, "{v}")?;
+    Ok(())
+}
+
+fn text_report(out: &mut impl Write, r: &MqttRun, p: &Report) -> anyhow::Result<()> {
+    let (total, truth) = (p.total, p.truth);
     let (kept, ack) = match (r.qos, r.ram) {
         (QoS::AtMostOnce, _) => ("no acknowledgement", "(QoS 0 sends none)"),
         (QoS::AtLeastOnce, _) => ("no identifiers kept", "and before its PUBACK"),
@@ -181,7 +210,7 @@ pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
             out,
             "\nstep  broker sends               device                                       total"
         )?;
-        for (i, l) in lines.iter().enumerate() {
+        for (i, l) in p.lines.iter().enumerate() {
             writeln!(out, "{:<5} {:<26} {:<44} {}", i + 1, l.sent, l.did, l.total)?;
         }
         writeln!(out)?;
@@ -194,14 +223,13 @@ pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
         "  the broker sent {} PUBLISHes again (DUP 1) after the reset; {} records",
-        end.resent, end.records
+        p.end.resent, p.end.records
     )?;
-    if !twice.is_empty() {
-        writeln!(out, "  applied twice: {}", twice.join(", "))?;
+    if !p.twice.is_empty() {
+        writeln!(out, "  applied twice: {}", p.twice.join(", "))?;
     }
-    if !lost.is_empty() {
-        writeln!(out, "  never applied: {}", lost.join(", "))?;
+    if !p.lost.is_empty() {
+        writeln!(out, "  never applied: {}", p.lost.join(", "))?;
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
