@@ -1,5 +1,5 @@
 //! The subscriber's session around the [`Receiver`], without I/O: what to send after
-//! CONNACK, SUBSCRIBE only for a new session, which packets a subscriber refuses, and
+//! CONNACK (SUBSCRIBE, at every connection), which packets a subscriber refuses, and
 //! the PUBLISHes it holds back while every place for an identifier is taken. The host's
 //! `idem mqtt consume` drives it over TCP; a board drives it over its link. Each call
 //! returns an [`Outbox`]: the records it made durable, and then the packets the caller
@@ -89,7 +89,7 @@ pub struct Config<'a> {
 pub enum Phase {
     /// CONNECT sent, CONNACK awaited.
     Connecting,
-    /// SUBSCRIBE sent for a new session, SUBACK awaited (PUBLISHes may come first).
+    /// SUBSCRIBE sent, SUBACK awaited (the session's PUBLISHes may come first).
     Subscribing,
     /// Receiving.
     Receiving,
@@ -99,9 +99,9 @@ pub enum Phase {
 /// connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ClientError<E, A> {
+pub enum ClientError<E> {
     /// The receiver (its journal, its store, its places).
-    Receive(ReceiveError<E, A>),
+    Receive(ReceiveError<E>),
     /// CONNACK refused the connection with this return code (MQTT 3.1.1 §3.2.2.3).
     Refused(u8),
     /// SUBACK refused the subscription.
@@ -115,8 +115,8 @@ pub enum ClientError<E, A> {
     },
 }
 
-impl<E, A> From<ReceiveError<E, A>> for ClientError<E, A> {
-    fn from(e: ReceiveError<E, A>) -> Self {
+impl<E> From<ReceiveError<E>> for ClientError<E> {
+    fn from(e: ReceiveError<E>) -> Self {
         Self::Receive(e)
     }
 }
@@ -143,6 +143,10 @@ pub struct Client<S: Store, const N: usize, const H: usize> {
     pub lost_identifiers: u64,
     /// The QoS the broker granted, once it has.
     pub granted: Option<QoS>,
+    /// CONNACKs that said session present 0.
+    pub new_sessions: u32,
+    /// PUBLISHes on a topic outside the filter, rejected.
+    pub foreign: u64,
 }
 
 impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
@@ -161,6 +165,8 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
             session_present: false,
             lost_identifiers: 0,
             granted: None,
+            new_sessions: 0,
+            foreign: 0,
         }
     }
 
@@ -209,13 +215,15 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         codec::encode(&p, buf)
     }
 
-    /// Takes one packet from the broker; `decode` reads a PUBLISH's payload.
+    /// Takes one packet from the broker; `decode` reads the payload of a PUBLISH whose
+    /// topic matches `filter` (one that does not is rejected and counted).
     pub fn on_packet<F: NorFlash>(
         &mut self,
         flash: &mut F,
         packet: Incoming<'_>,
+        filter: &str,
         decode: impl Fn(&[u8]) -> Option<S::Payload>,
-    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+    ) -> Result<Outbox, ClientError<F::Error>> {
         let before = self.receiver.counts().records;
         let mut out = Outbox::default();
         match packet {
@@ -224,15 +232,18 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
                 session_present,
             } if self.phase == Phase::Connecting => {
                 self.session_present = session_present;
-                self.lost_identifiers += self.receiver.connected(flash, session_present)? as u64;
-                if session_present {
-                    self.phase = Phase::Receiving;
-                } else {
-                    // Only for a new session: SUBSCRIBE again would resend retained
-                    // messages.
-                    self.phase = Phase::Subscribing;
-                    let _ = out.send.push(Send::Subscribe);
+                if !session_present {
+                    self.new_sessions += 1;
                 }
+                self.lost_identifiers += self.receiver.connected(flash, session_present)? as u64;
+                // SUBSCRIBE at every connection, the session present or not: the session
+                // may hold no subscription (a connection lost before SUBACK), or one to
+                // another filter or QoS. A SUBSCRIBE of the filter it holds replaces it
+                // without interrupting the flow of publications, and resends the
+                // topic's retained message with RETAIN 1 (MQTT 3.1.1 §3.8.4, §3.3.1.3),
+                // which the receiver reports and never applies.
+                self.phase = Phase::Subscribing;
+                let _ = out.send.push(Send::Subscribe);
             }
             Incoming::Connack { code, .. } if self.phase == Phase::Connecting => {
                 return Err(ClientError::Refused(code));
@@ -249,7 +260,15 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
             }
             Incoming::Suback { granted: None, .. } => return Err(ClientError::SubscriptionRefused),
             Incoming::Publish(p) => {
-                let payload = decode(p.payload);
+                // A topic outside the filter: the session holds another subscription
+                // (an earlier one under this client id). Acknowledged, so that the
+                // broker stops sending it, and rejected: it is not this stream's.
+                let payload = if codec::matches(filter, p.topic) {
+                    decode(p.payload)
+                } else {
+                    self.foreign += 1;
+                    None
+                };
                 self.publish(flash, &p, payload, &mut out)?;
             }
             Incoming::Pubrel(pid) => {
@@ -274,7 +293,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         flash: &mut F,
         qos: QoS,
         pid: Option<u16>,
-    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+    ) -> Result<Outbox, ClientError<F::Error>> {
         let mut out = Outbox::default();
         let p = Publish {
             dup: false,
@@ -293,7 +312,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
     pub fn on_quiet<F: NorFlash>(
         &mut self,
         flash: &mut F,
-    ) -> Result<Outbox, ClientError<F::Error, S::Error>> {
+    ) -> Result<Outbox, ClientError<F::Error>> {
         let mut out = Outbox::default();
         out.take(self.receiver.flush(flash)?);
         self.drain(flash, &mut out)?;
@@ -306,7 +325,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         p: &Publish<'_>,
         payload: Option<S::Payload>,
         out: &mut Outbox,
-    ) -> Result<(), ClientError<F::Error, S::Error>> {
+    ) -> Result<(), ClientError<F::Error>> {
         let held = Held {
             qos: p.qos,
             pid: p.pid,
@@ -329,7 +348,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         flash: &mut F,
         h: Held<S::Payload>,
         out: &mut Outbox,
-    ) -> Result<(), ClientError<F::Error, S::Error>> {
+    ) -> Result<(), ClientError<F::Error>> {
         out.take(
             self.receiver
                 .decide(flash, h.qos, h.pid, h.dup, h.retain, h.payload)?,
@@ -341,7 +360,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         &mut self,
         flash: &mut F,
         out: &mut Outbox,
-    ) -> Result<(), ClientError<F::Error, S::Error>> {
+    ) -> Result<(), ClientError<F::Error>> {
         while self.receiver.has_place() && room::<N>(out) {
             let Some(h) = self.held.pop_front() else {
                 break;

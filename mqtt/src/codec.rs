@@ -445,3 +445,23 @@ pub fn encode(p: &Outgoing<'_>, buf: &mut [u8]) -> Result<usize, EncodeError> {
         _ => Err(EncodeError::Invalid),
     }
 }
+
+/// Whether `topic` matches the topic filter `filter` (MQTT 3.1.1 §4.7): `+` matches one
+/// level, a trailing `#` the parent level and every level below it. A topic that begins
+/// with `$` matches no filter that begins with a wildcard (§4.7.2).
+pub fn matches(filter: &str, topic: &str) -> bool {
+    if topic.starts_with('$') && (filter.starts_with('+') || filter.starts_with('#')) {
+        return false;
+    }
+    let mut f = filter.split('/');
+    let mut t = topic.split('/');
+    loop {
+        match (f.next(), t.next()) {
+            (Some("#"), _) => return f.next().is_none(),
+            (Some("+"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}

@@ -148,11 +148,9 @@ impl<const N: usize> Reply<N> {
 /// acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ReceiveError<E, A> {
+pub enum ReceiveError<E> {
     /// The journal, or the flash under it.
     Journal(JournalError<E>),
-    /// The store could not decide the message now (a bounded memory is full).
-    Store(A),
     /// A new QoS 2 identifier with every place taken: the broker sent more than its
     /// in-flight limit, which must equal the receiver's places.
     Full {
@@ -167,7 +165,7 @@ pub enum ReceiveError<E, A> {
     Count,
 }
 
-impl<E, A> From<JournalError<E>> for ReceiveError<E, A> {
+impl<E> From<JournalError<E>> for ReceiveError<E> {
     fn from(e: JournalError<E>) -> Self {
         Self::Journal(e)
     }
@@ -275,7 +273,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         &mut self,
         flash: &mut F,
         session_present: bool,
-    ) -> Result<usize, ReceiveError<F::Error, S::Error>> {
+    ) -> Result<usize, ReceiveError<F::Error>> {
         self.releasing.clear();
         if session_present {
             return Ok(0);
@@ -297,7 +295,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         flash: &mut F,
         p: &Publish<'_>,
         payload: Option<S::Payload>,
-    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+    ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         self.decide(flash, p.qos, p.pid, p.dup, p.retain, payload)
     }
 
@@ -311,7 +309,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         dup: bool,
         retain: bool,
         payload: Option<S::Payload>,
-    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+    ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         if dup {
             self.counts.redeliveries += 1;
         }
@@ -351,10 +349,13 @@ impl<S: Store, const N: usize> Receiver<S, N> {
                     offset: next.decided(),
                     payload,
                 };
+                // A store that cannot decide the message (an amount that would overflow
+                // the total) rejects it: MQTT would send it again at every reconnect and
+                // the stream would never advance.
                 match self
                     .store
                     .check(&next.state, &event)
-                    .map_err(ReceiveError::Store)?
+                    .unwrap_or(Outcome::Rejected)
                 {
                     Outcome::Applied => {
                         self.store.apply(&mut next.state, &event);
@@ -406,7 +407,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         &mut self,
         flash: &mut F,
         pid: u16,
-    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+    ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         let mut reply = Reply::empty();
         if !self.held().contains(&pid) {
             self.counts.unknown_releases += 1;
@@ -433,7 +434,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     pub fn flush<F: NorFlash>(
         &mut self,
         flash: &mut F,
-    ) -> Result<Reply<N>, ReceiveError<F::Error, S::Error>> {
+    ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         let mut reply = Reply::empty();
         if self.releasing.is_empty() {
             return Ok(reply);

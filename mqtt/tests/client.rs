@@ -36,7 +36,7 @@ fn one(_: &[u8]) -> Option<i64> {
 }
 
 #[test]
-fn a_new_session_subscribes_and_a_present_one_does_not() {
+fn every_connection_subscribes_and_counts_the_new_sessions() {
     let mut flash = Flash::new();
     let mut c = client(&mut flash);
     assert_eq!(c.connect(), Send::Connect);
@@ -44,7 +44,7 @@ fn a_new_session_subscribes_and_a_present_one_does_not() {
         session_present: false,
         code: 0,
     };
-    let out = c.on_packet(&mut flash, connack, one).unwrap();
+    let out = c.on_packet(&mut flash, connack, "t", one).unwrap();
     assert_eq!(
         (out.send.as_slice(), c.phase()),
         (&[Send::Subscribe][..], Phase::Subscribing)
@@ -54,7 +54,7 @@ fn a_new_session_subscribes_and_a_present_one_does_not() {
         granted: Some(QoS::ExactlyOnce),
     };
     assert!(
-        c.on_packet(&mut flash, suback, one)
+        c.on_packet(&mut flash, suback, "t", one)
             .unwrap()
             .send
             .is_empty()
@@ -63,14 +63,19 @@ fn a_new_session_subscribes_and_a_present_one_does_not() {
         (c.phase(), c.granted),
         (Phase::Receiving, Some(QoS::ExactlyOnce))
     );
-    // Reconnected, the broker holds the session: no SUBSCRIBE.
+    // Reconnected, the broker holds the session: SUBSCRIBE again all the same (the
+    // session may hold no subscription, or another), which replaces the one it holds.
     c.connect();
     let present = Incoming::Connack {
         session_present: true,
         code: 0,
     };
-    let out = c.on_packet(&mut flash, present, one).unwrap();
-    assert_eq!((out.send.len(), c.phase()), (0, Phase::Receiving));
+    let out = c.on_packet(&mut flash, present, "t", one).unwrap();
+    assert_eq!(
+        (out.send.as_slice(), c.phase()),
+        (&[Send::Subscribe][..], Phase::Subscribing)
+    );
+    assert_eq!((c.session_present, c.new_sessions), (true, 1));
     // What it sends, as the specification spells it.
     let config = Config {
         client_id: "d",
@@ -94,11 +99,12 @@ fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
             session_present: true,
             code: 0,
         },
+        "t",
         one,
     )
     .unwrap();
     for pid in [1, 2] {
-        let out = c.on_packet(&mut flash, publish(pid), one).unwrap();
+        let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
         assert_eq!(
             (out.records, out.send.as_slice()),
             (1, &[Send::Ack(Ack::Pubrec(pid))][..])
@@ -106,11 +112,13 @@ fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
     }
     // Both places taken: 3 and 4 wait, unanswered, nothing written.
     for pid in [3, 4] {
-        let out = c.on_packet(&mut flash, publish(pid), one).unwrap();
+        let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
         assert_eq!((out.records, out.send.len(), out.decided.len()), (0, 0, 0));
     }
     // PUBREL 1 frees a place: PUBCOMP 1, then 3 is taken (PUBREC 3); 4 still waits.
-    let out = c.on_packet(&mut flash, Incoming::Pubrel(1), one).unwrap();
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(1), "t", one)
+        .unwrap();
     assert_eq!(
         out.send.as_slice(),
         &[Send::Pubcomp(1), Send::Ack(Ack::Pubrec(3))]
@@ -119,7 +127,9 @@ fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
         (out.records, out.decided.as_slice()),
         (2, &[Decided::Applied][..])
     );
-    let out = c.on_packet(&mut flash, Incoming::Pubrel(2), one).unwrap();
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(2), "t", one)
+        .unwrap();
     assert_eq!(
         out.send.as_slice(),
         &[Send::Pubcomp(2), Send::Ack(Ack::Pubrec(4))]
@@ -128,13 +138,13 @@ fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
     // Three wait at most; a fourth is a typed error, and nothing was acknowledged.
     for pid in [5, 6, 7] {
         assert!(
-            c.on_packet(&mut flash, publish(pid), one)
+            c.on_packet(&mut flash, publish(pid), "t", one)
                 .unwrap()
                 .send
                 .is_empty()
         );
     }
-    let full = c.on_packet(&mut flash, publish(8), one);
+    let full = c.on_packet(&mut flash, publish(8), "t", one);
     assert_eq!(full, Err(ClientError::HeldBackFull { capacity: 3 }));
     // A new connection drops what waited (the broker sends it again, unanswered).
     c.connect();
@@ -144,10 +154,13 @@ fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
             session_present: true,
             code: 0,
         },
+        "t",
         one,
     )
     .unwrap();
-    let out = c.on_packet(&mut flash, Incoming::Pubrel(3), one).unwrap();
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(3), "t", one)
+        .unwrap();
     assert_eq!(out.send.as_slice(), &[Send::Pubcomp(3)]);
 }
 
@@ -157,7 +170,7 @@ fn what_a_subscriber_refuses() {
     let mut c = client(&mut flash);
     c.connect();
     assert_eq!(
-        c.on_packet(&mut flash, publish(1), one),
+        c.on_packet(&mut flash, publish(1), "t", one),
         Err(ClientError::Unexpected("a packet before its CONNACK"))
     );
     assert_eq!(
@@ -167,6 +180,7 @@ fn what_a_subscriber_refuses() {
                 session_present: false,
                 code: 5
             },
+            "t",
             one
         ),
         Err(ClientError::Refused(5))
@@ -177,6 +191,7 @@ fn what_a_subscriber_refuses() {
             session_present: false,
             code: 0,
         },
+        "t",
         one,
     )
     .unwrap();
@@ -187,6 +202,7 @@ fn what_a_subscriber_refuses() {
                 pid: 1,
                 granted: None
             },
+            "t",
             one
         ),
         Err(ClientError::SubscriptionRefused)
@@ -197,10 +213,11 @@ fn what_a_subscriber_refuses() {
             session_present: true,
             code: 0,
         },
+        "t",
         one,
     );
     assert_eq!(second, Err(ClientError::Unexpected("a second CONNACK")));
     assert!(
-        matches!(c.on_packet(&mut flash, Incoming::Puback(3), one), Err(ClientError::Unexpected(s)) if s.starts_with("PUBACK"))
+        matches!(c.on_packet(&mut flash, Incoming::Puback(3), "t", one), Err(ClientError::Unexpected(s)) if s.starts_with("PUBACK"))
     );
 }

@@ -244,3 +244,42 @@ fn no_bytes_panic_the_decoder() {
     // the decoder takes (most changed bytes of the valid packet fall in its payload).
     assert_eq!((packets, errors), (48_233, 109_132));
 }
+
+#[test]
+fn topic_filters_match_as_the_specification_says() {
+    // MQTT 3.1.1 §4.7.1 and §4.7.2's own examples, and a few more.
+    for (filter, topic, want) in [
+        ("sport/tennis/player1/#", "sport/tennis/player1", true),
+        (
+            "sport/tennis/player1/#",
+            "sport/tennis/player1/ranking",
+            true,
+        ),
+        (
+            "sport/tennis/player1/#",
+            "sport/tennis/player1/score/wimbledon",
+            true,
+        ),
+        ("sport/#", "sport", true),
+        ("#", "sport/tennis", true),
+        ("sport/tennis/+", "sport/tennis/player1", true),
+        ("sport/tennis/+", "sport/tennis/player1/ranking", false),
+        ("sport/+", "sport", false),
+        ("sport/+", "sport/", true),
+        ("+/+", "/finance", true),
+        ("/+", "/finance", true),
+        ("+", "/finance", false),
+        ("#", "$SYS/broker", false),
+        ("+/monitor/Clients", "$SYS/monitor/Clients", false),
+        ("$SYS/#", "$SYS/broker", true),
+        ("pay", "pay", true),
+        ("pay", "pay2", false),
+        ("pay", "pay/x", false),
+    ] {
+        assert_eq!(
+            codec::matches(filter, topic),
+            want,
+            "{filter} against {topic}"
+        );
+    }
+}

@@ -355,11 +355,71 @@ fn a_retained_message_is_reported_and_not_applied() {
         (1, 0, 0),
         "{end}"
     );
-    // Reconnected with session present 1, it does not subscribe again: nothing resent.
+    // Reconnected with session present 1, it subscribes again (the subscription is
+    // replaced, MQTT 3.1.1 §3.8.4), and the broker resends the retained message with
+    // RETAIN 1: reported again, applied never.
     let again = c.report(&["--idle-ms", "300"]);
     assert_eq!(
-        (again["session_present"].as_bool(), num(&again, "retained")),
-        (Some(true), 0),
+        (
+            again["session_present"].as_bool(),
+            num(&again, "retained"),
+            num(&again, "final_total")
+        ),
+        (Some(true), 1, 0),
         "{again}"
+    );
+}
+
+#[test]
+fn a_client_id_that_subscribed_elsewhere_brings_foreign_topics_which_are_rejected_and_named() {
+    let s = Scratch::new("mqtt-foreign");
+    let b = broker(&s.join("broker"));
+    let c = Consumer::new(&b, &s, "naive", "flash");
+    c.report(&["--idle-ms", "100"]);
+    publish(&b, &s, 5, "a.jsonl");
+    // The same client id, another topic and image: the broker's session still holds the
+    // subscription to payments, and sends its 5; they are not this stream's.
+    let other = Consumer {
+        flash: s.join("other.img"),
+        ..Consumer::new(&b, &s, "naive", "flash")
+    };
+    let bin = PathBuf::from(idem().get_program());
+    let out = Command::new(&bin)
+        .args([
+            "mqtt",
+            "consume",
+            "--broker",
+            &b.addr(),
+            "--topic",
+            "elsewhere",
+            "--client-id",
+            &other.client,
+        ])
+        .args(["--store", "naive", "--idle-ms", "500", "--json", "--flash"])
+        .arg(&other.flash)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            num(&v, "foreign_topic"),
+            num(&v, "rejected"),
+            num(&v, "final_total")
+        ),
+        (5, 5, 0),
+        "{v}"
+    );
+    let broken = v["promise_broken"].as_array().unwrap();
+    assert!(
+        broken[0]
+            .as_str()
+            .unwrap()
+            .starts_with("5 messages came on topics outside elsewhere"),
+        "{v}"
     );
 }

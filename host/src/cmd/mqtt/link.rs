@@ -27,6 +27,7 @@ pub enum Got {
         pid: Option<u16>,
         dup: bool,
         retain: bool,
+        topic: String,
         payload: Vec<u8>,
     },
     /// A PUBLISH over the maximum size, already discarded.
@@ -105,7 +106,7 @@ impl Link {
             }
         }
         Err(anyhow!(
-            "no MQTT broker answered at {addr} after {TRIES} tries over about 3 s ({last})"
+            "no MQTT broker answered at {addr} after {TRIES} tries over about 2 s ({last})"
         ))
     }
 
@@ -203,6 +204,7 @@ fn own(p: Incoming<'_>) -> Got {
             pid: p.pid,
             dup: p.dup,
             retain: p.retain,
+            topic: p.topic.to_owned(),
             payload: p.payload.to_vec(),
         },
         Incoming::Pubrel(pid) => Got::Pubrel(pid),

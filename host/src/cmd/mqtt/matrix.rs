@@ -62,7 +62,11 @@ pub fn print(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
                     .collect();
                 json!({
                     "qos": row.0.level(),
-                    "identifiers": if row.1 == Keep::Ram { "ram" } else { "flash" },
+                    "identifiers": match (row.0.level(), row.1) {
+                        (2, Keep::Ram) => "ram",
+                        (2, Keep::Flash) => "flash",
+                        _ => "none",
+                    },
                     "release": if row.2 == Release::WithNext { "with-next" } else { "now" },
                     "records": cells[0].records,
                     "stores": by_store,
@@ -80,7 +84,9 @@ pub fn print(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
         out,
         "MQTT: 30 messages ({} in all), 4 in flight; the device reset once at every flash\n\
 write and erase of a run and after each of its records, before its acknowledgement;\n\
-the broker keeps the session and sends again what was not acknowledged.\n",
+the broker keeps the session and sends again what was not acknowledged. A cell: the\n\
+resets whose run ended over (or under) the true total, of all the resets, and by how\n\
+much those runs were over (or under) in all.\n",
         sim::true_total(30)
     )?;
     let mut head = format!("{:<18}{:>8}", "identifiers", "records");

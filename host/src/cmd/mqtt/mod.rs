@@ -98,6 +98,17 @@ pub struct ConsumeArgs {
     abort_before_ack: Option<u64>,
 }
 
+/// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
+fn check_broker(broker: &str) -> anyhow::Result<()> {
+    use std::net::ToSocketAddrs;
+    match broker.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => Ok(()),
+        _ => Err(usage(format!(
+            "--broker takes HOST:PORT (127.0.0.1:1883), not {broker:?}"
+        ))),
+    }
+}
+
 /// What a consume did, from the image's record and this run's counts.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
@@ -129,6 +140,12 @@ pub struct Tally {
     pub resumed: bool,
     /// The QoS the broker granted, when this run subscribed.
     pub granted: Option<u8>,
+    /// CONNACKs of this run that said session present 0.
+    pub new_sessions: u32,
+    /// This run: PUBLISHes (not retained) received at QoS 0, 1 and 2.
+    pub received_at: [u64; 3],
+    /// This run: PUBLISHes on a topic outside `--topic`, rejected.
+    pub foreign: u64,
     /// The store skips a message it applied before (by its id).
     pub idempotent: bool,
 }
@@ -145,6 +162,7 @@ impl Cmd {
                     )));
                 }
                 consume::qos(a.qos)?;
+                check_broker(&a.broker)?;
                 a.session_ram = a.session == "ram";
                 a.idle = Duration::from_millis(a.idle_ms);
                 let truth = a.truth.as_deref().map(report::Truth::read).transpose()?;
@@ -155,7 +173,10 @@ impl Cmd {
                 report::print(&a, &tally, truth.as_ref())?;
                 Ok(ExitCode::SUCCESS)
             }
-            Action::Publish(p) => publish::run(&p),
+            Action::Publish(p) => {
+                check_broker(&p.broker)?;
+                publish::run(&p)
+            }
         }
     }
 }

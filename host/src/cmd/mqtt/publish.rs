@@ -26,15 +26,15 @@ const PAYERS: [&str; 4] = ["ada", "bob", "cy", "dee"];
 pub struct PublishArgs {
     /// The broker.
     #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
-    broker: String,
+    pub broker: String,
     /// The topic.
     #[arg(long)]
     topic: String,
     /// The QoS to publish at.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
     qos: u8,
-    /// Payments p0 to p(N-1), amounts 1 to 9 from the seed.
-    #[arg(long, default_value_t = 100)]
+    /// Payments p0 to p(N-1), amounts 1 to 9 from the seed (at most 1,000,000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     count: u32,
     /// The seed of the amounts and of the resends.
     #[arg(long, default_value_t = 1)]
@@ -78,12 +78,14 @@ pub fn stream(count: u32, seed: u64, resends: u32) -> Vec<String> {
 pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
     let qos = QoS::from_level(a.qos).unwrap_or(QoS::ExactlyOnce);
     let lines = stream(a.count, a.seed, a.resends);
-    let mut file = std::fs::File::create(&a.truth)
-        .with_context(|| format!("creating the truth file {}", a.truth.display()))?;
     let broken = |e: Broken| match e {
         Broken::Closed(why) | Broken::Garbage(why) => anyhow!("publishing to {}: {why}", a.broker),
     };
     let mut link = connect(a)?;
+    // Only once the broker took the connection: a run that cannot publish leaves the
+    // truth file as it was.
+    let mut file = std::fs::File::create(&a.truth)
+        .with_context(|| format!("creating the truth file {}", a.truth.display()))?;
     let started = Instant::now();
     let mut waiting: VecDeque<u16> = VecDeque::new();
     let mut next_pid = 0u16;

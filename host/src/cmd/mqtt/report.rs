@@ -70,6 +70,26 @@ fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
             "the broker answered session present 0 while the image held {} QoS 2 identifiers: it lost the session",
             t.lost_identifiers
         ));
+    } else if t.new_sessions > u32::from(!t.resumed) {
+        out.push("the broker answered session present 0 for a session this image had begun: it lost the session, and what it had queued for it".into());
+    }
+    if t.foreign > 0 {
+        out.push(format!(
+            "{} messages came on topics outside {} (the broker's session for this client id held another subscription): acknowledged and rejected",
+            t.foreign, a.topic
+        ));
+    }
+    if let Some(g) = t.granted.filter(|g| *g < a.qos) {
+        out.push(format!(
+            "the broker granted QoS {g} for a subscription at QoS {}",
+            a.qos
+        ));
+    }
+    let below: u64 = t.received_at[..usize::from(a.qos)].iter().sum();
+    if t.received_at[0] > 0 && a.qos > 0 {
+        out.push(format!("{} messages arrived at QoS 0 (as their publisher sent them), below --qos {}: a kill loses any the broker had sent", t.received_at[0], a.qos));
+    } else if below > 0 && !t.idempotent {
+        out.push(format!("{below} messages arrived at QoS 1 (as their publisher sent them), below --qos {}: the naive store applies a resent one again", a.qos));
     }
     if a.session_ram && a.qos == 2 && t.resumed {
         out.push("the identifiers were in RAM (--session ram) and this run resumed a stopped one: a message applied before the stop and resent after it is applied again".into());
@@ -109,6 +129,10 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&Truth>) -> anyhow::Resul
             "retained": t.retained,
             "session_present": t.session_present,
             "lost_identifiers": t.lost_identifiers,
+            "new_sessions": t.new_sessions,
+            "granted": t.granted,
+            "received_at_qos": t.received_at,
+            "foreign_topic": t.foreign,
             "resumed": t.resumed,
             "records": t.records,
             "messages": t.decided,
