@@ -34,6 +34,7 @@ struct Consumer {
     store: &'static str,
     session: &'static str,
     client: String,
+    topic: &'static str,
 }
 
 impl Consumer {
@@ -48,6 +49,7 @@ impl Consumer {
             store,
             session,
             client,
+            topic: TOPIC,
         }
     }
 
@@ -59,7 +61,7 @@ impl Consumer {
             "--broker",
             &self.broker,
             "--topic",
-            TOPIC,
+            self.topic,
         ])
         .args([
             "--client-id",
@@ -381,30 +383,10 @@ fn a_client_id_that_subscribed_elsewhere_brings_foreign_topics_which_are_rejecte
     // subscription to payments, and sends its 5; they are not this stream's.
     let other = Consumer {
         flash: s.join("other.img"),
+        topic: "elsewhere",
         ..Consumer::new(&b, &s, "naive", "flash")
     };
-    let bin = PathBuf::from(idem().get_program());
-    let out = Command::new(&bin)
-        .args([
-            "mqtt",
-            "consume",
-            "--broker",
-            &b.addr(),
-            "--topic",
-            "elsewhere",
-            "--client-id",
-            &other.client,
-        ])
-        .args(["--store", "naive", "--idle-ms", "500", "--json", "--flash"])
-        .arg(&other.flash)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = other.report(&["--idle-ms", "500"]);
     assert_eq!(
         (
             num(&v, "foreign_topic"),
