@@ -266,6 +266,19 @@ pub struct End<T> {
     pub resent: u64,
 }
 
+impl<T> End<T> {
+    /// The same end with what `f` makes of its state (the store's total, say).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> End<U> {
+        End {
+            lost_identifiers: self.lost_identifiers,
+            state: f(self.state),
+            resets: self.resets,
+            records: self.records,
+            resent: self.resent,
+        }
+    }
+}
+
 /// The places for identifiers in the simulator's device.
 pub const PLACES: usize = 4;
 /// The simulator's region: 3 pages of 1 KiB.

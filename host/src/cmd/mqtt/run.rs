@@ -44,7 +44,8 @@ struct Line {
 struct Job(MqttRun);
 
 impl SumStoreJob for Job {
-    type Out = (i64, sim::End<()>, Vec<Line>);
+    /// The run's end, with the store's total as its state, and its steps.
+    type Out = (sim::End<i64>, Vec<Line>);
     fn call<S: Sum + Send + Sync>(self, store: S) -> Self::Out {
         let r = self.0;
         let keep = if r.ram { Keep::Ram } else { Keep::Flash };
@@ -59,15 +60,7 @@ impl SumStoreJob for Job {
         >| {
             lines.push(line(&s, S::total(&s.state)));
         });
-        let total = S::total(&end.state);
-        let end = sim::End {
-            state: (),
-            resets: end.resets,
-            records: end.records,
-            resent: end.resent,
-            lost_identifiers: end.lost_identifiers,
-        };
-        (total, end, lines)
+        (end.map(|state| S::total(&state)), lines)
     }
 }
 
@@ -126,13 +119,10 @@ fn line<T>(s: &Step<T>, total: i64) -> Line {
 
 /// Runs it and prints the report.
 pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
-    let (total, end, lines) = registry::with_mqtt_store(r.store, WINDOW, Job(r))
-        .ok_or_else(|| {
-            crate::error::usage(format!(
-                "mqtt takes the {} store: MQTT has no offsets",
-                registry::list(StoreKind::on(registry::Source::Mqtt), " or ")
-            ))
-        })?
+    // The store was checked against the scenario as every run's is (`select::check_pair`).
+    crate::select::check_pair(Some(crate::select::ScenarioKind::Mqtt), r.store)?;
+    let (end, lines) = registry::with_mqtt_store(r.store, WINDOW, Job(r))
+        .ok_or_else(|| anyhow::anyhow!("the {} store does not run on MQTT", r.store.name()))?
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let truth = sim::true_total(30);
     let mut times = [0usize; 30];
@@ -149,7 +139,6 @@ pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
         .collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let report = Report {
-        total,
         truth,
         end,
         lines,
@@ -166,9 +155,9 @@ pub fn run(r: MqttRun) -> anyhow::Result<ExitCode> {
 }
 
 struct Report {
-    total: i64,
     truth: i64,
-    end: sim::End<()>,
+    /// The run's end, the store's total as its state.
+    end: sim::End<i64>,
     lines: Vec<Line>,
     twice: Vec<String>,
     lost: Vec<String>,
@@ -179,8 +168,8 @@ fn json_report(out: &mut impl Write, r: &MqttRun, p: &Report) -> anyhow::Result<
     let mut v = json!({
         "scenario": "mqtt", "store": r.store.name(), "qos": r.qos.level(), "session": session,
         "messages": 30, "in_flight": 4, "reset_after": format!("p{RESET_AFTER}"),
-        "true_total": p.truth, "final_total": p.total,
-        "verdict": Verdict::of(p.total, p.truth).name(),
+        "true_total": p.truth, "final_total": p.end.state,
+        "verdict": Verdict::of(p.end.state, p.truth).name(),
         "resets": p.end.resets, "records": p.end.records, "resent": p.end.resent,
         "applied_twice": p.twice, "lost": p.lost,
     });
@@ -192,7 +181,7 @@ fn json_report(out: &mut impl Write, r: &MqttRun, p: &Report) -> anyhow::Result<
 }
 
 fn text_report(out: &mut impl Write, r: &MqttRun, p: &Report) -> anyhow::Result<()> {
-    let (total, truth) = (p.total, p.truth);
+    let (total, truth) = (p.end.state, p.truth);
     let (kept, ack) = match (r.qos, r.ram) {
         (QoS::AtMostOnce, _) => ("no acknowledgement", "(QoS 0 sends none)"),
         (QoS::AtLeastOnce, _) => ("no identifiers kept", "and before its PUBACK"),
