@@ -40,6 +40,29 @@ const NOT_A_PUBLISHERS: [&str; 4] = [
     "UNSUBACK, which a subscriber that never unsubscribes never receives",
 ];
 
+/// The keep-alive a session asks for in CONNECT, in seconds: longer than the worst flash
+/// stall. The caller sends PINGREQ once it has sent nothing for half of it
+/// ([`ping_due`]).
+pub const KEEP_ALIVE_S: u16 = 60;
+
+/// Connection attempts in a row before the caller gives up, in one sentence.
+pub const CONNECT_TRIES: u32 = 5;
+
+/// The wait after the first failed attempt, in milliseconds; each next one doubles,
+/// and the caller adds up to half again of jitter ([`backoff_ms`]).
+pub const BACKOFF_MS: u32 = 100;
+
+/// Whether a PINGREQ is due after `ms` milliseconds without sending.
+pub const fn ping_due(ms: u64) -> bool {
+    ms >= KEEP_ALIVE_S as u64 * 1000 / 2
+}
+
+/// The wait after failed attempt `n` (from 1), before jitter, in milliseconds.
+pub const fn backoff_ms(n: u32) -> u32 {
+    let doublings = n.saturating_sub(1);
+    BACKOFF_MS << if doublings > 15 { 15 } else { doublings }
+}
+
 /// The most packets one call asks the caller to send.
 pub const OUTBOX: usize = 16;
 

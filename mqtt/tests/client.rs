@@ -221,3 +221,14 @@ fn what_a_subscriber_refuses() {
         matches!(c.on_packet(&mut flash, Incoming::Puback(3), "t", one), Err(ClientError::Unexpected(s)) if s.starts_with("PUBACK"))
     );
 }
+
+#[test]
+fn the_session_timing_is_one_policy() {
+    use idem_mqtt::client::{CONNECT_TRIES, KEEP_ALIVE_S, backoff_ms, ping_due};
+    // Five tries, four waits of 100 ms doubling: 1.5 s before jitter (up to half again).
+    let waits: Vec<u32> = (1..CONNECT_TRIES).map(backoff_ms).collect();
+    assert_eq!(waits, [100, 200, 400, 800]);
+    // A keep-alive of 60 s, PINGREQ after 30 s without sending.
+    assert_eq!(KEEP_ALIVE_S, 60);
+    assert!(!ping_due(29_999) && ping_due(30_000));
+}

@@ -268,7 +268,7 @@ impl<'a, S: Sum> Session<'a, S> {
             client_id: &self.a.client_id,
             filter: &self.a.topic,
             qos: QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce),
-            keep_alive: link::KEEP_ALIVE.as_secs() as u16,
+            keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
         };
         let mut buf = [0u8; 512];
         let n = Client::<S, PLACES, HELD_BACK>::encode(&config, send, &mut buf)

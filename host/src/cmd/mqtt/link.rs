@@ -8,13 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use idem_mqtt::codec::{self, Frame, Incoming, Outgoing, QoS};
 
-/// Connection attempts before giving up.
-pub const TRIES: u32 = 5;
-/// The first wait between attempts; each next one doubles, with up to half again of
-/// jitter.
-pub const BACKOFF: Duration = Duration::from_millis(100);
-/// The keep-alive asked for in CONNECT: longer than the worst flash stall.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(60);
+/// Connection attempts before giving up (the session's policy, `idem_mqtt::client`).
+pub use idem_mqtt::client::CONNECT_TRIES as TRIES;
+use idem_mqtt::client::{backoff_ms, ping_due};
 
 /// A packet as received, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +78,6 @@ impl Link {
     /// Connects to `addr`, trying [`TRIES`] times with a doubling wait; then one
     /// sentence.
     pub fn connect(addr: &str, max: usize) -> anyhow::Result<Self> {
-        let mut wait = BACKOFF;
         let mut last = String::new();
         for attempt in 1..=TRIES {
             match TcpStream::connect(addr) {
@@ -100,9 +95,8 @@ impl Link {
                 Err(e) => last = e.to_string(),
             }
             if attempt < TRIES {
-                let ms = wait.as_millis() as u64;
+                let ms = u64::from(backoff_ms(attempt));
                 std::thread::sleep(Duration::from_millis(ms + jitter(ms / 2)));
-                wait *= 2;
             }
         }
         Err(anyhow!(
@@ -132,7 +126,7 @@ impl Link {
 
     /// Sends PINGREQ if nothing was sent for half the keep-alive.
     pub fn keep_alive(&mut self) -> anyhow::Result<()> {
-        if self.last_sent.elapsed() >= KEEP_ALIVE / 2 {
+        if ping_due(self.last_sent.elapsed().as_millis() as u64) {
             self.send(&Outgoing::Pingreq)?;
         }
         Ok(())

@@ -132,7 +132,7 @@ fn connect(a: &PublishArgs) -> anyhow::Result<Link> {
     let mut link = Link::connect(&a.broker, 64 * 1024)?;
     link.send(&Outgoing::Connect {
         client_id: &a.client_id,
-        keep_alive: 60,
+        keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
         clean_session: true,
     })?;
     match link.read(Duration::from_secs(10)) {
