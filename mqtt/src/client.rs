@@ -11,7 +11,7 @@ use heapless::{Deque, Vec};
 use idem_core::store::Store;
 
 use crate::codec::{self, EncodeError, Incoming, Outgoing, Publish, QoS};
-use crate::receiver::{Ack, Counts, Decided, ReceiveError, Receiver, Reply};
+use crate::receiver::{Ack, Counts, Decided, Keep, ReceiveError, Receiver, Reply};
 
 /// What the caller sends: its bytes come from [`Client::encode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +170,41 @@ pub struct Client<S: Store, const N: usize, const H: usize> {
     pub new_sessions: u32,
     /// PUBLISHes on a topic outside the filter, rejected.
     pub foreign: u64,
+    /// PUBLISHes (not retained) received at QoS 0, 1 and 2.
+    pub received_at: [u64; 3],
+    /// The receiver's record had begun when the session was opened (a resumed run).
+    pub resumed: bool,
+}
+
+/// A way in which MQTT's promise did not hold for a session: a report names each, and
+/// never grades such a run exact, whatever its total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Broken {
+    /// Session present 0 for a session already begun: the broker lost it, with what it
+    /// had queued; `identifiers` the receiver held then.
+    SessionLost {
+        /// QoS 2 identifiers held and forgotten.
+        identifiers: u64,
+    },
+    /// PUBLISHes on topics outside the filter (another subscription of the session),
+    /// rejected.
+    ForeignTopics(u64),
+    /// The broker granted a lower QoS than the session asked for.
+    Downgraded {
+        /// The QoS granted.
+        granted: QoS,
+    },
+    /// PUBLISHes that arrived at QoS 0 (as their publisher sent them) below the QoS
+    /// asked: a reset loses any the broker had sent.
+    AtQos0(u64),
+    /// PUBLISHes that arrived at QoS 1 below the QoS asked, into a store that applies a
+    /// resent one again.
+    AtQos1(u64),
+    /// QoS 2 with the identifiers in RAM, on a session that resumed after a stop.
+    IdentifiersInRam,
+    /// QoS 1 into a store that applies a resent message again.
+    Qos1WithoutDedup,
 }
 
 impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
@@ -181,6 +216,8 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
                 "an outbox holds a PUBCOMP for every place and an ack"
             )
         };
+        let record = receiver.record();
+        let resumed = record.decided() > 0 || !record.held.is_empty();
         Self {
             receiver,
             phase: Phase::Connecting,
@@ -190,6 +227,8 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
             granted: None,
             new_sessions: 0,
             foreign: 0,
+            received_at: [0; 3],
+            resumed,
         }
     }
 
@@ -283,6 +322,9 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
             }
             Incoming::Suback { granted: None, .. } => return Err(ClientError::SubscriptionRefused),
             Incoming::Publish(p) => {
+                if !p.retain {
+                    self.received_at[usize::from(p.qos.level())] += 1;
+                }
                 // A topic outside the filter: the session holds another subscription
                 // (an earlier one under this client id). Acknowledged, so that the
                 // broker stops sending it, and rejected: it is not this stream's.
@@ -340,6 +382,40 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         out.take(self.receiver.flush(flash)?);
         self.drain(flash, &mut out)?;
         Ok(out)
+    }
+
+    /// Where the promise did not hold for this session, asked at `asked` into a store
+    /// that skips a resent message (`idempotent`) or not.
+    pub fn broken(&self, asked: QoS, idempotent: bool) -> Vec<Broken, 7> {
+        let mut out = Vec::new();
+        let mut note = |b| {
+            let _ = out.push(b); // seven kinds, seven places
+        };
+        // A first session on a record that had not begun is no loss.
+        if self.lost_identifiers > 0 || self.new_sessions > u32::from(!self.resumed) {
+            note(Broken::SessionLost {
+                identifiers: self.lost_identifiers,
+            });
+        }
+        if self.foreign > 0 {
+            note(Broken::ForeignTopics(self.foreign));
+        }
+        if let Some(granted) = self.granted.filter(|g| *g < asked) {
+            note(Broken::Downgraded { granted });
+        }
+        let [at0, at1, _] = self.received_at;
+        if at0 > 0 && asked > QoS::AtMostOnce {
+            note(Broken::AtQos0(at0));
+        } else if at1 > 0 && asked == QoS::ExactlyOnce && !idempotent {
+            note(Broken::AtQos1(at1));
+        }
+        if self.receiver.keep() == Keep::Ram && asked == QoS::ExactlyOnce && self.resumed {
+            note(Broken::IdentifiersInRam);
+        }
+        if asked == QoS::AtLeastOnce && !idempotent {
+            note(Broken::Qos1WithoutDedup);
+        }
+        out
     }
 
     fn publish<F: NorFlash>(

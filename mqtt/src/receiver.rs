@@ -229,6 +229,11 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         })
     }
 
+    /// Where it keeps the identifiers.
+    pub fn keep(&self) -> Keep {
+        self.keep
+    }
+
     /// The durable record as the receiver sees it.
     pub fn record(&self) -> &RecordOf<S, N> {
         &self.record

@@ -232,3 +232,54 @@ fn the_session_timing_is_one_policy() {
     assert_eq!(KEEP_ALIVE_S, 60);
     assert!(!ping_due(29_999) && ping_due(30_000));
 }
+
+#[test]
+fn where_the_promise_broke_is_named() {
+    use idem_mqtt::client::Broken;
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    c.connect();
+    let fresh = Incoming::Connack {
+        session_present: false,
+        code: 0,
+    };
+    c.on_packet(&mut flash, fresh, "t", one).unwrap();
+    // A first session on a fresh record is no loss.
+    assert_eq!(c.broken(QoS::ExactlyOnce, false).as_slice(), &[]);
+    let granted = Incoming::Suback {
+        pid: 1,
+        granted: Some(QoS::AtLeastOnce),
+    };
+    c.on_packet(&mut flash, granted, "t", one).unwrap();
+    let qos0 = Publish {
+        dup: false,
+        qos: QoS::AtMostOnce,
+        pid: None,
+        retain: false,
+        topic: "t",
+        payload: b"1",
+    };
+    c.on_packet(&mut flash, Incoming::Publish(qos0), "t", one)
+        .unwrap();
+    let elsewhere = Publish { topic: "u", ..qos0 };
+    c.on_packet(&mut flash, Incoming::Publish(elsewhere), "t", one)
+        .unwrap();
+    // A second session present 0: the broker lost the first.
+    c.connect();
+    c.on_packet(&mut flash, fresh, "t", one).unwrap();
+    assert_eq!(
+        c.broken(QoS::ExactlyOnce, false).as_slice(),
+        &[
+            Broken::SessionLost { identifiers: 0 },
+            Broken::ForeignTopics(1),
+            Broken::Downgraded {
+                granted: QoS::AtLeastOnce
+            },
+            Broken::AtQos0(2),
+        ]
+    );
+    assert_eq!(
+        c.broken(QoS::AtLeastOnce, false).last(),
+        Some(&Broken::Qos1WithoutDedup)
+    );
+}

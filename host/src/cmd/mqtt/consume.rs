@@ -108,16 +108,11 @@ impl<'a, S: Sum> Session<'a, S> {
         let tag = meta.tag() ^ S::TAG;
         let receiver = Receiver::open(&mut image.flash, region, tag, store, keep, release)
             .map_err(|e| journal_error(&a.flash, e))?;
-        let resumed = receiver.record().decided() > 0 || !receiver.held().is_empty();
         Ok(Self {
             a,
             image,
             client: Client::new(receiver),
-            tally: Tally {
-                resumed,
-                idempotent: S::IDEMPOTENT,
-                ..Tally::default()
-            },
+            tally: Tally::default(),
             records: 0,
         })
     }
@@ -168,6 +163,10 @@ impl<'a, S: Sum> Session<'a, S> {
         t.granted = self.client.granted.map(QoS::level);
         t.new_sessions = self.client.new_sessions;
         t.foreign = self.client.foreign;
+        t.received_at = self.client.received_at;
+        t.resumed = self.client.resumed;
+        let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
+        t.broken = self.client.broken(asked, S::IDEMPOTENT).to_vec();
         Ok(self.tally)
     }
 

@@ -146,8 +146,8 @@ pub struct Tally {
     pub received_at: [u64; 3],
     /// This run: PUBLISHes on a topic outside `--topic`, rejected.
     pub foreign: u64,
-    /// The store skips a message it applied before (by its id).
-    pub idempotent: bool,
+    /// Where MQTT's promise did not hold (`idem_mqtt::client::Client::broken`).
+    pub broken: Vec<idem_mqtt::client::Broken>,
 }
 
 impl Cmd {

@@ -9,6 +9,8 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::json;
 
+use idem_mqtt::client::Broken;
+
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
 
@@ -61,43 +63,34 @@ impl Truth {
     }
 }
 
-/// Why a run's total, even when it matches, is not a proof: the cases where MQTT's
-/// promise breaks.
+/// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
-    let mut out = Vec::new();
-    if t.lost_identifiers > 0 {
-        out.push(format!(
-            "the broker answered session present 0 while the image held {} QoS 2 identifiers: it lost the session",
-            t.lost_identifiers
-        ));
-    } else if t.new_sessions > u32::from(!t.resumed) {
-        out.push("the broker answered session present 0 for a session this image had begun: it lost the session, and what it had queued for it".into());
-    }
-    if t.foreign > 0 {
-        out.push(format!(
-            "{} messages came on topics outside {} (the broker's session for this client id held another subscription): acknowledged and rejected",
-            t.foreign, a.topic
-        ));
-    }
-    if let Some(g) = t.granted.filter(|g| *g < a.qos) {
-        out.push(format!(
-            "the broker granted QoS {g} for a subscription at QoS {}",
-            a.qos
-        ));
-    }
-    let below: u64 = t.received_at[..usize::from(a.qos)].iter().sum();
-    if t.received_at[0] > 0 && a.qos > 0 {
-        out.push(format!("{} messages arrived at QoS 0 (as their publisher sent them), below --qos {}: a kill loses any the broker had sent", t.received_at[0], a.qos));
-    } else if below > 0 && !t.idempotent {
-        out.push(format!("{below} messages arrived at QoS 1 (as their publisher sent them), below --qos {}: the naive store applies a resent one again", a.qos));
-    }
-    if a.session_ram && a.qos == 2 && t.resumed {
-        out.push("the identifiers were in RAM (--session ram) and this run resumed a stopped one: a message applied before the stop and resent after it is applied again".into());
-    }
-    if a.qos == 1 && !t.idempotent {
-        out.push("QoS 1 is at least once: the naive store applies a resent message again (the message-id store skips it)".into());
-    }
-    out
+    let q = a.qos;
+    t.broken
+        .iter()
+        .map(|b| match *b {
+            Broken::SessionLost { identifiers: 0 } => "the broker answered session present 0 for a session this image had begun: it lost the session, and what it had queued for it".into(),
+            Broken::SessionLost { identifiers } => format!(
+                "the broker answered session present 0 while the image held {identifiers} QoS 2 identifiers: it lost the session"
+            ),
+            Broken::ForeignTopics(n) => format!(
+                "{n} messages came on topics outside {} (the broker's session for this client id held another subscription): acknowledged and rejected",
+                a.topic
+            ),
+            Broken::Downgraded { granted } => format!(
+                "the broker granted QoS {} for a subscription at QoS {q}",
+                granted.level()
+            ),
+            Broken::AtQos0(n) => format!(
+                "{n} messages arrived at QoS 0 (as their publisher sent them), below --qos {q}: a kill loses any the broker had sent"
+            ),
+            Broken::AtQos1(n) => format!(
+                "{n} messages arrived at QoS 1 (as their publisher sent them), below --qos {q}: the naive store applies a resent one again"
+            ),
+            Broken::IdentifiersInRam => "the identifiers were in RAM (--session ram) and this run resumed a stopped one: a message applied before the stop and resent after it is applied again".into(),
+            Broken::Qos1WithoutDedup => "QoS 1 is at least once: the naive store applies a resent message again (the message-id store skips it)".into(),
+        })
+        .collect()
 }
 
 /// Prints the report, as text or JSON.
