@@ -13,6 +13,7 @@ mod image;
 mod kafka;
 #[cfg(test)]
 mod own_store;
+mod truth;
 
 use idem_lab::{error, render, select};
 

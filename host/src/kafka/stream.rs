@@ -4,8 +4,7 @@
 //! yet moved past, as the core reads a live log, and [`TruthFold`] folds a second,
 //! independent read into the true total: each distinct key once, at its first amount.
 
-use std::hash::{BuildHasher, RandomState};
-
+use crate::truth::FirstAmounts;
 use idem_core::log::{Event, IdKey, MessageId, Offset, Received};
 use idem_sim::payment::Message;
 use serde::Deserialize;
@@ -289,44 +288,6 @@ impl Window {
     }
 }
 
-/// A set of keys as their bytes (never a hash of them), compact: each key once in one
-/// buffer, and a table of where each starts and ends, some 20 bytes a key besides its
-/// own (a `HashSet` of boxed keys takes some 50).
-#[derive(Debug, Default)]
-pub struct KeySet {
-    bytes: Vec<u8>,
-    table: hashbrown::HashTable<(usize, usize)>,
-    hasher: RandomState,
-}
-
-impl KeySet {
-    /// Adds `key`; whether it was not there.
-    pub fn insert(&mut self, key: &[u8]) -> bool {
-        let Self {
-            bytes,
-            table,
-            hasher,
-        } = self;
-        let hash = hasher.hash_one(key);
-        if table.find(hash, |&(s, e)| &bytes[s..e] == key).is_some() {
-            return false;
-        }
-        let start = bytes.len();
-        bytes.extend_from_slice(key);
-        let bytes = &*bytes;
-        table.insert_unique(hash, (start, bytes.len()), |&(s, e)| {
-            hasher.hash_one(&bytes[s..e])
-        });
-        true
-    }
-
-    /// How many keys it holds.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.table.len()
-    }
-}
-
 /// The true total of a partition up to an end offset, folded from a read of its own:
 /// each distinct key (as bytes, never a hash of it) counted once with the amount of its
 /// first record, each keyless record as its own message, stepped-over records excluded.
@@ -335,9 +296,7 @@ impl KeySet {
 pub struct TruthFold {
     judge: Judge,
     end: Offset,
-    seen: KeySet,
-    /// The true total.
-    pub total: i64,
+    seen: FirstAmounts,
     /// Distinct offsets fetched.
     pub records_read: u64,
     /// The highest offset fetched.
@@ -353,12 +312,16 @@ impl TruthFold {
         Self {
             judge: Judge::new(partition, rules),
             end,
-            seen: KeySet::default(),
-            total: 0,
+            seen: FirstAmounts::default(),
             records_read: 0,
             highest: None,
             skipped: Vec::new(),
         }
+    }
+
+    /// The true total.
+    pub fn total(&self) -> i64 {
+        self.seen.total()
     }
 
     /// Whether every offset before its end has been read (`position`: the fetch
@@ -389,14 +352,10 @@ impl TruthFold {
             return Ok(());
         }
         if let Judged::Payment(k, amount) = judged {
-            let first = match k {
-                Some(k) => self.seen.insert(k),
-                None => true,
-            };
-            if first {
-                // Within 64 bits: the judge keeps the sum of |amounts| there.
-                self.total += amount;
-            }
+            // Within 64 bits: the judge keeps the sum of |amounts| there.
+            self.seen.add(k, amount).ok_or_else(|| {
+                anyhow::anyhow!("the true total passes 64 bits at offset {offset}")
+            })?;
         }
         Ok(())
     }
@@ -445,7 +404,7 @@ mod tests {
             t.ingest("t", o, k, v).unwrap();
         }
         t.ingest("t", 5, Some(b"p18"), Some(BO)).unwrap(); // fetched twice
-        assert_eq!(t.total, 5 + 3 + 3 + 3);
+        assert_eq!(t.total(), 5 + 3 + 3 + 3);
         assert_eq!((t.records_read, t.highest), (7, Some(6)));
         assert_eq!(t.skipped.len(), 1);
         assert_eq!(t.skipped[0].offset, 4);
@@ -458,19 +417,6 @@ mod tests {
             }
             .short_read()
         );
-    }
-
-    #[test]
-    fn a_key_set_holds_each_key_once_by_its_bytes() {
-        let mut keys = KeySet::default();
-        let many: Vec<String> = (0..5000).map(|i| format!("k{i}")).collect();
-        for k in &many {
-            assert!(keys.insert(k.as_bytes()));
-        }
-        assert!(!keys.insert(b"k17") && !keys.insert(b"k4999"));
-        assert!(keys.insert(b"k5000") && keys.insert(b"") && !keys.insert(b""));
-        assert!(keys.insert(b"k1\0") && keys.insert(b"\0k1"));
-        assert_eq!(keys.len(), 5004);
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl BoardSource {
             .into_iter()
             .next()
             .context("the read of the true total")?;
-        let true_total = truth.total;
+        let true_total = truth.total();
         let facts = truth.facts(after as i64);
         if facts.short_read() {
             anyhow::bail!(

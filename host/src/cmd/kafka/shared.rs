@@ -336,7 +336,7 @@ impl SinksJob for SharedConsume<'_> {
             results.push(PartitionResult {
                 partition: p,
                 total: o.consumer.total(),
-                true_total: fold.total,
+                true_total: fold.total(),
                 next_offset: o.consumer.next_offset(),
                 read: fold.facts(after[p as usize] as i64),
                 group_was: None,

@@ -132,7 +132,7 @@ impl SinksJob for Streamed<'_> {
                     PartitionResult {
                         partition: p as i32,
                         total: part.consumer.total(),
-                        true_total: fold.total,
+                        true_total: fold.total(),
                         next_offset: part.consumer.next_offset(),
                         read: fold.facts(end as i64),
                         group_was: was,

@@ -2,7 +2,6 @@
 //! (or any publisher) sent, one JSON payment a line, each id counted once at its first
 //! amount.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
@@ -13,6 +12,7 @@ use idem_mqtt::client::Broken;
 
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
+use crate::truth::FirstAmounts;
 
 /// What was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,12 +30,8 @@ impl Truth {
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the truth file {}", path.display()))?;
-        let mut seen = HashSet::new();
-        let mut truth = Truth {
-            total: 0,
-            ids: 0,
-            sent: 0,
-        };
+        let mut first = FirstAmounts::default();
+        let mut sent = 0;
         for (n, line) in text
             .lines()
             .enumerate()
@@ -48,18 +44,19 @@ impl Truth {
                     path.display()
                 ))
             })?;
-            truth.sent += 1;
-            if seen.insert(id.to_owned()) {
-                truth.ids += 1;
-                truth.total = truth.total.checked_add(amount).ok_or_else(|| {
-                    usage(format!(
-                        "the amounts in {} overflow a 64-bit total",
-                        path.display()
-                    ))
-                })?;
-            }
+            sent += 1;
+            first.add(Some(id.as_bytes()), amount).ok_or_else(|| {
+                usage(format!(
+                    "the amounts in {} overflow a 64-bit total",
+                    path.display()
+                ))
+            })?;
         }
-        Ok(truth)
+        Ok(Truth {
+            total: first.total(),
+            ids: first.messages(),
+            sent,
+        })
     }
 }
 

@@ -1,0 +1,104 @@
+//! A truth's one rule, for every source a grade reads from outside idem (a Kafka
+//! partition read of its own, an MQTT publisher's truth file): each distinct message id
+//! counted once, at its first amount. Ids are kept as their bytes, never a hash of them,
+//! so no two can be taken for one.
+
+use std::hash::{BuildHasher, RandomState};
+
+/// A set of keys as their bytes (never a hash of them), compact: each key once in one
+/// buffer, and a table of where each starts and ends, some 20 bytes a key besides its
+/// own (a `HashSet` of boxed keys takes some 50).
+#[derive(Debug, Default)]
+struct KeySet {
+    bytes: Vec<u8>,
+    table: hashbrown::HashTable<(usize, usize)>,
+    hasher: RandomState,
+}
+
+impl KeySet {
+    /// Adds `key`; whether it was not there.
+    fn insert(&mut self, key: &[u8]) -> bool {
+        let Self {
+            bytes,
+            table,
+            hasher,
+        } = self;
+        let hash = hasher.hash_one(key);
+        if table.find(hash, |&(s, e)| &bytes[s..e] == key).is_some() {
+            return false;
+        }
+        let start = bytes.len();
+        bytes.extend_from_slice(key);
+        let bytes = &*bytes;
+        table.insert_unique(hash, (start, bytes.len()), |&(s, e)| {
+            hasher.hash_one(&bytes[s..e])
+        });
+        true
+    }
+
+    /// How many keys it holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+}
+
+/// Each distinct id's first amount, summed.
+#[derive(Debug, Default)]
+pub struct FirstAmounts {
+    seen: KeySet,
+    total: i64,
+    messages: u64,
+}
+
+impl FirstAmounts {
+    /// Counts `amount` unless `id` was counted before (a message with no id is a message
+    /// of its own); whether it counted. `None`: the total would pass 64 bits.
+    pub fn add(&mut self, id: Option<&[u8]>, amount: i64) -> Option<bool> {
+        if id.is_some_and(|id| !self.seen.insert(id)) {
+            return Some(false);
+        }
+        self.total = self.total.checked_add(amount)?;
+        self.messages += 1;
+        Some(true)
+    }
+
+    /// The true total.
+    pub fn total(&self) -> i64 {
+        self.total
+    }
+
+    /// The messages counted: distinct ids, and each message without one.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_set_holds_each_key_once_by_its_bytes() {
+        let mut keys = KeySet::default();
+        let many: Vec<String> = (0..5000).map(|i| format!("k{i}")).collect();
+        for k in &many {
+            assert!(keys.insert(k.as_bytes()));
+        }
+        assert!(!keys.insert(b"k17") && !keys.insert(b"k4999"));
+        assert!(keys.insert(b"k5000") && keys.insert(b"") && !keys.insert(b""));
+        assert!(keys.insert(b"k1\0") && keys.insert(b"\0k1"));
+        assert_eq!(keys.len(), 5004);
+    }
+
+    #[test]
+    fn each_id_counts_once_at_its_first_amount() {
+        let mut t = FirstAmounts::default();
+        assert_eq!(t.add(Some(b"p17"), 5), Some(true));
+        assert_eq!(t.add(Some(b"p17"), 9), Some(false));
+        assert_eq!(t.add(None, 3), Some(true));
+        assert_eq!(t.add(None, 3), Some(true));
+        assert_eq!((t.total(), t.messages()), (11, 3));
+        assert_eq!(t.add(Some(b"big"), i64::MAX), None);
+    }
+}
