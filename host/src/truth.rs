@@ -4,6 +4,12 @@
 //! so no two can be taken for one.
 
 use std::hash::{BuildHasher, RandomState};
+use std::io::BufRead;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::error::usage;
 
 /// A set of keys as their bytes (never a hash of them), compact: each key once in one
 /// buffer, and a table of where each starts and ends, some 20 bytes a key besides its
@@ -72,6 +78,78 @@ impl FirstAmounts {
     pub fn messages(&self) -> u64 {
         self.messages
     }
+}
+
+/// What a producer sent, as its truth file says: one JSON payment a line
+/// (`{"id": "p17", "payer": "ada", "amount": 5}`), every send (resends included), each
+/// id counted once at its first amount. `idem mqtt publish --truth` and `idem kafka
+/// produce --truth` write one; `consume --truth` grades against it, a truth that does not
+/// come from the read it grades.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TruthFile {
+    /// Each id's first amount, summed.
+    pub total: i64,
+    /// Distinct ids.
+    pub ids: u64,
+    /// Lines: every send, resends included.
+    pub sent: u64,
+}
+
+impl TruthFile {
+    /// Reads a truth file, a line at a time (only the ids stay in memory); a line that is
+    /// not a payment is refused with its number.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let reading = || format!("reading the truth file {}", path.display());
+        let file = std::fs::File::open(path).with_context(reading)?;
+        let mut file = std::io::BufReader::new(file);
+        let mut first = FirstAmounts::default();
+        let (mut sent, mut n, mut line) = (0, 0, Vec::new());
+        loop {
+            line.clear();
+            if file.read_until(b'\n', &mut line).with_context(reading)? == 0 {
+                break;
+            }
+            n += 1;
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let (id, amount) = idem_mqtt::payments::id_and_amount(line.trim_ascii()).map_err(|_| {
+                usage(format!(
+                    "line {n} of {} is not a payment ({{\"id\": \"p17\", \"payer\": \"ada\", \"amount\": 5}})",
+                    path.display()
+                ))
+            })?;
+            sent += 1;
+            first.add(Some(id.as_bytes()), amount).ok_or_else(|| {
+                usage(format!(
+                    "the amounts in {} overflow a 64-bit total",
+                    path.display()
+                ))
+            })?;
+        }
+        Ok(Self {
+            total: first.total(),
+            ids: first.messages(),
+            sent,
+        })
+    }
+}
+
+/// Writes one line of a truth file: the payment `id` of `payer` and `amount`, as JSON in
+/// the payload's order (`{"id": "p17", "payer": "ada", "amount": 5}`).
+#[cfg(feature = "kafka")]
+pub fn write_line(
+    out: &mut impl std::io::Write,
+    id: &str,
+    payer: &str,
+    amount: i64,
+) -> std::io::Result<()> {
+    let text = |s: &str| serde_json::to_string(s).map_err(std::io::Error::other);
+    let (id, payer) = (text(id)?, text(payer)?);
+    writeln!(
+        out,
+        r#"{{"id": {id}, "payer": {payer}, "amount": {amount}}}"#
+    )
 }
 
 #[cfg(test)]

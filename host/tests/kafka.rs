@@ -270,3 +270,105 @@ fn clear_errors_and_untouched_flash() {
         "kafka consume takes the naive, offset, message-id or atomic store",
     );
 }
+
+/// `--truth`: graded against what the producer sent, not a second read of the topic.
+#[test]
+fn a_truth_file_grades_the_consume() {
+    let mock = Mock::start();
+    let dir = assert_fs::TempDir::new().unwrap();
+    let topic = format!("truth-{}", std::process::id());
+    let sent = dir.child("sent.jsonl");
+    let s = sent.path().to_str().unwrap();
+    idem()
+        .args(["kafka", "produce", &topic, "--scenario", "payments"])
+        .args(["--brokers", &mock.brokers, "--truth", s])
+        .assert()
+        .success()
+        .stdout(format!(
+            "produced 3 records to {topic}\nwhat was sent is in {s}\n"
+        ));
+    let lines: Vec<Value> = std::fs::read_to_string(sent.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            serde_json::json!({"id": "p17", "payer": "ada", "amount": 5}),
+            serde_json::json!({"id": "p17", "payer": "ada", "amount": 5}),
+            serde_json::json!({"id": "p18", "payer": "bo", "amount": 3}),
+        ]
+    );
+    // A truth written by hand that leaves p18 out: the same records grade as over.
+    let short = dir.child("short.jsonl");
+    short
+        .write_str("{\"id\":\"p17\",\"payer\":\"ada\",\"amount\":5}\n\n")
+        .unwrap();
+    let bad = dir.child("bad.jsonl");
+    bad.write_str("{\"id\":\"p17\",\"payer\":\"ada\",\"amount\":5}\n{\"id\":\"p18\"}\n")
+        .unwrap();
+    let consume = |store: &str, truth: &assert_fs::fixture::ChildPath| {
+        let flash = dir.child(format!(
+            "{store}-{}.bin",
+            truth.path().display().to_string().len()
+        ));
+        json(
+            &[
+                "kafka",
+                "consume",
+                &topic,
+                "--group",
+                store,
+                "--store",
+                store,
+                "--flash",
+                flash.path().to_str().unwrap(),
+                "--brokers",
+                &mock.brokers,
+                "--json",
+                "--truth",
+                truth.path().to_str().unwrap(),
+            ],
+            0,
+        )
+    };
+    let v = consume("message-id", &sent);
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&Value::from(8), &Value::from(8), &Value::from("exact")),
+        "{v}"
+    );
+    assert_eq!(
+        v["truth"],
+        serde_json::json!({"file": s, "ids": 2, "sent": 3})
+    );
+    let parts = v["partitions"].as_array().unwrap();
+    assert!(parts.iter().all(|p| p["true_total"].is_null()), "{v}");
+    let read: u64 = parts
+        .iter()
+        .map(|p| p["records_read"].as_u64().unwrap())
+        .sum();
+    assert_eq!(read, 3, "{v}");
+    let v = consume("naive", &sent);
+    assert_eq!(
+        (&v["total"], &v["verdict"]),
+        (&Value::from(13), &Value::from("over"))
+    );
+    let v = consume("message-id", &short);
+    assert_eq!(
+        (&v["true_total"], &v["verdict"]),
+        (&Value::from(5), &Value::from("over"))
+    );
+    let base = [
+        "kafka", "consume", &topic, "--group", "g", "--store", "offset",
+    ];
+    let f = dir.child("refused.bin");
+    let mut args = base.to_vec();
+    let (b, fl) = (bad.path().to_str().unwrap(), f.path().to_str().unwrap());
+    args.extend(["--flash", fl, "--brokers", &mock.brokers, "--truth", b]);
+    refuses(&args, &format!("line 2 of {b} is not a payment"));
+    args.push("--follow");
+    refuses(&args, "cannot be used with");
+    assert!(!f.path().exists(), "nothing refused made an image");
+}

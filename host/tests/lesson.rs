@@ -5,7 +5,7 @@ mod common;
 use common::idem;
 
 /// Each lesson with every answer right, and every answer wrong.
-const LESSONS: [(&str, &str, &str, usize); 3] = [
+const LESSONS: [(&str, &str, &str, usize); 4] = [
     (
         "ddia",
         "40;40..49;110;100;40..49;100;40;100;10;40;yes;no",
@@ -19,6 +19,12 @@ const LESSONS: [(&str, &str, &str, usize); 3] = [
         11,
     ),
     ("guarantees", "3;13;8;8;15;12", "8;8;13;13;12;15", 6),
+    (
+        "mqtt",
+        "117;147;141;147;141;60",
+        "141;141;147;141;147;30",
+        6,
+    ),
 ];
 
 fn stdout(args: &[&str]) -> String {

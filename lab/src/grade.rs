@@ -121,8 +121,9 @@ pub struct Observed {
     pub value: Answer,
     /// The worked example's step table, for a step that asks for balances.
     pub table: Option<Vec<Row>>,
-    /// The run itself, with its trace.
-    pub run: RunReport,
+    /// The run itself, with its trace: a simulator run's report (none for an MQTT run,
+    /// which `idem run mqtt` reports).
+    pub run: Option<RunReport>,
 }
 
 /// A row of a worked example's step table.
@@ -210,7 +211,12 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         isolation,
         schedule,
         every,
+        qos,
+        session,
     } = step.run;
+    if scenario == "mqtt" {
+        return observe_mqtt(step.observe, store, qos, session);
+    }
     let kind = ScenarioKind::from_name(scenario)
         .ok_or_else(|| anyhow::anyhow!("lesson names an unknown scenario {scenario:?}"))?;
     let fix = fix.and_then(|f| FixArg::ALL.into_iter().find(|x| x.name() == f));
@@ -274,7 +280,43 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
                 .collect(),
         ),
     };
-    Ok(Observed { value, table, run })
+    Ok(Observed {
+        value,
+        table,
+        run: Some(run),
+    })
+}
+
+/// A step of the `mqtt` scenario: `idem run mqtt`'s run ([`crate::mqtt`]), which has no
+/// offsets, so it answers a total or a count of records only.
+fn observe_mqtt(
+    observe: Observe,
+    store: Option<&str>,
+    qos: Option<u8>,
+    session: Option<&str>,
+) -> anyhow::Result<Observed> {
+    let store = store
+        .and_then(StoreKind::from_name)
+        .ok_or_else(|| anyhow::anyhow!("an mqtt lesson step names no store idem knows"))?;
+    let qos = qos
+        .and_then(idem_mqtt::codec::QoS::from_level)
+        .ok_or_else(|| anyhow::anyhow!("an mqtt lesson step names no QoS 0, 1 or 2"))?;
+    let ram = match session {
+        Some("ram") => true,
+        Some("flash") | None => false,
+        other => anyhow::bail!("an mqtt lesson step keeps its session in {other:?}"),
+    };
+    let o = crate::mqtt::run(crate::mqtt::MqttRun { store, qos, ram })?;
+    let value = match observe {
+        Observe::FinalTotal => Answer::Number(o.end.state),
+        Observe::FlashRecords => Answer::Number(o.end.records as i64),
+        other => anyhow::bail!("an mqtt run has no offsets to observe {other:?} on"),
+    };
+    Ok(Observed {
+        value,
+        table: None,
+        run: None,
+    })
 }
 
 /// The command that reruns a step, with its trace.

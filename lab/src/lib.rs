@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod grade;
 pub mod matrix;
+pub mod mqtt;
 pub mod render;
 pub mod report;
 pub mod select;

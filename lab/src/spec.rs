@@ -49,6 +49,12 @@ pub struct RunSpec {
     /// The message-id store's window (1 to 32).
     #[serde(default)]
     pub window: Option<usize>,
+    /// The subscription's QoS, for `mqtt`.
+    #[serde(default)]
+    pub qos: Option<u8>,
+    /// Where `mqtt`'s receiver keeps its packet identifiers: `flash` or `ram`.
+    #[serde(default)]
+    pub session: Option<String>,
     /// Keep every step (and the producer's sends) in the report.
     #[serde(default)]
     pub trace: bool,
@@ -142,6 +148,8 @@ impl RunSpec {
             self.isolation.clone().filter(|i| i != "read-uncommitted"),
         );
         flag("window", self.window.map(|w| w.to_string()));
+        flag("qos", self.qos.map(|q| q.to_string()));
+        flag("session", self.session.clone());
         match self.schedule.as_deref().map(str::trim) {
             None => {}
             Some("" | "none") => line += " --no-crash",
@@ -165,6 +173,8 @@ impl From<&LessonRun> for RunSpec {
             producer: Some(r.producer.into()),
             guarantee: Some(r.guarantee.into()),
             isolation: Some(r.isolation.into()),
+            qos: r.qos,
+            session: r.session.map(Into::into),
             ..Self::default()
         }
     }

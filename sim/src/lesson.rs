@@ -47,6 +47,11 @@ pub struct LessonRun {
     pub schedule: Option<&'static str>,
     /// The checkpoint interval, or `None` for the scenario's own.
     pub every: Option<u64>,
+    /// The subscription's QoS (0, 1 or 2), for the `mqtt` scenario.
+    pub qos: Option<u8>,
+    /// Where the `mqtt` receiver keeps its QoS 2 packet identifiers: `flash` (in the
+    /// effect's record) or `ram`.
+    pub session: Option<&'static str>,
 }
 
 impl LessonRun {
@@ -60,6 +65,24 @@ impl LessonRun {
             isolation: "read-uncommitted",
             schedule: None,
             every: None,
+            qos: None,
+            session: None,
+        }
+    }
+
+    /// The `mqtt` scenario with `store`, at QoS `qos`, the identifiers (at QoS 2) in flash.
+    const fn mqtt(store: &'static str, qos: u8) -> Self {
+        Self {
+            qos: Some(qos),
+            ..Self::store("mqtt", store)
+        }
+    }
+
+    /// The QoS 2 identifiers kept in `session` (`flash`, `ram`).
+    const fn session(self, session: &'static str) -> Self {
+        Self {
+            session: Some(session),
+            ..self
         }
     }
 
@@ -790,8 +813,142 @@ passes over it.",
     ],
 };
 
+/// MQTT 3.1.1's three QoS levels against a device reset, with the receiver's session in
+/// RAM and in flash.
+pub const MQTT: Lesson = Lesson {
+    name: "mqtt",
+    title: "MQTT: QoS 0, 1 and 2 against a reset",
+    intro: "A broker delivers 30 payments, p0 to p29, to one device subscribed to their \
+topic: payment pN pays N % 9 + 1, 141 in all. The broker sends up to 4 messages ahead of the \
+device's acknowledgements, so while the device handles p14, p15 to p17 are already on the \
+connection. The device adds each payment to a total in its flash and resets once: right \
+after its flash record for p14, before it acknowledges p14. It connects again with clean \
+session 0, and the broker has kept its session: the subscription and what it sent that was \
+not acknowledged.",
+    steps: &[
+        step(
+            "QoS 0",
+            "At QoS 0 (at most once), with a plain total += amount, what total does the \
+device end at?",
+            LessonRun::mqtt("naive", 0),
+            Observe::FinalTotal,
+            "QoS 0 has no acknowledgement and no resend (MQTT 3.1.1, section 4.3.1): p15, p16 \
+and p17 were already sent, and the reset dropped them unread with the connection. 141 - 7 - 8 \
+- 9 = 117, under by 24. p18 to p29 had not been sent yet, and come after the reconnect.",
+            &[
+                tempt(
+                    "141",
+                    &[141],
+                    "141 would need the broker to send p15 to p17 again, which it never does \
+at QoS 0: they were on the connection when the device reset.",
+                ),
+                tempt(
+                    "135",
+                    &[141, -6],
+                    "135 = 141 - 6 loses p14, but p14 was applied before the reset: what \
+is lost is what was still on the connection, p15 to p17.",
+                ),
+            ],
+        ),
+        step(
+            "QoS 1, plain total",
+            "At QoS 1 (at least once), the same plain total: what does it end at?",
+            LessonRun::mqtt("naive", 1),
+            Observe::FinalTotal,
+            "The broker keeps each QoS 1 message until its PUBACK, and on the reconnect sends \
+every unacknowledged one again with DUP 1 (section 4.4): p14 to p17. p15 to p17 had not been \
+applied and count once; p14 had, and counts twice: 141 + 6 = 147, over by 6.",
+            &[
+                tempt(
+                    "141",
+                    &[141],
+                    "141 would need the device to know that it applied p14. DUP 1 only says \
+the message might have been sent before (section 3.3.1.1), as true of p15 to p17, never \
+applied.",
+                ),
+                tempt(
+                    "171",
+                    &[141, 6, 7, 8, 9],
+                    "171 = 141 + 6 + 7 + 8 + 9 counts all four resends twice, but p15 to p17 \
+were lost with the connection before the device applied them: they count once.",
+                ),
+            ],
+        ),
+        step(
+            "QoS 1, message ids",
+            "Still QoS 1, but the store keeps the id of each payment it applied (the \
+payload's id, p14) in the same flash record as the total, and skips an id it holds. The \
+total?",
+            LessonRun::mqtt("message-id", 1),
+            Observe::FinalTotal,
+            "The resent p14 carries an id the store holds with its effect: skipped, and \
+acknowledged. 141, exact: at least once delivery and an idempotent receiver. The id must be \
+the application's: MQTT's packet identifier is free for another message once acknowledged \
+(section 2.3.1).",
+            &[tempt(
+                "147",
+                &[141, 6],
+                "147 = 141 + 6 applies p14 twice, but the flash record that added p14 also \
+holds its id, so the resend is recognised.",
+            )],
+        ),
+        step(
+            "QoS 2, session in RAM",
+            "At QoS 2 (exactly once), plain total again, but the device keeps the packet \
+identifiers of the QoS 2 messages it has received in RAM only. The total?",
+            LessonRun::mqtt("naive", 2).session("ram"),
+            Observe::FinalTotal,
+            "QoS 2 asks the receiver to keep each packet identifier from PUBLISH to PUBREL and \
+to answer a PUBLISH it holds with PUBREC, without delivering it again (section 4.3.3). Kept \
+in RAM, the reset forgets that p14 arrived; the broker, which never saw PUBREC, sends p14 \
+again, and it is added again: 147, over by 6.",
+            &[tempt(
+                "141",
+                &[141],
+                "141 is the promise of QoS 2, but only while the receiver keeps its part of \
+the session: the identifiers were in RAM, and the reset took them.",
+            )],
+        ),
+        step(
+            "QoS 2, session in flash",
+            "At QoS 2 with the identifiers in flash, each written in the same record as the \
+payment's effect: the total?",
+            LessonRun::mqtt("naive", 2).session("flash"),
+            Observe::FinalTotal,
+            "After the reset the device reads p14's identifier back from the record that \
+applied it, answers the resent p14 with PUBREC without adding it, and forgets the \
+identifier at PUBREL. 141, exact, with a plain total: the session's state lives with the \
+effect.",
+            &[tempt(
+                "147",
+                &[141, 6],
+                "147 = 141 + 6 adds p14 again, but its identifier was durable in the same \
+record as its effect.",
+            )],
+        ),
+        step(
+            "QoS 2, flash records",
+            "With the identifiers in flash, how many flash records does the device write for \
+the 30 payments?",
+            LessonRun::mqtt("naive", 2).session("flash"),
+            Observe::FlashRecords,
+            "Two a payment: one with the effect and the identifier, durable before PUBREC \
+goes out, and one that forgets the identifier at PUBREL, durable before PUBCOMP. The resent \
+p14 adds none. `idem mqtt consume --release-with-next` writes the forgetting with the next \
+payment's record instead.",
+            &[tempt(
+                "30",
+                &[30],
+                "30 is one a payment, but forgetting an identifier at PUBREL is a write \
+too: without it, after a reset the device would still hold an identifier the broker has \
+since reused, and would take the new message for a resend and never apply it.",
+            )],
+        ),
+    ],
+};
+
 /// Every lesson, in teaching order.
-pub static LESSONS: [Lesson; 3] = [DDIA, PAYMENTS, GUARANTEES];
+pub static LESSONS: [Lesson; 4] = [DDIA, PAYMENTS, GUARANTEES, MQTT];
 
 /// The lesson named `name`.
 pub fn lesson(name: &str) -> Option<&'static Lesson> {

@@ -117,9 +117,16 @@ fn the_bench_runs_and_checks_every_reader_on_a_real_broker() {
             want.push(format!("idem {store} --sync {sync}"));
         }
     }
+    want.push("idem offset --sync none, truth read".into());
     assert_eq!(names, want);
     for r in readers {
         assert_eq!(r["verdict"], "exact", "{r}");
+        let truth = match r["reader"].as_str().unwrap() {
+            "idem offset --sync none, truth read" => Value::from("read"),
+            name if name.starts_with("idem ") => Value::from("file"),
+            _ => Value::Null,
+        };
+        assert_eq!(r["truth"], truth, "{r}");
         assert_eq!(r["records_read"], serde_json::json!([2000]), "{r}");
         assert_eq!(r["sums"], serde_json::json!([sum]), "{r}");
         assert_eq!(

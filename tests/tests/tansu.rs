@@ -210,9 +210,13 @@ fn the_lab_on_a_real_broker() {
 fn batched_payments_on_three_partitions_with_kills() {
     let broker = Tansu::start(Engine::Sqlite);
     let topic = "shop";
+    let dir = temp("shop");
+    let sent = dir.join("sent.jsonl");
     let produced = idem()
         .args(["kafka", "produce", topic, "--scenario", "shop"])
         .args(["--partitions", "3", "--brokers", &broker.brokers])
+        .arg("--truth")
+        .arg(&sent)
         .output()
         .unwrap();
     assert!(
@@ -222,7 +226,10 @@ fn batched_payments_on_three_partitions_with_kills() {
     );
     assert_eq!(
         String::from_utf8_lossy(&produced.stdout),
-        "produced 344 records to shop\n"
+        format!(
+            "produced 344 records to shop\nwhat was sent is in {}\n",
+            sent.display()
+        )
     );
     // What another client reads back: the keys and JSON values the README documents.
     let read = kafka_python()
@@ -238,7 +245,6 @@ fn batched_payments_on_three_partitions_with_kills() {
     assert!(read.iter().any(
         |r| r["key"] == "p0" && r["value"] == serde_json::json!({"payer": "ada", "amount": 1})
     ));
-    let dir = temp("shop");
     let mut rng = SplitMix64::new(0x5409);
     for (store, want) in [
         ("message-id", 1197),
@@ -274,6 +280,25 @@ fn batched_payments_on_three_partitions_with_kills() {
             assert_eq!(p["short_read"], false, "{store}: {p}");
             assert_eq!(p["end_offset"], p["next_offset"], "{store}: {p}");
         }
+        // Graded by the producer's truth file instead of a read of its own: the same.
+        let truth = sent.to_str().unwrap();
+        let by_file = report(
+            &mut broker.consume(topic, store, &flash, &["--json", "--truth", truth]),
+            0,
+        );
+        assert_eq!(
+            (
+                &by_file["total"],
+                &by_file["true_total"],
+                &by_file["verdict"]
+            ),
+            (&v["total"], &v["true_total"], &v["verdict"]),
+            "{store}: {by_file}"
+        );
+        assert_eq!(
+            by_file["truth"],
+            serde_json::json!({"file": truth, "ids": 300, "sent": 344})
+        );
         let total = v["total"].as_i64().unwrap();
         if store == "naive" {
             // Over by the resends, and by whatever the kills replayed.

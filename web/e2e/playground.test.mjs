@@ -73,6 +73,23 @@ function cli(args) {
   return JSON.parse(execFileSync(idemBin, ['run', ...args, '--trace', '--json'], { encoding: 'utf8' }));
 }
 
+test('the mqtt lesson grades a QoS prediction and names the CLI run, with no playground link', async () => {
+  const { page, context, errors } = await open('?view=lessons&lesson=mqtt');
+  await page.fill('#answer-3', '141');
+  await page.click('#check-3');
+  const wrong = await page.textContent('#observation-3');
+  assert.match(wrong, /not quite: you said 141; it is 147\./);
+  assert.match(wrong, /the identifiers were in RAM, and the reset took them/);
+  assert.match(wrong, /run it: idem run mqtt --store naive --qos 2 --session ram --trace/);
+  // The playground runs the simulator's scenarios, not MQTT's: no link to open it there.
+  assert.equal(await page.locator('#observation-3 a').count(), 0);
+  await page.click('#show-4');
+  assert.match(await page.textContent('#observation-4'), /observed: 141\./);
+  assert.equal(await page.textContent('#lesson-score'), 'score: 0/1 first predictions right (6 questions)');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 const total = (page, store) => page.locator(`.card[data-store="${store}"] [data-field="final_total"]`).textContent();
 
 test('the ddia lesson, answered wrong then right, shows 110 and 100 and the comparison', async () => {

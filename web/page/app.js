@@ -150,8 +150,9 @@ function answerStep(lesson, i, text, out) {
       el('tbody', {}, o.table.map((row) => el('tr', {},
         el('td', {}, row.step), el('td', {}, row.handled), el('td', { class: 'num' }, String(row.committed)), el('td', { class: 'num' }, String(row.balance)))))));
   }
-  const link = runLink(playgroundUrl(o.spec), 'open this run in the playground');
-  out.append(el('p', { class: 'cli' }, 'run it: ', el('code', {}, o.command), ' · ', link));
+  // An MQTT step's run is the CLI's alone: no playground link.
+  const link = o.spec ? [' · ', runLink(playgroundUrl(o.spec), 'open this run in the playground')] : [];
+  out.append(el('p', { class: 'cli' }, 'run it: ', el('code', {}, o.command), ...link));
   // The score counts each question's first prediction: a second try after seeing the
   // answer is shown, not scored.
   const first = answered.get(i);

@@ -230,19 +230,20 @@ impl Window {
 
     /// Judges the record at `offset` (as the broker numbers it) by `judge` and holds it
     /// ([`Window::push`]): its offset and what it was judged, unless `judge` has judged
-    /// it already (or the offset is negative, which no record has).
+    /// it already (or the offset is negative, which no record has). A record stepped
+    /// over goes to `skipped` with why.
     pub fn take<'a>(
         &mut self,
         judge: &mut Judge,
-        topic: &str,
-        offset: i64,
+        (topic, offset): (&str, i64),
         key: Option<&'a [u8]>,
         value: Option<&[u8]>,
+        skipped: &mut dyn FnMut(Skipped),
     ) -> anyhow::Result<Option<(Offset, Judged<'a>)>> {
         let Ok(offset) = Offset::try_from(offset) else {
             return Ok(None);
         };
-        let judged = judge.judge(topic, offset, key, value, &mut |_| {})?;
+        let judged = judge.judge(topic, offset, key, value, skipped)?;
         if let Some(j) = judged {
             self.push(offset, j);
         }

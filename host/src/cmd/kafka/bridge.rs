@@ -136,7 +136,13 @@ fn read_events(
         match reader.poll(Duration::from_millis(100)) {
             Some(m) => {
                 let m = m.with_context(|| format!("reading {topic} partition {p}"))?;
-                let taken = window.take(&mut judge, topic, m.offset(), m.key(), m.payload())?;
+                let taken = window.take(
+                    &mut judge,
+                    (topic, m.offset()),
+                    m.key(),
+                    m.payload(),
+                    &mut |_| {},
+                )?;
                 if let Some((offset, j)) = taken.filter(|&(o, _)| o < end) {
                     places(&mut ids, offset);
                     match j {

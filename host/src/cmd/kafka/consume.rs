@@ -21,12 +21,15 @@ use crate::image::{Image, Meta, PAGE, SyncMode};
 use crate::kafka::trust::{ReadFacts, ReadRules};
 use crate::select::dispatch::with_sinks;
 use crate::select::{StoreKind, WINDOW};
+use crate::truth::TruthFile;
 
 /// What consuming one partition ended with.
 pub(super) struct PartitionResult {
     pub(super) partition: i32,
     pub(super) total: i64,
-    pub(super) true_total: i64,
+    /// The partition's true total, from a read of its own; none when a truth file grades
+    /// the topic as a whole.
+    pub(super) true_total: Option<i64>,
     pub(super) next_offset: Offset,
     /// What the partition's read found.
     pub(super) read: ReadFacts,
@@ -103,6 +106,8 @@ pub(super) struct ConsumeOptions<'a> {
     pub(super) abort_behind: Option<u64>,
     /// Give up when no record comes for this long while a partition is short of its end.
     pub(super) stall: Duration,
+    /// What the producer sent (`--truth`): the grade's truth, instead of a second read.
+    pub(super) truth: Option<&'a TruthFile>,
 }
 
 /// Consumes every partition of the topic into the image; one result per partition.

@@ -96,6 +96,7 @@ pub(super) fn lab(
             abort_after: None,
             abort_behind: None,
             stall: ReadRules::LAB.deadline,
+            truth: None,
         })?
         .results;
         anyhow::ensure!(

@@ -33,6 +33,7 @@ use clap::{Args, Subcommand};
 use crate::image::SyncMode;
 use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
 use crate::select::StoreKind;
+use crate::truth::TruthFile;
 
 /// The most partitions `consume` handles ([`consume::PARTITION_PAGES`] flash pages each).
 const MAX_PARTITIONS: i32 = 6;
@@ -69,9 +70,13 @@ enum Action {
     Produce {
         /// The topic.
         topic: String,
-        /// ddia (100 events of +1) or payments (p17, p17 again, p18).
+        /// ddia (100 events of +1), payments (p17, p17 again, p18), shop, or stream
+        /// (--count payments, each once, as `kafka bench` produces them).
         #[arg(long, value_name = "SCENARIO")]
         scenario: KafkaScenario,
+        /// Payments of the stream scenario (1 to 1,000,000).
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        count: u64,
         /// Partitions of a topic this creates.
         #[arg(long, default_value_t = 1)]
         partitions: i32,
@@ -82,6 +87,10 @@ enum Action {
         /// by default records are batched, as producers do.
         #[arg(long)]
         one_at_a_time: bool,
+        /// Write what was sent to this file once the broker acknowledged it all, one JSON
+        /// payment a line, for `kafka consume --truth`.
+        #[arg(long, value_name = "FILE")]
+        truth: Option<PathBuf>,
         #[command(flatten)]
         broker: Broker,
     },
@@ -150,6 +159,11 @@ struct ConsumeArgs {
     /// group gets its copy, in every mode but none)
     #[arg(long, value_enum, default_value = "checkpoint")]
     sync: SyncMode,
+    /// Grade against what the producer sent (`kafka produce --truth`, `mqtt publish
+    /// --truth`: one JSON payment a line, each id counted once) instead of a second read
+    /// of the topic; records on the topic that the file does not hold grade as over.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["follow", "shared"])]
+    truth: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -176,6 +190,7 @@ impl ConsumeArgs {
             by_id,
             self.follow,
         );
+        let truth = self.truth.as_deref().map(TruthFile::read).transpose()?;
         let results = consume::consume(&consume::ConsumeOptions {
             brokers: &self.broker.brokers,
             topic: &self.topic,
@@ -191,8 +206,10 @@ impl ConsumeArgs {
             abort_after: self.abort_after_flash_commit,
             abort_behind: self.abort_with_group_behind,
             stall: Duration::from_millis(self.stall_ms),
+            truth: truth.as_ref(),
         })?;
-        report::report(out, &self.topic, self.store, &results, self.json)
+        let truth = report::Graded::new(truth.as_ref(), self.truth.as_deref());
+        report::report(out, &self.topic, self.store, &results, truth, self.json)
     }
 }
 
@@ -210,12 +227,31 @@ enum KafkaScenario {
     /// p258, each sent again after the next five payments): the same key, so the same
     /// partition, well within a message-id window of its original.
     Shop,
+    /// `--count` payments b0, b1, ..., each once ([`KafkaScenario::stream`]).
+    Stream,
 }
 
+/// The most payments `--scenario stream` sends.
+const MAX_STREAM: u64 = 1_000_000;
+/// The payers of a stream's payments, in turn.
+const STREAM_PAYERS: [&str; 4] = ["ada", "bo", "cy", "di"];
+
 impl KafkaScenario {
-    /// The records to send, in order: (key, payer, amount).
-    fn records(self) -> Vec<(String, &'static str, i64)> {
+    /// `n` payments keyed `b0`, `b1`, ...: `{"payer": ada, bo, cy or di in turn,
+    /// "amount": i % 7 + 1}`.
+    fn stream(n: u64) -> Vec<(String, &'static str, i64)> {
+        (0..n)
+            .map(|i| {
+                let payer = STREAM_PAYERS[(i % 4) as usize];
+                (format!("b{i}"), payer, (i % 7) as i64 + 1)
+            })
+            .collect()
+    }
+
+    /// The records to send, in order: (key, payer, amount); `count` for the stream.
+    fn records(self, count: u64) -> Vec<(String, &'static str, i64)> {
         match self {
+            Self::Stream => Self::stream(count),
             Self::Ddia => (0..100).map(|i| (format!("e{i}"), "sensor", 1)).collect(),
             Self::Payments => vec![
                 ("p17".into(), "ada", 5),
@@ -254,12 +290,28 @@ impl Cmd {
                 partitions,
                 idempotent,
                 one_at_a_time,
+                count,
+                truth,
                 broker,
             } => {
-                let b = &broker.brokers;
-                let landed =
-                    produce::produce(b, &topic, scenario, partitions, idempotent, one_at_a_time)?;
+                if !(1..=MAX_STREAM).contains(&count) {
+                    return Err(crate::error::usage(format!(
+                        "--count takes 1 to {MAX_STREAM} payments"
+                    )));
+                }
+                let records = scenario.records(count);
+                let landed = produce::produce(
+                    &broker.brokers,
+                    &topic,
+                    &records,
+                    partitions,
+                    (idempotent, one_at_a_time),
+                    truth.as_deref(),
+                )?;
                 writeln!(out, "produced {landed} records to {topic}")?;
+                if let Some(path) = truth {
+                    writeln!(out, "what was sent is in {}", path.display())?;
+                }
             }
             Action::MockBroker => mock_broker(&mut out)?,
             Action::Bench(b) => return b.run(&mut out),

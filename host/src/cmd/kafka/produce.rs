@@ -1,14 +1,17 @@
 //! Sending a scenario's payments to a topic, and the acks the broker sends back.
 
+use std::io::Write;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use anyhow::Context;
 use rdkafka::client::ClientContext;
 use rdkafka::message::Message as _;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 
+use super::MAX_PARTITIONS;
 use super::client::{config, consumer, create_topic, partitions, unreachable};
-use super::{KafkaScenario, MAX_PARTITIONS};
 use crate::kafka::trust::Payment;
 
 /// Delivery reports of the producer: the (partition, offset) of each send, or its error.
@@ -40,15 +43,20 @@ pub(super) enum Batching {
     Batched,
 }
 
-/// `kafka produce`: sends `scenario`'s records to `topic`, created with `n` partitions
-/// when the broker does not have it; how many records landed.
+/// Records handed to one producer, flushed before the next: the producer's queue stays
+/// far below librdkafka's 100,000 messages, and every record within its 15 s flush.
+const CHUNK: usize = 20_000;
+
+/// `kafka produce`: sends `records` to `topic`, created with `n` partitions when the
+/// broker does not have it, each acknowledged chunk written to the truth file `truth`
+/// when there is one; how many records landed.
 pub(super) fn produce(
     brokers: &str,
     topic: &str,
-    scenario: KafkaScenario,
+    records: &[(String, &str, i64)],
     n: i32,
-    idempotent: bool,
-    one_at_a_time: bool,
+    (idempotent, one_at_a_time): (bool, bool),
+    truth: Option<&Path>,
 ) -> anyhow::Result<usize> {
     anyhow::ensure!(
         (1..=MAX_PARTITIONS).contains(&n),
@@ -59,14 +67,73 @@ pub(super) fn produce(
         None => create_topic(brokers, topic, n),
         Some(_) => Ok(()),
     };
-    let records = scenario.records();
     let batching = if one_at_a_time {
         Batching::OneAtATime
     } else {
         Batching::Batched
     };
-    let landed = send_created(brokers, topic, idempotent, batching, &records, &created)?;
+    let mut file = truth.map(TruthOut::create).transpose()?;
+    let landed = send_chunked(
+        brokers,
+        topic,
+        (idempotent, batching),
+        records,
+        &created,
+        &mut file,
+    )?;
     Ok(landed.len())
+}
+
+/// A truth file being written.
+pub(super) struct TruthOut {
+    file: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+}
+
+impl TruthOut {
+    /// Creates (or empties) the truth file at `path`.
+    pub(super) fn create(path: &Path) -> anyhow::Result<Self> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("creating the truth file {}", path.display()))?;
+        Ok(Self {
+            file: std::io::BufWriter::new(file),
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn write(&mut self, records: &[(String, &str, i64)]) -> anyhow::Result<()> {
+        for (id, payer, amount) in records {
+            crate::truth::write_line(&mut self.file, id, payer, *amount)?;
+        }
+        self.file
+            .flush()
+            .with_context(|| format!("writing the truth file {}", self.path.display()))
+    }
+}
+
+/// [`send_created`] in chunks of [`CHUNK`] records, each written to `truth` once the broker
+/// acknowledged it; every ack's (partition, offset). Ctrl-C stops it between two chunks.
+pub(super) fn send_chunked(
+    brokers: &str,
+    topic: &str,
+    (idempotent, batching): (bool, Batching),
+    records: &[(String, &str, i64)],
+    created: &Result<(), String>,
+    truth: &mut Option<TruthOut>,
+) -> anyhow::Result<Vec<(i32, i64)>> {
+    let mut acks = Vec::with_capacity(records.len());
+    for chunk in records.chunks(CHUNK) {
+        if crate::cleanup::stop_requested() {
+            return Err(crate::cleanup::Interrupted.into());
+        }
+        acks.extend(send_created(
+            brokers, topic, idempotent, batching, chunk, created,
+        )?);
+        if let Some(t) = truth.as_mut() {
+            t.write(chunk)?;
+        }
+    }
+    Ok(acks)
 }
 
 /// [`send`], its error saying why the topic could not be created when it could not.

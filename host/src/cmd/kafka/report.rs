@@ -1,12 +1,12 @@
 //! What `kafka consume` prints: a line per partition and the verdict, or one JSON object.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde_json::json;
 
 use super::client::ISOLATION_LEVEL;
-use super::consume::PartitionResult;
 use super::shared::SharedOut;
 use crate::error::usage;
 use crate::kafka::group::TakeAction;
@@ -14,6 +14,40 @@ use crate::kafka::trust::Skipped;
 use crate::kafka::verdict::{self, UNVERIFIED, verdict};
 use crate::render::count;
 use crate::select::StoreKind;
+use crate::truth::TruthFile;
+
+/// What a consume is graded against: a truth file (`--truth`), or each partition's read
+/// of its own.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Graded<'a>(Option<(&'a TruthFile, &'a Path)>);
+
+impl<'a> Graded<'a> {
+    /// Against `file` (read from `path`) when there is one.
+    pub(super) fn new(file: Option<&'a TruthFile>, path: Option<&'a Path>) -> Self {
+        Self(file.zip(path))
+    }
+
+    /// What the true total counts, in words.
+    fn counts(self) -> String {
+        match self.0 {
+            Some((f, path)) => format!(
+                "of the {} in {}",
+                count(f.ids, "distinct id"),
+                path.display()
+            ),
+            None => "of the distinct message ids read".into(),
+        }
+    }
+
+    fn json(self) -> serde_json::Value {
+        match self.0 {
+            Some((f, path)) => json!({
+                "file": path.display().to_string(), "ids": f.ids, "sent": f.sent,
+            }),
+            None => json!("read"),
+        }
+    }
+}
 
 /// Prints what `kafka consume` ended with; exit 1 when the broker's end offsets cannot be
 /// trusted.
@@ -22,17 +56,21 @@ pub(super) fn report(
     topic: &str,
     store: StoreKind,
     consumed: &SharedOut,
+    graded: Graded<'_>,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
     let results = &consumed.results;
-    let sum = |f: fn(&PartitionResult) -> i64| {
-        verdict::sum(results.iter().map(f)).ok_or_else(|| {
-            usage(format!(
-                "{topic}: the partitions' totals add up past a 64-bit total"
-            ))
-        })
+    let past_64_bits = || {
+        usage(format!(
+            "{topic}: the partitions' totals add up past a 64-bit total"
+        ))
     };
-    let (total, truth) = (sum(|r| r.total)?, sum(|r| r.true_total)?);
+    let total = verdict::sum(results.iter().map(|r| r.total)).ok_or_else(past_64_bits)?;
+    let truth = match graded.0 {
+        Some((file, _)) => file.total,
+        None => verdict::sum(results.iter().map(|r| r.true_total.unwrap_or(0)))
+            .ok_or_else(past_64_bits)?,
+    };
     let verdict = verdict(results.iter().map(|r| r.read.short_read()), total, truth);
     let skipped: Vec<&Skipped> = results.iter().flat_map(|r| &r.read.skipped).collect();
     if json_out {
@@ -43,6 +81,7 @@ pub(super) fn report(
             "isolation_level": ISOLATION_LEVEL,
             "total": total,
             "true_total": truth,
+            "truth": graded.json(),
             "verdict": verdict,
             "next_offsets": results.iter().map(|r| r.next_offset).collect::<Vec<_>>(),
             "partitions": results.iter().map(|r| json!({
@@ -69,7 +108,7 @@ pub(super) fn report(
             store,
             consumed,
             &skipped,
-            (total, truth, verdict),
+            (total, truth, verdict, graded),
         )?;
     }
     Ok(if verdict == UNVERIFIED {
@@ -79,14 +118,15 @@ pub(super) fn report(
     })
 }
 
-/// The report as text; `figures`: the total, the true total and the verdict.
+/// The report as text; `figures`: the total, the true total, the verdict and what the true
+/// total counts.
 fn text(
     out: &mut impl Write,
     topic: &str,
     store: StoreKind,
     consumed: &SharedOut,
     skipped: &[&Skipped],
-    (total, truth, verdict): (i64, i64, &str),
+    (total, truth, verdict, graded): (i64, i64, &str, Graded<'_>),
 ) -> anyhow::Result<()> {
     for t in &consumed.taken {
         writeln!(
@@ -109,12 +149,14 @@ fn text(
         let p = r.partition;
         writeln!(
             out,
-            "partition {p}: {} read, the broker's end offset {}, next offset {}, total {} (true total {})",
+            "partition {p}: {} read, the broker's end offset {}, next offset {}, total {}{}",
             count(r.read.records_read, "record"),
             r.read.end_offset,
             r.next_offset,
             r.total,
             r.true_total
+                .map(|t| format!(" (true total {t})"))
+                .unwrap_or_default()
         )?;
         if r.read.short_read() {
             writeln!(
@@ -148,8 +190,9 @@ fn text(
     };
     writeln!(
         out,
-        "{topic} with the {} store: total {total}, true total {truth} of the distinct message ids read{excluded}: {verdict}",
-        store.name()
+        "{topic} with the {} store: total {total}, true total {truth} {}{excluded}: {verdict}",
+        store.name(),
+        graded.counts()
     )?;
     writeln!(
         out,

@@ -257,8 +257,13 @@ impl SinksJob for SharedConsume<'_> {
                     let m = m.with_context(|| format!("reading {}", member.topic))?;
                     if let Some(o) = owned.get_mut(&m.partition()) {
                         let topic = member.topic;
-                        o.window
-                            .take(&mut o.judge, topic, m.offset(), m.key(), m.payload())?;
+                        o.window.take(
+                            &mut o.judge,
+                            (topic, m.offset()),
+                            m.key(),
+                            m.payload(),
+                            &mut |_| {},
+                        )?;
                         last_change = Instant::now();
                     }
                     false
@@ -336,7 +341,7 @@ impl SinksJob for SharedConsume<'_> {
             results.push(PartitionResult {
                 partition: p,
                 total: o.consumer.total(),
-                true_total: fold.total(),
+                true_total: Some(fold.total()),
                 next_offset: o.consumer.next_offset(),
                 read: fold.facts(after[p as usize] as i64),
                 group_was: None,

@@ -1,7 +1,7 @@
 //! `kafka consume` (not `--shared`): every partition streamed into its store, in
 //! bounded windows, to the end offsets read when the run began; the group gets its copy
 //! of the durable positions off the record path; the true total comes from a second read
-//! of its own, on a thread of its own.
+//! of its own, on a thread of its own, or from the producer's truth file (`--truth`).
 //!
 //! One consumer reads every partition at once (librdkafka fetches them concurrently, in
 //! the background), and one thread steps each partition's core consumer through what has
@@ -26,8 +26,8 @@ use crate::device;
 use crate::drive::Drive;
 use crate::image::Image;
 use crate::kafka::group::{CommitPacer, group_was};
-use crate::kafka::stream::{Judge, TruthFold, Window};
-use crate::kafka::trust::ReadRules;
+use crate::kafka::stream::{Judge, Window};
+use crate::kafka::trust::{ReadFacts, ReadRules, Skipped};
 use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
 
@@ -58,6 +58,10 @@ struct Part<K: SumSinks> {
     judge: Judge,
     /// What has arrived and the consumer has not passed.
     window: Window,
+    /// What this read fetched: distinct offsets, the highest, the records stepped over.
+    records_read: u64,
+    highest: Option<Offset>,
+    skipped: Vec<Skipped>,
 }
 
 impl<K: SumSinks> Part<K> {
@@ -96,13 +100,18 @@ impl SinksJob for Streamed<'_> {
                 judge: Judge::new(p, rules),
                 window: Window::new(p, key, from, ends[p as usize]),
                 consumer,
+                records_read: 0,
+                highest: None,
+                skipped: Vec::new(),
             });
         }
         // From offset 0: the rules over a partition's records (the sum of |amounts|) see
         // every record before the position too.
         assign_from_zero(&kafka, o.topic, 0..n)?;
+        // A truth file is what the producer sent: no read of the topic of its own.
+        let reads_truth = !o.follow && o.truth.is_none();
         let (consumed, truth) = std::thread::scope(|s| {
-            let truth = (!o.follow).then(|| {
+            let truth = reads_truth.then(|| {
                 s.spawn(|| truth_read(o.brokers, o.topic, &rules, &numbered(&ends), o.stall))
             });
             let consumed = consume_all(o, image, &kafka, &mut parts);
@@ -114,31 +123,49 @@ impl SinksJob for Streamed<'_> {
         });
         consumed?;
         let truth = match truth {
-            Some(t) => t?,
+            Some(t) => Some(t?),
+            None if o.truth.is_some() => None,
             // `--follow`: the truth up to where each partition's consumer stopped.
             None => {
                 let ends: Vec<Offset> = parts.iter().map(|x| x.consumer.next_offset()).collect();
-                truth_read(o.brokers, o.topic, &rules, &numbered(&ends), o.stall)?
+                Some(truth_read(
+                    o.brokers,
+                    o.topic,
+                    &rules,
+                    &numbered(&ends),
+                    o.stall,
+                )?)
             }
         };
         let after = end_offsets(&kafka, o.brokers, o.topic, n)?;
+        let mut folds = truth.map(Vec::into_iter);
         let results = parts
             .into_iter()
-            .zip(truth)
             .zip(after.into_iter().zip(was))
             .enumerate()
-            .map(
-                |(p, ((part, fold), (end, was))): (usize, ((Part<K>, TruthFold), _))| {
-                    PartitionResult {
-                        partition: p as i32,
-                        total: part.consumer.total(),
-                        true_total: fold.total(),
-                        next_offset: part.consumer.next_offset(),
-                        read: fold.facts(end as i64),
-                        group_was: was,
-                    }
-                },
-            )
+            .map(|(p, (part, (end, was)))| {
+                let (true_total, read) = match folds.as_mut().and_then(Iterator::next) {
+                    Some(fold) => (Some(fold.total()), fold.facts(end as i64)),
+                    // Graded by the truth file: what this read fetched.
+                    None => (
+                        None,
+                        ReadFacts {
+                            records_read: part.records_read,
+                            end_offset: end as i64,
+                            highest: part.highest,
+                            skipped: part.skipped,
+                        },
+                    ),
+                };
+                PartitionResult {
+                    partition: p as i32,
+                    total: part.consumer.total(),
+                    true_total,
+                    next_offset: part.consumer.next_offset(),
+                    read,
+                    group_was: was,
+                }
+            })
             .collect();
         Ok(SharedOut {
             results,
@@ -178,8 +205,20 @@ fn consume_all<K: SumSinks>(
                 let part = parts
                     .get_mut(m.partition() as usize)
                     .context("a record of a partition this consumer was not assigned")?;
-                let Part { judge, window, .. } = part;
-                window.take(judge, topic, m.offset(), m.key(), m.payload())?;
+                let Part {
+                    judge,
+                    window,
+                    skipped,
+                    ..
+                } = part;
+                let taken =
+                    window.take(judge, (topic, m.offset()), m.key(), m.payload(), &mut |x| {
+                        skipped.push(x)
+                    })?;
+                if let Some((offset, _)) = taken {
+                    part.records_read += 1;
+                    part.highest = Some(offset);
+                }
                 last_record = Instant::now();
                 false
             }

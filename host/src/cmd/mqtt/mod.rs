@@ -165,7 +165,11 @@ impl Cmd {
                 check_broker(&a.broker)?;
                 a.session_ram = a.session == "ram";
                 a.idle = Duration::from_millis(a.idle_ms);
-                let truth = a.truth.as_deref().map(report::Truth::read).transpose()?;
+                let truth = a
+                    .truth
+                    .as_deref()
+                    .map(crate::truth::TruthFile::read)
+                    .transpose()?;
                 let job = consume::Job { args: &a };
                 let tally = registry::with_mqtt_store(a.store, WINDOW, job)
                     .ok_or_else(|| usage("that store does not run on MQTT"))?

@@ -3,62 +3,13 @@
 //! amount.
 
 use std::io::Write;
-use std::path::Path;
 
-use anyhow::Context;
 use serde_json::json;
 
 use idem_mqtt::client::Broken;
 
 use super::{ConsumeArgs, Tally};
-use crate::error::usage;
-use crate::truth::FirstAmounts;
-
-/// What was sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Truth {
-    /// Each id's first amount, summed.
-    pub total: i64,
-    /// Distinct ids.
-    pub ids: u64,
-    /// Lines: every PUBLISH sent, resends included.
-    pub sent: u64,
-}
-
-impl Truth {
-    /// Reads a truth file; a line that is not a payment is refused with its number.
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the truth file {}", path.display()))?;
-        let mut first = FirstAmounts::default();
-        let mut sent = 0;
-        for (n, line) in text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
-            let (id, amount) = idem_mqtt::payments::id_and_amount(line.as_bytes()).map_err(|_| {
-                usage(format!(
-                    "line {} of {} is not a payment ({{\"id\": \"p17\", \"payer\": \"ada\", \"amount\": 5}})",
-                    n + 1,
-                    path.display()
-                ))
-            })?;
-            sent += 1;
-            first.add(Some(id.as_bytes()), amount).ok_or_else(|| {
-                usage(format!(
-                    "the amounts in {} overflow a 64-bit total",
-                    path.display()
-                ))
-            })?;
-        }
-        Ok(Truth {
-            total: first.total(),
-            ids: first.messages(),
-            sent,
-        })
-    }
-}
+use crate::truth::TruthFile;
 
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
@@ -91,7 +42,7 @@ fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
 }
 
 /// Prints the report, as text or JSON.
-pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&Truth>) -> anyhow::Result<()> {
+pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Result<()> {
     let broken = broken(a, t);
     let graded = truth.map(|tr| {
         let verdict = match t.total.cmp(&tr.total) {

@@ -18,8 +18,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use idem_sim::registry::Source;
 
-use super::produce::{Batching, send_created};
-use super::{Broker, MAX_PARTITIONS, client};
+use super::produce::{Batching, TruthOut, send_chunked};
+use super::{Broker, KafkaScenario, MAX_PARTITIONS, client};
 use crate::error::usage;
 use crate::image::SyncMode;
 use crate::select::StoreKind;
@@ -31,11 +31,6 @@ use table::{Report, Row};
 const MAX_RECORDS: u64 = 1_000_000;
 /// The most measured runs of a reader.
 const MAX_RUNS: u32 = 9;
-/// The payers of the produced payments, in turn.
-const PAYERS: [&str; 4] = ["ada", "bo", "cy", "di"];
-/// Records handed to one producer, flushed before the next: the producer's queue stays
-/// far below librdkafka's 100,000 messages, and every record within its 10 s timeout.
-const PRODUCE_CHUNK: usize = 20_000;
 /// The topic the bench fills.
 const TOPIC: &str = "bench";
 /// The kafka-python baseline, run with `python -c`.
@@ -110,8 +105,18 @@ pub(super) enum Reader {
     Rdkafka,
     /// `plain_sum.py`: kafka-python's plain loop.
     KafkaPython,
-    /// `kafka consume` with a store, syncing the image as `--sync` says.
-    Idem(StoreKind, SyncMode),
+    /// `kafka consume` with a store, syncing the image as `--sync` says, graded by what
+    /// it takes the truth from.
+    Idem(StoreKind, SyncMode, TruthBy),
+}
+
+/// Where a bench's `kafka consume` takes its true total from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TruthBy {
+    /// The truth file the bench wrote as it produced (`--truth`): the topic is read once.
+    File,
+    /// A second read of the topic, in no group, beside the consuming one.
+    Read,
 }
 
 impl Reader {
@@ -120,7 +125,12 @@ impl Reader {
         match self {
             Self::Rdkafka => "rdkafka plain loop".into(),
             Self::KafkaPython => "kafka-python plain loop".into(),
-            Self::Idem(store, sync) => format!("idem {} --sync {}", store.name(), sync.name()),
+            Self::Idem(store, sync, TruthBy::File) => {
+                format!("idem {} --sync {}", store.name(), sync.name())
+            }
+            Self::Idem(store, sync, TruthBy::Read) => {
+                format!("idem {} --sync {}, truth read", store.name(), sync.name())
+            }
         }
     }
 }
@@ -134,6 +144,8 @@ struct Setup {
     work: tempfile::TempDir,
     records: u64,
     sum: i64,
+    /// The truth file of what was produced.
+    truth: PathBuf,
     /// Longest one run may take.
     limit: Duration,
 }
@@ -160,16 +172,19 @@ impl Bench {
         crate::cleanup::defer_signals();
         let version = Tansu::version(&tansu)?;
         let mut broker = Tansu::start(&tansu, lifetime)?;
-        let (sum, per_partition) = produce(&broker.brokers, self.records, self.partitions)?;
+        let work = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&self.dir)?;
+        let truth = work.path().join("sent.jsonl");
+        let (sum, per_partition) = produce(&broker.brokers, self.records, self.partitions, &truth)?;
         let setup = Setup {
             python,
             idem: std::env::current_exe()?,
             brokers: broker.brokers.clone(),
-            work: tempfile::Builder::new()
-                .prefix("run-")
-                .tempdir_in(&self.dir)?,
+            work,
             records: self.records,
             sum,
+            truth,
             limit,
         };
         let rows = setup
@@ -234,49 +249,52 @@ impl Bench {
 }
 
 /// The readers, the baselines first: then every store Kafka takes, without and with
-/// syncs.
+/// syncs, graded by the truth file; last the offset store graded by a second read.
 fn readers() -> Vec<Reader> {
     let mut readers = vec![Reader::Rdkafka, Reader::KafkaPython];
     for store in StoreKind::on(Source::Kafka) {
         for sync in [SyncMode::None, SyncMode::Checkpoint] {
-            readers.push(Reader::Idem(store, sync));
+            readers.push(Reader::Idem(store, sync, TruthBy::File));
         }
     }
+    readers.push(Reader::Idem(
+        StoreKind::Offset,
+        SyncMode::None,
+        TruthBy::Read,
+    ));
     readers
 }
 
-/// Creates the topic with `partitions` and produces `n` payments, keyed `b0`, `b1`, ...
-/// (the producer's partitioner spreads them by key): `{"payer": PAYERS[i % 4], "amount":
-/// i % 7 + 1}`. The sum of the amounts, and how many records each partition got.
-fn produce(brokers: &str, n: u64, partitions: i32) -> anyhow::Result<(i64, Vec<u64>)> {
+/// Creates the topic with `partitions` and produces `n` payments ([`KafkaScenario::stream`]),
+/// written to the truth file at `truth` as the broker acknowledges them. The sum of the
+/// amounts, and how many records each partition got.
+fn produce(
+    brokers: &str,
+    n: u64,
+    partitions: i32,
+    truth: &Path,
+) -> anyhow::Result<(i64, Vec<u64>)> {
     let created = client::create_topic(brokers, TOPIC, partitions);
+    let records = KafkaScenario::stream(n);
+    let mut file = Some(TruthOut::create(truth)?);
+    let acks = send_chunked(
+        brokers,
+        TOPIC,
+        (false, Batching::Batched),
+        &records,
+        &created,
+        &mut file,
+    )?;
     let mut per_partition = vec![0u64; partitions as usize];
-    let mut sum = 0i64;
-    let records: Vec<(String, &str, i64)> = (0..n)
-        .map(|i| {
-            (
-                format!("b{i}"),
-                PAYERS[(i % 4) as usize],
-                (i % 7) as i64 + 1,
-            )
-        })
-        .collect();
-    for chunk in records.chunks(PRODUCE_CHUNK) {
-        if crate::cleanup::stop_requested() {
-            return Err(crate::cleanup::Interrupted.into());
+    for (p, _) in acks {
+        if let Some(c) = usize::try_from(p)
+            .ok()
+            .and_then(|p| per_partition.get_mut(p))
+        {
+            *c += 1;
         }
-        let acks = send_created(brokers, TOPIC, false, Batching::Batched, chunk, &created)?;
-        for (p, _) in acks {
-            if let Some(c) = usize::try_from(p)
-                .ok()
-                .and_then(|p| per_partition.get_mut(p))
-            {
-                *c += 1;
-            }
-        }
-        sum += chunk.iter().map(|r| r.2).sum::<i64>();
     }
-    Ok((sum, per_partition))
+    Ok((records.iter().map(|r| r.2).sum(), per_partition))
 }
 
 /// The type of the file system `dir` is on: its mount's in /proc/mounts (the longest
@@ -338,11 +356,16 @@ impl Setup {
                 &self.python,
                 strings(&["-c", PLAIN_SUM_PY, &self.brokers, TOPIC]),
             ),
-            Reader::Idem(store, sync) => {
+            Reader::Idem(store, sync, by) => {
                 let name = format!("{}-{}-{run}", store.name(), sync.name());
                 let group = format!("idem-bench-{name}-{}", client::unique());
                 let image = flash.insert(dir.join(format!("{name}.bin")));
-                (&self.idem, consume_args(self, store, sync, &group, image))
+                let mut args = consume_args(self, store, sync, &group, image);
+                if by == TruthBy::File {
+                    args.push("--truth".into());
+                    args.push(self.truth.display().to_string());
+                }
+                (&self.idem, args)
             }
         };
         let what = match run {

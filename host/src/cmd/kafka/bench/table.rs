@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Reader;
 use super::child::{GNU_TIME, Measured};
+use super::{Reader, TruthBy};
 use crate::image::SyncMode;
 
 /// What a run printed, once checked.
@@ -137,7 +137,7 @@ impl Row {
 
     /// Whether its fsync figures are shown: idem's runs with `--sync checkpoint`.
     fn syncing(&self) -> bool {
-        matches!(self.reader, Reader::Idem(_, SyncMode::Checkpoint))
+        matches!(self.reader, Reader::Idem(_, SyncMode::Checkpoint, _))
     }
 }
 
@@ -188,14 +188,22 @@ impl Report {
             .rows
             .iter()
             .map(|r| {
-                let (store, sync) = match r.reader {
-                    Reader::Idem(store, sync) => (Some(store.name()), Some(sync.name())),
-                    _ => (None, None),
+                let (store, sync, truth) = match r.reader {
+                    Reader::Idem(store, sync, by) => (
+                        Some(store.name()),
+                        Some(sync.name()),
+                        Some(match by {
+                            TruthBy::File => "file",
+                            TruthBy::Read => "read",
+                        }),
+                    ),
+                    _ => (None, None, None),
                 };
                 json!({
                     "reader": r.reader.name(),
                     "store": store,
                     "sync": sync,
+                    "truth": truth,
                     "records_per_s": self.per_s(r).round(),
                     "ratio": self.per_s(r) / base,
                     "wall_s": r.walls.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
@@ -320,7 +328,7 @@ mod tests {
     use super::*;
     use crate::select::StoreKind;
 
-    const IDEM: Reader = Reader::Idem(StoreKind::Offset, SyncMode::Checkpoint);
+    const IDEM: Reader = Reader::Idem(StoreKind::Offset, SyncMode::Checkpoint, TruthBy::File);
 
     fn idem_json(verdict: &str, total: i64, read: [u64; 2]) -> String {
         json!({
