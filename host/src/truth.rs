@@ -11,41 +11,76 @@ use anyhow::Context;
 
 use crate::error::usage;
 
+/// The longest id a [`KeySet`] keeps, in bytes: 16 MiB, past any broker's default
+/// record size.
+const MAX_KEY: usize = (1 << KEY_LEN_BITS) - 1;
+const KEY_LEN_BITS: u32 = 24;
+
 /// A set of keys as their bytes (never a hash of them), compact: each key once in one
-/// buffer, and a table of where each starts and ends, some 20 bytes a key besides its
-/// own (a `HashSet` of boxed keys takes some 50).
+/// buffer, and a table of where each starts and how long it is, packed into one word
+/// (40 bits and 24), some 10 bytes a key besides its own (a `HashSet` of boxed keys takes
+/// some 50).
 #[derive(Debug, Default)]
 struct KeySet {
     bytes: Vec<u8>,
-    table: hashbrown::HashTable<(usize, usize)>,
+    table: hashbrown::HashTable<u64>,
     hasher: RandomState,
 }
 
+/// Where a key lies in [`KeySet::bytes`].
+fn span(packed: u64) -> std::ops::Range<usize> {
+    let start = (packed >> KEY_LEN_BITS) as usize;
+    start..start + (packed & MAX_KEY as u64) as usize
+}
+
 impl KeySet {
-    /// Adds `key`; whether it was not there.
-    fn insert(&mut self, key: &[u8]) -> bool {
+    /// Adds `key`; whether it was not there. A key longer than [`MAX_KEY`] is refused with
+    /// its length.
+    fn insert(&mut self, key: &[u8]) -> Result<bool, TruthError> {
         let Self {
             bytes,
             table,
             hasher,
         } = self;
-        let hash = hasher.hash_one(key);
-        if table.find(hash, |&(s, e)| &bytes[s..e] == key).is_some() {
-            return false;
+        if key.len() > MAX_KEY {
+            return Err(TruthError::IdTooLong(key.len()));
         }
-        let start = bytes.len();
+        let hash = hasher.hash_one(key);
+        if table.find(hash, |&p| &bytes[span(p)] == key).is_some() {
+            return Ok(false);
+        }
+        let packed = ((bytes.len() as u64) << KEY_LEN_BITS) | key.len() as u64;
         bytes.extend_from_slice(key);
         let bytes = &*bytes;
-        table.insert_unique(hash, (start, bytes.len()), |&(s, e)| {
-            hasher.hash_one(&bytes[s..e])
-        });
-        true
+        table.insert_unique(hash, packed, |&p| hasher.hash_one(&bytes[span(p)]));
+        Ok(true)
     }
 
     /// How many keys it holds.
     #[cfg(test)]
     fn len(&self) -> usize {
         self.table.len()
+    }
+}
+
+/// Why a message could not be counted into a truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruthError {
+    /// The total would pass 64 bits.
+    Overflow,
+    /// An id of this many bytes, longer than idem keeps.
+    IdTooLong(usize),
+}
+
+impl std::fmt::Display for TruthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Overflow => f.write_str("the true total passes 64 bits"),
+            Self::IdTooLong(n) => write!(
+                f,
+                "a message id of {n} bytes is longer than the {MAX_KEY} bytes idem keeps of one"
+            ),
+        }
     }
 }
 
@@ -59,14 +94,16 @@ pub struct FirstAmounts {
 
 impl FirstAmounts {
     /// Counts `amount` unless `id` was counted before (a message with no id is a message
-    /// of its own); whether it counted. `None`: the total would pass 64 bits.
-    pub fn add(&mut self, id: Option<&[u8]>, amount: i64) -> Option<bool> {
-        if id.is_some_and(|id| !self.seen.insert(id)) {
-            return Some(false);
+    /// of its own); whether it counted.
+    pub fn add(&mut self, id: Option<&[u8]>, amount: i64) -> Result<bool, TruthError> {
+        if let Some(id) = id
+            && !self.seen.insert(id)?
+        {
+            return Ok(false);
         }
-        self.total = self.total.checked_add(amount)?;
+        self.total = self.total.checked_add(amount).ok_or(TruthError::Overflow)?;
         self.messages += 1;
-        Some(true)
+        Ok(true)
     }
 
     /// The true total.
@@ -120,12 +157,9 @@ impl TruthFile {
                 ))
             })?;
             sent += 1;
-            first.add(Some(id.as_bytes()), amount).ok_or_else(|| {
-                usage(format!(
-                    "the amounts in {} overflow a 64-bit total",
-                    path.display()
-                ))
-            })?;
+            first
+                .add(Some(id.as_bytes()), amount)
+                .map_err(|e| usage(format!("{}, line {n}: {e}", path.display())))?;
         }
         Ok(Self {
             total: first.total(),
@@ -161,22 +195,27 @@ mod tests {
         let mut keys = KeySet::default();
         let many: Vec<String> = (0..5000).map(|i| format!("k{i}")).collect();
         for k in &many {
-            assert!(keys.insert(k.as_bytes()));
+            assert_eq!(keys.insert(k.as_bytes()), Ok(true));
         }
-        assert!(!keys.insert(b"k17") && !keys.insert(b"k4999"));
-        assert!(keys.insert(b"k5000") && keys.insert(b"") && !keys.insert(b""));
-        assert!(keys.insert(b"k1\0") && keys.insert(b"\0k1"));
+        let mut insert = |k: &[u8]| keys.insert(k).unwrap();
+        assert!(!insert(b"k17") && !insert(b"k4999"));
+        assert!(insert(b"k5000") && insert(b"") && !insert(b""));
+        assert!(insert(b"k1\0") && insert(b"\0k1"));
         assert_eq!(keys.len(), 5004);
+        let long = vec![7u8; MAX_KEY + 1];
+        assert_eq!(keys.insert(&long), Err(TruthError::IdTooLong(MAX_KEY + 1)));
+        assert_eq!(keys.insert(&long[..MAX_KEY]), Ok(true));
+        assert_eq!(keys.insert(&long[..MAX_KEY]), Ok(false));
     }
 
     #[test]
     fn each_id_counts_once_at_its_first_amount() {
         let mut t = FirstAmounts::default();
-        assert_eq!(t.add(Some(b"p17"), 5), Some(true));
-        assert_eq!(t.add(Some(b"p17"), 9), Some(false));
-        assert_eq!(t.add(None, 3), Some(true));
-        assert_eq!(t.add(None, 3), Some(true));
+        assert_eq!(t.add(Some(b"p17"), 5), Ok(true));
+        assert_eq!(t.add(Some(b"p17"), 9), Ok(false));
+        assert_eq!(t.add(None, 3), Ok(true));
+        assert_eq!(t.add(None, 3), Ok(true));
         assert_eq!((t.total(), t.messages()), (11, 3));
-        assert_eq!(t.add(Some(b"big"), i64::MAX), None);
+        assert_eq!(t.add(Some(b"big"), i64::MAX), Err(TruthError::Overflow));
     }
 }

@@ -369,8 +369,14 @@ fn a_publisher_past_max_inflight_messages_loses_messages() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // How many of the first PUBLISHes paho completes before it has 5 in flight depends on
+    // how fast the broker answers (under load, 1 was seen): never all 10.
+    let completed: Option<u32> = stderr
+        .split_once("after ")
+        .and_then(|(_, rest)| rest.split_once(" of 10"))
+        .and_then(|(n, _)| n.parse().ok());
     assert!(
-        stderr.contains("closed the connection") && stderr.contains("after 0 of 10"),
+        stderr.contains("closed the connection") && completed.is_some_and(|n| n < 10),
         "{stderr}"
     );
     // 5 sent at once: PUBREC for each, the 5th included, then the connection is closed

@@ -73,12 +73,17 @@ pub fn message(
     id_key: Option<&[u8]>,
     amount: i64,
 ) -> Message {
-    let id = match id_key {
-        Some(k) => MessageId::keyed(key, k),
-        None => MessageId::keyed(key, &place(partition, offset)),
-    };
+    match id_key {
+        Some(k) => message_of(key, k, offset, amount),
+        None => message_of(key, &place(partition, offset), offset, amount),
+    }
+}
+
+/// The message idem applies for the record at `offset` whose id is made of `id_bytes`
+/// (its key, or its place), under `key`.
+pub fn message_of(key: &IdKey, id_bytes: &[u8], offset: Offset, amount: i64) -> Message {
     Message {
-        id,
+        id: MessageId::keyed(key, id_bytes),
         producer: 0,
         epoch: 0,
         seq: offset as u32 + 1,
@@ -277,11 +282,6 @@ impl Window {
         Received::new(&self.events, Some(self.next))
     }
 
-    /// The events held, all of them.
-    pub fn into_events(self) -> Vec<Event<Message>> {
-        self.events
-    }
-
     /// Forgets the events before `next`, the consumer's next offset.
     pub fn consumed_to(&mut self, next: Offset) {
         let done = self.events.partition_point(|e| e.offset < next);
@@ -354,9 +354,9 @@ impl TruthFold {
         }
         if let Judged::Payment(k, amount) = judged {
             // Within 64 bits: the judge keeps the sum of |amounts| there.
-            self.seen.add(k, amount).ok_or_else(|| {
-                anyhow::anyhow!("the true total passes 64 bits at offset {offset}")
-            })?;
+            self.seen
+                .add(k, amount)
+                .map_err(|e| anyhow::anyhow!("at offset {offset}: {e}"))?;
         }
         Ok(())
     }

@@ -167,10 +167,31 @@ impl Cmd {
     }
 }
 
+/// A stream's events.
+enum Events {
+    /// Every event whole: a scenario's, a log file's.
+    Held(Vec<Payment>),
+    /// A Kafka partition's: each offset's amount only, its event made from it and its
+    /// id's bytes as it is sent ([`crate::kafka::stream::message_of`]).
+    #[cfg(feature = "kafka")]
+    Amounts(Vec<i64>),
+}
+
+impl Events {
+    /// How many there are.
+    fn len(&self) -> usize {
+        match self {
+            Self::Held(e) => e.len(),
+            #[cfg(feature = "kafka")]
+            Self::Amounts(a) => a.len(),
+        }
+    }
+}
+
 /// The stream, ready to feed: its events, its truth and its configuration.
 struct Stream {
     name: String,
-    events: Vec<Payment>,
+    events: Events,
     /// The bytes each event's id was made of, when the ids came from outside idem (a log
     /// file, a Kafka partition): the board gets them keyed under its own key.
     id_bytes: Option<stream::IdBytes>,
@@ -187,11 +208,21 @@ impl idem_board::feed::Source for Stream {
 
     fn event(&self, offset: Offset, key: &IdKey) -> Option<Payment> {
         let i = usize::try_from(offset).ok()?;
-        let mut e = *self.events.get(i)?;
-        if let Some(bytes) = self.id_bytes.as_ref().and_then(|b| b.get(i)) {
-            e.payload.id = MessageId::keyed(key, bytes);
+        let bytes = self.id_bytes.as_ref().and_then(|b| b.get(i));
+        match &self.events {
+            Events::Held(events) => {
+                let mut e = *events.get(i)?;
+                if let Some(bytes) = bytes {
+                    e.payload.id = MessageId::keyed(key, bytes);
+                }
+                Some(e)
+            }
+            #[cfg(feature = "kafka")]
+            Events::Amounts(amounts) => Some(idem_core::log::Event {
+                offset,
+                payload: crate::kafka::stream::message_of(key, bytes?, offset, *amounts.get(i)?),
+            }),
         }
-        Some(e)
     }
 }
 

@@ -7,7 +7,7 @@ use idem_sim::registry::{self, Source};
 
 #[cfg(feature = "kafka")]
 use super::Bridge;
-use super::{Stream, StreamArgs};
+use super::{Events, Stream, StreamArgs};
 use crate::error::usage;
 use crate::select::{self, ScenarioArgs, ScenarioKind, StoreKind};
 
@@ -108,7 +108,7 @@ impl StreamArgs {
             self.kafka.partition,
             store == StoreId::MessageId,
         )?;
-        if source.events.is_empty() {
+        if source.amounts.is_empty() {
             return Err(usage(format!(
                 "{topic} partition {} has no records",
                 self.kafka.partition
@@ -128,7 +128,7 @@ impl StreamArgs {
                 crash_after: self.crash_after,
             },
             name,
-            events: std::mem::take(&mut source.events),
+            events: Events::Amounts(std::mem::take(&mut source.amounts)),
             id_bytes: Some(std::mem::take(&mut source.id_bytes)),
             bridge: Some(source),
         }))
@@ -189,7 +189,7 @@ impl StreamArgs {
                 checkpoint_every,
                 crash_after: self.crash_after,
             },
-            events,
+            events: Events::Held(events),
             id_bytes,
             bridge: None,
         })

@@ -4,8 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use idem_core::log::{Event, IdKey, Offset};
-use idem_sim::payment::Message;
+use idem_core::log::{IdKey, Offset};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
@@ -21,9 +20,10 @@ use crate::kafka::trust::ReadRules;
 /// offset the broker gave when the bridge started, and the consumer group that gets the
 /// board's position as a copy, committed only after the board acknowledged a checkpoint.
 pub struct BoardSource {
-    /// The partition's events, by offset (placeholders where no payment is), their ids
-    /// under [`IdKey::PUBLIC`]: the board's own key is applied to `id_bytes`.
-    pub events: Vec<Event<Message>>,
+    /// The partition's amounts, by offset (0 where no payment is): each offset's event is
+    /// its amount with an id of `id_bytes` under the board's own key
+    /// ([`crate::kafka::stream::message_of`]), 8 bytes an offset besides its id's.
+    pub amounts: Vec<i64>,
     /// The bytes each event's message id is made of: its record's key, or for a keyless
     /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
     pub id_bytes: IdBytes,
@@ -65,7 +65,7 @@ impl BoardSource {
             ..ReadRules::LAB
         };
         let end = end_offsets(&reader, brokers, topic, n)?[partition as usize];
-        let (events, id_bytes) = read_events(&reader, topic, partition, end, rules)?;
+        let (amounts, id_bytes) = read_events(&reader, topic, partition, end, rules)?;
         let truth = truth_read(brokers, topic, &rules, &[(partition, end)], STALL)?;
         let after = end_offsets(&reader, brokers, topic, n)?[partition as usize];
         let truth = truth
@@ -83,7 +83,7 @@ impl BoardSource {
         let group = consumer(brokers, group)?;
         let group_was = committed(&group, brokers, topic, partition)?;
         Ok(Self {
-            events,
+            amounts,
             id_bytes,
             true_total,
             group_was,
@@ -107,26 +107,27 @@ impl BoardSource {
     }
 }
 
-/// Partition `p` of `topic` from offset 0 to `end`, streamed through the rules: its
-/// events (placeholders where no payment is) and the bytes of each one's id.
+/// Partition `p` of `topic` from offset 0 to `end`, streamed through the rules: each
+/// offset's amount (0 where no payment is) and the bytes of its id.
 fn read_events(
     reader: &BaseConsumer,
     topic: &str,
     p: i32,
     end: Offset,
     rules: ReadRules,
-) -> anyhow::Result<(Vec<Event<Message>>, IdBytes)> {
+) -> anyhow::Result<(Vec<i64>, IdBytes)> {
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, KOffset::Offset(0))
         .context("assigning a partition")?;
     reader.assign(&tpl).context("assigning a partition")?;
     let (mut judge, mut window) = (Judge::new(p, rules), Window::new(p, IdKey::PUBLIC, 0, end));
-    let mut ids = IdBytes::default();
+    let (mut ids, mut amounts) = (IdBytes::default(), Vec::new());
     let mut last_record = Instant::now();
-    // Places up to `to`: the ids of placeholders and keyless records.
-    let places = |ids: &mut IdBytes, to: Offset| {
+    // Placeholders up to `to`: amount 0, their places as their ids.
+    let places = |ids: &mut IdBytes, amounts: &mut Vec<i64>, to: Offset| {
         while (ids.len() as Offset) < to.min(end) {
             ids.push(&place(p, ids.len() as Offset));
+            amounts.push(0);
         }
     };
     while !window.complete() {
@@ -144,18 +145,29 @@ fn read_events(
                     &mut |_| {},
                 )?;
                 if let Some((offset, j)) = taken.filter(|&(o, _)| o < end) {
-                    places(&mut ids, offset);
+                    places(&mut ids, &mut amounts, offset);
                     match j {
-                        Judged::Payment(Some(k), _) => ids.push(k),
-                        _ => places(&mut ids, offset + 1),
+                        Judged::Payment(Some(k), amount) => {
+                            ids.push(k);
+                            amounts.push(amount);
+                        }
+                        // A keyless record: its place is its id.
+                        Judged::Payment(None, amount) => {
+                            ids.push(&place(p, offset));
+                            amounts.push(amount);
+                        }
+                        Judged::Skipped => places(&mut ids, &mut amounts, offset + 1),
                     }
                 }
+                // The window only judges and spots gaps: what it holds is in `amounts`.
+                window.consumed_to(Offset::MAX);
                 last_record = Instant::now();
             }
             None => {
                 if let Some(&Some(position)) = positions(reader, topic, p + 1).get(p as usize) {
                     window.pass_to(position);
-                    places(&mut ids, position);
+                    window.consumed_to(Offset::MAX);
+                    places(&mut ids, &mut amounts, position);
                 }
                 anyhow::ensure!(
                     last_record.elapsed() < STALL,
@@ -166,5 +178,5 @@ fn read_events(
             }
         }
     }
-    Ok((window.into_events(), ids))
+    Ok((amounts, ids))
 }
