@@ -127,7 +127,7 @@ fn crc32c(bytes: &[u8]) -> u32 {
 }
 
 /// The sequence number of a region's first record.
-const FIRST_SEQ: u32 = 1;
+pub(crate) const FIRST_SEQ: u32 = 1;
 
 /// The size in bytes of the slot that holds a record of type `T` on a flash whose write
 /// unit is at most a word: the largest postcard encoding of `T` and a check word, rounded
@@ -373,7 +373,7 @@ pub struct Journal<T> {
 
 /// The untyped part of a journal: its pages, slot size, sequence and cursor.
 #[derive(Debug, Clone)]
-struct Ring {
+pub(crate) struct Ring {
     region: Region,
     slot: u32,
     /// Slots in one page, worked out at compile time per record type (no run-time
@@ -632,6 +632,68 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     }
 }
 
+/// A flash on which a write unit already programmed since its page's erase can be
+/// programmed once more, to all zeros: NOR's AND, which the nRF51 and nRF52 allow (a word
+/// may be written twice between erases) and a file image does. `embedded-storage`'s
+/// `NorFlash` forbids a second write and its `MultiwriteNorFlash` allows any, so this is
+/// the narrower promise [`Journal::void_after`] needs, spelt out. An ECC flash that
+/// refuses a second program of a unit (an STM32H7) must not implement it.
+pub trait ZeroOver: NorFlash {
+    /// Programs the `len` bytes at `offset` (whole write units) to zero, whether or not
+    /// they were programmed since the erase. A cut can leave some of their bits still set.
+    fn zero_over(&mut self, offset: u32, len: usize) -> Result<(), Self::Error>;
+}
+
+impl<T> Journal<T> {
+    /// Voids every record newer than the one numbered `keep`: each slot from the oldest
+    /// of them to the newest that is not blank is programmed to zero, so it reads as a
+    /// torn slot, which the next append steps over and counts
+    /// ([`AFTER_TORN`]); blank slots among them are left for the appends. Returns how many
+    /// valid records it voided. The handle is consumed: open the journal again to go on.
+    ///
+    /// It is for a storage that can keep a later write and lose an earlier one (a file
+    /// under a page cache): there, records written since the last sync can come back with
+    /// a hole among them, and the ones after the hole must go before anything is written
+    /// in it. A cut while voiding leaves some of them valid, and the same call voids them
+    /// again. The caller makes the zeros durable before the journal is written again.
+    pub fn void_after<F: ZeroOver>(
+        self,
+        flash: &mut F,
+        keep: u32,
+    ) -> Result<u32, JournalError<F::Error>> {
+        use blocking::RingIo;
+        let ring = &self.ring;
+        let Some(newest) = ring.newest else {
+            return Ok(0);
+        };
+        let newer = ring.newest_seq.wrapping_sub(keep);
+        let (mut first, mut count) = (None, 0u32);
+        ring.walk_back(flash, &mut |seq, at, _, _| {
+            if ring.newest_seq.wrapping_sub(seq) >= newer {
+                return false;
+            }
+            first = Some(at);
+            count += 1;
+            true
+        })?;
+        let Some(mut at) = first else {
+            return Ok(0);
+        };
+        loop {
+            let addr = ring.slot_address::<F>(at);
+            if !blocking::blank(flash, addr, ring.slot)? {
+                flash
+                    .zero_over(addr, ring.slot as usize)
+                    .map_err(JournalError::Flash)?;
+            }
+            if at == newest {
+                return Ok(count);
+            }
+            at = ring.after(at);
+        }
+    }
+}
+
 /// A journal just opened, and its newest record.
 type Opened<T> = (Journal<T>, Option<T>);
 
@@ -642,7 +704,7 @@ type Migrated<T> = (Journal<T>, Option<T>, bool);
 /// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
 /// a firmware with one flash compiles them in, as it did when every unit was a word.
 #[derive(Debug, Clone, Copy)]
-struct Geometry {
+pub(crate) struct Geometry {
     slot: u32,
     per_page: u32,
 }

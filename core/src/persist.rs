@@ -52,7 +52,7 @@ use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::journal::{Journal, JournalError, Region};
+use crate::journal::{Journal, JournalError, Region, ZeroOver};
 use crate::log::{Event, Offset};
 
 /// What a store does with one delivered event.
@@ -612,10 +612,6 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
     const BATCHED: bool;
     /// Whether the consumer's own position journal is used.
     const POSITION_JOURNAL: bool;
-    /// Whether the store's records must reach the flash in the order they were written
-    /// (a storage that can reorder writes, a file under a page cache, must sync each one
-    /// before the next): the state is rebuilt from several of them ([`Appended`]).
-    const ORDERED: bool = false;
     /// The record of the store's journal.
     type Record: Serialize + DeserializeOwned + MaxSize + Debug;
 
@@ -625,6 +621,17 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
     /// What recovery did with a record in doubt, if it found one.
     fn resolution(&self) -> Option<Resolution> {
         None
+    }
+
+    /// Before recovery, on a storage that can keep a later write and lose an earlier one
+    /// (a file under a page cache, synced only at commits): voids the store's records
+    /// that follow a hole after the durable position, and returns how many
+    /// ([`Appended`]; the others rebuild from one record and void nothing).
+    fn void_in_doubt<F: ZeroOver>(
+        _flash: &mut F,
+        _layout: &Layout,
+    ) -> Result<u32, ConsumerError<F::Error, S::Error>> {
+        Ok(0)
     }
 }
 
@@ -777,11 +784,56 @@ pub struct Appended<S: Appendable>(SinkThenPosition<AppendedRecord<S>>);
 impl<S: Appendable> Persistence<S> for Appended<S> {
     const BATCHED: bool = false;
     const POSITION_JOURNAL: bool = true;
-    const ORDERED: bool = true;
     type Record = AppendedRecord<S>;
 
     fn records_written(&self) -> u64 {
         self.0.records_written()
+    }
+
+    /// The records after the durable position (the newest store record a position
+    /// commit names) were written since the last sync, and their effects are replayed
+    /// from that position anyway. Where one of them is missing and a later one is not,
+    /// the later one's state counts an effect whose id the rebuilt window would lack, so
+    /// it and all after it are voided ([`Journal::void_after`]), and recovery rebuilds
+    /// from the record before the hole. A hole at or before the durable record is left
+    /// to recovery, which refuses it ([`Disagreement::RecordsLost`]).
+    fn void_in_doubt<F: ZeroOver>(
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<u32, ConsumerError<F::Error, S::Error>> {
+        let (sink, _) =
+            Journal::<AppendedRecord<S>>::open(flash, layout.sink, sink_tag::<S>(layout))?;
+        let (_, position) =
+            Journal::<Position>::open(flash, layout.positions, positions_tag(layout))?;
+        let Some(newest) = sink.newest_seq() else {
+            return Ok(0);
+        };
+        let durable = position.map_or(0, |p| p.sinks[0]);
+        // How far back from the newest the durable record is (a sink behind its position
+        // is recovery's to refuse).
+        let doubt = newest.wrapping_sub(durable);
+        if doubt == 0 || doubt > u32::MAX / 2 {
+            return Ok(0);
+        }
+        let (mut keep, mut oldest, mut reached) = (None, newest, false);
+        sink.recent(flash, |seq, _, adjacent| {
+            let back = newest.wrapping_sub(seq);
+            if back <= doubt && !adjacent {
+                keep = Some(seq);
+            }
+            (oldest, reached) = (seq, back >= doubt);
+            !reached
+        })?;
+        // The walk ended before the durable record: a hole lies between (unless nothing
+        // was ever committed and the walk went back to the journal's first record).
+        let from_first = durable == 0 && oldest == crate::journal::FIRST_SEQ;
+        if !(reached || from_first) {
+            keep = Some(durable);
+        }
+        match keep {
+            Some(keep) => Ok(sink.void_after(flash, keep)?),
+            None => Ok(0),
+        }
     }
 }
 
@@ -875,8 +927,6 @@ pub trait Sinks: Clone + Debug {
     type Durable: Clone + Debug;
     /// Whether effects reach flash only at a commit ([`Persistence::BATCHED`]).
     const BATCHED: bool;
-    /// Whether a sink's records must reach the flash in order ([`Persistence::ORDERED`]).
-    const ORDERED_SINK: bool = false;
     /// Whether the consumer's position journal is used.
     const POSITION_JOURNAL: bool;
     /// How many sinks each effect writes, one after the other.
@@ -888,6 +938,16 @@ pub trait Sinks: Clone + Debug {
     /// What recovery did with a record in doubt ([`Persistence::resolution`]).
     fn resolution(_durable: &Self::Durable) -> Option<Resolution> {
         None
+    }
+
+    /// [`Persistence::void_in_doubt`] for the sinks: call it before
+    /// [`crate::consumer::Consumer::open`] on a storage that can reorder writes, and make
+    /// what it wrote durable before the consumer writes.
+    fn void_in_doubt<F: ZeroOver>(
+        _flash: &mut F,
+        _layout: &Layout,
+    ) -> Result<u32, ConsumerError<F::Error, Self::Error>> {
+        Ok(0)
     }
 }
 
@@ -925,7 +985,6 @@ impl<S: Store> Sinks for S {
     type Durable = S::Persist;
     const BATCHED: bool = <S::Persist as Persistence<S>>::BATCHED;
     const POSITION_JOURNAL: bool = <S::Persist as Persistence<S>>::POSITION_JOURNAL;
-    const ORDERED_SINK: bool = <S::Persist as Persistence<S>>::ORDERED;
     const WRITES: usize = 1;
 
     fn records_written(durable: &S::Persist) -> u64 {
@@ -934,6 +993,13 @@ impl<S: Store> Sinks for S {
 
     fn resolution(durable: &S::Persist) -> Option<Resolution> {
         durable.resolution()
+    }
+
+    fn void_in_doubt<F: ZeroOver>(
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<u32, ConsumerError<F::Error, S::Error>> {
+        <S::Persist as Persistence<S>>::void_in_doubt(flash, layout)
     }
 }
 

@@ -201,6 +201,22 @@ fn drive(
     select::dispatch(&loaded, store.into(), window, Run(image, pace, on_commit))
 }
 
+/// Before a consumer opens `layout` in `image`: voids an appending store's records that a
+/// power cut left after a hole among those written since the last sync
+/// (`idem_core::persist::Sinks::void_in_doubt`), and makes the zeros durable before anything else is
+/// written. Their effects are replayed from the durable position.
+pub fn void_in_doubt<K: HostSinks>(image: &mut Image, layout: Layout) -> anyhow::Result<()> {
+    let voided =
+        K::void_in_doubt(&mut image.flash, &layout).map_err(|e| consumer_error(image, e))?;
+    if voided > 0 {
+        image
+            .flash
+            .sync()
+            .map_err(|e| journal_error(image, JournalError::Flash(e)))?;
+    }
+    Ok(())
+}
+
 /// The image's consume path for any store, the registry's (which [`consume`] picks by
 /// the image's header) or one of the application's own (`idem_sim::registry::Listed`):
 /// recovers `store` from `image` and, with a `drive`, steps it over `scenario`'s log,
@@ -213,9 +229,7 @@ pub fn consume_store<L: Truth, S: HostSinks>(
     on_commit: &mut dyn FnMut(Offset, i64) -> anyhow::Result<()>,
 ) -> anyhow::Result<Progress> {
     let layout = layout(&image.meta);
-    if S::ORDERED_SINK {
-        image.flash.add_ordered(crate::image::bytes(layout.sink));
-    }
+    void_in_doubt::<S>(image, layout)?;
     let mut c = Consumer::open(&mut image.flash, layout, store, scenario.consumer)
         .map_err(|e| consumer_error(image, e))?;
     if let Some(drive) = drive {

@@ -9,10 +9,13 @@
 //! - before a position commit when store records were written since the last sync (they
 //!   are durable first), and after it (the host syncs before it reports the commit);
 //! - before a page erase (records written since are durable before older ones go);
-//! - after a page header (durable before any record in the page);
-//! - for an appending store ([`idem_core::persist::Appended`]), before each new record (its
-//!   state is rebuilt from several records, which must land in order), but not before
-//!   the record's own CRC word.
+//! - after a page header (durable before any record in the page).
+//!
+//! An appending store ([`idem_core::persist::Appended`]) rebuilds its state from several
+//! records, which a cut can bring back with a hole among those written since the last
+//! sync. Its records are not synced one by one: before recovery the host voids the ones
+//! after such a hole ([`idem_core::persist::Sinks::void_in_doubt`]) and syncs the zeros,
+//! and their effects are replayed from the durable position like any unwritten effect.
 
 use idem_core::journal::HEADER_SIZE;
 
@@ -20,8 +23,7 @@ use idem_core::journal::HEADER_SIZE;
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncMode {
-    /// Around position commits, page erases and page headers, and before each record of
-    /// an appending store (message-id, producer-seq): survives a power cut.
+    /// Around position commits, page erases and page headers: survives a power cut.
     #[default]
     Checkpoint,
     /// After every journal write and erase.
@@ -46,10 +48,7 @@ impl SyncMode {
 pub enum Area {
     /// The consumer's position journal.
     Position,
-    /// The journal of a store whose records must land in order
-    /// ([`idem_core::persist::Persistence::ORDERED`]).
-    OrderedStore,
-    /// Any other store journal.
+    /// A store's journal.
     Store,
 }
 
@@ -61,9 +60,6 @@ pub struct SyncRules {
     dirty: bool,
     /// Anything written outside the position journal since the last sync.
     store_dirty: bool,
-    /// Where the last write into an ordered store journal ended: a 4-byte write there is
-    /// that record's CRC word, any other write a new record.
-    ordered_end: Option<u32>,
 }
 
 impl SyncRules {
@@ -73,7 +69,6 @@ impl SyncRules {
             mode,
             dirty: false,
             store_dirty: false,
-            ordered_end: None,
         }
     }
 
@@ -82,15 +77,10 @@ impl SyncRules {
         self.mode
     }
 
-    /// Whether to sync before writing `len` bytes at `offset` in `area`.
-    pub fn before_write(&self, area: Area, offset: u32, len: usize) -> bool {
-        let crc_word = len == 4 && self.ordered_end == Some(offset);
-        let waits = match area {
-            Area::Position => true,
-            Area::OrderedStore => !crc_word,
-            Area::Store => false,
-        };
-        self.mode == SyncMode::Checkpoint && waits && self.store_dirty
+    /// Whether to sync before a write in `area`: before a position commit, when store
+    /// records were written since the last sync.
+    pub fn before_write(&self, area: Area) -> bool {
+        self.mode == SyncMode::Checkpoint && area == Area::Position && self.store_dirty
     }
 
     /// Records a write of `len` bytes at `offset` in `area`, on pages of `page` bytes;
@@ -98,7 +88,6 @@ impl SyncRules {
     pub fn after_write(&mut self, area: Area, offset: u32, len: usize, page: usize) -> bool {
         self.dirty = true;
         self.store_dirty |= area != Area::Position;
-        self.ordered_end = (area == Area::OrderedStore).then(|| offset + len as u32);
         let header_done = (offset as usize + len) % page == HEADER_SIZE;
         match self.mode {
             SyncMode::Checkpoint => header_done,

@@ -231,7 +231,7 @@ pub(crate) fn recent<T: DeserializeOwned, F: Flash>(
         let mut failed = false;
         aw!(journal.ring.walk_back(
             flash,
-            &mut |seq, body, adjacent| match postcard::from_bytes::<T>(body) {
+            &mut |seq, _, body, adjacent| match postcard::from_bytes::<T>(body) {
                 Ok(record) => visit(seq, record, adjacent),
                 Err(_) => {
                     failed = true;
@@ -255,8 +255,12 @@ pub(crate) fn page_state<T, F: Flash>(
     journal.ring.page_state(flash, page)
 }
 
+/// What [`RingIo::walk_back`] calls for each valid record: its sequence number, slot,
+/// payload and whether it follows on from the record visited before it; `false` stops.
+pub(crate) type SlotVisit<'a> = dyn FnMut(u32, SlotAddr, &[u8], bool) -> bool + 'a;
+
 /// The ring's flash steps.
-trait RingIo {
+pub(crate) trait RingIo {
     fn open<F: Flash>(
         flash: &mut F,
         region: Region,
@@ -289,7 +293,7 @@ trait RingIo {
     fn walk_back<F: Flash>(
         &self,
         flash: &mut F,
-        visit: &mut dyn FnMut(u32, &[u8], bool) -> bool,
+        visit: &mut SlotVisit<'_>,
     ) -> io!(Result<(), JournalError<F::Error>>);
     fn read_slot<F: Flash>(
         &self,
@@ -609,12 +613,12 @@ impl RingIo for Ring {
         })
     }
 
-    /// See [`Journal::recent`]: `visit` gets each valid record's sequence number and
+    /// See [`Journal::recent`]: `visit` gets each valid record's sequence number, slot and
     /// payload bytes, newest first.
     fn walk_back<F: Flash>(
         &self,
         flash: &mut F,
-        visit: &mut dyn FnMut(u32, &[u8], bool) -> bool,
+        visit: &mut SlotVisit<'_>,
     ) -> io!(Result<(), JournalError<F::Error>>) {
         body!({
             let Some(mut at) = self.newest else {
@@ -642,6 +646,7 @@ impl RingIo for Ring {
                     Some((seq, _))
                         if !visit(
                             seq,
+                            at,
                             &buf[4..4 + slot - unit::<F>().min(slot)],
                             gap == vouched || (vouched == TORN_MAX && gap > TORN_MAX),
                         ) =>
@@ -769,7 +774,7 @@ impl RingIo for Ring {
 }
 
 /// Whether the `len` bytes at `addr` all read erased (`0xFF`); read in small chunks.
-fn blank<F: Flash>(
+pub(crate) fn blank<F: Flash>(
     flash: &mut F,
     addr: u32,
     len: u32,

@@ -754,3 +754,52 @@ fn a_cut_anywhere_in_a_migration_leaves_the_old_record_or_the_new() {
     }
     assert_eq!(checked, 213);
 }
+
+/// A cut that kept records 5 and 6 and lost 4 (a file under a page cache): voiding after
+/// 3 zeroes 5 and 6, the journal reopens at 3, the next append fills 4's slot, and the one
+/// after steps over the two zeroed slots and says so, so the records follow on again.
+#[test]
+fn voiding_after_a_hole_leaves_records_that_follow_on() {
+    let mut f = F::new();
+    let (mut j, _) = open(&mut f);
+    let rec = |n: u32| Rec {
+        offset: n,
+        total: i64::from(n) * 10,
+    };
+    for n in 1..=6 {
+        append(&mut j, &mut f, &rec(n)).unwrap();
+    }
+    // Record 4 back to erased, as if its write never reached the disk.
+    let mut image: Vec<u8> = f.pages().iter().flatten().copied().collect();
+    let slot = Journal::<Rec>::SLOT;
+    let fourth = REGION.start as usize + HEADER_SIZE + 3 * slot;
+    image[fourth..fourth + slot].fill(0xFF);
+    let mut f = F::from_image(&image);
+    let (j, newest) = open(&mut f);
+    assert_eq!((j.newest_seq(), newest), (Some(6), Some(rec(6))));
+    assert_eq!(j.void_after(&mut f, 3).unwrap(), 2);
+    let (mut j, newest) = open(&mut f);
+    assert_eq!((j.newest_seq(), newest), (Some(3), Some(rec(3))));
+    append(&mut j, &mut f, &rec(4)).unwrap();
+    append(&mut j, &mut f, &rec(5)).unwrap();
+    let (j, newest) = open(&mut f);
+    assert_eq!((j.newest_seq(), newest), (Some(7), Some(rec(5))));
+    let mut seen = Vec::new();
+    recent(&j, &mut f, |seq, r, adjacent| {
+        seen.push((seq, r.offset, adjacent));
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (7, 5, true),
+            (4, 4, true),
+            (3, 3, true),
+            (2, 2, true),
+            (1, 1, true)
+        ]
+    );
+    // Nothing after the newest: voiding after it writes nothing.
+    assert_eq!(j.void_after(&mut f, 7).unwrap(), 0);
+}

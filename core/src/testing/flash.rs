@@ -500,6 +500,37 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
     }
 }
 
+/// Zeroing a unit is one more program of it (counted as a unit write); a cut in the
+/// middle clears only some of its bits, as a torn write does.
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> crate::journal::ZeroOver
+    for MemFlash<PAGES, PAGE, UNIT>
+{
+    fn zero_over(&mut self, offset: u32, len: usize) -> Result<(), Self::Error> {
+        if !self.powered {
+            return Err(FlashError::PowerCut);
+        }
+        Self::RULES.write(offset, len)?;
+        for a in (offset as usize..offset as usize + len).step_by(UNIT) {
+            let (page, at) = (a / PAGE, a % PAGE);
+            self.programmed[page][at] = true;
+            self.stats.word_writes += 1;
+            self.stats.bytes_written += UNIT as u64;
+            self.page_bytes[page] += UNIT as u64;
+            if self.tick(false) {
+                for chunk in self.data[page][at..at + UNIT].chunks_mut(4) {
+                    let noise = (self.noise.next_u64() as u32).to_le_bytes();
+                    for (cell, keep) in chunk.iter_mut().zip(noise) {
+                        *cell &= keep;
+                    }
+                }
+                return Err(self.lose_power());
+            }
+            self.data[page][at..at + UNIT].fill(0);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

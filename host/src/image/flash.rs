@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
 };
+use idem_core::journal::ZeroOver;
 use idem_sim::flash::{FlashError, NorRules};
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 
@@ -87,8 +88,6 @@ pub struct FileFlash {
     sync: SyncRules,
     /// The position journals' byte ranges.
     positions: Vec<std::ops::Range<u32>>,
-    /// The journals of appending stores, whose records must land in order.
-    ordered: Vec<std::ops::Range<u32>>,
     syncs: u64,
 }
 impl FileFlash {
@@ -105,7 +104,6 @@ impl FileFlash {
             erases,
             sync: SyncRules::new(SyncMode::Checkpoint),
             positions: Vec::new(),
-            ordered: Vec::new(),
             syncs: 0,
         })
     }
@@ -135,11 +133,6 @@ impl FileFlash {
         self.positions = positions;
     }
 
-    /// Marks `range` as the journal of an appending store (its records land in order).
-    pub fn add_ordered(&mut self, range: std::ops::Range<u32>) {
-        self.ordered.push(range);
-    }
-
     /// Puts every write so far in the file and makes it durable (`sync_data`), unless the
     /// mode is `none`. Call it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
@@ -158,8 +151,6 @@ impl FileFlash {
     fn area(&self, offset: u32) -> Area {
         if self.positions.iter().any(|r| r.contains(&offset)) {
             Area::Position
-        } else if self.ordered.iter().any(|r| r.contains(&offset)) {
-            Area::OrderedStore
         } else {
             Area::Store
         }
@@ -248,8 +239,25 @@ impl NorFlash for FileFlash {
         let at = offset as usize;
         self.rules()
             .write_over(offset, &self.mem[at..at + bytes.len()])?;
+        self.program(offset, bytes)
+    }
+}
+
+/// A file's bytes can be programmed again, to zero: recovery voids an appending store's
+/// records that a cut left after a hole (`idem_core::persist::Sinks::void_in_doubt`).
+impl ZeroOver for FileFlash {
+    fn zero_over(&mut self, offset: u32, len: usize) -> Result<(), Self::Error> {
+        self.rules().write(offset, len)?;
+        self.program(offset, &vec![0; len])
+    }
+}
+
+impl FileFlash {
+    /// Programs `bytes` at `offset`, checked, with the syncs the rules ask for around it.
+    fn program(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FileFlashError> {
+        let at = offset as usize;
         let area = self.area(offset);
-        if self.sync.before_write(area, offset, bytes.len()) {
+        if self.sync.before_write(area) {
             self.sync()?;
         }
         self.mem[at..at + bytes.len()].copy_from_slice(bytes);

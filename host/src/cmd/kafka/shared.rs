@@ -182,11 +182,8 @@ impl SinksJob for SharedConsume<'_> {
     type Out = SharedOut;
     fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
         let Self { image, member } = self;
-        if K::ORDERED_SINK {
-            for p in 0..(image.meta.pages / PARTITION_PAGES) as i32 {
-                let sink = layout(image, p).sink;
-                image.flash.add_ordered(crate::image::bytes(sink));
-            }
+        for p in 0..(image.meta.pages / PARTITION_PAGES) as i32 {
+            device::void_in_doubt::<K>(image, layout(image, p))?;
         }
         let partitions = (image.meta.pages / PARTITION_PAGES) as i32;
         let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();

@@ -87,9 +87,7 @@ impl SinksJob for Streamed<'_> {
         let (mut parts, mut was) = (Vec::new(), Vec::new());
         for p in 0..n {
             let layout = layout(image, p);
-            if K::ORDERED_SINK {
-                image.flash.add_ordered(crate::image::bytes(layout.sink));
-            }
+            device::void_in_doubt::<K>(image, layout)?;
             // The image is the position's one truth: recovery reads it from the journals.
             let consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
                 .map_err(|e| device::consumer_error(image, e))?;
