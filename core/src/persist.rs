@@ -796,7 +796,9 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
     /// the later one's state counts an effect whose id the rebuilt window would lack, so
     /// it and all after it are voided ([`Journal::void_after`]), and recovery rebuilds
     /// from the record before the hole. A hole at or before the durable record is left
-    /// to recovery, which refuses it ([`Disagreement::RecordsLost`]).
+    /// to recovery, which refuses it ([`Disagreement::RecordsLost`]), and so is a record
+    /// written after a commit that the position journal does not hold
+    /// ([`Disagreement::PositionBehind`]): nothing is voided then.
     fn void_in_doubt<F: ZeroOver>(
         flash: &mut F,
         layout: &Layout,
@@ -808,22 +810,28 @@ impl<S: Appendable> Persistence<S> for Appended<S> {
         let Some(newest) = sink.newest_seq() else {
             return Ok(0);
         };
-        let durable = position.map_or(0, |p| p.sinks[0]);
+        let (durable, next) = position.map_or((0, 0), |p| (p.sinks[0], p.next));
         // How far back from the newest the durable record is (a sink behind its position
         // is recovery's to refuse).
         let doubt = newest.wrapping_sub(durable);
         if doubt == 0 || doubt > u32::MAX / 2 {
             return Ok(0);
         }
-        let (mut keep, mut oldest, mut reached) = (None, newest, false);
-        sink.recent(flash, |seq, _, adjacent| {
+        let (mut keep, mut oldest, mut reached, mut ahead) = (None, newest, false, false);
+        sink.recent(flash, |seq, record, adjacent| {
+            // A record written after a commit the position journal lacks: the journals
+            // disagree, which recovery refuses; nothing is voided.
+            ahead |= record.covered > next;
             let back = newest.wrapping_sub(seq);
             if back <= doubt && !adjacent {
                 keep = Some(seq);
             }
             (oldest, reached) = (seq, back >= doubt);
-            !reached
+            !reached && !ahead
         })?;
+        if ahead {
+            return Ok(0);
+        }
         // The walk ended before the durable record: a hole lies between (unless nothing
         // was ever committed and the walk went back to the journal's first record).
         let from_first = durable == 0 && oldest == crate::journal::FIRST_SEQ;
