@@ -54,8 +54,9 @@ use idem_sim::payment::{Message, Payment};
 use idem_sim::registry::{MessageIdStore, ProducerSeqStore, StoreKind};
 
 /// The protocol's version: a host and a device of different versions refuse each other.
-/// Version 2: the boot frame carries the device's [`IdKey`].
-pub const VERSION: u16 = 2;
+/// Version 2: the boot frame carries the device's [`IdKey`]. Version 3: the link also
+/// carries the modem's frames ([`crate::modem`]: the board pulls a broker's bytes).
+pub const VERSION: u16 = 3;
 
 /// Events in one batch: a full batch is at most [`TO_DEVICE_MAX`] bytes on the wire.
 pub const BATCH: usize = 8;
@@ -1545,9 +1546,9 @@ mod tests {
         let mut flash = MemFlash::<10, 1024>::new();
         let (mut d, _) = Device::boot(&mut flash, LAYOUT, 1, 4096, key).unwrap();
         let r = d
-            .handle(&mut flash, &ToDevice::Hello { version: 3 })
+            .handle(&mut flash, &ToDevice::Hello { version: 4 })
             .unwrap();
-        let refusal = FromDevice::Refused(Refusal::Version { device: 2, host: 3 });
+        let refusal = FromDevice::Refused(Refusal::Version { device: 3, host: 4 });
         assert_eq!(&r.send[..], &[refusal]);
         let mut host = Host::new(config(StoreId::Offset));
         let log = idem_sim::payment::GeneratedLog {
@@ -1555,7 +1556,7 @@ mod tests {
             amount: 1,
         };
         let boot = FromDevice::Boot {
-            version: 3,
+            version: 4,
             boots: 1,
             stream: None,
             resume: 0,
@@ -1565,7 +1566,7 @@ mod tests {
         let e = host.on_message(&boot, &log).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "the device speaks idem's feed protocol version 3 and this host version 2: flash the firmware that matches this idem"
+            "the device speaks idem's feed protocol version 4 and this host version 3: flash the firmware that matches this idem"
         );
     }
 

@@ -9,6 +9,7 @@
 
 pub mod demo;
 pub mod feed;
+pub mod modem;
 pub mod storage;
 pub mod timing;
 pub mod wire;

@@ -178,7 +178,7 @@ pub struct Client<S: Store, const N: usize, const H: usize> {
 
 /// A way in which MQTT's promise did not hold for a session: a report names each, and
 /// never grades such a run exact, whatever its total.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Broken {
     /// Session present 0 for a session already begun: the broker lost it, with what it

@@ -13,7 +13,9 @@
 use mqttrs::{Packet, Pid, QosPid};
 
 /// A PUBLISH's quality of service (MQTT 3.1.1 §4.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum QoS {
     /// At most once: no acknowledgement.

@@ -64,6 +64,33 @@ pub fn paho(args: &[&str]) -> Output {
         .expect("paho-mqtt in a virtualenv (.ci/run installs it, or set IDEM_PAHO_PYTHON)")
 }
 
+/// paho publishes `count` payments on `topic` at `qos` to the broker at `addr`, each
+/// once, one unanswered at a time, from seed 29: the truth file it writes, `truth`.
+pub fn paho_publish(addr: &str, topic: &str, qos: &str, count: usize, truth: &Path) {
+    let out = paho(&[
+        "publish",
+        "--broker",
+        addr,
+        "--topic",
+        topic,
+        "--qos",
+        qos,
+        "--count",
+        &count.to_string(),
+        "--seed",
+        "29",
+        "--truth",
+        truth.to_str().expect("a UTF-8 path"),
+        "--inflight",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "paho publish: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A directory of a test's own under the system's temporary directory, empty when made;
 /// removed when dropped, unless the thread is panicking (a failed test leaves its broker's
 /// database and log to read).

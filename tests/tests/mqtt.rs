@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 
 use idem_sim::rng::SplitMix64;
 use idem_tests::idem;
-use idem_tests::mosquitto::{Broker, Scratch, paho};
+use idem_tests::mosquitto::{Broker, Scratch, paho_publish};
 use serde_json::Value;
 
 const TOPIC: &str = "payments";
@@ -103,28 +103,7 @@ fn publish(b: &Broker, s: &Scratch, count: usize, name: &str) -> PathBuf {
 
 fn publish_at(b: &Broker, s: &Scratch, count: usize, name: &str, qos: &str) -> PathBuf {
     let truth = s.join(name);
-    let out = paho(&[
-        "publish",
-        "--broker",
-        &b.addr(),
-        "--topic",
-        TOPIC,
-        "--qos",
-        qos,
-        "--count",
-        &count.to_string(),
-        "--seed",
-        "29",
-        "--truth",
-        truth.to_str().unwrap(),
-        "--inflight",
-        "1",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    paho_publish(&b.addr(), TOPIC, qos, count, &truth);
     truth
 }
 

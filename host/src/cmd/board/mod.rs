@@ -13,6 +13,7 @@
 //! keyed under the board's own id key, from its boot frame.
 
 mod feed;
+mod mqtt;
 mod qemu;
 mod report;
 mod sim;
@@ -46,6 +47,9 @@ enum What {
     Feed(Feed),
     /// Start the idem-feed firmware under QEMU and feed it, with resets if asked.
     Qemu(Qemu),
+    /// Start the idem-mqtt firmware under QEMU as an MQTT subscriber, this host its
+    /// modem to the broker, with resets if asked.
+    Mqtt(mqtt::Mqtt),
 }
 
 /// The stream and how the board consumes it.
@@ -163,6 +167,7 @@ impl Cmd {
         match self.what {
             What::Feed(f) => f.run(),
             What::Qemu(q) => q.run(),
+            What::Mqtt(m) => m.run(),
         }
     }
 }

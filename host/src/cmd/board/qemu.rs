@@ -20,7 +20,7 @@ use super::feed::{POLL, feed};
 use super::report::report;
 use crate::error::usage;
 
-struct QemuRun {
+pub(super) struct QemuRun {
     child: Child,
     /// A folder of this run's own (created exclusively, under a name nobody can
     /// predict), removed with its sockets after QEMU is stopped.
@@ -51,45 +51,40 @@ fn connect_socket(path: &Path, child: &mut Child) -> anyhow::Result<UnixStream> 
     }
 }
 
-impl Qemu {
-    fn elf(&self) -> anyhow::Result<PathBuf> {
-        if let Some(elf) = &self.elf {
-            if !elf.is_file() {
-                return Err(usage(format!("{} does not exist", elf.display())));
-            }
-            return Ok(elf.clone());
+/// The ELF of the firmware's `bin`: `given`, or built from firmware/ with the qemu
+/// feature.
+pub(super) fn firmware_elf(bin: &str, given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(elf) = given {
+        if !elf.is_file() {
+            return Err(usage(format!("{} does not exist", elf.display())));
         }
-        let dir = Path::new("firmware");
-        if !dir.join("Cargo.toml").is_file() {
-            return Err(usage(
-                "run from idem's source tree (firmware/ builds the image), or give --elf FILE",
-            ));
-        }
-        let target = dir.join("target").join("feed-qemu");
-        let status = Command::new("cargo")
-            .current_dir(dir)
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "--bin",
-                "idem-feed",
-                "--features",
-                "qemu",
-                "--target-dir",
-                // Relative to firmware/, where cargo runs.
-                "target/feed-qemu",
-            ])
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .status()
-            .context("running cargo to build the firmware")?;
-        if !status.success() {
-            anyhow::bail!("building the idem-feed firmware failed");
-        }
-        Ok(target.join("thumbv6m-none-eabi/release/idem-feed"))
+        return Ok(elf.to_path_buf());
     }
+    let dir = Path::new("firmware");
+    if !dir.join("Cargo.toml").is_file() {
+        return Err(usage(
+            "run from idem's source tree (firmware/ builds the image), or give --elf FILE",
+        ));
+    }
+    let status = Command::new("cargo")
+        .current_dir(dir)
+        .args(["build", "--release", "--quiet", "--bin", bin])
+        .args(["--features", "qemu", "--target-dir"])
+        // Relative to firmware/, where cargo runs.
+        .arg("target/feed-qemu")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .context("running cargo to build the firmware")?;
+    if !status.success() {
+        anyhow::bail!("building the {bin} firmware failed");
+    }
+    Ok(dir
+        .join("target/feed-qemu/thumbv6m-none-eabi/release")
+        .join(bin))
+}
 
+impl Qemu {
     pub(super) fn run(self) -> anyhow::Result<ExitCode> {
         let stream = self.stream.load()?;
         let events = stream.events.len() as u64;
@@ -106,13 +101,13 @@ impl Qemu {
                 self.resets
             )));
         }
-        let elf = self.elf()?;
+        let elf = firmware_elf("idem-feed", self.elf.as_deref())?;
         let (run, qmp, mut link) = start(&elf)?;
         let finished = Arc::new(AtomicBool::new(false));
         let landed = Arc::new(AtomicU32::new(0));
         let reset = resetter(qmp, &finished, &landed);
         let mut rng = SplitMix64::new(self.seed);
-        let mut targets = reset_targets(&mut rng, self.resets, span)
+        let mut targets = reset_targets(&mut rng, self.resets, 0, span - 1)
             .into_iter()
             .peekable();
         let mut on_batch = |from: Offset, len: u64| {
@@ -167,7 +162,7 @@ fn reset_by_hand(reset: impl Fn() + Send + 'static) {
 /// Starts QEMU on `elf` with its serial port and QMP on sockets of a folder of its own,
 /// and connects to both: the run, QMP (capabilities negotiated, replies drained) and the
 /// board's serial link.
-fn start(elf: &Path) -> anyhow::Result<(QemuRun, UnixStream, UnixStream)> {
+pub(super) fn start(elf: &Path) -> anyhow::Result<(QemuRun, UnixStream, UnixStream)> {
     let dir = tempfile::Builder::new()
         .prefix("idem-qemu-")
         .tempdir()
@@ -206,7 +201,7 @@ fn start(elf: &Path) -> anyhow::Result<(QemuRun, UnixStream, UnixStream)> {
 
 /// A reset through QMP's system_reset, until the feed has `finished`; `landed` counts
 /// the resets sent.
-fn resetter(
+pub(super) fn resetter(
     qmp: UnixStream,
     finished: &Arc<AtomicBool>,
     landed: &Arc<AtomicU32>,
@@ -228,11 +223,12 @@ fn resetter(
 /// applies the batch that holds its offset, about when it applies that offset (the QEMU
 /// build takes 5 ms an effect, as a board's flash would): after some effects of the
 /// batch, before its ack. Each target lies past the one before, so the stream moves on
-/// between resets.
-fn reset_targets(rng: &mut SplitMix64, resets: u32, span: u64) -> Vec<Offset> {
+/// between resets. Drawn in `low..=high`, distinct, sorted (`idem device mqtt` draws
+/// its counts of PUBLISHes the same way).
+pub(super) fn reset_targets(rng: &mut SplitMix64, resets: u32, low: u64, high: u64) -> Vec<Offset> {
     let mut targets: Vec<Offset> = Vec::new();
     while targets.len() < resets as usize {
-        let t = rng.range(0, span - 1);
+        let t = rng.range(low, high);
         if !targets.contains(&t) {
             targets.push(t);
         }

@@ -74,34 +74,41 @@ fn jitter(range: u64) -> u64 {
     u64::from(nanos) % range.max(1)
 }
 
+/// A TCP connection to `addr`, tried [`TRIES`] times with a doubling wait and jitter
+/// (the session's policy); then one sentence.
+pub fn dial(addr: &str) -> anyhow::Result<TcpStream> {
+    let mut last = String::new();
+    for attempt in 1..=TRIES {
+        match TcpStream::connect(addr) {
+            Ok(stream) => {
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Err(e) => last = e.to_string(),
+        }
+        if attempt < TRIES {
+            let ms = u64::from(backoff_ms(attempt));
+            std::thread::sleep(Duration::from_millis(ms + jitter(ms / 2)));
+        }
+    }
+    Err(anyhow!(
+        "no MQTT broker answered at {addr} after {TRIES} tries over about 2 s ({last})"
+    ))
+}
+
 impl Link {
     /// Connects to `addr`, trying [`TRIES`] times with a doubling wait; then one
     /// sentence.
     pub fn connect(addr: &str, max: usize) -> anyhow::Result<Self> {
-        let mut last = String::new();
-        for attempt in 1..=TRIES {
-            match TcpStream::connect(addr) {
-                Ok(stream) => {
-                    stream.set_nodelay(true)?;
-                    return Ok(Self {
-                        stream,
-                        buf: Vec::with_capacity(2 * max),
-                        skip: 0,
-                        max,
-                        last_sent: Instant::now(),
-                        packets: 0,
-                    });
-                }
-                Err(e) => last = e.to_string(),
-            }
-            if attempt < TRIES {
-                let ms = u64::from(backoff_ms(attempt));
-                std::thread::sleep(Duration::from_millis(ms + jitter(ms / 2)));
-            }
-        }
-        Err(anyhow!(
-            "no MQTT broker answered at {addr} after {TRIES} tries over about 2 s ({last})"
-        ))
+        let stream = dial(addr)?;
+        Ok(Self {
+            stream,
+            buf: Vec::with_capacity(2 * max),
+            skip: 0,
+            max,
+            last_sent: Instant::now(),
+            packets: 0,
+        })
     }
 
     /// Sends `p`.

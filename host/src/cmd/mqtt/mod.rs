@@ -8,10 +8,10 @@
 //! `consume --truth` grades against.
 
 mod consume;
-mod link;
+pub mod link;
 pub mod matrix;
 mod publish;
-mod report;
+pub mod report;
 pub mod run;
 
 use std::path::PathBuf;
@@ -99,13 +99,54 @@ pub struct ConsumeArgs {
 }
 
 /// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
-fn check_broker(broker: &str) -> anyhow::Result<()> {
+pub fn check_broker(broker: &str) -> anyhow::Result<()> {
     use std::net::ToSocketAddrs;
     match broker.to_socket_addrs().map(|mut a| a.next()) {
         Ok(Some(_)) => Ok(()),
         _ => Err(usage(format!(
             "--broker takes HOST:PORT (127.0.0.1:1883), not {broker:?}"
         ))),
+    }
+}
+
+/// What a report says it was asked, and what it adds: the command's own figures.
+pub struct Asked<'a> {
+    /// The command, as the text report names it.
+    pub command: &'static str,
+    /// What this run's counts cover: "this run", or the board's last boot.
+    pub counts: &'static str,
+    /// The store's name.
+    pub store: &'static str,
+    /// The QoS subscribed at.
+    pub qos: u8,
+    /// The identifiers in RAM only.
+    pub session_ram: bool,
+    /// The topic or filter.
+    pub topic: &'a str,
+    /// One JSON object instead of text.
+    pub json: bool,
+    /// The command's own fields in the JSON.
+    pub extra: Vec<(&'static str, serde_json::Value)>,
+    /// The command's own lines in the text.
+    pub lines: Vec<String>,
+    /// What the command could not confirm: each keeps the verdict from exact.
+    pub doubts: Vec<String>,
+}
+
+impl ConsumeArgs {
+    fn asked(&self) -> Asked<'_> {
+        Asked {
+            command: "mqtt consume",
+            counts: "this run",
+            store: self.store.name(),
+            qos: self.qos,
+            session_ram: self.session_ram,
+            topic: &self.topic,
+            json: self.json,
+            extra: Vec::new(),
+            lines: Vec::new(),
+            doubts: Vec::new(),
+        }
     }
 }
 
@@ -174,7 +215,7 @@ impl Cmd {
                 let tally = registry::with_mqtt_store(a.store, WINDOW, job)
                     .ok_or_else(|| usage("that store does not run on MQTT"))?
                     .map_err(|e| usage(format!("{e:?}")))??;
-                report::print(&a, &tally, truth.as_ref())?;
+                report::print(&a.asked(), &tally, truth.as_ref())?;
                 Ok(ExitCode::SUCCESS)
             }
             Action::Publish(p) => {

@@ -8,11 +8,11 @@ use serde_json::json;
 
 use idem_mqtt::client::Broken;
 
-use super::{ConsumeArgs, Tally};
+use super::{Asked, Tally};
 use crate::truth::TruthFile;
 
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
-fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
+fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
     let q = a.qos;
     t.broken
         .iter()
@@ -42,8 +42,9 @@ fn broken(a: &ConsumeArgs, t: &Tally) -> Vec<String> {
 }
 
 /// Prints the report, as text or JSON.
-pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Result<()> {
-    let broken = broken(a, t);
+pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Result<()> {
+    let mut broken = broken(a, t);
+    broken.extend(a.doubts.iter().cloned());
     let graded = truth.map(|tr| {
         let verdict = match t.total.cmp(&tr.total) {
             std::cmp::Ordering::Equal if broken.is_empty() => "exact",
@@ -58,7 +59,7 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::R
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut v = json!({
-            "store": a.store.name(),
+            "store": a.store,
             "qos": a.qos,
             "session": if a.session_ram { "ram" } else { "flash" },
             "final_total": t.total,
@@ -81,6 +82,9 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::R
             "syncs": t.syncs,
             "promise_broken": broken,
         });
+        for (k, x) in &a.extra {
+            v[*k] = x.clone();
+        }
         if let Some((tr, verdict, dups)) = graded {
             v["true_total"] = json!(tr.total);
             v["true_ids"] = json!(tr.ids);
@@ -92,8 +96,9 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::R
     }
     writeln!(
         out,
-        "mqtt consume: {} store, QoS {}, session in {}: total {} ({} applied, {} skipped as duplicates, {} rejected)",
-        a.store.name(),
+        "{}: {} store, QoS {}, session in {}: total {} ({} applied, {} skipped as duplicates, {} rejected)",
+        a.command,
+        a.store,
         a.qos,
         if a.session_ram { "RAM" } else { "flash" },
         t.total,
@@ -103,7 +108,8 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::R
     )?;
     writeln!(
         out,
-        "  this run: {} messages, {} records, {} resent by the broker (DUP 1), {} held and not applied again, {} retained and not applied; session present {}",
+        "  {}: {} messages, {} records, {} resent by the broker (DUP 1), {} held and not applied again, {} retained and not applied; session present {}",
+        a.counts,
         t.decided,
         t.records,
         t.redeliveries,
@@ -111,6 +117,9 @@ pub fn print(a: &ConsumeArgs, t: &Tally, truth: Option<&TruthFile>) -> anyhow::R
         t.retained,
         u8::from(t.session_present)
     )?;
+    for line in &a.lines {
+        writeln!(out, "  {line}")?;
+    }
     if let Some((tr, verdict, dups)) = graded {
         writeln!(
             out,

@@ -1,0 +1,753 @@
+//! The board as an MQTT subscriber whose modem is the host: the board speaks MQTT 3.1.1
+//! itself ([`idem_mqtt::client`]) and keeps the session in its own flash, and the host
+//! only carries bytes between the link and one TCP connection to the broker, as a
+//! cellular modem's socket does. Both ends of the modem protocol are here without I/O:
+//! [`Modem`] is the board's, and the host's is a loop over [`ToBoard`] and
+//! [`FromBoard`] (`idem device mqtt`).
+//!
+//! Frames are the feed's ([`super::wire`], postcard, CRC-32, COBS), in a CRC domain of
+//! their own ([`DOMAIN`]), at the link's protocol [`VERSION`].
+//!
+//! **The board pulls bytes.** An nRF51 drops UART bytes while its CPU stalls on a flash
+//! write, so the host never sends the broker's bytes unasked: the board asks for at most
+//! [`CHUNK`] of them ([`FromBoard::Pull`]) once the last ones are handled and its packet
+//! buffer has room, and the host answers with what the socket holds, possibly nothing,
+//! within a bounded wait ([`ToBoard::Bytes`]). A pull or an answer lost on the line costs
+//! one silence: the board asks again ([`Modem::on_silence`]), and the host sends the same
+//! bytes again (each answer carries the count of bytes before it, [`ToBoard::Bytes`]'s
+//! `at`, so the board takes a repeat once).
+//!
+//! **The board's flash is the truth.** It announces its boots and its session at boot;
+//! the host dials when the board asks ([`FromBoard::Dial`]) and hangs up when the board
+//! resets (a boot frame) or asks it to. Every record the receiver writes is on the NVMC
+//! before the acknowledgement it allows goes out, since the board writes flash in line.
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::{String, Vec};
+use serde::{Deserialize, Serialize};
+
+use idem_core::log::IdKey;
+use idem_core::store::Store;
+use idem_mqtt::client::{Broken, Client, ClientError, Config, Send};
+use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::receiver::{Keep, Receiver, Release};
+use idem_sim::payment::Sum;
+use idem_sim::registry::MessageIdStore;
+
+use crate::feed::{DeviceKey, Failure};
+use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
+
+/// The link's protocol version, the feed's ([`crate::feed::VERSION`]).
+pub const VERSION: u16 = crate::feed::VERSION;
+
+/// The modem protocol's CRC domain: its frames fail the feed's and the demo's readers.
+pub const DOMAIN: &[u8] = b"idem-modem";
+
+/// The most broker bytes one pull asks for: a frame the board's receive buffer takes
+/// whole.
+pub const CHUNK: usize = 64;
+
+/// The most bytes of one packet the board sends ([`FromBoard::Send`]): a CONNECT with the
+/// longest client id, a SUBSCRIBE with the longest topic, an acknowledgement.
+pub const SEND_MAX: usize = 64;
+
+/// The longest client identifier (MQTT 3.1.1 §3.1.3.1: a server must allow 23 bytes).
+pub const CLIENT_ID_MAX: usize = 23;
+
+/// The longest topic or filter.
+pub const TOPIC_MAX: usize = 32;
+
+/// The largest PUBLISH the board takes: a longer one is acknowledged and rejected.
+pub const MAX_PACKET: usize = idem_mqtt::max_packet(TOPIC_MAX);
+
+/// QoS 2 identifiers the board holds: the host's `idem mqtt consume`'s (twice the test
+/// broker's `max_inflight_messages`).
+pub const PLACES: usize = 8;
+
+/// How long the host waits for the broker's bytes before it answers a pull with none,
+/// in milliseconds: the board counts those answers as its clock for the keep-alive.
+pub const QUIET_WAIT_MS: u32 = 100;
+
+/// Quiet answers in a row, with nothing sent, after which the board sends PINGREQ: half
+/// the keep-alive ([`idem_mqtt::client::ping_due`]).
+const PING_AFTER: u32 = idem_mqtt::client::KEEP_ALIVE_S as u32 * 1000 / 2 / QUIET_WAIT_MS;
+
+/// PUBLISHes held back while every place is taken.
+pub const HELD_BACK: usize = 16;
+
+/// Pages of the modem's storage: its record, then the receiver's journal.
+pub const MODEM_PAGES: u32 = RECORD_PAGES + RECEIVER_PAGES;
+
+/// Pages of the receiver's journal.
+const RECEIVER_PAGES: u32 = 4;
+
+/// The packet buffer: the largest packet the board takes, and one chunk more.
+const RX: usize = MAX_PACKET + CHUNK;
+
+/// The store a session applies its payments to.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModemStore {
+    /// `total += amount`: QoS 1 applies a resent message again.
+    Naive,
+    /// Skips a message id seen in its window: QoS 1 exact.
+    MessageId,
+}
+
+/// The session the host asks the board to keep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionConfig {
+    /// The client identifier.
+    pub client_id: String<CLIENT_ID_MAX>,
+    /// The topic or filter (order holds per topic only).
+    pub topic: String<TOPIC_MAX>,
+    /// The QoS subscribed at, 0 to 2.
+    pub qos: u8,
+    /// The store.
+    pub store: ModemStore,
+    /// The QoS 2 identifiers in flash with the effect (`true`) or in RAM only.
+    pub identifiers_in_flash: bool,
+}
+
+impl SessionConfig {
+    /// The tag of the receiver's journal for this session: another session's journal
+    /// does not open as this one's.
+    fn tag(&self, image: u32) -> u32 {
+        let mut h = 0x811C_9DC5u32 ^ image;
+        let bytes = self
+            .client_id
+            .as_bytes()
+            .iter()
+            .chain(b"\0")
+            .chain(self.topic.as_bytes());
+        for &b in bytes.chain(&[
+            self.qos,
+            self.store as u8,
+            u8::from(self.identifiers_in_flash),
+        ]) {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        h
+    }
+}
+
+/// From the host to the board.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToBoard {
+    /// Who is there? The board answers with its boot frame.
+    Hello {
+        /// The host's protocol version.
+        version: u16,
+    },
+    /// Keep this session (the same one again: resume it from flash).
+    Configure {
+        /// The host's protocol version.
+        version: u16,
+        /// The session.
+        config: SessionConfig,
+    },
+    /// The connection the board asked for is open.
+    Connected,
+    /// The connection could not be opened, or the broker closed it.
+    Closed,
+    /// In answer to a pull: the broker's bytes from byte `at` of this connection.
+    Bytes {
+        /// How many of this connection's bytes came before these.
+        at: u32,
+        /// The bytes (none: the socket was quiet).
+        bytes: Vec<u8, CHUNK>,
+    },
+    /// Stop: send DISCONNECT, then the report.
+    Finish,
+}
+
+/// The most bytes a [`ToBoard`] body takes.
+pub const TO_BOARD_MAX: usize = 1 + 3 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 4 + 8 + CHUNK;
+
+/// The most bytes a [`ToBoard`] frame takes on the wire: the board's receive buffer.
+pub const TO_BOARD_ENCODED: usize = super::wire::encoded_len(TO_BOARD_MAX);
+
+/// Why the board does not take a request.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModemRefusal {
+    /// The host speaks another protocol version.
+    Version {
+        /// The board's.
+        board: u16,
+        /// The host's.
+        host: u16,
+    },
+    /// A QoS above 2, or an empty client id or topic.
+    Config,
+    /// The board's flash holds another session: configure that one, or erase the board.
+    OtherSession,
+    /// Bytes or a connection before any configuration.
+    NotConfigured,
+}
+
+/// Why the board closed its connection: the broker sent what a subscriber does not take.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hangup {
+    /// Bytes that are no packet a broker sends a client (the decoder's error).
+    Malformed,
+    /// A packet a subscriber does not take here (PUBACK, a second CONNACK, ...).
+    Unexpected,
+    /// CONNACK refused the connection with this return code.
+    Refused(u8),
+    /// SUBACK refused the subscription.
+    SubscriptionRefused,
+    /// More PUBLISHes past the broker's window than the board holds back.
+    HeldBackFull,
+}
+
+/// What the board's session did, as its flash and this boot's counts say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// Boots of the board's storage, this one included.
+    pub boots: u32,
+    /// The store's total.
+    pub total: i64,
+    /// Messages applied, skipped as duplicates and rejected (over every boot).
+    pub applied: u32,
+    /// Messages the store skipped.
+    pub skipped: u32,
+    /// Messages rejected (undecodable, oversized, or refused by the store).
+    pub rejected: u32,
+    /// This boot: PUBLISHes with DUP 1.
+    pub redeliveries: u64,
+    /// This boot: QoS 2 PUBLISHes whose identifier was held, not applied again.
+    pub held_again: u64,
+    /// This boot: retained messages, not applied.
+    pub retained: u64,
+    /// This boot: records written, and messages decided.
+    pub records: u64,
+    /// This boot: messages decided.
+    pub decided: u64,
+    /// The last CONNACK's session present.
+    pub session_present: bool,
+    /// This boot: CONNACKs that said session present 0.
+    pub new_sessions: u32,
+    /// Identifiers held when the broker said session present 0.
+    pub lost_identifiers: u64,
+    /// Where MQTT's promise did not hold (`Client::broken`).
+    pub broken: Vec<Broken, 7>,
+}
+
+/// From the board to the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromBoard {
+    /// At boot, and in answer to a hello.
+    Boot {
+        /// The board's protocol version.
+        version: u16,
+        /// Boots of its storage, this one included.
+        boots: u32,
+        /// Whether its flash holds a session.
+        session: bool,
+        /// Its total as recovered.
+        total: i64,
+    },
+    /// Configured: open a connection to the broker.
+    Dial,
+    /// Send at most `max` of the broker's bytes, from byte `at` of this connection.
+    Pull {
+        /// The bytes of this connection the board has taken.
+        at: u32,
+        /// The most it takes now.
+        max: u8,
+    },
+    /// Write these bytes to the broker: one packet.
+    Send(Vec<u8, SEND_MAX>),
+    /// Close the connection: the broker sent what the board does not take.
+    Hangup(Hangup),
+    /// The session's figures, after [`ToBoard::Finish`] (and its DISCONNECT).
+    Report(Report),
+    /// A request the board will not carry out.
+    Refused(ModemRefusal),
+    /// The board stopped: its storage or store failed.
+    Failed(Failure),
+}
+
+/// The most bytes a [`FromBoard`] body takes (a report with every broken case).
+pub const FROM_BOARD_MAX: usize = 1 + 5 + 10 + 3 * 5 + 5 * 10 + 1 + 5 + 10 + 1 + 7 * 11;
+
+/// The most bytes a [`FromBoard`] frame takes on the wire.
+pub const FROM_BOARD_ENCODED: usize = super::wire::encoded_len(FROM_BOARD_MAX);
+
+/// Encodes a modem message (either direction) as a frame into `out`.
+pub fn encode<'a, T: Serialize>(
+    msg: &T,
+    scratch: &mut [u8],
+    out: &'a mut [u8],
+) -> Result<&'a [u8], super::wire::WireError> {
+    super::wire::encode_in(msg, DOMAIN, scratch, out)
+}
+
+/// The board's reader of the host's frames.
+pub type BoardReader = super::wire::Reader<ToBoard, TO_BOARD_ENCODED>;
+
+/// The host's reader of the board's frames.
+pub type HostReader = super::wire::Reader<FromBoard, FROM_BOARD_ENCODED>;
+
+/// The modem's record in its own journal: boots, the id key, and the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModemRecord {
+    /// Boots since the storage was formatted.
+    pub boots: u32,
+    /// The key message ids are computed under, drawn at the first boot.
+    pub key: DeviceKey,
+    /// The session the receiver's journal holds.
+    pub session: Option<SessionConfig>,
+}
+
+impl idem_core::MaxSize for ModemRecord {
+    const POSTCARD_MAX_SIZE: usize = 5 + 16 + 1 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 3;
+}
+
+impl CountsBoots for ModemRecord {
+    fn count_boot(&mut self) {
+        self.boots += 1;
+    }
+}
+
+/// Why the board stopped, with the flash's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ModemError<E> {
+    /// A journal failed.
+    Journal(idem_core::journal::JournalError<E>),
+    /// The receiver failed (its journal, its store, a full set of identifiers).
+    Receive,
+    /// No id key could be drawn at the first boot.
+    NoKey,
+}
+
+impl<E> ModemError<E> {
+    /// The failure as the board reports it.
+    pub fn failure(&self) -> Failure {
+        match self {
+            Self::Journal(_) => Failure::Journal,
+            Self::Receive => Failure::Store,
+            Self::NoKey => Failure::Key,
+        }
+    }
+}
+
+impl<E> From<idem_core::journal::JournalError<E>> for ModemError<E> {
+    fn from(e: idem_core::journal::JournalError<E>) -> Self {
+        Self::Journal(e)
+    }
+}
+
+/// The receiver over either store.
+// One lives per board, and no_std has no Box: the enum takes the larger variant's room,
+// which the size test's static RAM figure counts.
+#[allow(clippy::large_enum_variant)]
+enum Session {
+    Naive(Client<idem_sim::payment::stores::Naive, PLACES, HELD_BACK>),
+    MessageId(Client<MessageIdStore, PLACES, HELD_BACK>),
+}
+
+/// Runs `$body` with `$c` bound to the session's client, whichever its store.
+macro_rules! with_client {
+    ($s:expr, $c:ident => $body:expr) => {
+        match $s {
+            Session::Naive($c) => $body,
+            Session::MessageId($c) => $body,
+        }
+    };
+}
+
+/// The board's end of the modem: the session, the packet buffer, and the bytes of this
+/// connection taken so far.
+pub struct Modem {
+    record: ModemRecord,
+    journal: idem_core::journal::Journal<ModemRecord>,
+    layout: BoardLayout,
+    tag: u32,
+    session: Option<(SessionConfig, Session)>,
+    rx: Vec<u8, RX>,
+    /// Bytes of an oversized PUBLISH still to drop.
+    skip: usize,
+    /// This connection's bytes taken.
+    at: u32,
+    connected: bool,
+    /// Quiet answers since the board last sent a packet.
+    quiet: u32,
+    /// Frames that did not decode.
+    pub garbled: u32,
+}
+
+impl Modem {
+    /// Boots: opens the modem's record (storage another image wrote is erased first),
+    /// counts the boot, and resumes the session its flash holds. `new_key` is called at
+    /// the first boot only. Returns the modem and its boot frame.
+    pub fn boot<F: NorFlash>(
+        flash: &mut F,
+        layout: BoardLayout,
+        image: u32,
+        new_key: impl FnOnce() -> Option<IdKey>,
+    ) -> Result<(Self, FromBoard), ModemError<F::Error>> {
+        let tag = image ^ 0x4D51_7E00;
+        let (mut journal, record) = storage::open(flash, layout, MODEM_PAGES, tag)?;
+        let mut record = match record {
+            Some(r) => r,
+            None => ModemRecord {
+                boots: 0,
+                key: DeviceKey(new_key().ok_or(ModemError::NoKey)?),
+                session: None,
+            },
+        };
+        record.count_boot();
+        journal.append(flash, &record)?;
+        let mut modem = Self {
+            record,
+            journal,
+            layout,
+            tag,
+            session: None,
+            rx: Vec::new(),
+            skip: 0,
+            at: 0,
+            connected: false,
+            quiet: 0,
+            garbled: 0,
+        };
+        if let Some(config) = modem.record.session.clone() {
+            modem.open_session(flash, config)?;
+        }
+        let boot = modem.boot_frame();
+        Ok((modem, boot))
+    }
+
+    /// The boot frame: what the flash holds now.
+    pub fn boot_frame(&self) -> FromBoard {
+        FromBoard::Boot {
+            version: VERSION,
+            boots: self.record.boots,
+            session: self.record.session.is_some(),
+            total: self.total(),
+        }
+    }
+
+    /// The store's total.
+    pub fn total(&self) -> i64 {
+        match &self.session {
+            None => 0,
+            Some((_, s)) => with_client!(s, c => total_of(c)),
+        }
+    }
+
+    fn open_session<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        config: SessionConfig,
+    ) -> Result<(), ModemError<F::Error>> {
+        let region = self.layout.pages(RECORD_PAGES, RECEIVER_PAGES);
+        let tag = config.tag(self.tag);
+        let keep = if config.identifiers_in_flash {
+            Keep::Flash
+        } else {
+            Keep::Ram
+        };
+        let session = match config.store {
+            ModemStore::Naive => {
+                let store = idem_sim::payment::stores::Naive;
+                let r = Receiver::open(
+                    flash,
+                    region,
+                    tag ^ store_tag(&store),
+                    store,
+                    keep,
+                    Release::Now,
+                )?;
+                Session::Naive(Client::new(r))
+            }
+            ModemStore::MessageId => {
+                let store = MessageIdStore::new(
+                    idem_sim::payment::stores::Naive,
+                    idem_sim::registry::WINDOW,
+                )
+                .map_err(|_| ModemError::Receive)?;
+                let r = Receiver::open(
+                    flash,
+                    region,
+                    tag ^ store_tag(&store),
+                    store,
+                    keep,
+                    Release::Now,
+                )?;
+                Session::MessageId(Client::new(r))
+            }
+        };
+        self.session = Some((config, session));
+        Ok(())
+    }
+
+    /// The pull to send after a silence: the host's answer or the board's pull was lost.
+    pub fn on_silence(&self) -> Option<FromBoard> {
+        self.connected.then(|| self.pull())
+    }
+
+    fn pull(&self) -> FromBoard {
+        let room = RX - self.rx.len();
+        FromBoard::Pull {
+            at: self.at,
+            max: room.min(CHUNK) as u8,
+        }
+    }
+
+    /// Takes one frame from the host; `emit` sends each frame of the answer, in order,
+    /// after every record it depends on is written.
+    pub fn handle<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        msg: &ToBoard,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<(), ModemError<F::Error>> {
+        match msg {
+            ToBoard::Hello { .. } => emit(&self.boot_frame()),
+            &ToBoard::Configure { version, .. } if version != VERSION => {
+                emit(&FromBoard::Refused(ModemRefusal::Version {
+                    board: VERSION,
+                    host: version,
+                }))
+            }
+            ToBoard::Configure { config, .. } => self.configure(flash, config, emit)?,
+            _ if self.session.is_none() => emit(&FromBoard::Refused(ModemRefusal::NotConfigured)),
+            ToBoard::Connected => {
+                self.connected = true;
+                self.rx.clear();
+                (self.skip, self.at) = (0, 0);
+                let send = self.client_connect();
+                self.send(send, emit);
+                emit(&self.pull());
+            }
+            ToBoard::Closed => {
+                self.connected = false;
+                emit(&FromBoard::Dial);
+            }
+            ToBoard::Bytes { at, bytes } if self.connected => {
+                if *at == self.at && !bytes.is_empty() {
+                    self.take_bytes(bytes);
+                    self.at = self.at.wrapping_add(bytes.len() as u32);
+                }
+                if bytes.is_empty() {
+                    self.quiet(flash, emit)?;
+                }
+                match self.packets(flash, emit)? {
+                    Some(why) => {
+                        self.connected = false;
+                        emit(&FromBoard::Hangup(why));
+                        emit(&FromBoard::Dial);
+                    }
+                    None => emit(&self.pull()),
+                }
+            }
+            ToBoard::Bytes { .. } => {}
+            ToBoard::Finish => {
+                self.send(Send::Disconnect, emit);
+                self.connected = false;
+                emit(&FromBoard::Report(self.report()));
+            }
+        }
+        Ok(())
+    }
+
+    fn configure<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        config: &SessionConfig,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<(), ModemError<F::Error>> {
+        if config.qos > 2 || config.client_id.is_empty() || config.topic.is_empty() {
+            emit(&FromBoard::Refused(ModemRefusal::Config));
+            return Ok(());
+        }
+        match &self.record.session {
+            Some(held) if held != config => {
+                emit(&FromBoard::Refused(ModemRefusal::OtherSession));
+                return Ok(());
+            }
+            Some(_) => {}
+            None => {
+                self.record.session = Some(config.clone());
+                self.journal.append(flash, &self.record)?;
+                self.open_session(flash, config.clone())?;
+            }
+        }
+        emit(&FromBoard::Dial);
+        Ok(())
+    }
+
+    fn take_bytes(&mut self, bytes: &[u8]) {
+        let drop = self.skip.min(bytes.len());
+        self.skip -= drop;
+        // The pull asked for no more than the buffer's room.
+        let _ = self.rx.extend_from_slice(&bytes[drop..]);
+    }
+
+    fn client_connect(&mut self) -> Send {
+        match &mut self.session {
+            Some((_, s)) => with_client!(s, c => c.connect()),
+            None => Send::Connect,
+        }
+    }
+
+    /// Handles every whole packet in the buffer; `Some` when the connection must close.
+    fn packets<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
+        let key = self.record.key.0;
+        loop {
+            let Some((config, session)) = &mut self.session else {
+                return Ok(None);
+            };
+            let (len, out) = match codec::next(&self.rx, MAX_PACKET) {
+                Ok(None) => return Ok(None),
+                Err(_) => return Ok(Some(Hangup::Malformed)),
+                Ok(Some(Frame::Oversized { qos, pid, len })) => (
+                    len,
+                    with_client!(session, c => c.on_oversized(flash, qos, pid)),
+                ),
+                Ok(Some(Frame::Packet { packet, len })) => {
+                    let decode = |p: &[u8]| idem_mqtt::payments::parse(p, &key).ok();
+                    let topic = config.topic.as_str();
+                    (
+                        len,
+                        with_client!(session, c => c.on_packet(flash, packet, topic, decode)),
+                    )
+                }
+            };
+            let dropped = len.min(self.rx.len());
+            self.skip = len - dropped;
+            let rest = self.rx.len() - dropped;
+            self.rx.copy_within(dropped.., 0);
+            self.rx.truncate(rest);
+            let out = match out {
+                Ok(out) => out,
+                Err(e) => return hangup(e).map(Some),
+            };
+            for s in out.send {
+                self.send(s, emit);
+            }
+        }
+    }
+
+    fn quiet<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<(), ModemError<F::Error>> {
+        if self.session.is_none() {
+            return Ok(());
+        }
+        self.quiet += 1;
+        if self.quiet >= PING_AFTER {
+            self.send(Send::Pingreq, emit);
+        }
+        let Some((_, session)) = &mut self.session else {
+            return Ok(());
+        };
+        match with_client!(session, c => c.on_quiet(flash)) {
+            Ok(out) => {
+                for s in out.send {
+                    self.send(s, emit);
+                }
+            }
+            Err(e) => emit(&FromBoard::Hangup(hangup(e)?)),
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, send: Send, emit: &mut impl FnMut(&FromBoard)) {
+        self.quiet = 0;
+        let Some((config, _)) = &self.session else {
+            return;
+        };
+        let c = Config {
+            client_id: config.client_id.as_str(),
+            filter: config.topic.as_str(),
+            qos: QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce),
+            keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
+        };
+        let mut buf = [0u8; SEND_MAX];
+        let n = match &self.session {
+            Some((_, Session::Naive(_))) => {
+                Client::<idem_sim::payment::stores::Naive, PLACES, HELD_BACK>::encode(
+                    &c, send, &mut buf,
+                )
+            }
+            _ => Client::<MessageIdStore, PLACES, HELD_BACK>::encode(&c, send, &mut buf),
+        };
+        if let Ok(n) = n
+            && let Ok(bytes) = Vec::from_slice(&buf[..n])
+        {
+            emit(&FromBoard::Send(bytes));
+        }
+    }
+
+    /// The session's figures now.
+    pub fn report(&self) -> Report {
+        let mut r = Report {
+            boots: self.record.boots,
+            total: 0,
+            applied: 0,
+            skipped: 0,
+            rejected: 0,
+            redeliveries: 0,
+            held_again: 0,
+            retained: 0,
+            records: 0,
+            decided: 0,
+            session_present: false,
+            new_sessions: 0,
+            lost_identifiers: 0,
+            broken: Vec::new(),
+        };
+        if let Some((config, s)) = &self.session {
+            let asked = QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce);
+            with_client!(s, c => fill(&mut r, c, asked));
+        }
+        r
+    }
+}
+
+fn store_tag<S: Store>(_: &S) -> u32 {
+    S::TAG
+}
+
+fn total_of<S: Sum, const N: usize, const H: usize>(c: &Client<S, N, H>) -> i64 {
+    S::total(&c.receiver().record().state)
+}
+
+fn fill<S: Sum, const N: usize, const H: usize>(r: &mut Report, c: &Client<S, N, H>, asked: QoS) {
+    let record = c.receiver().record();
+    let counts = c.counts();
+    r.total = S::total(&record.state);
+    (r.applied, r.skipped, r.rejected) = (record.applied, record.skipped, record.rejected);
+    r.redeliveries = counts.redeliveries;
+    r.held_again = counts.held_again;
+    r.retained = counts.retained;
+    r.records = counts.records;
+    r.decided = counts.decided;
+    r.session_present = c.session_present;
+    r.new_sessions = c.new_sessions;
+    r.lost_identifiers = c.lost_identifiers;
+    r.broken = c.broken(asked, S::IDEMPOTENT);
+}
+
+/// Why a client error closes the connection; a receiver's error stops the board.
+fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
+    Ok(match e {
+        ClientError::Receive(_) => return Err(ModemError::Receive),
+        ClientError::Refused(code) => Hangup::Refused(code),
+        ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
+        ClientError::Unexpected(_) => Hangup::Unexpected,
+        ClientError::HeldBackFull { .. } => Hangup::HeldBackFull,
+    })
+}

@@ -1,0 +1,160 @@
+//! The board as an MQTT subscriber: the idem-mqtt firmware under QEMU's micro:bit model,
+//! `idem device mqtt` its modem to a real Mosquitto broker, paho-mqtt (another codebase)
+//! the publisher. The board speaks MQTT itself and keeps its session in its own flash;
+//! QMP resets it at seeded instants, some between a record and its acknowledgement.
+//!
+//! Each test makes the session first (a run that subscribes and finds nothing), then
+//! paho publishes the stream into it (Mosquitto queues for a session that has
+//! subscribed), then the board receives it across the resets. The verdict rests on
+//! paho's truth file and on the acknowledgements the host saw on the wire, not on the
+//! board's word alone.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use idem_tests::idem;
+use idem_tests::mosquitto::{Broker, Scratch, paho_publish};
+use serde_json::Value;
+
+/// Builds the idem-mqtt image for QEMU (as `idem device mqtt` does); its path.
+fn mqtt_elf() -> PathBuf {
+    let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(&firmware)
+        .args(["build", "--release", "--quiet", "--locked"])
+        .args(["--bin", "idem-mqtt", "--features", "qemu"])
+        .args(["--target-dir", "target/feed-qemu"])
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building the idem-mqtt image");
+    firmware.join("target/feed-qemu/thumbv6m-none-eabi/release/idem-mqtt")
+}
+
+struct Board {
+    elf: PathBuf,
+    broker: String,
+    topic: String,
+    qos: &'static str,
+    store: &'static str,
+}
+
+impl Board {
+    fn new(b: &Broker, topic: &str, qos: &'static str, store: &'static str) -> Self {
+        Self {
+            elf: mqtt_elf(),
+            broker: b.addr(),
+            topic: topic.to_string(),
+            qos,
+            store,
+        }
+    }
+
+    /// One `idem device mqtt` run on a fresh board: its JSON report.
+    fn run(&self, extra: &[&str]) -> Value {
+        let out = idem()
+            .args(["device", "mqtt", "--broker", &self.broker, "--topic"])
+            .args([&self.topic, "--client-id", &self.topic, "--qos", self.qos])
+            .args(["--store", self.store, "--json", "--timeout", "240"])
+            .args(["--idle-ms", "500", "--elf"])
+            .arg(&self.elf)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "idem device mqtt {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// Makes the session (the board subscribes), then paho publishes `count` payments
+    /// into it, each once: the truth file.
+    fn publish(&self, s: &Scratch, count: usize) -> PathBuf {
+        let first = self.run(&[]);
+        assert_eq!(first["final_total"], 0, "{first}");
+        assert_eq!(first["session_present"], false, "{first}");
+        let truth = s.join(&format!("{}.jsonl", self.topic));
+        paho_publish(&self.broker, &self.topic, self.qos, count, &truth);
+        truth
+    }
+
+    fn receive(&self, truth: &Path, count: usize, resets: u32, seed: u64) -> Value {
+        self.run(&[
+            "--truth",
+            truth.to_str().unwrap(),
+            "--resets",
+            &resets.to_string(),
+            "--messages",
+            &count.to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+    }
+}
+
+fn num(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} is not a count: {v}"))
+}
+
+/// The broker of these tests: one message in flight, as `idem mqtt consume`'s tests
+/// keep it (`tests/tests/mqtt.rs` says why).
+fn broker(s: &Scratch) -> Broker {
+    Broker::start_with(s.path(), &[("max_inflight_messages", "1")])
+}
+
+#[test]
+fn qos_2_with_the_session_in_the_boards_flash_is_exact_across_12_resets() {
+    const COUNT: usize = 500;
+    let s = Scratch::new("device-mqtt-qos2");
+    let b = broker(&s);
+    // The naive store: QoS 2 with its identifiers in flash needs no dedup of its own.
+    let board = Board::new(&b, "board-qos2", "2", "naive");
+    let truth = board.publish(&s, COUNT);
+    let r = board.receive(&truth, COUNT, 12, 29);
+    assert_eq!(r["verdict"], "exact", "{r}");
+    assert_eq!(r["final_total"], r["true_total"], "{r}");
+    assert_eq!(num(&r, "true_ids"), COUNT as u64, "{r}");
+    assert_eq!(num(&r, "applied"), COUNT as u64, "{r}");
+    assert_eq!(num(&r, "duplicates_applied"), 0, "{r}");
+    assert_eq!(num(&r, "resets"), 12, "{r}");
+    assert_eq!(num(&r, "boots"), 13, "{r}");
+    assert_eq!(num(&r, "acknowledged_ids"), COUNT as u64, "{r}");
+    // Each reset dropped a connection the board dialled again.
+    assert_eq!(num(&r, "connections"), 13, "{r}");
+    assert_eq!(r["promise_broken"].as_array().map(Vec::len), Some(0), "{r}");
+}
+
+#[test]
+fn qos_1_is_exact_with_the_message_id_store_and_the_naive_store_reports_its_duplicates() {
+    const COUNT: usize = 200;
+    let s = Scratch::new("device-mqtt-qos1");
+    let b = broker(&s);
+    for (store, seed) in [("message-id", 5), ("naive", 5)] {
+        let board = Board::new(&b, &format!("board-qos1-{store}"), "1", store);
+        let truth = board.publish(&s, COUNT);
+        let r = board.receive(&truth, COUNT, 10, seed);
+        assert_eq!(num(&r, "resets"), 10, "{r}");
+        assert_eq!(num(&r, "acknowledged_ids"), COUNT as u64, "{r}");
+        let applied = num(&r, "applied");
+        let dups = num(&r, "duplicates_applied");
+        // Every id applied, and each applied beyond them is a duplicate the report counts.
+        assert_eq!(applied, COUNT as u64 + dups, "{r}");
+        if store == "message-id" {
+            assert_eq!(r["verdict"], "exact", "{r}");
+            assert_eq!(dups, 0, "{r}");
+            assert_eq!(r["final_total"], r["true_total"], "{r}");
+        } else {
+            // Never graded exact: QoS 1 without dedup is named, whatever the total.
+            assert_ne!(r["verdict"], "exact", "{r}");
+            let named = r["promise_broken"].to_string();
+            assert!(named.contains("QoS 1 is at least once"), "{r}");
+            let over = r["final_total"].as_i64().unwrap() - r["true_total"].as_i64().unwrap();
+            assert_eq!(over > 0, dups > 0, "{r}");
+        }
+    }
+}
