@@ -291,6 +291,78 @@ pub type BoardReader = super::wire::Reader<ToBoard, TO_BOARD_ENCODED>;
 /// The host's reader of the board's frames.
 pub type HostReader = super::wire::Reader<FromBoard, FROM_BOARD_ENCODED>;
 
+/// The host's end of the board's pulls, without I/O: the broker's bytes read and not yet
+/// taken by the board, from byte `base` of this connection. A pull names what the board
+/// has taken (`at`); the answer starts there, so a pull or an answer lost on the line
+/// costs a repeat, never a byte (`idem device mqtt`, and the link model of
+/// `board/tests/modem_link.rs`).
+#[derive(Debug, Default)]
+pub struct Relay {
+    pending: Vec<u8, CHUNK>,
+    base: u32,
+    /// Bytes of this connection sent to the board at least once.
+    sent: u32,
+}
+
+/// What the broker's socket gave when a pull found nothing pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Socket {
+    /// This many bytes (none: it was quiet for the host's wait).
+    Bytes(usize),
+    /// The broker closed the connection.
+    Closed,
+}
+
+impl Relay {
+    /// A new connection: nothing pending, nothing sent.
+    pub fn connected(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Answers the board's pull of at most `max` bytes from `at`. `read` is asked for
+    /// more only when nothing is pending, into a buffer of [`CHUNK`] bytes. Returns the
+    /// answer and how many of its bytes, at its end, the board has never been sent.
+    pub fn answer(
+        &mut self,
+        at: u32,
+        max: u8,
+        read: impl FnOnce(&mut [u8]) -> Socket,
+    ) -> (ToBoard, usize) {
+        // A stale pull (its answer crossed a newer one) takes nothing: the answer then
+        // starts where the board is.
+        let taken = at
+            .checked_sub(self.base)
+            .map_or(0, |d| (d as usize).min(self.pending.len()));
+        let rest = self.pending.len() - taken;
+        self.pending.copy_within(taken.., 0);
+        self.pending.truncate(rest);
+        self.base += taken as u32;
+        if self.pending.is_empty() {
+            let mut buf = [0u8; CHUNK];
+            match read(&mut buf) {
+                Socket::Closed => return (ToBoard::Closed, 0),
+                Socket::Bytes(n) => {
+                    // At most CHUNK, into an empty buffer of CHUNK.
+                    let _ = self.pending.extend_from_slice(&buf[..n.min(CHUNK)]);
+                }
+            }
+        }
+        let n = usize::from(max).min(self.pending.len());
+        let end = self.base + n as u32;
+        let new = end.saturating_sub(self.sent.max(self.base)) as usize;
+        self.sent = self.sent.max(end);
+        let mut bytes = Vec::new();
+        let _ = bytes.extend_from_slice(&self.pending[..n]);
+        (
+            ToBoard::Bytes {
+                at: self.base,
+                bytes,
+            },
+            new,
+        )
+    }
+}
+
 /// The modem's record in its own journal: boots, the id key, and the session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModemRecord {

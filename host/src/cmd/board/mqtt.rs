@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use idem_board::modem::{
-    self, CHUNK, FromBoard, HostReader, ModemStore, QUIET_WAIT_MS, Report, SessionConfig, ToBoard,
+    self, FromBoard, HostReader, ModemStore, QUIET_WAIT_MS, Relay, Report, SessionConfig, Socket,
+    ToBoard,
 };
 use idem_board::timing::{HostTimer, QEMU_EFFECT_US};
 use idem_mqtt::codec::{self, Frame, Incoming};
@@ -294,11 +295,8 @@ struct Bridge {
     broker: String,
     config: SessionConfig,
     tcp: Option<TcpStream>,
-    /// Broker bytes of this connection from byte `base`, not yet taken by the board.
-    pending: Vec<u8>,
-    base: u32,
-    /// Bytes of this connection the tap has read.
-    tapped: u32,
+    /// The broker's bytes not yet taken by the board.
+    relay: Relay,
     tap: Tap,
     targets: std::iter::Peekable<std::vec::IntoIter<u64>>,
     rng: SplitMix64,
@@ -322,9 +320,7 @@ impl Bridge {
             broker: a.broker.clone(),
             config,
             tcp: None,
-            pending: Vec::new(),
-            base: 0,
-            tapped: 0,
+            relay: Relay::default(),
             tap: Tap::default(),
             targets: targets.into_iter().peekable(),
             rng: SplitMix64::new(a.seed ^ 0x5EED),
@@ -428,7 +424,7 @@ impl Bridge {
                 self.configure()?;
             }
             FromBoard::Dial => self.dial()?,
-            FromBoard::Pull { at, max } => self.pull(at, usize::from(max), reset)?,
+            FromBoard::Pull { at, max } => self.pull(at, max, reset)?,
             FromBoard::Send(bytes) => {
                 self.tap.sent(&bytes);
                 if let Some(tcp) = &mut self.tcp
@@ -471,67 +467,53 @@ impl Bridge {
         tcp.set_read_timeout(Some(Duration::from_millis(u64::from(QUIET_WAIT_MS))))?;
         self.tcp = Some(tcp);
         self.connections += 1;
-        (self.pending, self.base, self.tapped) = (Vec::new(), 0, 0);
+        self.relay.connected();
         self.tap.connected();
         self.tell(&ToBoard::Connected)
     }
 
-    /// Answers a pull: the bytes from `at`, at most `max`, after a bounded wait for some.
+    /// Answers a pull: the bytes from `at`, at most `max`, after a bounded wait for some
+    /// (`idem_board::modem::Relay`).
     fn pull(
         &mut self,
         at: u32,
-        max: usize,
+        max: u8,
         reset: &(impl Fn() + Clone + Send + 'static),
     ) -> anyhow::Result<()> {
         let Some(tcp) = &mut self.tcp else {
             return self.tell(&ToBoard::Closed);
         };
         if self.finishing {
-            // A pull that crossed the finish: nothing more is read from the broker, so
-            // nothing is counted as carried that the board never takes.
-            return self.tell(&ToBoard::Bytes {
-                at,
-                bytes: Default::default(),
-            });
+            // A pull after the finish: it crossed the finish, or the finish was lost on
+            // the line. Finish again; nothing more is read from the broker.
+            return self.tell(&ToBoard::Finish);
         }
-        let taken = at.saturating_sub(self.base) as usize;
-        self.pending.drain(..taken.min(self.pending.len()));
-        self.base = at;
-        if self.pending.is_empty() {
-            let mut buf = [0u8; CHUNK];
-            match tcp.read(&mut buf) {
-                Ok(0) => {
-                    self.tcp = None;
-                    return self.tell(&ToBoard::Closed);
-                }
-                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => {
-                    self.tcp = None;
-                    return self.tell(&ToBoard::Closed);
+        let (answer, new) = self.relay.answer(at, max, |buf| match tcp.read(buf) {
+            Ok(0) => Socket::Closed,
+            Ok(n) => Socket::Bytes(n),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Socket::Bytes(0)
+            }
+            Err(_) => Socket::Closed,
+        });
+        match &answer {
+            ToBoard::Closed => self.tcp = None,
+            ToBoard::Bytes { bytes, .. } => {
+                self.last_empty = bytes.is_empty();
+                let publishes = self.tap.carried(&bytes[bytes.len() - new..]);
+                if publishes > 0 {
+                    self.last_new = Instant::now();
+                    self.reset_if_due(reset);
                 }
             }
+            _ => {}
         }
-        let n = max.min(CHUNK).min(self.pending.len());
-        let bytes = self.pending[..n]
-            .try_into()
-            .map_err(|_| anyhow!("a chunk over {CHUNK} bytes"))?;
-        self.last_empty = n == 0;
-        let new = (at + n as u32).saturating_sub(self.tapped.max(at)) as usize;
-        if new > 0 {
-            self.tapped = at + n as u32;
-            let publishes = self.tap.carried(&self.pending[n - new..n]);
-            if publishes > 0 {
-                self.last_new = Instant::now();
-                self.reset_if_due(publishes, reset);
-            }
-        }
-        self.tell(&ToBoard::Bytes { at, bytes })
+        self.tell(&answer)
     }
 
     /// Resets the board, a few milliseconds on, when the PUBLISHes carried reach a
     /// target.
-    fn reset_if_due(&mut self, _: u64, reset: &(impl Fn() + Clone + Send + 'static)) {
+    fn reset_if_due(&mut self, reset: &(impl Fn() + Clone + Send + 'static)) {
         while self
             .targets
             .peek()
