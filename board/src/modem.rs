@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use idem_core::log::IdKey;
 use idem_core::store::Store;
-use idem_mqtt::client::{Broken, Client, ClientError, Config, Send};
+use idem_mqtt::client::{Client, ClientError, Config, Send};
 use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
 use idem_sim::registry::MessageIdStore;
@@ -207,32 +208,8 @@ pub enum Hangup {
 pub struct Report {
     /// Boots of the board's storage, this one included.
     pub boots: u32,
-    /// The store's total.
-    pub total: i64,
-    /// Messages applied, skipped as duplicates and rejected (over every boot).
-    pub applied: u32,
-    /// Messages the store skipped.
-    pub skipped: u32,
-    /// Messages rejected (undecodable, oversized, or refused by the store).
-    pub rejected: u32,
-    /// This boot: PUBLISHes with DUP 1.
-    pub redeliveries: u64,
-    /// This boot: QoS 2 PUBLISHes whose identifier was held, not applied again.
-    pub held_again: u64,
-    /// This boot: retained messages, not applied.
-    pub retained: u64,
-    /// This boot: records written, and messages decided.
-    pub records: u64,
-    /// This boot: messages decided.
-    pub decided: u64,
-    /// The last CONNACK's session present.
-    pub session_present: bool,
-    /// This boot: CONNACKs that said session present 0.
-    pub new_sessions: u32,
-    /// Identifiers held when the broker said session present 0.
-    pub lost_identifiers: u64,
-    /// Where MQTT's promise did not hold (`Client::broken`).
-    pub broken: Vec<Broken, 7>,
+    /// The session's figures: its record's over every boot, this boot's counts.
+    pub figures: Figures,
 }
 
 /// From the board to the host.
@@ -270,8 +247,11 @@ pub enum FromBoard {
     Failed(Failure),
 }
 
-/// The most bytes a [`FromBoard`] body takes (a report with every broken case).
-pub const FROM_BOARD_MAX: usize = 1 + 5 + 10 + 3 * 5 + 5 * 10 + 1 + 5 + 10 + 1 + 7 * 11;
+/// The most bytes a [`FromBoard`] body takes: a report with every broken case (its tag,
+/// boots, total, 3 counts of u32, 5 of u64, session present, lost identifiers, resumed,
+/// granted, new sessions, 3 received counts, foreign, and 7 broken cases of up to 11).
+pub const FROM_BOARD_MAX: usize =
+    1 + 5 + 10 + 3 * 5 + 5 * 10 + 1 + 10 + 1 + 2 + 5 + 3 * 10 + 10 + 1 + 7 * 11;
 
 /// The most bytes a [`FromBoard`] frame takes on the wire.
 pub const FROM_BOARD_ENCODED: usize = super::wire::encoded_len(FROM_BOARD_MAX);
@@ -765,27 +745,17 @@ impl Modem {
 
     /// The session's figures now.
     pub fn report(&self) -> Report {
-        let mut r = Report {
-            boots: self.record.boots,
-            total: 0,
-            applied: 0,
-            skipped: 0,
-            rejected: 0,
-            redeliveries: 0,
-            held_again: 0,
-            retained: 0,
-            records: 0,
-            decided: 0,
-            session_present: false,
-            new_sessions: 0,
-            lost_identifiers: 0,
-            broken: Vec::new(),
+        let figures = match &self.session {
+            None => Figures::default(),
+            Some((config, s)) => {
+                let asked = QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce);
+                with_client!(s, c => Figures::of(c, asked))
+            }
         };
-        if let Some((config, s)) = &self.session {
-            let asked = QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce);
-            with_client!(s, c => fill(&mut r, c, asked));
+        Report {
+            boots: self.record.boots,
+            figures,
         }
-        r
     }
 }
 
@@ -795,22 +765,6 @@ fn store_tag<S: Store>(_: &S) -> u32 {
 
 fn total_of<S: Sum, const N: usize, const H: usize>(c: &Client<S, N, H>) -> i64 {
     S::total(&c.receiver().record().state)
-}
-
-fn fill<S: Sum, const N: usize, const H: usize>(r: &mut Report, c: &Client<S, N, H>, asked: QoS) {
-    let record = c.receiver().record();
-    let counts = c.counts();
-    r.total = S::total(&record.state);
-    (r.applied, r.skipped, r.rejected) = (record.applied, record.skipped, record.rejected);
-    r.redeliveries = counts.redeliveries;
-    r.held_again = counts.held_again;
-    r.retained = counts.retained;
-    r.records = counts.records;
-    r.decided = counts.decided;
-    r.session_present = c.session_present;
-    r.new_sessions = c.new_sessions;
-    r.lost_identifiers = c.lost_identifiers;
-    r.broken = c.broken(asked, S::IDEMPOTENT);
 }
 
 /// Why a client error closes the connection; a receiver's error stops the board.

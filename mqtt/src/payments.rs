@@ -51,6 +51,77 @@ pub fn id_and_amount(payload: &[u8]) -> Result<(&str, i64), PayloadError> {
     Ok((wire.id, wire.amount))
 }
 
+/// What a payment subscriber's session did, as its journal record and its client's
+/// counts say: one set of figures that `idem mqtt consume` reports and that the board
+/// sends in its report frame (`idem device mqtt`), so both ends report the same things.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Figures {
+    /// The store's total.
+    pub total: i64,
+    /// Messages applied (the record's count, over every run on the flash).
+    pub applied: u32,
+    /// Messages the store skipped as duplicates.
+    pub skipped: u32,
+    /// Messages rejected (undecodable, over the maximum size, or refused by the store).
+    pub rejected: u32,
+    /// This run: PUBLISHes with DUP 1.
+    pub redeliveries: u64,
+    /// This run: QoS 2 PUBLISHes whose identifier was held, not applied again.
+    pub held_again: u64,
+    /// This run: retained messages, reported and not applied.
+    pub retained: u64,
+    /// This run: records written.
+    pub records: u64,
+    /// This run: messages decided.
+    pub decided: u64,
+    /// The last CONNACK's session present.
+    pub session_present: bool,
+    /// Identifiers held when the broker said session present 0.
+    pub lost_identifiers: u64,
+    /// The flash held a session from an earlier run.
+    pub resumed: bool,
+    /// The QoS the broker granted, when this run subscribed.
+    pub granted: Option<u8>,
+    /// CONNACKs of this run that said session present 0.
+    pub new_sessions: u32,
+    /// This run: PUBLISHes (not retained) received at QoS 0, 1 and 2.
+    pub received_at: [u64; 3],
+    /// This run: PUBLISHes on a topic outside the subscription's filter, rejected.
+    pub foreign: u64,
+    /// Where MQTT's promise did not hold ([`crate::client::Client::broken`]).
+    pub broken: heapless::Vec<crate::client::Broken, 7>,
+}
+
+impl Figures {
+    /// The figures of `client`'s session, subscribed at `asked`.
+    pub fn of<S: idem_sim::payment::Sum, const N: usize, const H: usize>(
+        client: &crate::client::Client<S, N, H>,
+        asked: crate::codec::QoS,
+    ) -> Self {
+        let record = client.receiver().record();
+        let counts = client.counts();
+        Self {
+            total: S::total(&record.state),
+            applied: record.applied,
+            skipped: record.skipped,
+            rejected: record.rejected,
+            redeliveries: counts.redeliveries,
+            held_again: counts.held_again,
+            retained: counts.retained,
+            records: counts.records,
+            decided: counts.decided,
+            session_present: client.session_present,
+            lost_identifiers: client.lost_identifiers,
+            resumed: client.resumed,
+            granted: client.granted.map(crate::codec::QoS::level),
+            new_sessions: client.new_sessions,
+            received_at: client.received_at,
+            foreign: client.foreign,
+            broken: client.broken(asked, S::IDEMPOTENT),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,7 +155,11 @@ impl Mqtt {
         let truth = self.truth.as_deref().map(TruthFile::read).transpose()?;
         let landed = landed.load(Ordering::SeqCst);
         let asked = self.asked(&bridge, &report, landed, truth.as_ref());
-        print(&asked, &tally(&report), truth.as_ref())?;
+        let tally = Tally {
+            f: report.figures.clone(),
+            syncs: 0,
+        };
+        print(&asked, &tally, truth.as_ref())?;
         Ok(ExitCode::SUCCESS)
     }
 
@@ -204,27 +208,6 @@ impl Mqtt {
             )],
             doubts,
         }
-    }
-}
-
-/// The report's figures from the board's.
-fn tally(r: &Report) -> Tally {
-    Tally {
-        total: r.total,
-        applied: r.applied,
-        skipped: r.skipped,
-        rejected: r.rejected,
-        redeliveries: r.redeliveries,
-        held_again: r.held_again,
-        retained: r.retained,
-        records: r.records,
-        decided: r.decided,
-        session_present: r.session_present,
-        lost_identifiers: r.lost_identifiers,
-        resumed: r.boots > 1,
-        new_sessions: r.new_sessions,
-        broken: r.broken.to_vec(),
-        ..Tally::default()
     }
 }
 

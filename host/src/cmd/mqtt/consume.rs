@@ -19,6 +19,7 @@ use super::{ConsumeArgs, Tally};
 use crate::error::usage;
 use crate::image::{Image, Meta};
 use crate::select::WINDOW;
+use idem_mqtt::payments::Figures;
 
 /// Identifiers the receiver holds: twice the broker's `max_inflight_messages` of 4
 /// (`tests/mosquitto/idem.conf.in`), since Mosquitto 2.0.11, Debian 12's, sends up to 4
@@ -147,26 +148,9 @@ impl<'a, S: Sum> Session<'a, S> {
                 }
             }
         }
-        let record = self.client.receiver().record();
-        let counts = self.client.counts();
-        let t = &mut self.tally;
-        t.total = S::total(&record.state);
-        (t.applied, t.skipped, t.rejected) = (record.applied, record.skipped, record.rejected);
-        t.redeliveries = counts.redeliveries;
-        t.held_again = counts.held_again;
-        t.retained = counts.retained;
-        t.records = counts.records;
-        t.decided = counts.decided;
-        t.syncs = self.image.flash.syncs();
-        t.session_present = self.client.session_present;
-        t.lost_identifiers = self.client.lost_identifiers;
-        t.granted = self.client.granted.map(QoS::level);
-        t.new_sessions = self.client.new_sessions;
-        t.foreign = self.client.foreign;
-        t.received_at = self.client.received_at;
-        t.resumed = self.client.resumed;
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
-        t.broken = self.client.broken(asked, S::IDEMPOTENT).to_vec();
+        self.tally.f = Figures::of(&self.client, asked);
+        self.tally.syncs = self.image.flash.syncs();
         Ok(self.tally)
     }
 
@@ -219,12 +203,6 @@ impl<'a, S: Sum> Session<'a, S> {
 
     /// Hands one packet to the client.
     fn take(&mut self, got: Got) -> Result<Outbox, Broken> {
-        if let Got::Publish {
-            qos, retain: false, ..
-        } = got
-        {
-            self.tally.received_at[usize::from(qos.level())] += 1;
-        }
         let key = self.image.id_key();
         let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
         let flash = &mut self.image.flash;

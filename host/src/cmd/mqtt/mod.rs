@@ -150,45 +150,14 @@ impl ConsumeArgs {
     }
 }
 
-/// What a consume did, from the image's record and this run's counts.
+/// What a consume did: the session's figures (`idem_mqtt::payments::Figures`, which the
+/// board reports too) and the image's syncs.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
-    /// The store's total.
-    pub total: i64,
-    /// Messages applied (the record's count, over every run on the image).
-    pub applied: u32,
-    /// Messages the store skipped as duplicates.
-    pub skipped: u32,
-    /// Messages rejected (undecodable, over the maximum size, or refused by the store).
-    pub rejected: u32,
-    /// This run: PUBLISHes with DUP 1.
-    pub redeliveries: u64,
-    /// This run: QoS 2 PUBLISHes whose identifier was held, not applied again.
-    pub held_again: u64,
-    /// This run: retained messages, reported and not applied.
-    pub retained: u64,
-    /// This run: records written.
-    pub records: u64,
-    /// This run: messages decided.
-    pub decided: u64,
-    /// This run: syncs of the image.
+    /// The session's figures.
+    pub f: idem_mqtt::payments::Figures,
+    /// This run: syncs of the image (none on a board).
     pub syncs: u64,
-    /// The last CONNACK's session present.
-    pub session_present: bool,
-    /// Identifiers held when the broker said session present 0.
-    pub lost_identifiers: u64,
-    /// The image held a session from an earlier run.
-    pub resumed: bool,
-    /// The QoS the broker granted, when this run subscribed.
-    pub granted: Option<u8>,
-    /// CONNACKs of this run that said session present 0.
-    pub new_sessions: u32,
-    /// This run: PUBLISHes (not retained) received at QoS 0, 1 and 2.
-    pub received_at: [u64; 3],
-    /// This run: PUBLISHes on a topic outside `--topic`, rejected.
-    pub foreign: u64,
-    /// Where MQTT's promise did not hold (`idem_mqtt::client::Client::broken`).
-    pub broken: Vec<idem_mqtt::client::Broken>,
 }
 
 impl Cmd {

@@ -14,7 +14,7 @@ use crate::truth::TruthFile;
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
     let q = a.qos;
-    t.broken
+    t.f.broken
         .iter()
         .map(|b| match *b {
             Broken::SessionLost { identifiers: 0 } => "the broker answered session present 0 for a session this image had begun: it lost the session, and what it had queued for it".into(),
@@ -46,38 +46,38 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
     let mut broken = broken(a, t);
     broken.extend(a.doubts.iter().cloned());
     let graded = truth.map(|tr| {
-        let verdict = match t.total.cmp(&tr.total) {
+        let verdict = match t.f.total.cmp(&tr.total) {
             std::cmp::Ordering::Equal if broken.is_empty() => "exact",
             std::cmp::Ordering::Equal => "unproven",
             std::cmp::Ordering::Greater => "over",
             std::cmp::Ordering::Less => "under",
         };
-        let dups = u64::from(t.applied).saturating_sub(tr.ids);
+        let dups = u64::from(t.f.applied).saturating_sub(tr.ids);
         (tr, verdict, dups)
     });
-    let records_per_message = (t.decided > 0).then(|| t.records as f64 / t.decided as f64);
+    let records_per_message = (t.f.decided > 0).then(|| t.f.records as f64 / t.f.decided as f64);
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut v = json!({
             "store": a.store,
             "qos": a.qos,
             "session": if a.session_ram { "ram" } else { "flash" },
-            "final_total": t.total,
-            "applied": t.applied,
-            "duplicates_skipped": t.skipped,
-            "held_again": t.held_again,
-            "rejected": t.rejected,
-            "redeliveries": t.redeliveries,
-            "retained": t.retained,
-            "session_present": t.session_present,
-            "lost_identifiers": t.lost_identifiers,
-            "new_sessions": t.new_sessions,
-            "granted": t.granted,
-            "received_at_qos": t.received_at,
-            "foreign_topic": t.foreign,
-            "resumed": t.resumed,
-            "records": t.records,
-            "messages": t.decided,
+            "final_total": t.f.total,
+            "applied": t.f.applied,
+            "duplicates_skipped": t.f.skipped,
+            "held_again": t.f.held_again,
+            "rejected": t.f.rejected,
+            "redeliveries": t.f.redeliveries,
+            "retained": t.f.retained,
+            "session_present": t.f.session_present,
+            "lost_identifiers": t.f.lost_identifiers,
+            "new_sessions": t.f.new_sessions,
+            "granted": t.f.granted,
+            "received_at_qos": t.f.received_at,
+            "foreign_topic": t.f.foreign,
+            "resumed": t.f.resumed,
+            "records": t.f.records,
+            "messages": t.f.decided,
             "records_per_message": records_per_message,
             "syncs": t.syncs,
             "promise_broken": broken,
@@ -101,21 +101,21 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
         a.store,
         a.qos,
         if a.session_ram { "RAM" } else { "flash" },
-        t.total,
-        t.applied,
-        t.skipped,
-        t.rejected
+        t.f.total,
+        t.f.applied,
+        t.f.skipped,
+        t.f.rejected
     )?;
     writeln!(
         out,
         "  {}: {} messages, {} records, {} resent by the broker (DUP 1), {} held and not applied again, {} retained and not applied; session present {}",
         a.counts,
-        t.decided,
-        t.records,
-        t.redeliveries,
-        t.held_again,
-        t.retained,
-        u8::from(t.session_present)
+        t.f.decided,
+        t.f.records,
+        t.f.redeliveries,
+        t.f.held_again,
+        t.f.retained,
+        u8::from(t.f.session_present)
     )?;
     for line in &a.lines {
         writeln!(out, "  {line}")?;
