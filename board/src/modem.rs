@@ -201,6 +201,9 @@ pub enum Hangup {
     SubscriptionRefused,
     /// More PUBLISHes past the broker's window than the board holds back.
     HeldBackFull,
+    /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
+    /// topic too long for [`MAX_PACKET`] and one [`CHUNK`] (a filter with `+` or `#`).
+    TooLong,
 }
 
 /// What the board's session did, as its flash and this boot's counts say.
@@ -577,12 +580,19 @@ impl Modem {
                 self.send(send, emit);
                 emit(&self.pull());
             }
-            ToBoard::Closed => {
+            // The answer to a pull of this connection; a second answer (to a pull
+            // repeated after a silence) finds the board off line, and is moot.
+            ToBoard::Closed if self.connected => {
                 self.connected = false;
                 emit(&FromBoard::Dial);
             }
-            ToBoard::Bytes { at, bytes } if self.connected => {
-                if *at == self.at && !bytes.is_empty() {
+            ToBoard::Closed => {}
+            // A stale answer (its pull was repeated and answered already) asks for
+            // nothing more: the pull at this position is out, or goes after a silence,
+            // so repeated pulls never multiply.
+            ToBoard::Bytes { at, .. } if self.connected && *at != self.at => {}
+            ToBoard::Bytes { bytes, .. } if self.connected => {
+                if !bytes.is_empty() {
                     self.take_bytes(bytes);
                     self.at = self.at.wrapping_add(bytes.len() as u32);
                 }
@@ -660,6 +670,10 @@ impl Modem {
                 return Ok(None);
             };
             let (len, out) = match codec::next(&self.rx, MAX_PACKET) {
+                // A packet still incomplete in a full buffer: a PUBLISH on a topic too
+                // long to reach its identifier (a filter with `+` or `#` takes any),
+                // which the board can neither take nor acknowledge.
+                Ok(None) if self.rx.len() == RX => return Ok(Some(Hangup::TooLong)),
                 Ok(None) => return Ok(None),
                 Err(_) => return Ok(Some(Hangup::Malformed)),
                 Ok(Some(Frame::Oversized { qos, pid, len })) => (

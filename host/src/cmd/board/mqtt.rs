@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use idem_board::modem::{
-    self, FromBoard, HostReader, ModemStore, QUIET_WAIT_MS, Relay, Report, SessionConfig, Socket,
-    ToBoard,
+    self, FromBoard, Hangup, HostReader, ModemRefusal, ModemStore, QUIET_WAIT_MS, Relay, Report,
+    SessionConfig, Socket, ToBoard,
 };
 use idem_board::timing::{HostTimer, QEMU_EFFECT_US};
 use idem_mqtt::codec::{self, Frame, Incoming};
@@ -32,12 +32,13 @@ use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
 use super::qemu::{firmware_elf, reset_targets, resetter, start};
-use crate::cmd::mqtt::link::dial;
+use crate::cmd::mqtt::link::{TRIES, dial};
 use crate::cmd::mqtt::report::print;
 use crate::cmd::mqtt::{Asked, Tally, check_broker};
 use crate::error::usage;
 use crate::select::StoreKind;
 use crate::truth::TruthFile;
+use idem_mqtt::client::{Broken, backoff_ms};
 use idem_sim::registry::Source;
 
 /// `idem device mqtt`.
@@ -103,6 +104,9 @@ impl Mqtt {
             }
             other => return Err(usage(format!("the board has no {} store", other.name()))),
         };
+        if self.topic.is_empty() || self.client_id.is_empty() {
+            return Err(usage("--topic and --client-id take at least one byte"));
+        }
         let too_long = |what: &str, max: usize| {
             usage(format!("{what} is over {max} bytes, the board's limit"))
         };
@@ -182,6 +186,29 @@ impl Mqtt {
                 truth.ids
             ));
         }
+        // What the wire showed over every boot, where the board's own list (its last
+        // boot's) does not name it already.
+        let named = |f: fn(&Broken) -> bool| r.figures.broken.iter().any(f);
+        if t.sessions_lost > 0 && !named(|b| matches!(b, Broken::SessionLost { .. })) {
+            doubts.push(format!(
+                "the broker answered session present 0 on {} reconnections: the session it held, with what it had queued, was lost",
+                t.sessions_lost
+            ));
+        }
+        if let Some(g) = t.granted_below
+            && !named(|b| matches!(b, Broken::Downgraded { .. }))
+        {
+            doubts.push(format!(
+                "the broker granted QoS {g} where {} was asked",
+                self.qos
+            ));
+        }
+        if t.below > 0 && !named(|b| matches!(b, Broken::AtQos0(_) | Broken::AtQos1(_))) {
+            doubts.push(format!(
+                "{} messages arrived below QoS {}, as their publisher sent them",
+                t.below, self.qos
+            ));
+        }
         Asked {
             command: "device mqtt",
             counts: "the board's last boot",
@@ -211,6 +238,40 @@ impl Mqtt {
     }
 }
 
+/// Why the board did not take a request, in words.
+fn refusal_words(r: ModemRefusal) -> String {
+    match r {
+        ModemRefusal::Version { board, host } => format!(
+            "it speaks the link's protocol version {board} and this host {host}: build the idem-mqtt image of this idem"
+        ),
+        ModemRefusal::Config => "a QoS above 2, or an empty client id or topic".into(),
+        ModemRefusal::OtherSession => {
+            "its flash holds another session (client id, topic, QoS, store or --session): erase the board or ask for that session".into()
+        }
+        ModemRefusal::NotConfigured => "bytes before its configuration".into(),
+    }
+}
+
+/// Why the board closed its connection, in words.
+fn hangup_words(h: Hangup) -> String {
+    match h {
+        Hangup::Malformed => "the broker sent bytes that are no MQTT packet".into(),
+        Hangup::Unexpected => "the broker sent a packet a subscriber does not take".into(),
+        Hangup::Refused(code) => format!(
+            "the broker refused the connection (CONNACK return code {code}, MQTT 3.1.1 §3.2.2.3)"
+        ),
+        Hangup::SubscriptionRefused => "the broker refused the subscription".into(),
+        Hangup::TooLong => format!(
+            "the broker sent a PUBLISH whose topic is too long for the board's {}-byte buffer (--topic's filter matched it)",
+            modem::MAX_PACKET + modem::CHUNK
+        ),
+        Hangup::HeldBackFull => format!(
+            "the broker sent more PUBLISHes past its window than the board holds back ({}): lower its max_inflight_messages",
+            modem::HELD_BACK
+        ),
+    }
+}
+
 /// What the host reads of the packets it carries.
 #[derive(Default)]
 struct Tap {
@@ -223,6 +284,15 @@ struct Tap {
     publishes: u64,
     dups: u64,
     subscribed: bool,
+    /// The QoS subscribed at.
+    asked: u8,
+    /// PUBLISHes (not retained) below it, as their publisher sent them.
+    below: u64,
+    /// A lower QoS that a SUBACK granted.
+    granted_below: Option<u8>,
+    /// CONNACKs carried, and those after the first that said session present 0.
+    connacks: u32,
+    sessions_lost: u32,
 }
 
 impl Tap {
@@ -235,18 +305,34 @@ impl Tap {
                 Incoming::Publish(p) => {
                     publishes += 1;
                     self.dups += u64::from(p.dup);
+                    if !p.retain && p.qos.level() < self.asked {
+                        self.below += 1;
+                    }
                     let id =
                         idem_mqtt::payments::id_and_amount(p.payload).map(|(id, _)| id.to_string());
                     if let (Some(pid), Ok(id)) = (p.pid, id) {
                         self.ids.insert(pid, id);
                     }
                 }
-                Incoming::Suback { granted, .. } if !self.subscribed => {
-                    self.subscribed = true;
-                    eprintln!(
-                        "device mqtt: the board subscribed (granted {:?})",
-                        granted.map(|q| q.level())
-                    );
+                Incoming::Suback { granted, .. } => {
+                    let level = granted.map(|q| q.level());
+                    if let Some(g) = level.filter(|&g| g < self.asked) {
+                        self.granted_below = Some(g);
+                    }
+                    if !self.subscribed {
+                        self.subscribed = true;
+                        eprintln!("device mqtt: the board subscribed (granted {level:?})");
+                    }
+                }
+                Incoming::Connack {
+                    session_present, ..
+                } => {
+                    // Session present 0 after this run's first connection: the broker
+                    // lost the session the board had begun.
+                    if self.connacks > 0 && !session_present {
+                        self.sessions_lost += 1;
+                    }
+                    self.connacks += 1;
                 }
                 _ => {}
             }
@@ -293,6 +379,9 @@ struct Bridge {
     boot: Option<u32>,
     /// A hello went out after a silence: the board's answer may find it unconfigured.
     hello_after_silence: bool,
+    /// Connections in a row that the broker closed or the board hung up, with no new id
+    /// acknowledged (at QoS 0, no PUBLISH carried).
+    strikes: u32,
 }
 
 impl Bridge {
@@ -304,7 +393,10 @@ impl Bridge {
             config,
             tcp: None,
             relay: Relay::default(),
-            tap: Tap::default(),
+            tap: Tap {
+                asked: a.qos,
+                ..Tap::default()
+            },
             targets: targets.into_iter().peekable(),
             rng: SplitMix64::new(a.seed ^ 0x5EED),
             idle: Duration::from_millis(a.idle_ms),
@@ -315,6 +407,7 @@ impl Bridge {
             connections: 0,
             boot: None,
             hello_after_silence: false,
+            strikes: 0,
         }
     }
 
@@ -327,6 +420,7 @@ impl Bridge {
         let mut timer = HostTimer::new(clock());
         let mut heard = Instant::now();
         let mut buf = [0u8; 512];
+        let mut hellos = 1;
         self.tell(&ToBoard::Hello {
             version: modem::VERSION,
         })?;
@@ -349,7 +443,17 @@ impl Bridge {
                 Err(e) => bail!("the board's serial link failed: {e}"),
             };
             for &byte in &buf[..n] {
-                if let Some(Ok(msg)) = self.reader.push(byte) {
+                let frame = self.reader.push(byte);
+                // Frames that keep failing from a board never heard, after a hello an
+                // idem-mqtt board would have answered: another image (the feed's
+                // frames fail this link's CRC domain).
+                if self.boot.is_none() && hellos > 1 && self.reader.skipped >= 3 {
+                    bail!(
+                        "the board sends frames that are not idem-mqtt's ({} so far, none of its own): is the ELF another idem image? Build idem-mqtt (cd firmware && cargo build --release --features qemu --bin idem-mqtt)",
+                        self.reader.skipped
+                    );
+                }
+                if let Some(Ok(msg)) = frame {
                     heard = Instant::now();
                     timer.heard(clock());
                     if let Some(report) = self.on_board(msg, reset)? {
@@ -358,6 +462,7 @@ impl Bridge {
                 }
             }
             if timer.hello_due(clock()) {
+                hellos += 1;
                 self.hello_after_silence = true;
                 self.tell(&ToBoard::Hello {
                     version: modem::VERSION,
@@ -393,12 +498,16 @@ impl Bridge {
             // to a hello after a silence, when the configuration may have been lost: a
             // board off line and silent configured again (it dials at once when it has
             // its configuration).
+            // A board on line is never silent for a hello's wait, so one that answers
+            // such a hello lost a Dial or a Connected, or the finish: each is asked
+            // again. The configuration itself is in its flash.
             FromBoard::Boot { boots, .. } if self.boot == Some(boots) => {
-                if std::mem::take(&mut self.hello_after_silence)
-                    && self.tcp.is_none()
-                    && !self.finishing
-                {
-                    self.configure()?;
+                if std::mem::take(&mut self.hello_after_silence) {
+                    if self.finishing {
+                        self.tell(&ToBoard::Finish)?;
+                    } else {
+                        self.configure()?;
+                    }
                 }
             }
             FromBoard::Boot { boots, .. } => {
@@ -409,7 +518,11 @@ impl Bridge {
             FromBoard::Dial => self.dial()?,
             FromBoard::Pull { at, max } => self.pull(at, max, reset)?,
             FromBoard::Send(bytes) => {
+                let before = self.tap.acknowledged.len();
                 self.tap.sent(&bytes);
+                if self.tap.acknowledged.len() > before {
+                    self.strikes = 0;
+                }
                 if let Some(tcp) = &mut self.tcp
                     && tcp.write_all(&bytes).is_err()
                 {
@@ -417,14 +530,31 @@ impl Bridge {
                 }
             }
             FromBoard::Hangup(why) => {
-                eprintln!("device mqtt: the board hung up: {why:?}");
+                let why = hangup_words(why);
+                eprintln!("device mqtt: the board hung up: {why}");
                 self.hang_up();
+                self.strike(format!("the board hung up: {why}"))?;
             }
             FromBoard::Report(r) => return Ok(Some(r)),
-            FromBoard::Refused(why) => bail!("the board refused: {why:?}"),
+            FromBoard::Refused(why) => bail!("the board refused: {}", refusal_words(why)),
             FromBoard::Failed(why) => bail!("the board stopped: its {why:?} failed"),
         }
         Ok(None)
+    }
+
+    /// A connection ended by the broker or by the board's refusal of what the broker
+    /// sent: after [`TRIES`] in a row with no PUBLISH carried, one sentence.
+    fn strike(&mut self, why: String) -> anyhow::Result<()> {
+        self.strikes += 1;
+        // The session's backoff before the board dials again.
+        std::thread::sleep(Duration::from_millis(u64::from(backoff_ms(self.strikes))));
+        if self.strikes >= TRIES {
+            bail!(
+                "{why}, {} connections in a row with no message carried; what the board's flash holds is kept",
+                self.strikes
+            );
+        }
+        Ok(())
     }
 
     fn configure(&mut self) -> anyhow::Result<()> {
@@ -480,11 +610,18 @@ impl Bridge {
             Err(_) => Socket::Closed,
         });
         match &answer {
-            ToBoard::Closed => self.tcp = None,
+            ToBoard::Closed => {
+                self.tcp = None;
+                self.strike("the broker closed the connection".to_string())?;
+            }
             ToBoard::Bytes { bytes, .. } => {
                 self.last_empty = bytes.is_empty();
                 let publishes = self.tap.carried(&bytes[bytes.len() - new..]);
                 if publishes > 0 {
+                    // At QoS 0 nothing is acknowledged: a PUBLISH carried is progress.
+                    if self.config.qos == 0 {
+                        self.strikes = 0;
+                    }
                     self.last_new = Instant::now();
                     self.reset_if_due(reset);
                 }

@@ -58,6 +58,14 @@ pub(super) fn firmware_elf(bin: &str, given: Option<&Path>) -> anyhow::Result<Pa
         if !elf.is_file() {
             return Err(usage(format!("{} does not exist", elf.display())));
         }
+        // QEMU would only say so by closing the board's socket.
+        let mut magic = [0u8; 4];
+        let is_elf = std::fs::File::open(elf)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok_and(|()| magic == *b"\x7fELF");
+        if !is_elf {
+            return Err(usage(format!("{} is not an ELF file", elf.display())));
+        }
         return Ok(elf.to_path_buf());
     }
     let dir = Path::new("firmware");
