@@ -73,6 +73,10 @@ pub const QUIET_WAIT_MS: u32 = 100;
 /// the keep-alive ([`idem_mqtt::client::ping_due`]).
 const PING_AFTER: u32 = idem_mqtt::client::KEEP_ALIVE_S as u32 * 1000 / 2 / QUIET_WAIT_MS;
 
+/// Quiet answers in a row with not one byte of the connection after which the board
+/// hangs up: the session's wait for CONNACK ([`idem_mqtt::client::CONNACK_WAIT_S`]).
+const CONNACK_QUIETS: u32 = idem_mqtt::client::CONNACK_WAIT_S as u32 * 1000 / QUIET_WAIT_MS;
+
 /// PUBLISHes held back while every place is taken.
 pub const HELD_BACK: usize = 16;
 
@@ -201,6 +205,8 @@ pub enum Hangup {
     SubscriptionRefused,
     /// More PUBLISHes past the broker's window than the board holds back.
     HeldBackFull,
+    /// Not one byte from the broker within the wait for CONNACK.
+    Silent,
     /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
     /// topic too long for [`MAX_PACKET`] and one [`CHUNK`] (a filter with `+` or `#`).
     TooLong,
@@ -596,10 +602,15 @@ impl Modem {
                     self.take_bytes(bytes);
                     self.at = self.at.wrapping_add(bytes.len() as u32);
                 }
-                if bytes.is_empty() {
-                    self.quiet(flash, emit)?;
-                }
-                match self.packets(flash, emit)? {
+                let why = match bytes.is_empty() {
+                    true => self.quiet(flash, emit)?,
+                    false => None,
+                };
+                let why = match why {
+                    Some(why) => Some(why),
+                    None => self.packets(flash, emit)?,
+                };
+                match why {
                     Some(why) => {
                         self.connected = false;
                         emit(&FromBoard::Hangup(why));
@@ -704,30 +715,35 @@ impl Modem {
         }
     }
 
+    /// A quiet answer: PINGREQ when due, the client's held-back work; `Some` when the
+    /// connection must close (a broker silent since CONNECT, or the client's refusal).
     fn quiet<F: NorFlash>(
         &mut self,
         flash: &mut F,
         emit: &mut impl FnMut(&FromBoard),
-    ) -> Result<(), ModemError<F::Error>> {
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
         if self.session.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         self.quiet += 1;
+        if self.at == 0 && self.quiet >= CONNACK_QUIETS {
+            return Ok(Some(Hangup::Silent));
+        }
         if self.quiet >= PING_AFTER {
             self.send(Send::Pingreq, emit);
         }
         let Some((_, session)) = &mut self.session else {
-            return Ok(());
+            return Ok(None);
         };
         match with_client!(session, c => c.on_quiet(flash)) {
             Ok(out) => {
                 for s in out.send {
                     self.send(s, emit);
                 }
+                Ok(None)
             }
-            Err(e) => emit(&FromBoard::Hangup(hangup(e)?)),
+            Err(e) => hangup(e).map(Some),
         }
-        Ok(())
     }
 
     fn send(&mut self, send: Send, emit: &mut impl FnMut(&FromBoard)) {

@@ -45,6 +45,11 @@ const NOT_A_PUBLISHERS: [&str; 4] = [
 /// ([`ping_due`]).
 pub const KEEP_ALIVE_S: u16 = 60;
 
+/// How long a connection may stay silent after CONNECT before the caller closes it, in
+/// seconds: MQTT 3.1.1 §3.1.4 leaves "a reasonable amount of time" to the application; a
+/// broker on loopback answers in milliseconds.
+pub const CONNACK_WAIT_S: u16 = 10;
+
 /// Connection attempts in a row before the caller gives up, in one sentence.
 pub const CONNECT_TRIES: u32 = 5;
 

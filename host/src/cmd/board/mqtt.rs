@@ -181,7 +181,7 @@ impl Mqtt {
             && (t.acknowledged.len() as u64) < truth.ids
         {
             doubts.push(format!(
-                "the board acknowledged {} of the truth's {} ids on the wire: the host cannot confirm that it received the rest",
+                "the board acknowledged {} of the truth's {} ids on this run's wire: the host cannot confirm the others were received (by this board: a broker that delivered them to an earlier run has nothing left to send)",
                 t.acknowledged.len(),
                 truth.ids
             ));
@@ -225,16 +225,42 @@ impl Mqtt {
                 ("acknowledged_ids", json!(t.acknowledged.len())),
                 ("connections", json!(b.connections)),
             ],
-            lines: vec![format!(
-                "the board: {} boots, {landed} resets; the host carried {} PUBLISHes ({} with DUP 1) over {} connections, and saw {} ids acknowledged",
-                r.boots,
-                t.publishes,
-                t.dups,
-                b.connections,
-                t.acknowledged.len()
-            )],
+            lines: self.lines(b, r, landed),
             doubts,
         }
+    }
+}
+
+impl Mqtt {
+    /// The report's lines of the board and the wire.
+    fn lines(&self, b: &Bridge, r: &Report, landed: u32) -> Vec<String> {
+        let t = &b.tap;
+        let mut lines = vec![format!(
+            "the board: {}, {}; the host carried {} ({} with DUP 1) over {}, and saw {} acknowledged",
+            count(u64::from(r.boots), "boot"),
+            count(u64::from(landed), "reset"),
+            count(t.publishes, "PUBLISH"),
+            t.dups,
+            count(u64::from(b.connections), "connection"),
+            count(t.acknowledged.len() as u64, "id"),
+        )];
+        if landed < self.resets {
+            lines.push(format!(
+                "{} of the {} resets asked for were not made: fewer PUBLISHes came than their counts",
+                self.resets - landed,
+                self.resets
+            ));
+        }
+        lines
+    }
+}
+
+/// `n` and the noun, plural unless one ("PUBLISH" takes "es").
+fn count(n: u64, noun: &str) -> String {
+    match (n, noun.ends_with('H')) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        (_, false) => format!("{n} {noun}s"),
     }
 }
 
@@ -261,6 +287,10 @@ fn hangup_words(h: Hangup) -> String {
             "the broker refused the connection (CONNACK return code {code}, MQTT 3.1.1 §3.2.2.3)"
         ),
         Hangup::SubscriptionRefused => "the broker refused the subscription".into(),
+        Hangup::Silent => format!(
+            "the broker sent nothing for {} s after CONNECT (no CONNACK)",
+            idem_mqtt::client::CONNACK_WAIT_S
+        ),
         Hangup::TooLong => format!(
             "the broker sent a PUBLISH whose topic is too long for the board's {}-byte buffer (--topic's filter matched it)",
             modem::MAX_PACKET + modem::CHUNK
@@ -321,7 +351,14 @@ impl Tap {
                     }
                     if !self.subscribed {
                         self.subscribed = true;
-                        eprintln!("device mqtt: the board subscribed (granted {level:?})");
+                        match level {
+                            Some(q) => {
+                                eprintln!("device mqtt: the board subscribed (QoS {q} granted)")
+                            }
+                            None => eprintln!(
+                                "device mqtt: the broker refused the board's subscription"
+                            ),
+                        }
                     }
                 }
                 Incoming::Connack {
@@ -550,7 +587,7 @@ impl Bridge {
         std::thread::sleep(Duration::from_millis(u64::from(backoff_ms(self.strikes))));
         if self.strikes >= TRIES {
             bail!(
-                "{why}, {} connections in a row with no message carried; what the board's flash holds is kept",
+                "{why}, {} connections in a row with no new message acknowledged; the run stops ungraded",
                 self.strikes
             );
         }

@@ -101,10 +101,19 @@ pub struct ConsumeArgs {
 /// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
 pub fn check_broker(broker: &str) -> anyhow::Result<()> {
     use std::net::ToSocketAddrs;
+    let shaped = broker
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !shaped {
+        return Err(usage(format!(
+            "--broker takes HOST:PORT (127.0.0.1:1883), not {broker:?}"
+        )));
+    }
     match broker.to_socket_addrs().map(|mut a| a.next()) {
         Ok(Some(_)) => Ok(()),
-        _ => Err(usage(format!(
-            "--broker takes HOST:PORT (127.0.0.1:1883), not {broker:?}"
+        Ok(None) => Err(usage(format!("--broker {broker}: the host has no address"))),
+        Err(e) => Err(usage(format!(
+            "--broker {broker}: the host does not resolve ({e})"
         ))),
     }
 }
