@@ -382,50 +382,39 @@ fn receive(
                     + (after.word_writes - before.word_writes) * WORD_US
                     + (after.erases - before.erases) * ERASE_US;
                 let powered = flash.is_powered();
-                match result {
-                    // A reset once the frame's records are written, before its answers
-                    // (the acknowledgements among them) go out.
-                    Some(r) if fault == Some(2) => {
-                        r.unwrap_or_else(|e| panic!("the board stopped: {e:?}"));
-                        sent.clear();
-                        resets += 1;
-                        let (rebooted, boot) = Modem::boot(&mut flash, LAYOUT, 1, new_key)
-                            .unwrap_or_else(|e| panic!("the board did not boot: {e:?}"));
-                        let garbled = modem.garbled;
-                        modem = rebooted;
-                        modem.garbled = garbled;
-                        reader.reset();
-                        fifo.clear();
-                        t = send_board(&boot, t, &mut to_host);
+                // A reset after the frame's records, before its answers (the
+                // acknowledgements among them) go out: they never do.
+                let answered = fault != Some(2);
+                if let Some(Err(e)) = &result
+                    && powered
+                {
+                    panic!("the board stopped: {e:?}");
+                }
+                // What was sent before a power cut went out.
+                if answered {
+                    for f in &sent {
+                        t = send_board(f, t, &mut to_host);
                     }
-                    // What was sent before a power cut went out; the board then reboots.
-                    Some(r) if powered => {
-                        r.unwrap_or_else(|e| panic!("the board stopped: {e:?}"));
-                        for f in &sent {
-                            t = send_board(f, t, &mut to_host);
-                        }
+                }
+                // A reset, a power cut (the flash refused) or a reset before the answers:
+                // the board reboots from what its flash kept, the FIFO empty.
+                if result.is_none() || !powered || !answered {
+                    if !powered {
+                        cuts += 1;
                     }
-                    _ => {
-                        for f in &sent {
-                            t = send_board(f, t, &mut to_host);
-                        }
-                        if !powered {
-                            cuts += 1;
-                        }
-                        resets += 1;
-                        flash.power_on();
-                        let (rebooted, boot) = Modem::boot(&mut flash, LAYOUT, 1, new_key)
-                            .unwrap_or_else(|e| panic!("the board did not boot: {e:?}"));
-                        let garbled = modem.garbled;
-                        modem = rebooted;
-                        modem.garbled = garbled;
-                        reader.reset();
-                        fifo.clear();
-                        let booted = flash.stats();
-                        t += (booted.word_writes - after.word_writes) * WORD_US
-                            + (booted.erases - after.erases) * ERASE_US;
-                        t = send_board(&boot, t, &mut to_host);
-                    }
+                    resets += 1;
+                    flash.power_on();
+                    let (rebooted, boot) = Modem::boot(&mut flash, LAYOUT, 1, new_key)
+                        .unwrap_or_else(|e| panic!("the board did not boot: {e:?}"));
+                    let garbled = modem.garbled;
+                    modem = rebooted;
+                    modem.garbled = garbled;
+                    reader.reset();
+                    fifo.clear();
+                    let booted = flash.stats();
+                    t += (booted.word_writes - after.word_writes) * WORD_US
+                        + (booted.erases - after.erases) * ERASE_US;
+                    t = send_board(&boot, t, &mut to_host);
                 }
                 busy_until = t;
                 device_timer.heard(t);
