@@ -29,6 +29,7 @@ use super::qemu::{firmware_elf, reset_targets, resetter, start};
 use crate::cmd::mqtt::report::print;
 use crate::cmd::mqtt::{Asked, Tally, check_broker};
 use crate::error::usage;
+use crate::render::count;
 use crate::select::StoreKind;
 use crate::truth::TruthFile;
 use bridge::Bridge;
@@ -231,7 +232,7 @@ impl Mqtt {
             "the board: {}, {}; the host carried {} ({} with DUP 1) over {}, and saw {} acknowledged",
             count(u64::from(r.boots), "boot"),
             count(u64::from(landed), "reset"),
-            count(t.publishes, "PUBLISH"),
+            count(t.publishes, "PUBLISH packet"),
             t.dups,
             count(u64::from(b.connections), "connection"),
             count(t.acknowledged.len() as u64, "id"),
@@ -244,15 +245,6 @@ impl Mqtt {
             ));
         }
         lines
-    }
-}
-
-/// `n` and the noun, plural unless one ("PUBLISH" takes "es").
-fn count(n: u64, noun: &str) -> String {
-    match (n, noun.ends_with('H')) {
-        (1, _) => format!("1 {noun}"),
-        (_, true) => format!("{n} {noun}es"),
-        (_, false) => format!("{n} {noun}s"),
     }
 }
 
