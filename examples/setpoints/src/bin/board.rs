@@ -11,43 +11,26 @@
 use core::hint::black_box;
 
 use cortex_m_rt::entry;
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
-use idem_core::log::{Event, Received};
-use idem_core::persist::Layout;
-use idem_core::store::Outcome;
-use idem_example_setpoints::{Command, outputs, store};
+use idem_core::consumer::Consumer;
+use idem_core::log::Received;
+use idem_example_setpoints::{outputs, store};
 use panic_halt as _;
 
-#[path = "../board/ram_flash.rs"]
-mod ram_flash;
-use ram_flash::{PAGE, PAGES, RamFlash};
+#[path = "../board/common.rs"]
+mod common;
 
 #[entry]
 fn main() -> ! {
-    let mut flash = RamFlash([0xFF; PAGE * PAGES]);
-    let layout = Layout::from_pages::<RamFlash>(0, 2, 4, 0x0001);
-    let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
-    let commands: [Event<Command>; 4] = core::array::from_fn(|o| Event {
-        offset: o as u64,
-        payload: Command {
-            id: black_box(o as u64 % 3),
-            actuator: black_box(o as u8),
-            setpoint: black_box(100 * o as i16),
-        },
-    });
+    let mut flash = common::erased();
+    let commands = common::commands();
     let stream = Received::new(&commands, None);
-    let Ok(mut c) = Consumer::open(&mut flash, layout, store(), config) else {
+    let opened = Consumer::open(&mut flash, common::layout(), store(), common::config());
+    let Ok(mut c) = opened else {
         panic!("the journals are damaged");
     };
     black_box(outputs(c.state())); // re-assert at boot
     loop {
-        match c.step(&mut flash, &stream) {
-            Ok(Step::Effect(_, Outcome::Applied)) => {
-                black_box(outputs(c.state()));
-            }
-            Ok(Step::Done) => cortex_m::asm::wfi(),
-            Ok(_) => {}
-            Err(_) => panic!("the flash failed"),
-        }
+        let step = c.step(&mut flash, &stream);
+        common::after(step, c.state());
     }
 }
