@@ -5,7 +5,7 @@
 //! every step with what it reported. It needs nothing of idem's consumer: the program is
 //! two closures, `boot` (open whatever lives on the flash) and `step` (do one unit of
 //! work, `None` when there is no more), over a flash the checker can cut
-//! ([`Cuttable`]: [`MemFlash`](super::flash::MemFlash) of any geometry) and a world
+//! ([`Cuttable`]: [`MemFlash`] of any geometry) and a world
 //! outside the flash (an actuator, the log being read, what the program acknowledged),
 //! which a cut does not touch.
 //!
