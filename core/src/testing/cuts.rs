@@ -458,6 +458,7 @@ macro_rules! trial {
                                 break 'boot;
                             }
                         };
+                        // A report judged; the next step, or a reset before it.
                     }
                 }
             }
@@ -528,8 +529,9 @@ macro_rules! sweep_body {
 /// migration); `boot` opens what the flash holds (what it returns is RAM, lost at a cut);
 /// `step` does one unit of work and reports it, or `None` when there is no more; `judge`
 /// is called with the trial, the world and what was seen, and refuses with a verdict of
-/// its own (it may keep what it has seen in the world: what a boot found is durable). The program must pass on the errors of its flash (a cut is one); a cut
-/// that falls inside a boot or step ends it unjudged, and the program boots again.
+/// its own (it may keep what it has seen in the world: what a boot found is durable). The
+/// program must pass on the errors of its flash (a cut is one); a cut that falls inside a
+/// boot or step ends it unjudged, and the program boots again.
 pub fn sweep<F, W, A, R, E, J>(
     plan: &Plan,
     mut fresh: impl FnMut() -> (F, W),
