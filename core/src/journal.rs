@@ -243,6 +243,32 @@ impl Region {
     pub const fn end<F: NorFlash>(&self) -> u32 {
         self.start + self.pages * F::ERASE_SIZE as u32
     }
+
+    /// [`Region::of_pages`] on an async flash (feature `async`), from its `ERASE_SIZE`:
+    /// a firmware whose driver is async only (embassy's) needs no blocking `NorFlash` to
+    /// lay out its journals.
+    #[cfg(feature = "async")]
+    pub const fn of_pages_async<F: AsyncNorFlash>(first: u32, pages: u32) -> Self {
+        Self {
+            start: first * F::ERASE_SIZE as u32,
+            pages,
+        }
+    }
+
+    /// [`Region::next`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub const fn next_async<F: AsyncNorFlash>(&self, pages: u32) -> Self {
+        Self {
+            start: self.end_async::<F>(),
+            pages,
+        }
+    }
+
+    /// [`Region::end`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub const fn end_async<F: AsyncNorFlash>(&self) -> u32 {
+        self.start + self.pages * F::ERASE_SIZE as u32
+    }
 }
 
 /// What a journal can fail with; `E` is the flash driver's error.
@@ -889,5 +915,87 @@ mod tests {
         }
 
         include!("journal/tests.rs");
+    }
+}
+
+/// The layout helpers on a flash whose driver is async only.
+#[cfg(all(test, feature = "testing", feature = "async"))]
+mod async_only {
+    use super::*;
+    use crate::persist::Layout;
+    use crate::testing::flash::{FlashError, MemFlash};
+    use embassy_futures::block_on;
+    use embedded_storage_async::nor_flash::{ErrorType, ReadNorFlash};
+
+    /// An async-only driver of 4 pages of 4 KiB, 8-byte units: no blocking `NorFlash`.
+    struct AsyncOnly(MemFlash<4, 4096, 8>);
+
+    impl ErrorType for AsyncOnly {
+        type Error = FlashError;
+    }
+
+    impl ReadNorFlash for AsyncOnly {
+        const READ_SIZE: usize = 1;
+        async fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), FlashError> {
+            ReadNorFlash::read(&mut self.0, offset, bytes).await
+        }
+        fn capacity(&self) -> usize {
+            4 * 4096
+        }
+    }
+
+    impl AsyncNorFlash for AsyncOnly {
+        const WRITE_SIZE: usize = 8;
+        const ERASE_SIZE: usize = 4096;
+        async fn erase(&mut self, from: u32, to: u32) -> Result<(), FlashError> {
+            AsyncNorFlash::erase(&mut self.0, from, to).await
+        }
+        async fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
+            AsyncNorFlash::write(&mut self.0, offset, bytes).await
+        }
+    }
+
+    #[test]
+    fn regions_and_layouts_come_from_an_async_flashs_erase_size() {
+        let region = Region::of_pages_async::<AsyncOnly>(1, 2);
+        assert_eq!(
+            region,
+            Region {
+                start: 4096,
+                pages: 2
+            }
+        );
+        assert_eq!(region.end_async::<AsyncOnly>(), 12_288);
+        assert_eq!(
+            region.next_async::<AsyncOnly>(1),
+            Region {
+                start: 12_288,
+                pages: 1
+            }
+        );
+        let layout = Layout::from_pages_async::<AsyncOnly>(0, 2, 2, 7);
+        assert_eq!(
+            (layout.positions, layout.sink.start),
+            (Region { start: 0, pages: 2 }, 8192)
+        );
+        let one = Layout::one_region_async::<AsyncOnly>(2, 2, 7);
+        assert_eq!(
+            (one.positions.pages, one.sink),
+            (
+                0,
+                Region {
+                    start: 8192,
+                    pages: 2
+                }
+            )
+        );
+        // A journal lives there on the async steps alone.
+        let mut flash = AsyncOnly(MemFlash::new());
+        let (mut j, _) = block_on(Journal::<u32>::open_async(&mut flash, layout.sink, 9)).unwrap();
+        block_on(j.append_async(&mut flash, &41)).unwrap();
+        let (_, found) = block_on(Journal::<u32>::open_async(&mut flash, layout.sink, 9)).unwrap();
+        assert_eq!(found, Some(41));
+        // The sink's first page: its 24-byte header and one 16-byte slot.
+        assert_eq!(flash.0.page_bytes_written(), &[0, 0, 40, 0]);
     }
 }

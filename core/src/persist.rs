@@ -258,6 +258,54 @@ impl Layout {
         }
     }
 
+    /// [`Layout::from_pages`] on an async flash (feature `async`), from its `ERASE_SIZE`:
+    /// an async-only driver (embassy's) lays out its journals without a blocking
+    /// `NorFlash` and without byte addresses worked out by hand.
+    ///
+    /// ```
+    /// # #[cfg(all(feature = "async", feature = "testing"))] {
+    /// use idem_core::persist::Layout;
+    /// use idem_core::testing::flash::MemFlash;
+    ///
+    /// type Flash = MemFlash<4, 4096>; // your async chip driver here
+    /// let layout = Layout::from_pages_async::<Flash>(0, 2, 2, 0x0001);
+    /// assert_eq!((layout.positions.start, layout.sink.start, layout.sink.pages), (0, 8192, 2));
+    /// assert_eq!(layout, Layout::from_pages::<Flash>(0, 2, 2, 0x0001));
+    /// # }
+    /// ```
+    #[cfg(feature = "async")]
+    pub const fn from_pages_async<F: embedded_storage_async::nor_flash::NorFlash>(
+        first: u32,
+        positions: u32,
+        sink: u32,
+        tag: u32,
+    ) -> Self {
+        let positions = Region::of_pages_async::<F>(first, positions);
+        Self {
+            positions,
+            sink: positions.next_async::<F>(sink),
+            tag,
+        }
+    }
+
+    /// [`Layout::one_region`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub const fn one_region_async<F: embedded_storage_async::nor_flash::NorFlash>(
+        first: u32,
+        pages: u32,
+        tag: u32,
+    ) -> Self {
+        let sink = Region::of_pages_async::<F>(first, pages);
+        Self {
+            positions: Region {
+                start: sink.start,
+                pages: 0,
+            },
+            sink,
+            tag,
+        }
+    }
+
     /// One journal of `pages` pages from page `first` of the flash `F`, for a store whose
     /// state carries its own position ([`Checkpoint`], the atomic checkpoint): 2 pages
     /// where two journals take 4. A store that needs the position journal refuses this

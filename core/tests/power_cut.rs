@@ -6,8 +6,9 @@
 //! Each test runs on three flashes: a word flash (4-byte writes, the micro:bit's nRF51
 //! and nRF52), an 8-byte one (the STM32L4, G0, G4, WB and U5, whose ECC allows one
 //! program per double-word) and a 32-byte one (the STM32H7's flash word).
-//! Every case runs once over the blocking steps and once over the async ones. Counts are
-//! printed: run with `--show-output` to see them.
+//! Every case runs once over the blocking steps and once over the async ones. The cut at
+//! every unit write and erase is the power-cut checker's (`idem_core::testing::cuts`), in
+//! its four models. Counts are printed: run with `--show-output` to see them.
 
 /// A journal just opened, and its newest record.
 type Opened = (

@@ -7,9 +7,13 @@
 //! double-word once, an STM32H7 each 32-byte flash word), and every access is checked for
 //! alignment and bounds. The write unit is a parameter, 4 bytes unless told (1, 2, 4, 8,
 //! 16 or 32). It counts unit writes, erases and bytes programmed (per page too), and it
-//! can lose power in the middle of a chosen unit write or page erase: the torn unit or
-//! page is left with undefined (pseudo-random, reproducible) contents and every later
-//! access fails until [`MemFlash::power_on`].
+//! can lose power at a chosen unit write or page erase, in one of three ways
+//! ([`PowerCut`]): in the middle of it (the torn unit or page is left with undefined,
+//! pseudo-random and reproducible, contents), right before it (every unit before it
+//! programmed, it untouched), or, for an erase, at the end of it, leaving a page that
+//! reads all `0xFF` but is weakly erased, so that a program of it is refused until it is
+//! erased again. Every later access fails until [`MemFlash::power_on`].
+//! [`crate::testing::cuts`] sweeps a cut of each kind over every operation of a run.
 //!
 //! It owns no journal logic: that lives in [`crate::journal`].
 
@@ -38,6 +42,12 @@ pub enum FlashError {
     },
     /// Power was lost before or during this operation; it did not complete.
     PowerCut,
+    /// A write unit of a page whose erase was cut short, though it reads all `0xFF`: a
+    /// program of it is refused until the page is erased again ([`PowerCut::WeakErase`]).
+    WeaklyErased {
+        /// Byte address of the unit.
+        address: u32,
+    },
 }
 
 impl NorFlashError for FlashError {
@@ -45,7 +55,9 @@ impl NorFlashError for FlashError {
         match self {
             Self::NotAligned => NorFlashErrorKind::NotAligned,
             Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
-            Self::WordWrittenTwice { .. } | Self::PowerCut => NorFlashErrorKind::Other,
+            Self::WordWrittenTwice { .. } | Self::PowerCut | Self::WeaklyErased { .. } => {
+                NorFlashErrorKind::Other
+            }
         }
     }
 }
@@ -73,6 +85,10 @@ impl core::fmt::Display for FlashError {
                 )
             }
             Self::PowerCut => f.write_str("power was cut during a flash operation"),
+            Self::WeaklyErased { address } => write!(
+                f,
+                "flash write unit at {address:#x} is in a page whose erase was cut short: erase it again before programming it"
+            ),
         }
     }
 }
@@ -148,14 +164,36 @@ impl NorRules {
     }
 }
 
-/// A power cut scheduled on a [`MemFlash`], counted from the moment it is armed.
+/// A power cut scheduled on a [`MemFlash`], counted from the moment it is armed. A cut at
+/// a write and a cut at an erase can be armed together; the first to come happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PowerCut {
     /// Power fails in the middle of the n-th unit write (1-based; a unit is a word unless
-    /// the flash was made with another).
+    /// the flash was made with another): it clears some of the bits it was to clear, at
+    /// least one, and the unit counts as programmed.
     AtWordWrite(u64),
-    /// Power fails in the middle of the n-th page erase (1-based).
+    /// Power fails in the middle of the n-th page erase (1-based): bits of the page drift
+    /// towards 1 at random, and the page must be erased again before any unit of it is
+    /// programmed.
     AtErase(u64),
+    /// Power fails right before the n-th unit write: every unit before it is programmed,
+    /// it and every unit after it untouched (a chip that programs unit by unit, losing
+    /// power between two units of one write).
+    BeforeWordWrite(u64),
+    /// Power fails right before the n-th page erase: the page is untouched.
+    BeforeErase(u64),
+    /// Power fails at the end of the n-th page erase: the page reads all `0xFF`, but it
+    /// was not fully erased, and a program of any unit of it is refused
+    /// ([`FlashError::WeaklyErased`]) until it is erased again.
+    WeakErase(u64),
+}
+
+/// How an armed cut leaves the operation it falls on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutStyle {
+    Torn,
+    Before,
+    Weak,
 }
 
 /// Operation counters of a [`MemFlash`].
@@ -191,8 +229,10 @@ pub struct MemFlash<const PAGES: usize, const PAGE: usize, const UNIT: usize = W
     page_erases: [u32; PAGES],
     page_bytes: [u64; PAGES],
     stats: FlashStats,
-    cut_write: Option<u64>,
-    cut_erase: Option<u64>,
+    cut_write: Option<(u64, CutStyle)>,
+    cut_erase: Option<(u64, CutStyle)>,
+    /// Pages whose erase was cut at its end ([`PowerCut::WeakErase`]).
+    weak: [bool; PAGES],
     powered: bool,
     noise: SplitMix64,
 }
@@ -247,6 +287,7 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> MemFlash<PAGES, P
             },
             cut_write: None,
             cut_erase: None,
+            weak: [false; PAGES],
             powered: true,
             noise: SplitMix64::new(0x1DE5),
         }
@@ -267,8 +308,11 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> MemFlash<PAGES, P
     /// together (the first to come happens); arming one replaces the earlier one of its kind.
     pub fn schedule_power_cut(&mut self, cut: PowerCut) {
         match cut {
-            PowerCut::AtWordWrite(n) => self.cut_write = Some(n),
-            PowerCut::AtErase(n) => self.cut_erase = Some(n),
+            PowerCut::AtWordWrite(n) => self.cut_write = Some((n, CutStyle::Torn)),
+            PowerCut::BeforeWordWrite(n) => self.cut_write = Some((n, CutStyle::Before)),
+            PowerCut::AtErase(n) => self.cut_erase = Some((n, CutStyle::Torn)),
+            PowerCut::BeforeErase(n) => self.cut_erase = Some((n, CutStyle::Before)),
+            PowerCut::WeakErase(n) => self.cut_erase = Some((n, CutStyle::Weak)),
         }
     }
 
@@ -328,20 +372,30 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> MemFlash<PAGES, P
         &self.data
     }
 
-    /// Counts one operation against the armed cut; `true` when this one is torn.
-    fn tick(&mut self, erase: bool) -> bool {
+    /// Counts one operation against the armed cut; how it is cut when it is the one.
+    fn tick(&mut self, erase: bool) -> Option<CutStyle> {
         let cut = if erase {
             &mut self.cut_erase
         } else {
             &mut self.cut_write
         };
         match cut {
-            Some(n) => {
+            Some((n, style)) => {
                 *n = n.saturating_sub(1);
-                *n == 0
+                (*n == 0).then_some(*style)
             }
-            None => false,
+            None => None,
         }
+    }
+
+    /// Refuses a program of the unit at byte `address` in a weakly erased page.
+    fn check_weak(&self, address: usize) -> Result<(), FlashError> {
+        if self.weak[address / PAGE] {
+            return Err(FlashError::WeaklyErased {
+                address: address as u32,
+            });
+        }
+        Ok(())
     }
 
     fn lose_power(&mut self) -> FlashError {
@@ -425,9 +479,13 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
         }
         Self::RULES.erase(from, to)?;
         for page in (from as usize / PAGE)..(to as usize / PAGE) {
+            let cut = self.tick(true);
+            if cut == Some(CutStyle::Before) {
+                return Err(self.lose_power());
+            }
             self.stats.erases += 1;
             self.page_erases[page] += 1;
-            if self.tick(true) {
+            if cut == Some(CutStyle::Torn) {
                 // Undefined contents: bits drift towards 1 at random and the page must be
                 // erased again before any word of it can be programmed.
                 // One draw per 4 bytes, whatever the unit, so a word flash tears as it
@@ -446,6 +504,11 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
             }
             self.data[page] = [0xFF; PAGE];
             self.programmed[page] = [false; PAGE];
+            // Cut at its end: it reads erased, and is not.
+            self.weak[page] = cut == Some(CutStyle::Weak);
+            if self.weak[page] {
+                return Err(self.lose_power());
+            }
         }
         Ok(())
     }
@@ -459,11 +522,16 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> NorFlash
             let a = offset as usize + i * UNIT;
             let (page, at) = (a / PAGE, a % PAGE);
             Self::RULES.program(a as u32, self.programmed[page][at])?;
+            self.check_weak(a)?;
+            let cut = self.tick(false);
+            if cut == Some(CutStyle::Before) {
+                return Err(self.lose_power());
+            }
+            let torn = cut.is_some();
             self.programmed[page][at] = true;
             self.stats.word_writes += 1;
             self.stats.bytes_written += UNIT as u64;
             self.page_bytes[page] += UNIT as u64;
-            let torn = self.tick(false);
             // A write can only clear bits; a torn one clears only some of them, and at
             // least one (the model's assumption: a started program is visible).
             // The bits a torn write leaves alone: one draw per 4 bytes, as a word flash
@@ -512,11 +580,16 @@ impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> crate::journal::Z
         Self::RULES.write(offset, len)?;
         for a in (offset as usize..offset as usize + len).step_by(UNIT) {
             let (page, at) = (a / PAGE, a % PAGE);
+            self.check_weak(a)?;
+            let cut = self.tick(false);
+            if cut == Some(CutStyle::Before) {
+                return Err(self.lose_power());
+            }
             self.programmed[page][at] = true;
             self.stats.word_writes += 1;
             self.stats.bytes_written += UNIT as u64;
             self.page_bytes[page] += UNIT as u64;
-            if self.tick(false) {
+            if cut.is_some() {
                 for chunk in self.data[page][at..at + UNIT].chunks_mut(4) {
                     let noise = (self.noise.next_u64() as u32).to_le_bytes();
                     for (cell, keep) in chunk.iter_mut().zip(noise) {
@@ -625,6 +698,49 @@ mod tests {
         f.erase(0, 64).unwrap();
         f.write(8, &[0; 4]).unwrap();
         assert_eq!(f.stats().erases, 2);
+    }
+
+    #[test]
+    fn a_cut_before_a_unit_leaves_the_units_before_it_written_and_it_untouched() {
+        let mut f = F::new();
+        f.schedule_power_cut(PowerCut::BeforeWordWrite(3));
+        assert_eq!(f.write(0, &[0; 16]), Err(FlashError::PowerCut));
+        f.power_on();
+        let mut buf = [0u8; 16];
+        f.read(0, &mut buf).unwrap();
+        assert_eq!(buf[..8], [0; 8]);
+        assert_eq!(buf[8..], [0xFF; 8]);
+        assert_eq!(f.stats().word_writes, 2);
+        // The untouched unit is still blank: it can be programmed.
+        f.write(8, &[0; 4]).unwrap();
+        // A cut before an erase leaves the page as it was.
+        f.schedule_power_cut(PowerCut::BeforeErase(1));
+        assert_eq!(f.erase(0, 64), Err(FlashError::PowerCut));
+        f.power_on();
+        f.read(0, &mut buf).unwrap();
+        assert_eq!(buf[..12], [0; 12]);
+        assert_eq!(f.stats().erases, 0);
+    }
+
+    #[test]
+    fn a_weak_erase_reads_blank_and_refuses_a_program_until_erased_again() {
+        let mut f = F::new();
+        f.write(64, &[0; 8]).unwrap();
+        f.schedule_power_cut(PowerCut::WeakErase(1));
+        assert_eq!(f.erase(64, 128), Err(FlashError::PowerCut));
+        f.power_on();
+        let mut buf = [0u8; 64];
+        f.read(64, &mut buf).unwrap();
+        assert_eq!(buf, [0xFF; 64]);
+        assert_eq!(
+            f.write(72, &[0; 4]),
+            Err(FlashError::WeaklyErased { address: 72 })
+        );
+        // The other page is not touched by it.
+        f.write(0, &[0; 4]).unwrap();
+        f.erase(64, 128).unwrap();
+        f.write(72, &[0; 4]).unwrap();
+        assert_eq!((f.stats().erases, f.stats().word_writes), (2, 4));
     }
 
     #[test]

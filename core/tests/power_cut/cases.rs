@@ -2,7 +2,8 @@
 // `append` are the blocking steps or the async ones.
 
 use idem_core::journal::{Journal, JournalError, OffsetTotal, Region, header_size};
-use idem_core::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
+use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
 use idem_core::testing::rng::SplitMix64;
 
 /// Four pages of 1 KiB, written `W` bytes at a time.
@@ -59,61 +60,112 @@ fn check(
 
 #[test]
 fn a_cut_at_every_word_write_and_every_erase() {
-    assert_eq!(every_cut::<4>(), 4_626);
+    // Per model: torn, before a unit or an erase, a weak erase, a reset between appends.
+    // The torn cuts are the 4,626 places this test cut before the checker.
+    assert_eq!(
+        every_cut::<4>(&Plan::new(), 500, &[2, 3, 4]),
+        [4_626, 4_626, 21, 1_500]
+    );
+}
+
+#[test]
+fn a_second_cut_in_the_recovery_from_every_first_one() {
+    // 200 commits on 2 pages, then 4 second cuts spread over each recovery.
+    let plan = Plan::new().double_cuts(4);
+    assert_eq!(every_cut::<4>(&plan, 200, &[2]), [3_087, 3_087, 9, 990]);
 }
 
 #[test]
 fn a_cut_at_every_double_word_write_and_every_erase() {
-    assert_eq!(every_cut::<8>(), 3_108);
+    assert_eq!(
+        every_cut::<8>(&Plan::new(), 500, &[2, 3, 4]),
+        [3_108, 3_108, 27, 1_500]
+    );
 }
 
 #[test]
 fn a_cut_at_every_flash_word_write_and_every_erase() {
-    assert_eq!(every_cut::<32>(), 3_306);
+    assert_eq!(
+        every_cut::<32>(&Plan::new(), 500, &[2, 3, 4]),
+        [3_306, 3_306, 102, 1_500]
+    );
 }
 
-/// Cuts power once at every unit write and every erase of 500 commits, on 2, 3 and 4
-/// pages; how many cuts were checked.
-fn every_cut<const W: usize>() -> usize {
-    const COMMITS: u32 = 500;
-    let mut total = 0;
-    for pages in [2, 3, 4] {
-        let mut reference = Flash::<W>::new();
-        let (mut j, _) = open(&mut reference, pages);
-        append_until_cut(&mut reference, &mut j, 0, COMMITS);
-        let stats = reference.stats();
-        let (writes, erases) = (stats.word_writes, stats.erases);
-        let cuts: Vec<PowerCut> = stats.cuts_since(FlashStats::default()).collect();
-        for (n, cut) in cuts.iter().enumerate() {
-            let mut f = Flash::<W>::new();
-            f.seed_noise(n as u64);
-            f.schedule_power_cut(*cut);
-            let (mut j, _) = open(&mut f, pages);
-            let (next, in_flight) = append_until_cut(&mut f, &mut j, 0, COMMITS);
-            assert!(in_flight.is_some(), "{cut:?} never happened");
-            f.power_on();
-            let (mut j, found) = open(&mut f, pages);
-            let acked = next.checked_sub(1);
-            let resume = check(found, acked, in_flight, &format!("{pages} pages, {cut:?}"));
-            // The journal keeps working: three more commits, and the newest wins.
-            append_until_cut(&mut f, &mut j, resume, 3);
-            assert_eq!(
-                open(&mut f, pages).1,
-                Some(rec(resume + 2)),
-                "{pages} pages, {cut:?}: after recovery"
-            );
-        }
+/// What the journal has acknowledged (the next record's index), and the record in flight.
+#[derive(Default)]
+struct Acked {
+    next: u32,
+    in_flight: Option<u32>,
+}
+
+/// Cuts power at every unit write and every erase of `commits` commits, on each count of
+/// pages, as `plan` says (every model of the power-cut checker), and judges every boot:
+/// it finds the last acknowledged record or the one in flight, and the journal goes on to
+/// the last commit. How many trials each model ran.
+fn every_cut<const W: usize>(plan: &Plan, commits: u32, pages: &[u32]) -> [u64; 4] {
+    let mut trials = [0; 4];
+    for &pages in pages {
+        let found = sweep(
+            plan,
+            || (Flash::<W>::new(), Acked::default()),
+            |f, _| open_j(f, Region { start: 0, pages }, TAG),
+            |(j, newest), f, acked| {
+                let i = newest.map_or(0, |r| r.offset);
+                if i == commits {
+                    return Ok(None);
+                }
+                acked.in_flight = Some(i);
+                append(j, f, &rec(i))?;
+                (*newest, acked.next, acked.in_flight) = (Some(rec(i)), i + 1, None);
+                Ok(Some(i))
+            },
+            |trial, acked, seen| match seen {
+                Seen::Booted((_, found)) => {
+                    let last = acked.next.checked_sub(1).map(rec);
+                    let ok = *found == last
+                        || (acked.in_flight.is_some() && *found == acked.in_flight.map(rec));
+                    if !ok {
+                        return Err(format!(
+                            "{trial}: acknowledged {last:?}, in flight {:?}, recovered {found:?}",
+                            acked.in_flight
+                        ));
+                    }
+                    // What a boot found is durable: the next cut must not lose it.
+                    (acked.next, acked.in_flight) = (found.map_or(0, |r| r.offset), None);
+                    Ok(())
+                }
+                Seen::Stepped(_) => Ok(()),
+                Seen::Ended if acked.next == commits => Ok(()),
+                Seen::Failed(e) => Err(format!("{trial}: {e:?}")),
+                _ => Err(format!("{trial}: ended at {}", acked.next)),
+            },
+        );
+        let r = found.reference;
         println!(
-            "{W}-byte writes, {pages} pages: {COMMITS} commits, {writes} unit writes and {erases} erases, each cut once"
+            "{W}-byte writes, {pages} pages: {commits} commits, {} unit writes and {} erases; trials a model (torn, clean, weak erase, reset): {:?}",
+            r.unit_writes,
+            r.erases,
+            found.models.each_ref().map(|t| t.trials)
         );
         assert!(
-            erases >= 3,
+            r.erases >= 3,
             "{pages} pages: the run must wrap so erases are cut too"
         );
-        total += cuts.len();
+        for (model, tally) in Model::ALL.iter().zip(&found.models) {
+            assert_eq!(tally.first_wrong, None, "{pages} pages, {model:?}");
+            assert_eq!(
+                tally.missed, 0,
+                "{pages} pages, {model:?}: a cut never fell"
+            );
+            assert_eq!(tally.wrong, 0);
+        }
+        assert_eq!(found.reference_wrong, None);
+        for (sum, tally) in trials.iter_mut().zip(&found.models) {
+            *sum += tally.trials;
+        }
     }
-    println!("{W}-byte writes: exhaustive power cuts checked: {total}");
-    total
+    println!("{W}-byte writes: power cuts checked a model: {trials:?}");
+    trials
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Every reset of a run of 1,000 commands (retries, replays and rejected commands among
-//! them) ends with the table a plain fold gives: each command applied once.
+//! them) ends with the table a plain fold gives: each command applied once. So does every
+//! power cut of the first 200, at each flash operation, in each of the power-cut checker's
+//! models (`idem_core::testing::cuts`).
 
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig};
 use idem_core::log::Event;
@@ -85,4 +87,58 @@ fn every_reset_of_a_thousand_commands_ends_exact() {
     })
     .unwrap();
     assert_eq!((found.first_wrong, found.exact), (Some(1), 0));
+}
+
+/// What the power-cut checker's trials keep outside the flash: the table the run ended
+/// with, and its count of rejected commands.
+#[derive(Default)]
+struct Ended(Option<([i16; ACTUATORS], u32)>);
+
+#[test]
+fn a_power_cut_at_every_flash_operation_of_two_hundred_commands_ends_exact() {
+    use idem_core::consumer::{Consumer, Step};
+    use idem_core::testing::cuts::{Plan, Seen, sweep};
+    let events = commands();
+    let events = &events[..200];
+    let (table, rejected) = truth(events);
+    let distinct: std::collections::BTreeSet<u64> = events.iter().map(|e| e.payload.id).collect();
+    assert_eq!(
+        (rejected, events.len() - distinct.len()),
+        (9, 29),
+        "rejected, retries"
+    );
+    let stream = idem_core::log::Received::new(events, Some(200));
+    let layout = Layout::from_pages::<Flash>(0, 2, 4, 0x0001);
+    let config = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
+    let found = sweep(
+        &Plan::new(),
+        || (Flash::new(), Ended::default()),
+        |flash, _| Consumer::open(flash, layout, store(), config),
+        |c, flash, ended| match c.step(flash, &stream)? {
+            Step::Done => {
+                ended.0 = Some((outputs(c.state()), c.rejected()));
+                Ok(None)
+            }
+            step => Ok(Some(step)),
+        },
+        |trial, ended, seen| match seen {
+            Seen::Ended if ended.0 != Some((table.setpoints, rejected)) => {
+                Err(format!("{trial}: ended with {:?}", ended.0))
+            }
+            Seen::Failed(e) => Err(format!("{trial}: {e}")),
+            Seen::Stuck => Err(format!("{trial}: stuck")),
+            _ => Ok(()),
+        },
+    );
+    assert_eq!(found.reference_wrong, None);
+    for tally in &found.models {
+        assert_eq!((&tally.first_wrong, tally.missed), (&None, 0));
+    }
+    let r = found.reference;
+    // 200 deliveries, 200 effects, 20 commits.
+    assert_eq!((r.steps, r.unit_writes, r.erases), (420, 2_921, 13));
+    assert_eq!(
+        found.models.each_ref().map(|t| t.trials),
+        [2_934, 2_934, 13, 420]
+    );
 }

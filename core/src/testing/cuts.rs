@@ -1,0 +1,736 @@
+//! A power-cut checker for any flash user: [`sweep`] (and [`sweep_async`], feature
+//! `async`) runs a program once on a fresh flash as a reference, then once more for each
+//! place a power cut can fall in that run, cuts the power there, reboots the program from
+//! what the flash holds and runs it to its end, and calls a judge after every boot and
+//! every step with what it reported. It needs nothing of idem's consumer: the program is
+//! two closures, `boot` (open whatever lives on the flash) and `step` (do one unit of
+//! work, `None` when there is no more), over a flash the checker can cut
+//! ([`Cuttable`]: [`MemFlash`] of any geometry) and a world
+//! outside the flash (an actuator, the log being read, what the program acknowledged),
+//! which a cut does not touch.
+//!
+//! A cut falls in one of four ways ([`Model`]): in the middle of a unit write or an
+//! erase, leaving it torn ([`Model::Torn`]); right before a unit write or an erase, every
+//! unit before it programmed and it untouched ([`Model::Clean`], power lost between two
+//! units of one write); at the end of an erase, leaving a page that reads all `0xFF` but
+//! refuses a program until it is erased again ([`Model::WeakErase`]); or between two
+//! steps, no flash operation interrupted ([`Model::Reset`]). [`Plan::double_cuts`] adds,
+//! for every cut, second cuts in the run that recovers from it.
+//!
+//! It owns no rule of what is right: the judge says. A boot or step that fails with the
+//! power on (the program's error, or the flash refusing a unit programmed twice or a
+//! weakly erased page) is shown to the judge ([`Seen::Failed`]) and ends that trial.
+//!
+//! ```
+//! use idem_core::journal::{Journal, JournalError, Region};
+//! use idem_core::testing::cuts::{Plan, Seen, sweep};
+//! use idem_core::testing::flash::{FlashError, MemFlash};
+//!
+//! type Flash = MemFlash<2, 256>;
+//! /// What the program has been told is durable, and what it was writing.
+//! #[derive(Default)]
+//! struct World { acked: Option<u32>, writing: Option<u32> }
+//! let region = Region::of_pages::<Flash>(0, 2);
+//! let found = sweep(
+//!     &Plan::new(),
+//!     || (Flash::new(), World::default()),
+//!     // Boot: open the journal; RAM holds it and the last count read back.
+//!     |flash, _| Journal::<u32>::open(flash, region, 0xC0)
+//!         .map(|(j, last)| (j, last.unwrap_or(0))),
+//!     // Step: count to 40, one record a step.
+//!     |(j, n), flash, world| {
+//!         if *n == 40 { return Ok(None); }
+//!         world.writing = Some(*n + 1);
+//!         j.append(flash, &(*n + 1))?;
+//!         *n += 1;
+//!         world.acked = Some(*n);
+//!         Ok::<_, JournalError<FlashError>>(Some(*n))
+//!     },
+//!     // Judge: a boot finds what was acknowledged, or the record being written,
+//!     // which is then durable.
+//!     |_, world, seen| match seen {
+//!         Seen::Booted((_, n)) if Some(*n) != world.acked.or(Some(0))
+//!             && Some(*n) != world.writing => Err("a boot lost an acknowledged count"),
+//!         Seen::Booted((_, n)) => {
+//!             (world.acked, world.writing) = (Some(*n), None);
+//!             Ok(())
+//!         }
+//!         Seen::Ended | Seen::Stepped(_) => Ok(()),
+//!         _ => Err("the run failed"),
+//!     },
+//! );
+//! assert_eq!(found.reference.steps, 40);
+//! assert_eq!(found.wrong(), 0);
+//! assert_eq!(found.trials(), 1 + 2 * (found.reference.unit_writes + found.reference.erases)
+//!     + found.reference.erases + 40);
+//! ```
+
+use super::flash::{FlashStats, MemFlash, PowerCut};
+
+/// How a power cut leaves the place it falls on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// In the middle of a unit write or an erase: the unit keeps some of the bits it was
+    /// to clear (at least one cleared), the page drifts at random
+    /// ([`PowerCut::AtWordWrite`], [`PowerCut::AtErase`]).
+    Torn,
+    /// Right before a unit write or an erase: the units before it programmed, it
+    /// untouched ([`PowerCut::BeforeWordWrite`], [`PowerCut::BeforeErase`]).
+    Clean,
+    /// At the end of an erase: the page reads all `0xFF` and refuses a program until it
+    /// is erased again ([`PowerCut::WeakErase`]).
+    WeakErase,
+    /// Between two steps: RAM is lost, no flash operation is interrupted.
+    Reset,
+}
+
+impl Model {
+    /// Every model, in the order [`Found::models`] counts them.
+    pub const ALL: [Model; 4] = [Model::Torn, Model::Clean, Model::WeakErase, Model::Reset];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where in a run a cut falls, counted from the start of the run (a first cut) or from
+/// the reboot after the first cut (a second cut), 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// At the n-th unit write.
+    UnitWrite(u64),
+    /// At the n-th page erase.
+    Erase(u64),
+    /// After the n-th step that reported.
+    AfterStep(u64),
+}
+
+/// One power cut: its model and where it falls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// How it leaves the operation it falls on.
+    pub model: Model,
+    /// Where it falls.
+    pub at: At,
+}
+
+impl core::fmt::Display for Cut {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let how = match self.model {
+            Model::Torn => "torn",
+            Model::Clean => "before",
+            Model::WeakErase => "weak at the end of",
+            Model::Reset => "reset",
+        };
+        match self.at {
+            At::UnitWrite(n) => write!(f, "{how} unit write {n}"),
+            At::Erase(n) => write!(f, "{how} erase {n}"),
+            At::AfterStep(n) => write!(f, "{how} after step {n}"),
+        }
+    }
+}
+
+/// One run of the program: the cuts it suffers (none for the reference run; a second
+/// one only with [`Plan::double_cuts`]) and the seed of its torn contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trial {
+    /// The first cut, then the second, counted from the reboot after the first.
+    pub cuts: [Option<Cut>; 2],
+    /// The seed of the flash's torn contents in this run.
+    pub seed: u64,
+}
+
+impl core::fmt::Display for Trial {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.cuts {
+            [None, _] => f.write_str("the reference run")?,
+            [Some(a), None] => write!(f, "a cut {a}")?,
+            [Some(a), Some(b)] => write!(f, "a cut {a}, then {b} after the reboot")?,
+        }
+        write!(f, " (noise seed {:#x})", self.seed)
+    }
+}
+
+/// What the judge is shown, after every boot and every step of every trial.
+#[derive(Debug)]
+pub enum Seen<'a, A, R, E> {
+    /// The program booted: what it holds in RAM.
+    Booted(&'a A),
+    /// A step completed and reported this.
+    Stepped(&'a R),
+    /// A boot or a step failed with the power on: the trial ends here.
+    Failed(&'a E),
+    /// The program said it has no more to do: the trial ends here.
+    Ended,
+    /// The program did not end within the plan's bound on steps: the trial ends here.
+    Stuck,
+}
+
+/// What the checker sweeps: which models, whether double cuts, the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    models: [bool; 4],
+    double: u32,
+    seed: u64,
+    max_steps: u64,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Plan {
+    /// Every model, single cuts, seed `0x1DE5`, a run bounded to four times the
+    /// reference's steps and 64 more.
+    pub const fn new() -> Self {
+        Self {
+            models: [true; 4],
+            double: 0,
+            seed: 0x1DE5,
+            max_steps: 0,
+        }
+    }
+
+    /// Only these models.
+    pub const fn models(mut self, models: &[Model]) -> Self {
+        self.models = [false; 4];
+        let mut i = 0;
+        while i < models.len() {
+            self.models[models[i] as usize] = true;
+            i += 1;
+        }
+        self
+    }
+
+    /// After each cut, `n` second cuts of the same model, spread evenly over the places
+    /// of the run that recovers from it (all of them when it has `n` or fewer).
+    pub const fn double_cuts(mut self, n: u32) -> Self {
+        self.double = n;
+        self
+    }
+
+    /// The seed of the torn contents: trial `i` (0 for the reference) uses `seed + i`.
+    pub const fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// A run that takes more than `steps` steps is [`Seen::Stuck`] (the reference run
+    /// too); 0 for the default.
+    pub const fn max_steps(mut self, steps: u64) -> Self {
+        self.max_steps = steps;
+        self
+    }
+}
+
+/// A flash the checker can cut: [`MemFlash`] of any geometry.
+pub trait Cuttable {
+    /// Arms `cut`, counted from now (replacing an armed cut of its kind).
+    fn arm(&mut self, cut: PowerCut);
+    /// Whether no cut has happened since the last [`Cuttable::restore`].
+    fn powered(&self) -> bool;
+    /// Restores power after a cut; the contents are what the cut left.
+    fn restore(&mut self);
+    /// Operation counters since creation.
+    fn counts(&self) -> FlashStats;
+    /// Seeds the generator of torn contents.
+    fn seed(&mut self, seed: u64);
+}
+
+impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> Cuttable
+    for MemFlash<PAGES, PAGE, UNIT>
+{
+    fn arm(&mut self, cut: PowerCut) {
+        self.schedule_power_cut(cut);
+    }
+    fn powered(&self) -> bool {
+        self.is_powered()
+    }
+    fn restore(&mut self) {
+        self.power_on();
+    }
+    fn counts(&self) -> FlashStats {
+        self.stats()
+    }
+    fn seed(&mut self, seed: u64) {
+        self.seed_noise(seed);
+    }
+}
+
+/// What the reference run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reference {
+    /// Steps that reported.
+    pub steps: u64,
+    /// Unit writes (its boot's included).
+    pub unit_writes: u64,
+    /// Page erases (its boot's included).
+    pub erases: u64,
+}
+
+/// A trial the judge refused, and what it said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wrong<J> {
+    /// The trial.
+    pub trial: Trial,
+    /// The judge's verdict.
+    pub verdict: J,
+}
+
+/// The trials of one model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally<J> {
+    /// Trials run.
+    pub trials: u64,
+    /// Trials the judge refused.
+    pub wrong: u64,
+    /// Trials whose cut never fell (the run took another path than the reference's):
+    /// judged all the same.
+    pub missed: u64,
+    /// The first trial the judge refused.
+    pub first_wrong: Option<Wrong<J>>,
+}
+
+impl<J> Tally<J> {
+    const NONE: Self = Self {
+        trials: 0,
+        wrong: 0,
+        missed: 0,
+        first_wrong: None,
+    };
+
+    fn count(&mut self, trial: Trial, ran: Ran<J>) {
+        self.trials += 1;
+        self.missed += u64::from(ran.fired < trial.cuts.iter().flatten().count() as u8);
+        if let Err(verdict) = ran.verdict {
+            self.wrong += 1;
+            self.first_wrong.get_or_insert(Wrong { trial, verdict });
+        }
+    }
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found<J> {
+    /// The run without a cut.
+    pub reference: Reference,
+    /// The judge's verdict on the reference run, if it refused it.
+    pub reference_wrong: Option<J>,
+    /// The trials of each model, in the order of [`Model::ALL`].
+    pub models: [Tally<J>; 4],
+}
+
+impl<J> Found<J> {
+    /// The trials of `model`.
+    pub fn of(&self, model: Model) -> &Tally<J> {
+        &self.models[model.index()]
+    }
+
+    /// Every trial, the reference run's included.
+    pub fn trials(&self) -> u64 {
+        1 + self.models.iter().map(|t| t.trials).sum::<u64>()
+    }
+
+    /// Trials the judge refused, the reference run's included.
+    pub fn wrong(&self) -> u64 {
+        u64::from(self.reference_wrong.is_some()) + self.models.iter().map(|t| t.wrong).sum::<u64>()
+    }
+}
+
+/// What one trial did.
+struct Ran<J> {
+    verdict: Result<(), J>,
+    /// Cuts that fell.
+    fired: u8,
+    /// Steps that reported, over the whole trial.
+    steps: u64,
+    /// Flash operations over the whole trial.
+    ops: FlashStats,
+    /// Steps and flash operations from the reboot after the first cut to the end.
+    after_first: (u64, FlashStats),
+}
+
+/// The places a cut of `model` can fall in a run of `steps` steps and these operations.
+fn places(model: Model, steps: u64, ops: FlashStats) -> impl Iterator<Item = At> + Clone {
+    let (writes, erases) = match model {
+        Model::Torn | Model::Clean => (ops.word_writes, ops.erases),
+        Model::WeakErase => (0, ops.erases),
+        Model::Reset => (0, 0),
+    };
+    let steps = if model == Model::Reset { steps } else { 0 };
+    (1..=writes)
+        .map(At::UnitWrite)
+        .chain((1..=erases).map(At::Erase))
+        .chain((1..=steps).map(At::AfterStep))
+}
+
+/// `n` of `places` spread evenly (all of them when there are `n` or fewer).
+fn spread(places: impl Iterator<Item = At> + Clone, n: u32) -> impl Iterator<Item = At> {
+    let len = places.clone().count() as u64;
+    let n = u64::from(n);
+    places
+        .enumerate()
+        .filter(move |&(i, _)| {
+            let i = i as u64;
+            // Place i is picked when a multiple of len / n falls in it.
+            len <= n || (i * n).div_ceil(len) != ((i + 1) * n).div_ceil(len)
+        })
+        .map(|(_, at)| at)
+}
+
+/// The difference of two counters.
+fn minus(a: FlashStats, b: FlashStats) -> FlashStats {
+    FlashStats {
+        word_writes: a.word_writes - b.word_writes,
+        erases: a.erases - b.erases,
+        bytes_written: a.bytes_written - b.bytes_written,
+    }
+}
+
+/// Arms `cut` on `flash` (a reset is not the flash's: the trial counts steps).
+fn arm<F: Cuttable>(flash: &mut F, cut: Cut) {
+    let power_cut = match (cut.model, cut.at) {
+        (_, At::AfterStep(_)) => return,
+        (Model::Clean, At::UnitWrite(n)) => PowerCut::BeforeWordWrite(n),
+        (Model::Clean, At::Erase(n)) => PowerCut::BeforeErase(n),
+        (Model::WeakErase, At::Erase(n)) => PowerCut::WeakErase(n),
+        (_, At::UnitWrite(n)) => PowerCut::AtWordWrite(n),
+        (_, At::Erase(n)) => PowerCut::AtErase(n),
+    };
+    flash.arm(power_cut);
+}
+
+/// One trial: boots and steps the program, cutting as `$trial` says, judging each step.
+/// `$($aw)*` is nothing on the blocking build and `.await` on the async one.
+macro_rules! trial {
+    ($fresh:ident, $boot:ident, $step:ident, $judge:ident, $max:expr, $trial:expr; $($aw:tt)*) => {{
+        let trial: Trial = $trial;
+        let (mut flash, mut world) = $fresh();
+        flash.seed(trial.seed);
+        let start = flash.counts();
+        let mut ran = Ran { verdict: Ok(()), fired: 0, steps: 0, ops: FlashStats::default(),
+            after_first: (0, FlashStats::default()) };
+        let (mut rebooted_at, mut since_arm) = ((0, start), 0);
+        if let Some(cut) = trial.cuts[0] {
+            arm(&mut flash, cut);
+        }
+        'boot: loop {
+            // The cut armed now, if it has not fallen yet.
+            let armed = trial.cuts.get(usize::from(ran.fired)).copied().flatten();
+            let booted = $boot(&mut flash, &mut world) $($aw)*;
+            match booted {
+                _ if !flash.powered() => {}
+                Err(e) => {
+                    ran.verdict = $judge(&trial, &mut world, Seen::Failed(&e));
+                    break 'boot;
+                }
+                Ok(mut app) => {
+                    ran.verdict = $judge(&trial, &mut world, Seen::Booted(&app));
+                    loop {
+                        if ran.verdict.is_err() {
+                            break 'boot;
+                        }
+                        if armed.is_some_and(|c| c.at == At::AfterStep(since_arm)) {
+                            break; // a reset between two steps
+                        }
+                        if ran.steps >= $max {
+                            ran.verdict = $judge(&trial, &mut world, Seen::Stuck);
+                            break 'boot;
+                        }
+                        let r = $step(&mut app, &mut flash, &mut world) $($aw)*;
+                        if !flash.powered() {
+                            break;
+                        }
+                        ran.verdict = match &r {
+                            Ok(Some(report)) => {
+                                ran.steps += 1;
+                                since_arm += 1;
+                                $judge(&trial, &mut world, Seen::Stepped(report))
+                            }
+                            Ok(None) => {
+                                ran.verdict = $judge(&trial, &mut world, Seen::Ended);
+                                break 'boot;
+                            }
+                            Err(e) => {
+                                ran.verdict = $judge(&trial, &mut world, Seen::Failed(e));
+                                break 'boot;
+                            }
+                        };
+                        // A report judged; the next step, or a reset before it.
+                    }
+                }
+            }
+            // A cut: RAM is lost, power comes back, the next cut is armed.
+            flash.restore();
+            ran.fired += 1;
+            since_arm = 0;
+            if ran.fired == 1 {
+                rebooted_at = (ran.steps, flash.counts());
+            }
+            if let Some(Some(next)) = trial.cuts.get(usize::from(ran.fired)) {
+                arm(&mut flash, *next);
+            }
+        }
+        let end = flash.counts();
+        ran.ops = minus(end, start);
+        if ran.fired > 0 {
+            ran.after_first = (ran.steps - rebooted_at.0, minus(end, rebooted_at.1));
+        }
+        ran
+    }};
+}
+
+/// The whole sweep: the reference, then each model's cuts (and second cuts).
+macro_rules! sweep_body {
+    ($plan:ident, $fresh:ident, $boot:ident, $step:ident, $judge:ident; $($aw:tt)*) => {{
+        let seed = $plan.seed;
+        let bound = if $plan.max_steps == 0 { 1 << 24 } else { $plan.max_steps };
+        let reference = trial!($fresh, $boot, $step, $judge, bound,
+            Trial { cuts: [None, None], seed }; $($aw)*);
+        let mut found = Found {
+            reference: Reference {
+                steps: reference.steps,
+                unit_writes: reference.ops.word_writes,
+                erases: reference.ops.erases,
+            },
+            reference_wrong: reference.verdict.err(),
+            models: [Tally::NONE, Tally::NONE, Tally::NONE, Tally::NONE],
+        };
+        let bound = if $plan.max_steps == 0 { 4 * reference.steps + 64 } else { $plan.max_steps };
+        let mut next_seed = seed;
+        for model in Model::ALL.into_iter().filter(|m| $plan.models[m.index()]) {
+            for at in places(model, reference.steps, reference.ops) {
+                let first = Some(Cut { model, at });
+                next_seed = next_seed.wrapping_add(1);
+                let t = Trial { cuts: [first, None], seed: next_seed };
+                let ran = trial!($fresh, $boot, $step, $judge, bound, t; $($aw)*);
+                let (fired, (steps, ops)) = (ran.fired, ran.after_first);
+                found.models[model.index()].count(t, ran);
+                if $plan.double == 0 || fired == 0 {
+                    continue;
+                }
+                for at in spread(places(model, steps, ops), $plan.double) {
+                    next_seed = next_seed.wrapping_add(1);
+                    let t = Trial { cuts: [first, Some(Cut { model, at })], seed: next_seed };
+                    let ran = trial!($fresh, $boot, $step, $judge, bound, t; $($aw)*);
+                    found.models[model.index()].count(t, ran);
+                }
+            }
+        }
+        found
+    }};
+}
+
+/// Sweeps a power cut over every place of a reference run of the program, in every model
+/// of `plan`, and judges every boot and step of every trial. `fresh` makes the flash and
+/// the world each trial starts from (a flash that holds an old firmware's data, for a
+/// migration); `boot` opens what the flash holds (what it returns is RAM, lost at a cut);
+/// `step` does one unit of work and reports it, or `None` when there is no more; `judge`
+/// is called with the trial, the world and what was seen, and refuses with a verdict of
+/// its own (it may keep what it has seen in the world: what a boot found is durable). The
+/// program must pass on the errors of its flash (a cut is one); a cut that falls inside a
+/// boot or step ends it unjudged, and the program boots again.
+pub fn sweep<F, W, A, R, E, J>(
+    plan: &Plan,
+    mut fresh: impl FnMut() -> (F, W),
+    mut boot: impl FnMut(&mut F, &mut W) -> Result<A, E>,
+    mut step: impl FnMut(&mut A, &mut F, &mut W) -> Result<Option<R>, E>,
+    mut judge: impl FnMut(&Trial, &mut W, Seen<'_, A, R, E>) -> Result<(), J>,
+) -> Found<J>
+where
+    F: Cuttable,
+{
+    sweep_body!(plan, fresh, boot, step, judge;)
+}
+
+/// [`sweep`] over an async program (feature `async`): `boot` and `step` are async
+/// closures; the judge is not. [`MemFlash`]'s async steps complete at once, so any
+/// executor runs it (`embassy_futures::block_on`).
+#[cfg(feature = "async")]
+pub async fn sweep_async<F, W, A, R, E, J>(
+    plan: &Plan,
+    mut fresh: impl FnMut() -> (F, W),
+    mut boot: impl AsyncFnMut(&mut F, &mut W) -> Result<A, E>,
+    mut step: impl AsyncFnMut(&mut A, &mut F, &mut W) -> Result<Option<R>, E>,
+    mut judge: impl FnMut(&Trial, &mut W, Seen<'_, A, R, E>) -> Result<(), J>,
+) -> Found<J>
+where
+    F: Cuttable,
+{
+    sweep_body!(plan, fresh, boot, step, judge; .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::flash::FlashError;
+    use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
+
+    type F = MemFlash<2, 64>;
+
+    /// A flash whose first word was programmed by an earlier run.
+    fn fresh() -> (F, bool) {
+        let mut f = F::new();
+        f.write(0, &[0; 4]).unwrap();
+        (f, false)
+    }
+
+    fn word0(flash: &mut F) -> Result<u32, FlashError> {
+        let mut w = [0; 4];
+        flash.read(0, &mut w)?;
+        Ok(u32::from_le_bytes(w))
+    }
+
+    /// Sets word 0 to 1, erasing page 0 first unless it reads blank, which a page whose
+    /// erase was cut at its end also does: the mistake [`Model::WeakErase`] is for.
+    fn boot(flash: &mut F, _: &mut bool) -> Result<u32, FlashError> {
+        word0(flash)
+    }
+
+    fn step(word: &mut u32, flash: &mut F, done: &mut bool) -> Result<Option<u8>, FlashError> {
+        match *word {
+            1 => Ok(None),
+            u32::MAX => {
+                flash.write(0, &1u32.to_le_bytes())?;
+                (*word, *done) = (1, true);
+                Ok(Some(2))
+            }
+            _ => {
+                flash.erase(0, 64)?;
+                *word = u32::MAX;
+                Ok(Some(1))
+            }
+        }
+    }
+
+    fn judge(
+        _: &Trial,
+        done: &mut bool,
+        seen: Seen<'_, u32, u8, FlashError>,
+    ) -> Result<(), FlashError> {
+        match seen {
+            Seen::Ended if !*done => Err(FlashError::PowerCut),
+            Seen::Failed(e) => Err(*e),
+            _ => Ok(()),
+        }
+    }
+
+    #[test]
+    fn each_model_cuts_each_place_and_only_the_weak_erase_finds_the_blank_check() {
+        let found = sweep(&Plan::new(), fresh, boot, step, judge);
+        let reference = Reference {
+            steps: 2,
+            unit_writes: 1,
+            erases: 1,
+        };
+        assert_eq!((found.reference, found.reference_wrong), (reference, None));
+        let counts = found.models.map(|t| (t.trials, t.wrong, t.missed));
+        assert_eq!(counts, [(2, 0, 0), (2, 0, 0), (1, 1, 0), (2, 0, 0)]);
+        let wrong = found.of(Model::WeakErase).first_wrong.unwrap();
+        assert_eq!(wrong.verdict, FlashError::WeaklyErased { address: 0 });
+        let cut = Cut {
+            model: Model::WeakErase,
+            at: At::Erase(1),
+        };
+        assert_eq!(
+            wrong.trial,
+            Trial {
+                cuts: [Some(cut), None],
+                seed: 0x1DE5 + 5
+            }
+        );
+        assert_eq!(
+            format!("{}", wrong.trial),
+            "a cut weak at the end of erase 1 (noise seed 0x1dea)"
+        );
+        assert_eq!((found.trials(), found.wrong()), (8, 1));
+    }
+
+    #[test]
+    fn double_cuts_cut_again_in_every_place_of_each_recovery() {
+        // Recoveries: a torn write, a torn erase and a clean erase redo erase and write
+        // (2 places each), a clean write only writes (1), a weak erase fails at once (0),
+        // a reset after step 1 writes (1 step), after step 2 ends (0).
+        let found = sweep(&Plan::new().double_cuts(u32::MAX), fresh, boot, step, judge);
+        let counts = found.models.map(|t| (t.trials, t.wrong));
+        assert_eq!(counts, [(6, 0), (5, 0), (1, 1), (3, 0)]);
+        // One second cut a first cut: the first place of its recovery.
+        let found = sweep(&Plan::new().double_cuts(1), fresh, boot, step, judge);
+        assert_eq!(found.models.map(|t| t.trials), [4, 4, 1, 3]);
+        let only_torn = sweep(
+            &Plan::new().models(&[Model::Torn]),
+            fresh,
+            boot,
+            step,
+            judge,
+        );
+        assert_eq!(only_torn.models.map(|t| t.trials), [2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_run_that_never_ends_is_stuck_and_spread_picks_evenly() {
+        let found = sweep(
+            &Plan::new().models(&[Model::Reset]).max_steps(5),
+            fresh,
+            boot,
+            |_, _, _| Ok::<_, FlashError>(Some(0u8)),
+            |_, _, seen| match seen {
+                Seen::Stuck => Err(()),
+                _ => Ok(()),
+            },
+        );
+        assert_eq!(found.reference.steps, 5);
+        assert_eq!(found.reference_wrong, Some(()));
+        assert_eq!(
+            (found.of(Model::Reset).trials, found.of(Model::Reset).wrong),
+            (5, 5)
+        );
+        let picked = |n| {
+            let ops = FlashStats {
+                word_writes: 10,
+                erases: 0,
+                bytes_written: 0,
+            };
+            spread(places(Model::Torn, 0, ops), n).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            picked(3),
+            [At::UnitWrite(1), At::UnitWrite(4), At::UnitWrite(7)]
+        );
+        assert_eq!(picked(10).len(), 10);
+        assert_eq!(picked(99).len(), 10);
+    }
+
+    #[cfg(feature = "async")]
+    #[test]
+    fn the_async_sweep_finds_what_the_blocking_one_does() {
+        use embedded_storage_async::nor_flash::NorFlash as Async;
+        let found = embassy_futures::block_on(sweep_async(
+            &Plan::new().double_cuts(u32::MAX),
+            fresh,
+            async |flash: &mut F, _: &mut bool| {
+                let mut w = [0; 4];
+                embedded_storage_async::nor_flash::ReadNorFlash::read(flash, 0, &mut w).await?;
+                Ok(u32::from_le_bytes(w))
+            },
+            async |word: &mut u32, flash: &mut F, done: &mut bool| match *word {
+                1 => Ok(None),
+                u32::MAX => {
+                    Async::write(flash, 0, &1u32.to_le_bytes()).await?;
+                    (*word, *done) = (1, true);
+                    Ok(Some(2))
+                }
+                _ => {
+                    Async::erase(flash, 0, 64).await?;
+                    *word = u32::MAX;
+                    Ok(Some(1))
+                }
+            },
+            judge,
+        ));
+        let blocking = sweep(&Plan::new().double_cuts(u32::MAX), fresh, boot, step, judge);
+        assert_eq!(found, blocking);
+    }
+}
