@@ -387,6 +387,47 @@ impl<K: Sinks> Consumer<K> {
         blocking::open_or_reset(flash, layout, sinks, config)
     }
 
+    /// [`Consumer::open_or_reset`], where a consumer that has nothing yet starts at
+    /// `start` rather than at offset 0: the application's own resume point (the
+    /// gateway's offset it last handed to this device, an offset in a manifest shipped
+    /// with the update), for a store whose journals could not be read or migrated.
+    /// "Nothing yet": blank journals, journals just reset, or a store that recovers at
+    /// offset 0 with its default state and no rejected event. Such a consumer commits
+    /// `start` before it returns (two phases for a two-phase store; a cut between them
+    /// leaves it with nothing yet, so the next open starts there again), and the
+    /// events before it are never read. A consumer that recovers its position resumes
+    /// there, whatever `start` says. Never a silent start from 0 in a log that the
+    /// application knows has been applied: it names where to begin.
+    pub fn open_or_start_at<F: NorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        sinks: K,
+        config: ConsumerConfig,
+        start: Offset,
+    ) -> Result<(Self, Opened), ErrorOf<F, K>>
+    where
+        K: BlockingSinks,
+        K::State: Default,
+    {
+        blocking::open_or_start_at(flash, layout, sinks, config, start)
+    }
+
+    /// [`Consumer::open_or_start_at`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn open_or_start_at_async<F: AsyncNorFlash>(
+        flash: &mut F,
+        layout: Layout,
+        sinks: K,
+        config: ConsumerConfig,
+        start: Offset,
+    ) -> Result<(Self, Opened), ErrorOf<F, K>>
+    where
+        K: AsyncSinks,
+        K::State: Default,
+    {
+        asynch::open_or_start_at(flash, layout, sinks, config, start).await
+    }
+
     /// Advances by one step. After an `Err` from the store nothing changed, and the next
     /// step tries the same event again. After a journal error (the flash failed, or lost
     /// power) every later step is [`ConsumerError::Reopen`]: open the consumer again.

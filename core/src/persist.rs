@@ -533,8 +533,14 @@ pub const fn sink_tag<S: Store>(layout: &Layout) -> u32 {
 ///
 /// For stores that keep their whole state in their newest record and commit with
 /// [`EachEffect`] (an [`crate::store::OffsetStamp`], for one): a `migrate` over
-/// [`crate::store::Stamped`] keeps the stamp. A store rebuilt from many records
-/// ([`Appended`]) has only [`crate::consumer::Consumer::open_or_reset`].
+/// [`crate::store::Stamped`] keeps the stamp. The other policies have theirs:
+/// [`migrate_checkpoint`], [`migrate_two_phase`], and for the message-id window
+/// ([`Appended`]) [`crate::store::migrate_window`].
+///
+/// Chain the steps across versions: at every boot call each step in order (v1 to v2,
+/// then v2 to v3), or each old version straight to the current one. A step that finds a
+/// third encoding in the region (a later version, or another store) does nothing and
+/// says `Ok(false)`; the consumer's open still refuses a journal that is not its own.
 pub fn migrate_each<Old, New, F>(
     flash: &mut F,
     layout: &Layout,
@@ -551,14 +557,28 @@ where
             "a new encoding takes a new Store::TAG"
         )
     }
-    let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating(
-        flash,
-        layout.sink,
-        sink_tag::<New>(layout),
-        sink_tag::<Old>(layout),
-        each_record::<Old, New>(migrate),
-    )?;
-    Ok(migrated)
+    not_ours(
+        Journal::<EachRecord<New>>::open_migrating(
+            flash,
+            layout.sink,
+            sink_tag::<New>(layout),
+            sink_tag::<Old>(layout),
+            each_record::<Old, New>(migrate),
+        )
+        .map(|(_, _, migrated)| migrated),
+    )
+}
+
+/// A migration step's answer where the region holds a third encoding (a later version
+/// in a chain of steps, or another store): nothing for this step to do, `Ok(false)`.
+/// [`crate::consumer::Consumer::open`] still names a journal that is not the store's.
+pub(crate) fn not_ours<E>(
+    migrated: Result<bool, JournalError<E>>,
+) -> Result<bool, JournalError<E>> {
+    match migrated {
+        Err(JournalError::Foreign { .. }) => Ok(false),
+        other => other,
+    }
 }
 
 /// `migrate` over an [`EachEffect`] record: the state migrated, the position and the
@@ -591,15 +611,112 @@ where
             "a new encoding takes a new Store::TAG"
         )
     }
-    let (_, _, migrated) = Journal::<EachRecord<New>>::open_migrating_async(
-        flash,
-        layout.sink,
-        sink_tag::<New>(layout),
-        sink_tag::<Old>(layout),
-        each_record::<Old, New>(migrate),
+    not_ours(
+        Journal::<EachRecord<New>>::open_migrating_async(
+            flash,
+            layout.sink,
+            sink_tag::<New>(layout),
+            sink_tag::<Old>(layout),
+            each_record::<Old, New>(migrate),
+        )
+        .await
+        .map(|(_, _, migrated)| migrated),
     )
-    .await?;
-    Ok(migrated)
+}
+
+/// Migrates the journal of an atomic-checkpoint store ([`Checkpoint`]) from `Old`'s
+/// encoding to `New`'s, as [`migrate_each`] does for [`EachEffect`]: call it at every
+/// boot, before [`crate::consumer::Consumer::open`]. The newest record's state goes
+/// through `migrate`; the position it carries ([`Positioned::position`]) is set in the
+/// migrated state whatever `migrate` did with it, and the count of rejected events is
+/// kept. Its effects since that checkpoint were never durable, and replay from it as
+/// after any reset. A cut anywhere leaves the old record or the new one
+/// ([`Journal::open_migrating`]). Chain it as [`migrate_each`]: one call per old version,
+/// each to the current one. `Ok(true)` when this call migrated.
+pub fn migrate_checkpoint<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: Positioned,
+    New: Positioned<Rejections = Old::Rejections>,
+    F: NorFlash,
+{
+    blocking::migrate_checkpoint::<Old, New, F>(flash, layout, migrate)
+}
+
+/// [`migrate_checkpoint`] on an async flash (feature `async`).
+#[cfg(feature = "async")]
+pub async fn migrate_checkpoint_async<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: Positioned,
+    New: Positioned<Rejections = Old::Rejections>,
+    F: embedded_storage_async::nor_flash::NorFlash,
+{
+    asynch::migrate_checkpoint::<Old, New, F>(flash, layout, migrate).await
+}
+
+/// Migrates the journal of a two-phase store ([`TwoPhase`]) from `Old`'s encoding to
+/// `New`'s: call it at every boot, before [`crate::consumer::Consumer::open`]. A
+/// prepared record in doubt is first resolved by the decision in the position journal,
+/// as recovery would (forward if the position was committed, back if not); the resolved
+/// state goes through `migrate` and is written committed at the same position
+/// ([`TwoPhaseRecord::prepare`] then [`TwoPhaseRecord::resolve`]), so no record in doubt
+/// crosses the update and the position journal is left as it is. A cut anywhere leaves
+/// the old record or the new one ([`Journal::open_migrating`]). Chain it as
+/// [`migrate_each`]. `Ok(true)` when this call migrated.
+pub fn migrate_two_phase<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: TwoPhaseRecord,
+    New: TwoPhaseRecord<Rejections = Old::Rejections>,
+    F: NorFlash,
+{
+    blocking::migrate_two_phase::<Old, New, F>(flash, layout, migrate)
+}
+
+/// [`migrate_two_phase`] on an async flash (feature `async`).
+#[cfg(feature = "async")]
+pub async fn migrate_two_phase_async<Old, New, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    Old: TwoPhaseRecord,
+    New: TwoPhaseRecord<Rejections = Old::Rejections>,
+    F: embedded_storage_async::nor_flash::NorFlash,
+{
+    asynch::migrate_two_phase::<Old, New, F>(flash, layout, migrate).await
+}
+
+/// A two-phase record resolved by the decision `decided` (the position journal's next
+/// offset), as recovery resolves it: its state and count of rejected events.
+fn resolved<S: TwoPhaseRecord>(
+    record: TwoPhaseRecordOf<S>,
+    decided: Offset,
+) -> (S::State, S::Rejections) {
+    let Prepared {
+        mut state,
+        mut rejected,
+        committed_rejected,
+    } = record;
+    if let Some(target) = S::prepared(&state) {
+        let commit = decided >= target;
+        S::resolve(&mut state, commit);
+        if !commit {
+            rejected = committed_rejected;
+        }
+    }
+    (state, rejected)
 }
 
 /// What recovery did with a prepared (in-doubt) two-phase record.

@@ -39,8 +39,9 @@ use core::fmt::Debug;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
+use crate::journal::{Journal, JournalError, header_size, slot_size_on};
 use crate::log::{Event, Identified, MessageId, Offset};
-use crate::persist::{Appendable, Appended, EachEffect};
+use crate::persist::{Appendable, Appended, Covered, EachEffect, Layout, not_ours, sink_tag};
 
 // Defined with the policies that persist a store's record, which they name and which
 // name it (`crate::persist`); a store's rules are read here.
@@ -424,6 +425,89 @@ where
         state.seen.reverse();
         (state.seen.len() == held).then_some(state)
     }
+}
+
+/// Migrates the journal of a [`MessageIdWindow`] (or [`UniqueKey`]) around the store `O`
+/// to one around `N`, for a firmware update that changed the wrapped store's state:
+/// call it at every boot, before [`crate::consumer::Consumer::open`]. The window moves
+/// whole: its ids in their order, its count of evicted ids, the count of rejected events
+/// and the committed position, so a command sent before the update and again after it
+/// is still skipped. `Ok(true)` when this call finished the migration.
+///
+/// How the window moves, and why a cut cannot lose it. The window is rebuilt from the
+/// newest `held` records, which may lie on both pages of a two-page region. First, where
+/// they do, copies of them (each the newest record with another id) are appended in the
+/// old encoding, oldest first, until the newest page holds the window in order: a cut
+/// among the copies leaves the same ids in the window, and this step tells its copies
+/// from the window's own records (each of which grew the window or evicted an id) and
+/// goes on in order. Then the window's records are written in the new encoding in the
+/// page after the newest, the migrated state in every one, the newest last
+/// ([`crate::journal::Journal::open_migrating`]'s sequence numbers), and only then are
+/// the old pages erased: a cut before the last of them leaves the old records whole and
+/// the next boot writes the rest. The position journal is left as it is.
+///
+/// Chain it across versions as [`crate::persist::migrate_each`]: one call per old
+/// version, each to the current one. Its room is checked at compile time: a page of the
+/// old journal holds at least `2 W + 1` records (the window and its copies).
+pub fn migrate_window<O, N, const W: usize, const EVICT: bool, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(O::State) -> N::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    O: Store,
+    N: Store<Rejections = O::Rejections>,
+    MessageIdWindow<O, W, EVICT>: Store,
+    MessageIdWindow<N, W, EVICT>: Store,
+    F: embedded_storage::nor_flash::NorFlash,
+{
+    blocking::migrate_window::<O, N, W, EVICT, F>(flash, layout, migrate)
+}
+
+/// [`migrate_window`] on an async flash (feature `async`).
+#[cfg(feature = "async")]
+pub async fn migrate_window_async<O, N, const W: usize, const EVICT: bool, F>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(O::State) -> N::State,
+) -> Result<bool, JournalError<F::Error>>
+where
+    O: Store,
+    N: Store<Rejections = O::Rejections>,
+    MessageIdWindow<O, W, EVICT>: Store,
+    MessageIdWindow<N, W, EVICT>: Store,
+    F: embedded_storage_async::nor_flash::NorFlash,
+{
+    asynch::migrate_window::<O, N, W, EVICT, F>(flash, layout, migrate).await
+}
+
+/// Stops the build when a page of a flash (its write unit and page size) holds fewer than `2 w + 1` records of
+/// the old window's journal (the window and the copies [`migrate_window`] makes), or
+/// fewer than `w` of the new one's.
+const fn room_to_migrate<Old: MaxSize, New: MaxSize>(w: usize, unit: usize, page: usize) {
+    let page = page - header_size(unit);
+    assert!(
+        page / slot_size_on::<Old>(unit) > 2 * w && page / slot_size_on::<New>(unit) >= w,
+        "a window migrates where a page holds twice its ids and one more of its records"
+    );
+}
+
+/// The window's migration over `embedded_storage`'s blocking `NorFlash`.
+mod blocking {
+    use super::*;
+    use crate::io::blocking::*;
+    use crate::journal::blocking as journal_io;
+    include!("store/migrate.rs");
+}
+
+/// The window's migration over `embedded_storage_async`'s `NorFlash`.
+#[allow(clippy::manual_async_fn)]
+#[cfg(feature = "async")]
+mod asynch {
+    use super::*;
+    use crate::io::asynch::*;
+    use crate::journal::asynch as journal_io;
+    include!("store/migrate.rs");
 }
 
 #[cfg(test)]

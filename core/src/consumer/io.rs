@@ -61,6 +61,41 @@ pub(super) fn open_or_reset<K: Drive, F: Flash>(
     })
 }
 
+/// [`Consumer::open_or_start_at`].
+pub(super) fn open_or_start_at<K: Drive, F: Flash>(
+    flash: &mut F,
+    layout: Layout,
+    sinks: K,
+    config: ConsumerConfig,
+    start: Offset,
+) -> io!(Result<(Consumer<K>, Opened), ErrorOf<F, K>>)
+where
+    K::State: Default,
+{
+    body!({
+        let (mut c, opened) = aw!(open_or_reset(flash, layout, sinks, config))?;
+        let fresh = c.cursor.resume_at == 0
+            && c.state == K::State::default()
+            && c.rejected == K::Rejections::default();
+        if fresh && start > 0 {
+            // One record, or two phases for a two-phase store: a cut between them rolls
+            // back to this same fresh store, which starts here again.
+            while aw!(<K as Drive>::commit(
+                &mut c.durable,
+                flash,
+                &mut c.state,
+                c.rejected,
+                start,
+            ))
+            .inspect_err(|_| c.cursor.broken = true)?
+                != Phase::Committed
+            {}
+            (c.cursor.next, c.cursor.resume_at) = (start, start);
+        }
+        Ok((c, opened))
+    })
+}
+
 /// [`Consumer::step`].
 pub(super) fn step<K: Drive, F: Flash, L: Log<K::Payload> + ?Sized>(
     consumer: &mut Consumer<K>,

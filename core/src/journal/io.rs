@@ -127,6 +127,162 @@ where
     })
 }
 
+/// [`open_migrating`] for a record that is rebuilt from several (an appending store's):
+/// the newest `Old` record goes through `migrate`, and `needed` of the migrated record
+/// says how many of the newest records its state is rebuilt from, `n`. The `n - 1` old
+/// records before the newest are carried over too, oldest first, each as `carry` makes it
+/// from the migrated record and the old one, then the migrated record itself, all in the
+/// page after the old newest record's, before the old pages are erased. Until the `n`
+/// records are there, the old ones stay: a boot cut short finds fewer than `n` records
+/// of this journal beside the old pages, and carries the rest (never a record twice,
+/// never one erased before its copy is written).
+///
+/// The `n` old records must lie outside the page the new ones take (the page after the
+/// newest's), and `n` must fit one page: `JournalError::NoSpace` otherwise, with nothing
+/// written.
+pub(crate) fn open_migrating_many<T, Old, F: Flash>(
+    flash: &mut F,
+    region: Region,
+    tags: (u32, u32),
+    needed: impl Fn(&T) -> u32,
+    migrate: impl FnOnce(Old) -> T,
+    carry: impl Fn(&T, Old) -> T,
+) -> io!(Result<Migrated<T>, JournalError<F::Error>>)
+where
+    T: Serialize + DeserializeOwned + MaxSize,
+    Old: Serialize + DeserializeOwned + MaxSize,
+{
+    const {
+        fits::<T, F>();
+        fits::<Old, F>();
+    }
+    body!({
+        let (tag, old_tag) = tags;
+        if old_tag == tag {
+            return Err(JournalError::SameTag { tag });
+        }
+        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        let (ring, found) = aw!(Ring::open(
+            flash,
+            region,
+            tag,
+            Some(old_tag),
+            geometry::<T, F>(),
+            &mut buf
+        ))?;
+        let mut journal = Journal {
+            ring,
+            _record: PhantomData,
+        };
+        let mut done = 0;
+        if found {
+            let record = decode::<T, F>(&buf)?;
+            let stale = aw!(count_stale(&journal.ring, flash, old_tag))?;
+            let at = journal.ring.newest.map_or(0, |a| a.page);
+            done = aw!(journal.ring.summarize(flash, at))?.valid;
+            if stale == 0 || done >= needed(&record) {
+                aw!(erase_stale(&journal.ring, flash, old_tag))?;
+                return Ok((journal, Some(record), false));
+            }
+        }
+        let (old, found) = aw!(Ring::open(
+            flash,
+            region,
+            old_tag,
+            Some(tag),
+            geometry::<Old, F>(),
+            &mut buf
+        ))?;
+        if !found || old.newest.is_none() {
+            aw!(erase_stale(&journal.ring, flash, old_tag))?;
+            return Ok((journal, None, false));
+        }
+        let record = migrate(decode::<Old, F>(&buf)?);
+        let n = needed(&record).max(1);
+        aw!(carry_over(&mut journal, &old, flash, (n, done), &record, carry))?;
+        aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
+        aw!(erase_stale(&journal.ring, flash, old_tag))?;
+        Ok((journal, Some(record), true))
+    })
+}
+
+/// [`open_migrating_many`]'s copies: the `n - 1` records of the `old` ring before its
+/// newest, oldest first, each through `carry` with the migrated `record`, appended to
+/// `journal`, which holds `done` of them already (in the page after the old newest
+/// record's, erased here when it holds none).
+fn carry_over<T, Old, F: Flash>(
+    journal: &mut Journal<T>,
+    old: &Ring,
+    flash: &mut F,
+    (n, done): (u32, u32),
+    record: &T,
+    carry: impl Fn(&T, Old) -> T,
+) -> io!(Result<(), JournalError<F::Error>>)
+where
+    T: Serialize + DeserializeOwned + MaxSize,
+    Old: DeserializeOwned,
+{
+    body!({
+        let newest = old.newest.ok_or(JournalError::Decode)?;
+        let region = old.region;
+        let page = if newest.page + 1 == region.pages {
+            0
+        } else {
+            newest.page + 1
+        };
+        if n > journal.ring.per_page {
+            return Err(JournalError::NoSpace);
+        }
+        // The old records to carry, found where the new page will not reach.
+        let mut outside = 0;
+        aw!(old.walk_back(flash, &mut |_, at, _, _| {
+            outside += u32::from(at.page != page);
+            outside < n && at.page != page
+        }))?;
+        if outside < n {
+            return Err(JournalError::NoSpace);
+        }
+        if done == 0 {
+            aw!(erase_page(flash, region, page))?;
+            let ring = &mut journal.ring;
+            ring.cursor = SlotAddr { page, slot: 0 };
+            ring.cursor_page_ready = false;
+            ring.cursor_base = old.newest_seq.wrapping_add(1);
+        }
+        // Oldest first: the record `depth` back from the old newest, for each depth.
+        for depth in (1..n - done.min(n - 1)).rev() {
+            let (mut seen, mut older) = (0, None);
+            aw!(old.walk_back(flash, &mut |_, _, body, _| {
+                if seen == depth {
+                    older = postcard::from_bytes::<Old>(body).ok();
+                }
+                seen += 1;
+                seen <= depth
+            }))?;
+            let older = older.ok_or(JournalError::Decode)?;
+            aw!(append_view::<T, F, T>(journal, flash, &carry(record, older)))?;
+        }
+        Ok(())
+    })
+}
+
+/// How many pages of `ring`'s region hold a header of the journal tagged `stale`.
+fn count_stale<F: Flash>(
+    ring: &Ring,
+    flash: &mut F,
+    stale: u32,
+) -> io!(Result<u32, JournalError<F::Error>>) {
+    body!({
+        let mut count = 0;
+        for page in 0..ring.region.pages {
+            if aw!(ring.header(flash, page, Some(stale)))?.0 == PageState::Stale {
+                count += 1;
+            }
+        }
+        Ok(count)
+    })
+}
+
 /// Erases every page of `ring`'s region that holds a header of the journal tagged
 /// `stale`: once this journal has a record, none of them is needed.
 fn erase_stale<F: Flash>(

@@ -603,3 +603,72 @@ where
         })
     }
 }
+
+/// [`crate::persist::migrate_checkpoint`].
+pub(crate) fn migrate_checkpoint<Old, New, F: Flash>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> io!(Result<bool, JournalError<F::Error>>)
+where
+    Old: Positioned,
+    New: Positioned<Rejections = Old::Rejections>,
+{
+    const { assert!(Old::TAG != New::TAG, "a new encoding takes a new Store::TAG") }
+    body!({
+        let migrated = aw!(journal_io::open_migrating(
+            flash,
+            layout.sink,
+            sink_tag::<New>(layout),
+            sink_tag::<Old>(layout),
+            |old: CheckpointRecord<Old>| {
+                let next = Old::position(&old.state);
+                let mut state = migrate(old.state);
+                // The position is the store's own: it moves whatever `migrate` did.
+                New::set_position(&mut state, next);
+                Counted {
+                    state,
+                    rejected: old.rejected,
+                }
+            }
+        ));
+        not_ours(migrated.map(|(_, _, migrated)| migrated))
+    })
+}
+
+/// [`crate::persist::migrate_two_phase`].
+pub(crate) fn migrate_two_phase<Old, New, F: Flash>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> io!(Result<bool, JournalError<F::Error>>)
+where
+    Old: TwoPhaseRecord,
+    New: TwoPhaseRecord<Rejections = Old::Rejections>,
+{
+    const { assert!(Old::TAG != New::TAG, "a new encoding takes a new Store::TAG") }
+    body!({
+        // The decision a prepared record waits for, as recovery reads it.
+        let (_, decided) = aw!(open_positions(flash, layout))?;
+        let migrated = aw!(journal_io::open_migrating(
+            flash,
+            layout.sink,
+            sink_tag::<New>(layout),
+            sink_tag::<Old>(layout),
+            |old: TwoPhaseRecordOf<Old>| {
+                let (state, rejected) = resolved::<Old>(old, decided.next);
+                let next = Old::position(&state);
+                let mut state = migrate(state);
+                // Committed at the old position, with nothing in doubt.
+                New::prepare(&mut state, next);
+                New::resolve(&mut state, true);
+                Prepared {
+                    state,
+                    rejected,
+                    committed_rejected: rejected,
+                }
+            }
+        ));
+        not_ours(migrated.map(|(_, _, migrated)| migrated))
+    })
+}
