@@ -660,99 +660,73 @@ fn a_record_of_the_old_encoding_is_migrated_once_and_never_read_as_new() {
     assert_eq!((r, migrated), (None, false));
 }
 
+/// What the migrating firmware has had acknowledged (the newest record's offset: the old
+/// journal's 24 until a new record is), and the record in flight.
+#[derive(Default)]
+struct Migrating {
+    acked: Option<u32>,
+    in_flight: Option<u32>,
+}
+
+/// The migrating boot's journal, the record it returned, and what a plain open of the new
+/// journal reads right after it.
+type Booted = (Journal<Rec2>, Option<Rec2>, Option<Rec2>);
+
 #[test]
 fn a_cut_anywhere_in_a_migration_leaves_the_old_record_or_the_new() {
-    // Every unit write and erase of the migrating open and of the 30 appends after it,
-    // each cut once; after each, the region opens again with the old record migrated or
-    // the newest new one acknowledged (or the one in flight), and goes on.
-    let mut reference = old_image();
-    let (mut j, ..) = migrate_j(&mut reference, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
-    for i in 0..30u32 {
-        let next = Rec2 {
-            offset: 100 + i,
-            total: 0,
-            scale: 1,
-        };
-        append(&mut j, &mut reference, &next).unwrap();
-    }
-    let before = old_image().stats();
-    let mut checked = 0;
-    for cut in reference.stats().cuts_since(before) {
-        let mut f = F::new();
-        f.seed_noise(checked);
-        f.schedule_power_cut(cut);
-        // The old firmware's 25 records, then the new one's boot and appends.
-        let (mut j, _) = open(&mut f);
-        for i in 0..25u32 {
-            let old = Rec {
-                offset: i,
-                total: i64::from(i) * 10,
+    // The power-cut checker over the migrating boot and the 30 appends after it, from the
+    // old firmware's image: each unit write and erase cut torn and cut cleanly before it,
+    // each erase left weakly erased, a reset after each append; after each, the region
+    // opens again with the old record migrated or the newest new one acknowledged (or the
+    // one in flight), nothing of the old journal left, and goes on.
+    let image = old_image();
+    let found = crate::testing::cuts::sweep(
+        &crate::testing::cuts::Plan::new(),
+        || (image.clone(), Migrating::default()),
+        |f, _| {
+            let (j, r, _) = migrate_j(f, REGION, NEW_TAG, OLD_TAG, to_rec2)?;
+            let plain = open_j::<Rec2, _>(f, REGION, NEW_TAG)?.1;
+            Ok::<Booted, JournalError<FlashError>>((j, r, plain))
+        },
+        |(j, newest, _), f, world| {
+            let next = match newest.map(|r| r.offset) {
+                Some(129) => return Ok(None),
+                Some(24) | None => 100,
+                Some(a) => a + 1,
             };
-            append(&mut j, &mut f, &old).unwrap();
-        }
-        let mut acked = None;
-        match migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2) {
-            Ok((mut j, r, _)) => {
-                acked = r.map(|r| r.offset);
-                for i in 0..30u32 {
-                    let next = Rec2 {
-                        offset: 100 + i,
-                        total: 0,
-                        scale: 1,
-                    };
-                    match append(&mut j, &mut f, &next) {
-                        Ok(()) => acked = Some(100 + i),
-                        Err(JournalError::Flash(FlashError::PowerCut)) => break,
-                        Err(e) => panic!("{cut:?}: {e:?}"),
-                    }
-                }
-            }
-            Err(JournalError::Flash(FlashError::PowerCut)) => {}
-            Err(e) => panic!("{cut:?}: {e:?}"),
-        }
-        f.power_on();
-        let (mut j, r, _) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2)
-            .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
-        let got = r.map(|r| r.offset);
-        let in_flight = match acked {
-            None => Some(24),
-            Some(24) => Some(100),
-            Some(a) => Some(a + 1),
-        };
-        assert!(
-            got == acked.or(Some(24)) || got == in_flight,
-            "{cut:?}: acked {acked:?}, recovered {got:?}"
-        );
-        if got == Some(24) {
-            assert_eq!(r.map(|r| (r.total, r.scale)), Some((240, 100)), "{cut:?}");
-        }
-        // Nothing of the old journal is left once the open returns.
-        assert_eq!(
-            open_j::<Rec2, _>(&mut f, REGION, NEW_TAG)
-                .map(|(_, r)| r)
-                .ok(),
-            Some(r),
-            "{cut:?}"
-        );
-        append(
-            &mut j,
-            &mut f,
-            &Rec2 {
-                offset: 1000,
+            world.in_flight = Some(next);
+            let rec = Rec2 {
+                offset: next,
                 total: 0,
                 scale: 1,
-            },
-        )
-        .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
-        let (_, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
-        assert_eq!(
-            (r.map(|r| r.offset), migrated),
-            (Some(1000), false),
-            "{cut:?}"
-        );
-        checked += 1;
-    }
-    assert_eq!(checked, 213);
+            };
+            append(j, f, &rec)?;
+            (*newest, world.acked, world.in_flight) = (Some(rec), Some(next), None);
+            Ok(Some(next))
+        },
+        |trial, world, seen| match seen {
+            crate::testing::cuts::Seen::Booted((_, r, plain)) => {
+                let got = r.map(|r| r.offset);
+                let ok = (got == world.acked.or(Some(24)) || got == world.in_flight)
+                    && (got != Some(24) || r.map(|r| (r.total, r.scale)) == Some((240, 100)))
+                    && plain == r;
+                (world.acked, world.in_flight) = (got, None);
+                ok.then_some(()).ok_or(*trial)
+            }
+            crate::testing::cuts::Seen::Stepped(_) => Ok(()),
+            crate::testing::cuts::Seen::Ended if world.acked == Some(129) => Ok(()),
+            _ => Err(*trial),
+        },
+    );
+    assert_eq!(found.reference_wrong, None);
+    let r = found.reference;
+    // The 213 places the sweep cut before the checker.
+    assert_eq!((r.steps, r.unit_writes, r.erases), (30, 206, 7));
+    let tallies = found.models.map(|t| (t.trials, t.first_wrong, t.missed));
+    assert_eq!(
+        tallies,
+        [(213, None, 0), (213, None, 0), (7, None, 0), (30, None, 0)]
+    );
 }
 
 /// A cut that kept records 5 and 6 and lost 4 (a file under a page cache): voiding after
