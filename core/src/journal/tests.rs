@@ -1,7 +1,8 @@
 // The journal's tests, run once for each build (`journal::tests`): `open_j`, `append` and
 // `recent` are the blocking steps or the async ones, driven to completion.
 
-use crate::testing::flash::{FlashError, FlashStats, MemFlash, PowerCut};
+use crate::testing::cuts::Trial;
+use crate::testing::flash::{FlashError, MemFlash, PowerCut};
 
 type F = MemFlash<4, 256>;
 const REGION: Region = Region {
@@ -223,66 +224,71 @@ fn another_journal_is_refused_and_left_alone() {
     assert_eq!(f.pages(), &before);
 }
 
+/// The newest acknowledged record's offset, and the one in flight, in a sweep of appends.
+type Acked = (Option<u32>, Option<u32>);
+
+/// A boot of a sweep of appends found the record at offset `found`: the newest
+/// acknowledged one, or the one in flight, which is durable from then on.
+fn booted(trial: &Trial, acked: &mut Acked, found: Option<u32>) -> Result<(), Trial> {
+    let ok = found == acked.0 || (acked.1.is_some() && found == acked.1);
+    *acked = (found, None);
+    ok.then_some(()).ok_or(*trial)
+}
+
+/// A step of a sweep of appends: the record after the newest (`rec` of its offset),
+/// until `count` are in; the offset it appended.
+fn append_next<T, Fl>(
+    count: u32,
+    rec: impl Fn(u32) -> T,
+    offset: impl Fn(&T) -> u32,
+) -> impl FnMut(&mut Opened<T>, &mut Fl, &mut Acked) -> Result<Option<u32>, JournalError<FlashError>>
+where
+    T: Serialize + DeserializeOwned + MaxSize,
+    Fl: Flash + embedded_storage::nor_flash::ErrorType<Error = FlashError>,
+{
+    move |(j, newest), f, acked| {
+        let i = newest.as_ref().map_or(0, |r| offset(r) + 1);
+        if i == count {
+            return Ok(None);
+        }
+        acked.1 = Some(i);
+        let r = rec(i);
+        append(j, f, &r)?;
+        (*newest, *acked) = (Some(r), (Some(i), None));
+        Ok(Some(i))
+    }
+}
+
 #[test]
 fn a_cut_at_every_write_and_erase_keeps_the_last_acknowledged_record() {
-    // Every word write and every erase of 60 appends, each cut once.
-    let mut reference = F::new();
-    let (mut j, _) = open(&mut reference);
-    for i in 0..60u32 {
-        append(
-            &mut j,
-            &mut reference,
-            &Rec {
-                offset: i,
-                total: i64::from(i),
-            },
-        )
-        .unwrap();
-    }
-    let stats = reference.stats();
-    let mut checked = 0;
-    for cut in stats.cuts_since(FlashStats::default()) {
-        let mut f = F::new();
-        f.seed_noise(checked);
-        f.schedule_power_cut(cut);
-        let (mut j, _) = open(&mut f);
-        let mut acked = None;
-        for i in 0..60u32 {
-            match append(
-                &mut j,
-                &mut f,
-                &Rec {
-                    offset: i,
-                    total: i64::from(i),
-                },
-            ) {
-                Ok(()) => acked = Some(i),
-                Err(JournalError::Flash(FlashError::PowerCut)) => break,
-                Err(e) => panic!("{cut:?}: {e:?}"),
-            }
-        }
-        f.power_on();
-        let (mut j, r) = open(&mut f);
-        let got = r.map(|r| r.offset);
-        let in_flight = acked.map_or(0, |a| a + 1);
-        assert!(
-            got == acked || got == Some(in_flight),
-            "{cut:?}: acked {acked:?}, recovered {got:?}"
-        );
-        // The journal keeps working after recovery, and the next record wins.
-        append(
-            &mut j,
-            &mut f,
-            &Rec {
-                offset: 1000,
-                total: 0,
-            },
-        )
-        .unwrap();
-        assert_eq!(open(&mut f).1.map(|r| r.offset), Some(1000));
-        checked += 1;
-    }
-    assert_eq!(checked, stats.word_writes + stats.erases);
+    // The power-cut checker over 60 appends: every word write and erase cut torn and cut
+    // before it, every erase left weakly erased, a reset after each append; every boot
+    // finds the last acknowledged record or the one in flight, and the journal goes on.
+    use crate::testing::cuts::{Plan, Seen, sweep};
+    let rec = |i: u32| Rec {
+        offset: i,
+        total: i64::from(i),
+    };
+    let found = sweep(
+        &Plan::new(),
+        || (F::new(), Acked::default()),
+        |f, _| open_j::<Rec, _>(f, REGION, 7),
+        append_next(60, rec, |r| r.offset),
+        |trial, acked, seen| match seen {
+            Seen::Booted((_, r)) => booted(trial, acked, r.map(|r| r.offset)),
+            Seen::Stepped(_) => Ok(()),
+            Seen::Ended if acked.0 == Some(59) => Ok(()),
+            _ => Err(*trial),
+        },
+    );
+    let r = found.reference;
+    assert_eq!((r.steps, r.unit_writes, r.erases), (60, 330, 6));
+    assert_eq!(found.reference_wrong, None);
+    let tallies = found.models.map(|t| (t.trials, t.first_wrong, t.missed));
+    assert_eq!(
+        tallies,
+        [(336, None, 0), (336, None, 0), (6, None, 0), (60, None, 0)]
+    );
 }
 
 fn append_n(f: &mut F, j: &mut Journal<Rec>, from: u32, n: u32) {
@@ -495,65 +501,55 @@ struct Ones {
     offset: u32,
 }
 
-/// A cut at every unit write and every erase of 40 appends of records that begin with
-/// eight bytes of ones, on a flash of `U`-byte units; after each, recovery, then three
-/// more appends. A unit programmed with all ones still reads erased: a slot cut just
-/// after one read blank, and the next append programmed that unit a second time, which
-/// the strict flash (and an ECC flash) refuses.
-fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> u64 {
+/// The power-cut checker over 40 appends of records that begin with eight bytes of ones,
+/// on a flash of `U`-byte units: every boot finds the last acknowledged record or the one
+/// in flight, and the journal goes on to the 40th. A unit programmed with all ones still
+/// reads erased: a slot cut just after one read blank, and the next append programmed
+/// that unit a second time, which the strict flash (and an ECC flash) refuses. The trials
+/// of each model.
+fn all_ones_units_survive_a_cut_at_every_write<const U: usize>() -> [u64; 4] {
+    use crate::testing::cuts::{Plan, Seen, sweep};
     let region = Region { start: 0, pages: 3 };
     let rec = |offset| Ones {
         head: [0xFF; 8],
         offset,
     };
-    let mut reference = MemFlash::<4, 256, U>::new();
-    let (mut j, _) = open_j::<Ones, _>(&mut reference, region, 7).unwrap();
-    for i in 0..40 {
-        append(&mut j, &mut reference, &rec(i)).unwrap();
-    }
-    let stats = reference.stats();
-    let mut checked = 0;
-    for cut in stats.cuts_since(FlashStats::default()) {
-        let mut f = MemFlash::<4, 256, U>::new();
-        f.seed_noise(checked);
-        f.schedule_power_cut(cut);
-        let (mut j, _) = open_j::<Ones, _>(&mut f, region, 7).unwrap();
-        let mut acked = None;
-        for i in 0..40 {
-            match append(&mut j, &mut f, &rec(i)) {
-                Ok(()) => acked = Some(i),
-                Err(JournalError::Flash(FlashError::PowerCut)) => break,
-                Err(e) => panic!("{U}-byte units, {cut:?}: {e:?}"),
-            }
-        }
-        f.power_on();
-        let (mut j, r) = open_j::<Ones, _>(&mut f, region, 7).unwrap();
-        let got = r.map(|r| r.offset);
-        assert!(
-            got == acked || got == Some(acked.map_or(0, |a| a + 1)),
-            "{U}-byte units, {cut:?}: acked {acked:?}, recovered {got:?}"
-        );
-        for k in 0..3 {
-            append(&mut j, &mut f, &rec(1000 + k))
-                .unwrap_or_else(|e| panic!("{U}-byte units, {cut:?}, append {k}: {e:?}"));
-        }
+    let found = sweep(
+        &Plan::new(),
+        || (MemFlash::<4, 256, U>::new(), Acked::default()),
+        |f, _| open_j::<Ones, _>(f, region, 7),
+        append_next(40, rec, |r| r.offset),
+        |trial, acked, seen| match seen {
+            Seen::Booted((_, r)) => booted(trial, acked, r.map(|r| r.offset)),
+            Seen::Stepped(_) => Ok(()),
+            Seen::Ended if acked.0 == Some(39) => Ok(()),
+            _ => Err(*trial),
+        },
+    );
+    assert_eq!(found.reference_wrong, None, "{U}-byte units");
+    for tally in &found.models {
         assert_eq!(
-            open_j::<Ones, _>(&mut f, region, 7)
-                .unwrap()
-                .1
-                .map(|r| r.offset),
-            Some(1002)
+            (tally.first_wrong, tally.missed),
+            (None, 0),
+            "{U}-byte units"
         );
-        checked += 1;
     }
-    checked
+    found.models.map(|t| t.trials)
 }
 
 #[test]
 fn leading_units_of_all_ones_are_left_erased() {
-    // Every cut point is checked: the unit writes of the 40 appends and the erases.
-    assert_eq!(all_ones_units_survive_a_cut_at_every_write::<1>(), 564);
-    assert_eq!(all_ones_units_survive_a_cut_at_every_write::<8>(), 100);
+    // Every unit write and erase of the 40 appends (564 at 1-byte units, 100 at 8-byte
+    // ones), each cut torn and cut before it, each erase left weakly erased, and a reset
+    // after each append.
+    assert_eq!(
+        all_ones_units_survive_a_cut_at_every_write::<1>(),
+        [564, 564, 4, 40]
+    );
+    assert_eq!(
+        all_ones_units_survive_a_cut_at_every_write::<8>(),
+        [100, 100, 5, 40]
+    );
 }
 
 /// A record of the next firmware: `Rec` with a field more, under another tag.
@@ -660,99 +656,73 @@ fn a_record_of_the_old_encoding_is_migrated_once_and_never_read_as_new() {
     assert_eq!((r, migrated), (None, false));
 }
 
+/// What the migrating firmware has had acknowledged (the newest record's offset: the old
+/// journal's 24 until a new record is), and the record in flight.
+#[derive(Default)]
+struct Migrating {
+    acked: Option<u32>,
+    in_flight: Option<u32>,
+}
+
+/// The migrating boot's journal, the record it returned, and what a plain open of the new
+/// journal reads right after it.
+type Booted = (Journal<Rec2>, Option<Rec2>, Option<Rec2>);
+
 #[test]
 fn a_cut_anywhere_in_a_migration_leaves_the_old_record_or_the_new() {
-    // Every unit write and erase of the migrating open and of the 30 appends after it,
-    // each cut once; after each, the region opens again with the old record migrated or
-    // the newest new one acknowledged (or the one in flight), and goes on.
-    let mut reference = old_image();
-    let (mut j, ..) = migrate_j(&mut reference, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
-    for i in 0..30u32 {
-        let next = Rec2 {
-            offset: 100 + i,
-            total: 0,
-            scale: 1,
-        };
-        append(&mut j, &mut reference, &next).unwrap();
-    }
-    let before = old_image().stats();
-    let mut checked = 0;
-    for cut in reference.stats().cuts_since(before) {
-        let mut f = F::new();
-        f.seed_noise(checked);
-        f.schedule_power_cut(cut);
-        // The old firmware's 25 records, then the new one's boot and appends.
-        let (mut j, _) = open(&mut f);
-        for i in 0..25u32 {
-            let old = Rec {
-                offset: i,
-                total: i64::from(i) * 10,
+    // The power-cut checker over the migrating boot and the 30 appends after it, from the
+    // old firmware's image: each unit write and erase cut torn and cut cleanly before it,
+    // each erase left weakly erased, a reset after each append; after each, the region
+    // opens again with the old record migrated or the newest new one acknowledged (or the
+    // one in flight), nothing of the old journal left, and goes on.
+    let image = old_image();
+    let found = crate::testing::cuts::sweep(
+        &crate::testing::cuts::Plan::new(),
+        || (image.clone(), Migrating::default()),
+        |f, _| {
+            let (j, r, _) = migrate_j(f, REGION, NEW_TAG, OLD_TAG, to_rec2)?;
+            let plain = open_j::<Rec2, _>(f, REGION, NEW_TAG)?.1;
+            Ok::<Booted, JournalError<FlashError>>((j, r, plain))
+        },
+        |(j, newest, _), f, world| {
+            let next = match newest.map(|r| r.offset) {
+                Some(129) => return Ok(None),
+                Some(24) | None => 100,
+                Some(a) => a + 1,
             };
-            append(&mut j, &mut f, &old).unwrap();
-        }
-        let mut acked = None;
-        match migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2) {
-            Ok((mut j, r, _)) => {
-                acked = r.map(|r| r.offset);
-                for i in 0..30u32 {
-                    let next = Rec2 {
-                        offset: 100 + i,
-                        total: 0,
-                        scale: 1,
-                    };
-                    match append(&mut j, &mut f, &next) {
-                        Ok(()) => acked = Some(100 + i),
-                        Err(JournalError::Flash(FlashError::PowerCut)) => break,
-                        Err(e) => panic!("{cut:?}: {e:?}"),
-                    }
-                }
-            }
-            Err(JournalError::Flash(FlashError::PowerCut)) => {}
-            Err(e) => panic!("{cut:?}: {e:?}"),
-        }
-        f.power_on();
-        let (mut j, r, _) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2)
-            .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
-        let got = r.map(|r| r.offset);
-        let in_flight = match acked {
-            None => Some(24),
-            Some(24) => Some(100),
-            Some(a) => Some(a + 1),
-        };
-        assert!(
-            got == acked.or(Some(24)) || got == in_flight,
-            "{cut:?}: acked {acked:?}, recovered {got:?}"
-        );
-        if got == Some(24) {
-            assert_eq!(r.map(|r| (r.total, r.scale)), Some((240, 100)), "{cut:?}");
-        }
-        // Nothing of the old journal is left once the open returns.
-        assert_eq!(
-            open_j::<Rec2, _>(&mut f, REGION, NEW_TAG)
-                .map(|(_, r)| r)
-                .ok(),
-            Some(r),
-            "{cut:?}"
-        );
-        append(
-            &mut j,
-            &mut f,
-            &Rec2 {
-                offset: 1000,
+            world.in_flight = Some(next);
+            let rec = Rec2 {
+                offset: next,
                 total: 0,
                 scale: 1,
-            },
-        )
-        .unwrap_or_else(|e| panic!("{cut:?}: {e:?}"));
-        let (_, r, migrated) = migrate_j(&mut f, REGION, NEW_TAG, OLD_TAG, to_rec2).unwrap();
-        assert_eq!(
-            (r.map(|r| r.offset), migrated),
-            (Some(1000), false),
-            "{cut:?}"
-        );
-        checked += 1;
-    }
-    assert_eq!(checked, 213);
+            };
+            append(j, f, &rec)?;
+            (*newest, world.acked, world.in_flight) = (Some(rec), Some(next), None);
+            Ok(Some(next))
+        },
+        |trial, world, seen| match seen {
+            crate::testing::cuts::Seen::Booted((_, r, plain)) => {
+                let got = r.map(|r| r.offset);
+                let ok = (got == world.acked.or(Some(24)) || got == world.in_flight)
+                    && (got != Some(24) || r.map(|r| (r.total, r.scale)) == Some((240, 100)))
+                    && plain == r;
+                (world.acked, world.in_flight) = (got, None);
+                ok.then_some(()).ok_or(*trial)
+            }
+            crate::testing::cuts::Seen::Stepped(_) => Ok(()),
+            crate::testing::cuts::Seen::Ended if world.acked == Some(129) => Ok(()),
+            _ => Err(*trial),
+        },
+    );
+    assert_eq!(found.reference_wrong, None);
+    let r = found.reference;
+    // The 213 places the sweep cut before the checker.
+    assert_eq!((r.steps, r.unit_writes, r.erases), (30, 206, 7));
+    let tallies = found.models.map(|t| (t.trials, t.first_wrong, t.missed));
+    assert_eq!(
+        tallies,
+        [(213, None, 0), (213, None, 0), (7, None, 0), (30, None, 0)]
+    );
 }
 
 /// A cut that kept records 5 and 6 and lost 4 (a file under a page cache): voiding after

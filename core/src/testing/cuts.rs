@@ -4,10 +4,9 @@
 //! what the flash holds and runs it to its end, and calls a judge after every boot and
 //! every step with what it reported. It needs nothing of idem's consumer: the program is
 //! two closures, `boot` (open whatever lives on the flash) and `step` (do one unit of
-//! work, `None` when there is no more), over a flash the checker can cut
-//! ([`Cuttable`]: [`MemFlash`] of any geometry) and a world
-//! outside the flash (an actuator, the log being read, what the program acknowledged),
-//! which a cut does not touch.
+//! work, `None` when there is no more), over a flash the checker can cut ([`Cuttable`]:
+//! [`MemFlash`] of any geometry) and a world outside the flash (an actuator, the log being
+//! read, what the program acknowledged), which a cut does not touch.
 //!
 //! A cut falls in one of four ways ([`Model`]): in the middle of a unit write or an
 //! erase, leaving it torn ([`Model::Torn`]); right before a unit write or an erase, every

@@ -183,7 +183,8 @@ fn random_cuts_on_flash_words() {
     random_cuts::<32>(100_000);
 }
 
-/// `cuts` power cuts at random unit writes and erases, spread over 2, 3 and 4 pages.
+/// `cuts` power cuts at random unit writes and erases, in random models, spread over 2, 3
+/// and 4 pages.
 fn random_cuts<const W: usize>(cuts: u32) {
     let cuts_total = cuts;
     let mut rng = SplitMix64::new(0x1DE5_C075);
@@ -196,9 +197,20 @@ fn random_cuts<const W: usize>(cuts: u32) {
         let mut next = 0;
         let share = cuts_total / 3 + u32::from(pages == 4) * (cuts_total % 3);
         for _ in 0..share {
-            f.schedule_power_cut(PowerCut::AtWordWrite(rng.range(1, 200)));
+            // Each cut torn or clean; an erase cut torn, clean or weak (the checker's
+            // models, at random places).
+            let n = rng.range(1, 200);
+            f.schedule_power_cut(match rng.range(0, 1) {
+                0 => PowerCut::AtWordWrite(n),
+                _ => PowerCut::BeforeWordWrite(n),
+            });
             if rng.range(0, 3) == 0 {
-                f.schedule_power_cut(PowerCut::AtErase(rng.range(1, 2)));
+                let n = rng.range(1, 2);
+                f.schedule_power_cut(match rng.range(0, 2) {
+                    0 => PowerCut::AtErase(n),
+                    1 => PowerCut::BeforeErase(n),
+                    _ => PowerCut::WeakErase(n),
+                });
             }
             let (stop, in_flight) = append_until_cut(&mut f, &mut j, next, 1000);
             if stop > next {
