@@ -369,6 +369,29 @@ fn idem_run_mqtt_shows_each_qos_against_one_reset_after_p14s_record() {
         "{text}"
     );
     assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    // At QoS 0 nothing waits for an acknowledgement, so no in-flight limit holds the
+    // broker back: it wrote all 30 before the reset.
+    let out = idem()
+        .args(["run", "mqtt", "--store", "naive", "--qos", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "mqtt: 30 payments p0..p29 (141 in all) at QoS 0 to the naive store\n\
+all 30 written at once (QoS 0 has no in-flight limit); no acknowledgement\n\
+the device resets once, after p14's record\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        run(&["--store", "naive", "--qos", "0"])["in_flight"],
+        Value::Null
+    );
+    assert_eq!(
+        run(&["--store", "naive", "--qos", "2"])["in_flight"].as_u64(),
+        Some(4)
+    );
     idem()
         .args(["run", "mqtt", "--store", "offset"])
         .assert()

@@ -85,20 +85,20 @@ fn text_report(out: &mut impl Write, r: &MqttRun, report: &Report) -> anyhow::Re
     let p = &report.outcome;
     let (total, truth) = (p.end.state, p.truth);
     let (kept, ack) = match (r.qos, r.ram) {
-        (QoS::AtMostOnce, _) => ("no acknowledgement", "(QoS 0 has none)"),
-        (QoS::AtLeastOnce, _) => ("no identifiers kept", "and before its PUBACK"),
-        (QoS::ExactlyOnce, true) => ("the identifiers in RAM", "and before its PUBREC"),
-        (QoS::ExactlyOnce, false) => ("the identifiers in flash", "and before its PUBREC"),
+        (QoS::AtMostOnce, _) => ("no acknowledgement", ""),
+        (QoS::AtLeastOnce, _) => ("no identifiers kept", " and before its PUBACK"),
+        (QoS::ExactlyOnce, true) => ("the identifiers in RAM", " and before its PUBREC"),
+        (QoS::ExactlyOnce, false) => ("the identifiers in flash", " and before its PUBREC"),
+    };
+    let flight = match in_flight(r.qos) {
+        Some(n) => format!("{n} in flight"),
+        None => "all 30 written at once (QoS 0 has no in-flight limit)".into(),
     };
     writeln!(
         out,
-        "mqtt: 30 payments p0..p29 ({truth} in all) at QoS {} to the {} store, {},\n{kept}; the device resets once, after p{RESET_AFTER}'s record {ack}",
+        "mqtt: 30 payments p0..p29 ({truth} in all) at QoS {} to the {} store\n{flight}; {kept}\nthe device resets once, after p{RESET_AFTER}'s record{ack}",
         r.qos.level(),
         r.store.name(),
-        match in_flight(r.qos) {
-            Some(n) => format!("{n} in flight"),
-            None => "all written at once".into(),
-        },
     )?;
     if r.trace {
         writeln!(
