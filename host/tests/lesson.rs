@@ -43,6 +43,11 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
         assert_eq!(text.matches("   right: you said").count(), n, "{name}");
         let text = stdout(&["lesson", name, "--answers", wrong]);
         assert!(text.contains(&format!("score: 0/{n}\n")), "{name}: {text}");
+        // The closing table fits 80 columns, as the lesson's own text does at a
+        // terminal of that width.
+        let table = &text[text.find("side by side:").unwrap()..];
+        assert_eq!(table.lines().count(), n + 4, "{name}: {table}");
+        assert!(table.lines().all(|l| l.len() <= 80), "{name}: {table}");
         assert_eq!(
             text.lines()
                 .filter(|l| l.starts_with("   you said "))
@@ -358,4 +363,62 @@ fn typed_at_a_terminal_a_wrong_then_a_right_prediction() {
         "an empty Enter asks again:\n{screen}"
     );
     assert!(screen.contains("score: 1/2"), "{screen}");
+}
+
+/// At a terminal 80 columns wide every line of every lesson fits: the text wraps at word
+/// boundaries, the tables are narrower.
+#[test]
+fn at_80_columns_every_line_fits() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    for (name, right, _, n) in LESSONS {
+        let command = format!(
+            "stty cols 80 rows 50; exec {} lesson {name}",
+            env!("CARGO_BIN_EXE_idem")
+        );
+        let mut child = Command::new("script")
+            .args(["-qfec", &command, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script (util-linux) runs a command in a pseudo-terminal");
+        let input = right.replace(';', "\n") + "\n";
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        // Bounded: the lesson ends after its last answer; give up after 60 s.
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("idem lesson {name} did not end");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut screen = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut screen)
+            .unwrap();
+        assert!(
+            screen.contains(&format!("score: {n}/{n}")),
+            "{name}: {screen}"
+        );
+        // A line as the terminal shows it: what follows the last carriage return. The
+        // answers were all typed before the first prompt, so the terminal echoed them
+        // there, and the Enter that ends each prompt's line is among them.
+        let screen = screen.replace("(q to stop)> ", "(q to stop)>\n");
+        let wide: Vec<&str> = screen
+            .lines()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l))
+            .filter(|l| l.chars().count() > 80)
+            .collect();
+        assert!(wide.is_empty(), "{name}: {wide:#?}");
+    }
 }
