@@ -1,7 +1,7 @@
 //! `idem run mqtt`: one run of the MQTT receiver in the simulator, against a broker that
-//! keeps the session (`idem_mqtt::sim`): 30 payments p0..p29, at QoS 1 and 2 4 in flight
-//! (at QoS 0, with no acknowledgement and no in-flight limit, all 30 written at once), and
-//! one device reset after p14's record, before its acknowledgement goes out.
+//! keeps the session (`idem_mqtt::sim`): 30 payments p0..p29, 4 in flight at QoS 1 and 2
+//! (at QoS 0, with no acknowledgement and so no in-flight limit, all 30 written at once),
+//! and one device reset after p14's record, before its acknowledgement goes out.
 
 use std::io::Write;
 use std::process::ExitCode;
