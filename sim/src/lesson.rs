@@ -295,9 +295,9 @@ record as the total, and skips anything not newer. What total does it end at?",
             LessonRun::store("ddia", "offset"),
             Observe::FinalTotal,
             "50 before the crash, with the stamp 49 in the same record; after it the replayed \
-events are not newer than 49 and add nothing, and 50..99 add 50: 100. The replay still happens, but \
-it is harmless: effectively once, the effect of each event counted once however often it is \
-delivered. Kafka and DDIA call it exactly once.",
+events are not newer than 49 and add nothing, and 50..99 add 50: 100. The replay still \
+happens, but it is harmless: effectively once, the effect of each event counted once \
+however often it is delivered. Kafka and DDIA call it exactly once.",
             &[
                 tempt(
                     "110",
@@ -362,8 +362,9 @@ again. A set writes the reading itself: the replay sets 41..50 again, and offset
         step(
             "insert with a unique key",
             "Insert with a unique key: a table with a row per message id, each written with \
-INSERT ... ON CONFLICT DO NOTHING. Take 40 payments r0 .. r39 of 1 each, and a retry of r0 that lands after all of \
-them, 40 messages after its original. What balance does the unique-key store end at?",
+INSERT ... ON CONFLICT DO NOTHING. Take 40 payments r0 .. r39 of 1 each, and a retry of r0 \
+that lands after all of them, 40 messages after its original. What balance does the \
+unique-key store end at?",
             LessonRun::store("late-retry", "unique-key"),
             Observe::FinalTotal,
             "40: the retry inserts r0 again, and the table already has that row. A unique \
@@ -682,8 +683,8 @@ reads 2 next: 8 + 4.",
         step(
             "commit before handling: naive balance",
             "Take the worked example again, but the consumer commits each position before \
-it handles the payment, and crashes after committing past offset 1, before handling it. What balance does the naive \
-store end at?",
+it handles the payment, and crashes after committing past offset 1, before handling it. \
+What balance does the naive store end at?",
             LessonRun::store("worked-example", "naive")
                 .guarantee("at-most-once")
                 .every(1)
@@ -885,8 +886,9 @@ is lost is what was still on the connection, p15 to p29.",
             LessonRun::mqtt("naive", 1),
             Observe::FinalTotal,
             "The broker keeps each QoS 1 message until its PUBACK, and on the reconnect sends \
-every unacknowledged one again (section 4.4), with DUP 1 (section 3.3.1.1): p14 to p17. p15 to p17 had not been \
-applied and count once; p14 had, and counts twice: 141 + 6 = 147, over by 6.",
+every unacknowledged one again (section 4.4), with DUP 1 (section 3.3.1.1): p14 to p17. \
+p15 to p17 had not been applied and count once; p14 had, and counts twice: 141 + 6 = 147, \
+over by 6.",
             &[
                 tempt(
                     "141",
