@@ -34,7 +34,7 @@ struct Cli {
 enum Command {
     /// Tell the DDIA exercise step by step: a crash, a replay, and which store survives it.
     Demo(cmd::demo::Cmd),
-    /// Predict, then observe: a lesson's questions (ddia, payments, guarantees), each answered by a run.
+    /// Predict, then observe: a lesson's questions (ddia, payments, guarantees, mqtt), each answered by a run.
     Lesson(cmd::lesson::Cmd),
     /// Run one scenario with one store, optionally with a trace or as JSON.
     Run(cmd::run::Cmd),

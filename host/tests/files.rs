@@ -457,7 +457,7 @@ fn a_lesson_prompt_asks_again_and_never_echoes_a_huge_answer() {
     );
     assert!(
         screen.contains(
-            "[... 9895 characters left out ...]xxxxxx\" is not an offset or a range such as 40..49; try again"
+            "[... 9893 characters left out ...]xxxxxxxx\" is not an offset or a range such as 3..7; try again"
         ),
         "{screen}"
     );
@@ -468,20 +468,21 @@ fn a_lesson_prompt_asks_again_and_never_echoes_a_huge_answer() {
 /// `--answers` with a 100 kB answer: one short sentence, exit 2.
 #[test]
 fn a_huge_given_answer_is_shortened_in_the_error() {
-    let answers = format!("{};1;2;3;4;5;6;7;8;9;no;no", "9".repeat(100_000));
+    let answers = format!("{};1;2;3;4;5;6;7;8;9;10;no;no", "9".repeat(100_000));
     let out = idem()
         .args(["lesson", "ddia", "--answers", &answers])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    // The message's first 100 characters and its last 50, and what was left out.
+    // The message's first 100 characters and its last 50, and what was left out: a
+    // number too large for a whole number is named as such.
     assert_eq!(
         err,
         format!(
-            "idem: --answers, answer 1: \"{}[... 99874 characters left out ...]{}\" is not a whole number\n",
-            "9".repeat(99),
-            "9".repeat(27)
+            "idem: --answers, answer 1: {}[... 99883 characters left out ...]{} is too large for any figure here\n",
+            "9".repeat(100),
+            "9".repeat(17)
         )
     );
 }

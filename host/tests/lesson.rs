@@ -8,9 +8,9 @@ use common::idem;
 const LESSONS: [(&str, &str, &str, usize); 4] = [
     (
         "ddia",
-        "40;40..49;110;100;40..49;100;40;100;10;40;yes;no",
-        "0;1;2;3;4;5;41;6;7;8;no;yes",
-        12,
+        "40;40..49;110;100;40..49;100;40;100;100;10;40;yes;no",
+        "0;1;2;3;4;5;41;60;6;7;8;no;yes",
+        13,
     ),
     (
         "payments",
@@ -19,12 +19,7 @@ const LESSONS: [(&str, &str, &str, usize); 4] = [
         11,
     ),
     ("guarantees", "3;13;8;8;15;12", "8;8;13;13;12;15", 6),
-    (
-        "mqtt",
-        "117;147;141;147;141;60",
-        "141;141;147;141;147;30",
-        6,
-    ),
+    ("mqtt", "66;147;141;147;141;60", "141;141;147;141;147;30", 6),
 ];
 
 fn stdout(args: &[&str]) -> String {
@@ -48,6 +43,11 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
         assert_eq!(text.matches("   right: you said").count(), n, "{name}");
         let text = stdout(&["lesson", name, "--answers", wrong]);
         assert!(text.contains(&format!("score: 0/{n}\n")), "{name}: {text}");
+        // The closing table fits 80 columns, as the lesson's own text does at a
+        // terminal of that width.
+        let table = &text[text.find("side by side:").unwrap()..];
+        assert_eq!(table.lines().count(), n + 4, "{name}: {table}");
+        assert!(table.lines().all(|l| l.len() <= 80), "{name}: {table}");
         assert_eq!(
             text.lines()
                 .filter(|l| l.starts_with("   you said "))
@@ -57,7 +57,12 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
         );
     }
     // An answer nobody listed gets the step's own explanation of the number it gave.
-    let text = stdout(&["lesson", "ddia", "--answers", "0;1;2;3;4;5;6;7;8;9;no;yes"]);
+    let text = stdout(&[
+        "lesson",
+        "ddia",
+        "--answers",
+        "0;1;2;3;4;5;6;7;8;9;10;no;yes",
+    ]);
     assert!(text.contains(
         "   you said 2; it is 110. 50 before the crash (0..49), then 60 after it (40..99): 110. Each redelivered event is added a second time: at-least-once delivery, 10 over the true 100.\n"
     ), "{text}");
@@ -191,7 +196,7 @@ fn the_worked_example_draws_the_lessons_step_table() {
     // The closing table puts every step side by side.
     assert!(
         text.contains(
-            "  worked example: balance after each step       8, 5, 13, 16, 20  5, 8, 13, 16, 20\n"
+            "  worked example: balances in order      8, 5, 13, 16, 20  5, 8, 13, 16, 20\n"
         ),
         "{text}"
     );
@@ -202,6 +207,11 @@ fn the_worked_example_draws_the_lessons_step_table() {
         sheet.contains("   | 1 |  |  |  |\n   | 2 |  |  |  |\n"),
         "{sheet}"
     );
+    // As many rows as the key's table, the crash's among them.
+    assert!(sheet.contains("   | 6 |  |  |  |\n\n"), "{sheet}");
+    assert!(sheet.contains(
+        "   Questions 6 to 8 share one run. Then run: `idem run worked-example --store naive --trace`\n\n   - Observed (6): ____"
+    ), "{sheet}");
     let key = stdout(&["lesson", "payments", "--key"]);
     assert!(key.contains("   | crash, then restart at 0 | - | 0 | 8 |\n   | handle offset 0 again | 0 again | 0 | 13 |\n"));
     assert!(key.contains("   | handle offset 2 | 2 | 3 | 20 |\n"));
@@ -216,14 +226,21 @@ fn worksheets_give_nothing_away_and_keys_fill_in_all_three() {
         let sheet = stdout(&["lesson", name, "--worksheet"]);
         assert!(sheet.starts_with("# ") && sheet.contains("(worksheet)"));
         assert_eq!(sheet.matches("Name: ____").count(), 1, "{name}");
-        for field in [
-            "Prediction: ____",
-            "Observed: ____",
-            "Why: ____",
-            "Then run: `idem run ",
-        ] {
+        for field in ["Prediction: ____", "   - Observed", "   - Why"] {
             assert_eq!(sheet.matches(field).count(), n, "{name}: {field}");
         }
+        // Questions that share a run are predicted together, then run once.
+        let runs = match name {
+            "ddia" => 9,
+            "payments" => 8,
+            "guarantees" => 6,
+            _ => 5,
+        };
+        assert_eq!(
+            sheet.matches("Then run: `idem run ").count(),
+            runs,
+            "{name}\n{sheet}"
+        );
         for spoiler in ["0 again", "8 in all", "writes 110", "40..49", "0..1"] {
             assert!(
                 !sheet.contains(spoiler),
@@ -253,7 +270,7 @@ fn worksheets_give_nothing_away_and_keys_fill_in_all_three() {
     assert!(html.starts_with("<!doctype html>\n"), "{html}");
     assert!(html.contains("@media print"));
     assert!(html.contains("<p class=\"name\">Name: <span class=\"blank\"></span></p>"));
-    assert_eq!(html.matches("<li>").count(), 12);
+    assert_eq!(html.matches("<li>").count(), 13);
     assert!(!html.contains("110"), "no answer on the printed sheet");
     let key = stdout(&["lesson", "ddia", "--key", "--format", "html"]);
     assert!(
@@ -267,10 +284,15 @@ fn bad_answers_are_refused_before_anything_runs() {
     for (args, message) in [
         (
             &["lesson", "ddia", "--answers", "0;1"][..],
-            "--answers has 2 answers for the 12 questions of the ddia lesson",
+            "--answers has 2 answers for the 13 questions of the ddia lesson",
         ),
         (
-            &["lesson", "ddia", "--answers", "x;1;2;3;4;5;6;7;8;9;no;no"],
+            &[
+                "lesson",
+                "ddia",
+                "--answers",
+                "x;1;2;3;4;5;6;7;8;9;10;no;no",
+            ],
             "--answers, answer 1: \"x\" is not a whole number",
         ),
         (
@@ -278,13 +300,13 @@ fn bad_answers_are_refused_before_anything_runs() {
                 "lesson",
                 "ddia",
                 "--answers",
-                "0;1;2;3;4;5;6;7;8;9;maybe;no",
+                "0;1;2;3;4;5;6;7;8;9;10;maybe;no",
             ],
-            "--answers, answer 11: \"maybe\": answer yes or no",
+            "--answers, answer 12: \"maybe\": answer yes or no",
         ),
         (
-            &["lesson", "ddia", "--answers", "0;;2;3;4;5;6;7;8;9;no;no"],
-            "--answers, answer 2: give an answer: offsets such as 3..7 or 0, 1, or none",
+            &["lesson", "ddia", "--answers", "0;;2;3;4;5;6;7;8;9;10;no;no"],
+            "--answers, answer 2: give an answer: offsets such as 3..7 or 3, 5, or none",
         ),
         (
             &["lesson", "ddia", "--worksheet", "--answers", "0"],
@@ -316,9 +338,9 @@ fn ranges_read_as_people_write_them() {
             "lesson",
             "ddia",
             "--answers",
-            &format!("40;{typed};110;100;40..49;100;40;100;10;40;yes;no"),
+            &format!("40;{typed};110;100;40..49;100;40;100;100;10;40;yes;no"),
         ]);
-        assert!(text.contains("score: 12/12"), "{typed}: {text}");
+        assert!(text.contains("score: 13/13"), "{typed}: {text}");
     }
 }
 
@@ -337,8 +359,66 @@ fn typed_at_a_terminal_a_wrong_then_a_right_prediction() {
         "the right prediction is confirmed:\n{screen}"
     );
     assert!(
-        screen.contains("give an answer: offsets such as 3..7 or 0, 1, or none; try again"),
+        screen.contains("give an answer: offsets such as 3..7 or 3, 5, or none; try again"),
         "an empty Enter asks again:\n{screen}"
     );
     assert!(screen.contains("score: 1/2"), "{screen}");
+}
+
+/// At a terminal 80 columns wide every line of every lesson fits: the text wraps at word
+/// boundaries, the tables are narrower.
+#[test]
+fn at_80_columns_every_line_fits() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    for (name, right, _, n) in LESSONS {
+        let command = format!(
+            "stty cols 80 rows 50; exec {} lesson {name}",
+            env!("CARGO_BIN_EXE_idem")
+        );
+        let mut child = Command::new("script")
+            .args(["-qfec", &command, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script (util-linux) runs a command in a pseudo-terminal");
+        let input = right.replace(';', "\n") + "\n";
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        // Bounded: the lesson ends after its last answer; give up after 60 s.
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("idem lesson {name} did not end");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut screen = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut screen)
+            .unwrap();
+        assert!(
+            screen.contains(&format!("score: {n}/{n}")),
+            "{name}: {screen}"
+        );
+        // A line as the terminal shows it: what follows the last carriage return. The
+        // answers were all typed before the first prompt, so the terminal echoed them
+        // there, and the Enter that ends each prompt's line is among them.
+        let screen = screen.replace("(q to stop)> ", "(q to stop)>\n");
+        let wide: Vec<&str> = screen
+            .lines()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l))
+            .filter(|l| l.chars().count() > 80)
+            .collect();
+        assert!(wide.is_empty(), "{name}: {wide:#?}");
+    }
 }

@@ -253,7 +253,7 @@ fn the_mqtt_matrix_prints_each_qos_against_a_reset_at_every_crash_point() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for row in [
-        "QoS 0                   30  under at 371/372 -6723  under at 2939/2940 -54163",
+        "QoS 0                   30  under at 371/372 -27903  under at 2939/2940 -220183",
         "QoS 1                   30  over at 30/372 +141     exact at 2940",
         "QoS 2, in RAM           30  over at 30/372 +141     exact at 2940",
         "QoS 2, in flash         60  exact at 738            exact at 5880",
@@ -292,7 +292,8 @@ fn idem_run_mqtt_shows_each_qos_against_one_reset_after_p14s_record() {
         serde_json::from_slice(&out.stdout).unwrap()
     };
     // (arguments, final total, verdict, applied twice, never applied); p14 is 6, the
-    // three behind it on the wire are 7, 8 and 9.
+    // three behind it on the wire at QoS 1 and 2 are 7, 8 and 9; at QoS 0, with no
+    // in-flight limit, the broker had written all 30, and p15 to p29 (75) are lost.
     type Case<'a> = (&'a [&'a str], i64, &'a str, &'a [&'a str], &'a [&'a str]);
     let cases: [Case; 6] = [
         (
@@ -326,10 +327,13 @@ fn idem_run_mqtt_shows_each_qos_against_one_reset_after_p14s_record() {
         ),
         (
             &["--store", "naive", "--qos", "0"],
-            117,
+            66,
             "under",
             &[],
-            &["p15", "p16", "p17"],
+            &[
+                "p15", "p16", "p17", "p18", "p19", "p20", "p21", "p22", "p23", "p24", "p25", "p26",
+                "p27", "p28", "p29",
+            ],
         ),
     ];
     for (args, total, verdict, twice, lost) in cases {
@@ -365,6 +369,29 @@ fn idem_run_mqtt_shows_each_qos_against_one_reset_after_p14s_record() {
         "{text}"
     );
     assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    // At QoS 0 nothing waits for an acknowledgement, so no in-flight limit holds the
+    // broker back: it wrote all 30 before the reset.
+    let out = idem()
+        .args(["run", "mqtt", "--store", "naive", "--qos", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "mqtt: 30 payments p0..p29 (141 in all) at QoS 0 to the naive store\n\
+all 30 written at once (QoS 0 has no in-flight limit); no acknowledgement\n\
+the device resets once, after p14's record\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        run(&["--store", "naive", "--qos", "0"])["in_flight"],
+        Value::Null
+    );
+    assert_eq!(
+        run(&["--store", "naive", "--qos", "2"])["in_flight"].as_u64(),
+        Some(4)
+    );
     idem()
         .args(["run", "mqtt", "--store", "offset"])
         .assert()

@@ -49,7 +49,7 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
     if text.is_empty() {
         return Err(match observe {
             Observe::Redelivered | Observe::Skipped | Observe::Landed(_) => {
-                "give an answer: offsets such as 3..7 or 0, 1, or none".into()
+                "give an answer: offsets such as 3..7 or 3, 5, or none".into()
             }
             Observe::Diverged => "give an answer: yes or no".into(),
             _ => "give an answer: a whole number".into(),
@@ -59,7 +59,7 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
         Observe::FinalTotal | Observe::ResumeAt | Observe::NextOffset | Observe::FlashRecords => {
             text.parse()
                 .map(Answer::Number)
-                .map_err(|_| format!("{text:?} is not a whole number"))
+                .map_err(|_| not_a_number(text))
         }
         Observe::Diverged => match text.to_ascii_lowercase().as_str() {
             "yes" | "y" => Ok(Answer::YesNo(true)),
@@ -70,10 +70,7 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
             let numbers: Result<Vec<i64>, String> = text
                 .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|p| !p.is_empty())
-                .map(|p| {
-                    p.parse()
-                        .map_err(|_| format!("{p:?} is not a whole number"))
-                })
+                .map(|p| p.parse().map_err(|_| not_a_number(p)))
                 .collect();
             match numbers? {
                 n if n.is_empty() => Err("give the balances in order, such as 1, 2, 3".into()),
@@ -86,14 +83,21 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
                 return Ok(Answer::Offsets(Vec::new()));
             }
             let mut out = Vec::new();
-            // "40 to 49" and "40-49" are ranges too.
+            // "3 to 7" and "3-7" are ranges too.
             let text = text.to_ascii_lowercase().replace(" to ", "..");
             for part in text
                 .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|p| !p.is_empty())
             {
-                let bad = || format!("{part:?} is not an offset or a range such as 40..49");
+                let bad = || match part.trim_start_matches('-') {
+                    digits if part.starts_with('-') && is_digits(digits) => {
+                        format!("{part} is not an offset: offsets start at 0")
+                    }
+                    digits if is_digits(digits) => not_a_number(part),
+                    _ => format!("{part:?} is not an offset or a range such as 3..7"),
+                };
                 match part.split_once("..").or_else(|| part.split_once('-')) {
+                    Some(("", _)) => return Err(bad()),
                     Some((a, b)) => {
                         let (a, b): (u64, u64) = (
                             a.trim().parse().map_err(|_| bad())?,
@@ -111,6 +115,20 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
             out.dedup();
             Ok(Answer::Offsets(out))
         }
+    }
+}
+
+/// Whether `text` is one or more ASCII digits.
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Why `text` does not read as a whole number: too large for one, or not one at all.
+fn not_a_number(text: &str) -> String {
+    if is_digits(text.strip_prefix('-').unwrap_or(text)) {
+        format!("{text} is too large for any figure here")
+    } else {
+        format!("{text:?} is not a whole number")
     }
 }
 
@@ -345,16 +363,134 @@ impl Graded {
 
 /// What a learner is told after saying `said` where the run gave `seen`: the step's
 /// explanation, and before it, for a tempting wrong answer, what that answer counts and
-/// where it goes wrong.
+/// where it goes wrong, or for another wrong answer of a kind worth its own sentence
+/// (a negative, a near miss, a list of the wrong length), that sentence.
 pub fn feedback(step: &LessonStep, said: Option<&Answer>, seen: &Answer) -> String {
-    let tempting = said.filter(|s| *s != seen).and_then(|said| {
-        step.tempting
-            .iter()
-            .find(|t| parse(step.observe, t.answer).as_ref() == Ok(said))
-    });
+    feedback_in(step, said, seen, None)
+}
+
+/// [`feedback`], with what the run observed: an offset past the end of its log is read
+/// as a number of another kind (a balance, say).
+pub fn feedback_on(step: &LessonStep, said: Option<&Answer>, observed: &Observed) -> String {
+    let events = observed.run.as_ref().map(|r| r.events);
+    feedback_in(step, said, &observed.value, events)
+}
+
+fn feedback_in(
+    step: &LessonStep,
+    said: Option<&Answer>,
+    seen: &Answer,
+    events: Option<u64>,
+) -> String {
+    let Some(said) = said.filter(|s| *s != seen) else {
+        return step.explain.to_string();
+    };
+    let tempting = step
+        .tempting
+        .iter()
+        .find(|t| parse(step.observe, t.answer).as_ref() == Ok(said));
     match tempting {
         Some(t) => format!("{} {}", t.why, step.explain),
-        None => step.explain.to_string(),
+        None => match reading(step.observe, said, seen, events) {
+            Some(r) => format!("{r} {}", step.explain),
+            None => step.explain.to_string(),
+        },
+    }
+}
+
+/// A sentence on how a wrong answer that no step lists reads: a negative number, a
+/// number of another kind, a near miss, a list of the wrong length, balances that go
+/// down.
+fn reading(observe: Observe, said: &Answer, seen: &Answer, events: Option<u64>) -> Option<String> {
+    let position = matches!(observe, Observe::ResumeAt | Observe::NextOffset);
+    match (said, seen) {
+        (Answer::Number(n), _) if *n < 0 => Some(match observe {
+            Observe::FinalTotal => format!(
+                "{n} is negative, and every amount here is positive: a total starts at 0 and only grows."
+            ),
+            Observe::FlashRecords => format!("{n} is negative: a count of records starts at 0."),
+            _ => format!("{n} is negative: offsets start at 0."),
+        }),
+        (Answer::Number(n), _) if position && events.is_some_and(|e| *n > e as i64) => {
+            Some(format!(
+                "{n} is past the end of the log, which holds offsets 0 to {}: it reads as a total, not an offset.",
+                events.unwrap_or(0).saturating_sub(1)
+            ))
+        }
+        (Answer::Number(n), Answer::Number(m)) if position && n + 1 == *m => Some(format!(
+            "{n} is one short: a position names the next offset to read, one past the last one it covers."
+        )),
+        (Answer::Number(n), Answer::Number(m)) if position && *n == m + 1 => Some(format!(
+            "{n} is one past: the position is the next offset to read, and the last one covered is one before it."
+        )),
+        (Answer::Number(n), Answer::Number(m)) if n.abs_diff(*m) == 1 => Some(format!(
+            "{n} is one {} it: count again where each run of events starts and ends.",
+            if n > m { "over" } else { "under" }
+        )),
+        (Answer::Offsets(a), Answer::Offsets(b)) => offsets_reading(a, b),
+        (Answer::Numbers(a), Answer::Numbers(b)) => balances_reading(a, b),
+        _ => None,
+    }
+}
+
+/// Offsets off by one at an end of a range, or of the wrong count.
+fn offsets_reading(said: &[u64], seen: &[u64]) -> Option<String> {
+    let text = ranges(said);
+    let whole = |o: &[u64]| o.windows(2).all(|w| w[1] == w[0] + 1) && !o.is_empty();
+    if whole(said) && whole(seen) {
+        let (a, b) = (said[0], said[said.len() - 1]);
+        let (c, d) = (seen[0], seen[seen.len() - 1]);
+        let end = match (a.abs_diff(c), b.abs_diff(d)) {
+            (1, 0) => Some("start"),
+            (0, 1) => Some("end"),
+            _ => None,
+        };
+        if let Some(end) = end {
+            return Some(format!(
+                "{text} is off by one at its {end}: a range such as 3..7 holds both its ends, 3 and 7, and the question is which offsets come first and last."
+            ));
+        }
+    }
+    (said.len() != seen.len() && !said.is_empty()).then(|| {
+        format!(
+            "{text} names {} offsets, where the run's answer has {}.",
+            said.len(),
+            seen.len()
+        )
+    })
+}
+
+/// Balances of the wrong length, that go down where the run's never do, or with one
+/// balance wrong.
+fn balances_reading(said: &[i64], seen: &[i64]) -> Option<String> {
+    let text = Answer::Numbers(said.to_vec()).to_string();
+    // Right up to a balance, then down from it: the restart read as a fresh balance.
+    let down = |b: &[i64]| b.windows(2).position(|w| w[1] < w[0]);
+    let right_until = |i: usize| said.get(..=i) == seen.get(..=i);
+    if let (Some(i), None) = (down(said), down(seen))
+        && right_until(i)
+    {
+        return Some(format!(
+            "{text} goes down, from {} to {}, as if the balance restarted with the position. The balance is in flash and survives the crash; only the position goes back.",
+            said[i],
+            said[i + 1]
+        ));
+    }
+    if said.len() != seen.len() {
+        return Some(format!(
+            "{text} is {} balances; the run handled {} payments, replays included, and each leaves one.",
+            said.len(),
+            seen.len()
+        ));
+    }
+    let wrong: Vec<usize> = (0..said.len()).filter(|&i| said[i] != seen[i]).collect();
+    match wrong.as_slice() {
+        [i] => Some(format!(
+            "{text} has one balance wrong, number {}, {}: add that payment's amount to the balance before it again.",
+            i + 1,
+            said[*i]
+        )),
+        _ => None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The MQTT run, as `idem run mqtt` and the mqtt lesson both see it: 30 payments p0..p29
-//! through a broker that keeps the session (`idem_mqtt::sim`), 4 in flight, and one device
+//! through a broker that keeps the session (`idem_mqtt::sim`), 4 in flight at QoS 1 and 2
+//! (at QoS 0, which has no acknowledgement, all 30 written at once), and one device
 //! reset after p14's record, before its acknowledgement goes out.
 
 use idem_mqtt::codec::QoS;

@@ -5,9 +5,11 @@
 //! most `limit` QoS 1 and 2 messages in flight, each on the lowest free packet
 //! identifier, reused once PUBACK or PUBCOMP frees it; PUBREL after PUBREC; at each
 //! reconnect, every unacknowledged PUBLISH again with DUP 1 and every PUBREL again, in
-//! order, before anything new. A QoS 0 message is sent once: one on the wire when the
-//! device resets is lost. The wire carries at most `limit` packets, so a reset loses at
-//! most that many. The session can be lost ([`Broker::lose_session`]): the next CONNACK
+//! order, before anything new. A QoS 0 message is sent once, with no acknowledgement and
+//! so no in-flight limit (a broker's limit counts QoS 1 and 2 messages only: Mosquitto's
+//! `max_inflight_messages`): the broker writes every QoS 0 message it has to the
+//! connection at once, and a reset loses every one the device had not read. At QoS 1 and
+//! 2 the wire carries at most `limit` packets. The session can be lost ([`Broker::lose_session`]): the next CONNACK
 //! then says session present 0, and the messages in flight are gone.
 //!
 //! [`run`] drives one device through a whole stream, resetting it once where a
@@ -127,9 +129,12 @@ impl Broker {
         self.next = self.messages;
     }
 
-    /// The next packet on the wire, after the broker has sent what its limits allow.
+    /// The next packet on the wire, after the broker has sent what its limits allow: at
+    /// QoS 0, everything it has.
     pub fn take(&mut self) -> Option<ToDevice> {
-        while self.next < self.messages && self.wire.len() < self.limit {
+        while self.next < self.messages
+            && (self.qos == QoS::AtMostOnce || self.wire.len() < self.limit)
+        {
             if self.qos == QoS::AtMostOnce {
                 let message = self.next;
                 self.wire.push_back(ToDevice::Publish {

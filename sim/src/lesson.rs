@@ -203,8 +203,8 @@ batch's checkpoint.",
             LessonRun::store("ddia", "naive"),
             Observe::ResumeAt,
             "The last durable checkpoint was taken after offset 39, and it saved the next \
-offset to read: 39 + 1 = 40. The effects after it (40..49) are in the total, but not in the \
-position.",
+offset to read: 39 + 1 = 40. The effects applied after it, up to the crash, are in the \
+total, but not in the position.",
             &[
                 tempt(
                     "50",
@@ -294,22 +294,22 @@ crash and the total is in flash: nothing is lost, it is counted again.",
 record as the total, and skips anything not newer. What total does it end at?",
             LessonRun::store("ddia", "offset"),
             Observe::FinalTotal,
-            "50 before the crash, with the stamp 49 in the same record; after it 40..49 are \
-not newer than 49 and are skipped, and 50..99 add 50: 100. The replay still happens, but \
-it is harmless: effectively once, the effect of each event counted once however often it is \
-delivered. Kafka and DDIA call it exactly once.",
+            "50 before the crash, with the stamp 49 in the same record; after it the replayed \
+events are not newer than 49 and add nothing, and 50..99 add 50: 100. The replay still \
+happens, but it is harmless: effectively once, the effect of each event counted once \
+however often it is delivered. Kafka and DDIA call it exactly once.",
             &[
                 tempt(
                     "110",
                     &[100, 10],
                     "110 = 100 + 10 is the naive total. The stamp 49 survived the crash in the \
-same record as the total, so the replayed 40..49 are skipped.",
+same record as the total, so the replay adds nothing.",
                 ),
                 tempt(
                     "90",
                     &[100, -10],
-                    "90 = 100 - 10 would lose 40..49. Skipping their second delivery loses \
-nothing: their first one is in the total.",
+                    "90 = 100 - 10 would lose the replayed events. Skipping their second \
+delivery loses nothing: their first one is in the total.",
                 ),
             ],
         ),
@@ -336,9 +336,9 @@ from 40, so only 40..49 reach the stamp a second time.",
         ),
         step(
             "gauge, set (no stamp)",
-            "The boundary is where a dedup stops being needed: an operation whose second \
-application changes nothing needs no stamp. A gauge whose event at offset i is the reading \
-i + 1, stored with value = reading (no stamp). Same crash. What value does it end at?",
+            "Where does a dedup stop being needed? A gauge whose event at offset i is the \
+reading i + 1, stored with value = reading, with no stamp. Same crash. What value does it \
+end at?",
             LessonRun::store("gauge", "set"),
             Observe::FinalTotal,
             "The newest reading, 100 (offset 99). Setting a value is naturally idempotent: \
@@ -361,10 +361,10 @@ again. A set writes the reading itself: the replay sets 41..50 again, and offset
         ),
         step(
             "insert with a unique key",
-            "Insert with a unique key is naturally idempotent too: a table with a row per \
-message id, where a second insert of an id changes nothing (INSERT ... ON CONFLICT DO \
-NOTHING). Take 40 payments r0 .. r39 of 1 each, and a retry of r0 that lands after all of \
-them, 40 messages after its original. What balance does the unique-key store end at?",
+            "Insert with a unique key: a table with a row per message id, each written with \
+INSERT ... ON CONFLICT DO NOTHING. Take 40 payments r0 .. r39 of 1 each, and a retry of r0 \
+that lands after all of them, 40 messages after its original. What balance does the \
+unique-key store end at?",
             LessonRun::store("late-retry", "unique-key"),
             Observe::FinalTotal,
             "40: the retry inserts r0 again, and the table already has that row. A unique \
@@ -379,6 +379,25 @@ a key the consumer made up at each delivery would give every repeat a row of its
                 &[40, 1],
                 "41 = 40 + 1 counts r0's retry again, as a window of the last 32 ids does \
 after forgetting r0. The table keeps every row: the second insert of r0 is a no-op.",
+            )],
+        ),
+        step(
+            "gauge, max (a late reading)",
+            "A third candidate: max, value = max(value, reading), with no stamp. The gauge \
+again, with no crash, but offset 59's reading, 60, is delivered a second time, late, after \
+the last reading. What value does the max store end at?",
+            LessonRun::store("late-reading", "max"),
+            Observe::FinalTotal,
+            "100: max keeps the larger of the value and the reading, so a reading applied \
+again changes nothing, whenever it comes. A set writes the late reading over the newest \
+and ends at 60 (idem run late-reading --store set). Setting a value, inserting with a \
+unique key and max are the naturally idempotent operations DDIA names, none with a stamp; \
+a set alone needs its repeats to come in order.",
+            &[tempt(
+                "60",
+                &[60],
+                "60 is what a set gives, writing the late reading over the newest. Max keeps \
+the larger, and 60 is not larger than 100.",
             )],
         ),
         step(
@@ -436,9 +455,10 @@ offset store's way. The atomic store writes only at checkpoints.",
         ),
         step(
             "two-phase, crash after prepare: resumes at",
-            "Go deeper: two-phase commit. At each checkpoint the store first writes a \
-prepared record (the batch's effects and position), then the decision: a second record that \
-says commit. The crash comes right after the prepared record of the batch that holds offset \
+            "Go deeper: two-phase commit. At each checkpoint the store writes three \
+records: a prepared record (the batch's effects and position), then the decision (a record \
+in the consumer's journal that commits the position), then the committed value. The crash \
+comes right after the prepared record of the batch that holds offset \
 49, before its decision. Where does the restart resume?",
             LessonRun::store("ddia", "two-phase").schedule("crash@prepare:49"),
             Observe::ResumeAt,
@@ -453,23 +473,24 @@ decision recovery cannot know the batch was meant to commit, so it rolls it back
             )],
         ),
         step(
-            "dual write: views disagree",
-            "Go deeper: one payment written to two views (a total and a per-payer index), \
-with a crash between the two writes. Do the views disagree at the end? (yes or no)",
+            "dual write: do the views disagree?",
+            "Go deeper: a dual write. 30 payments of 1 to 5 each, 90 in all, by 3 payers, a \
+checkpoint every 10; each payment is written to two views, a total and a per-payer index, \
+as two records, one after the other. The crash falls between the two writes of offset 25. \
+Do the views disagree at the end? (yes or no)",
             LessonRun::dual("none"),
             Observe::Diverged,
             "Two records, two writes: a crash between them leaves one view ahead for good \
-(total 106, index 105). Both are over the truth, 90, as well: neither view dedups the \
-replay.",
+(total 106, index 105). Both are over the 90 as well: neither view dedups the replay.",
             &[tempt(
                 "no",
                 &[],
-                "No would need both writes in one record, or one view derived from the other. \
-Here they are two writes, and the crash falls between them.",
+                "No would need the crash to fall before both writes or after both. Here they \
+are two writes, and the crash falls between them.",
             )],
         ),
         step(
-            "outbox: effect and message in one record",
+            "outbox: do total and outbox disagree?",
             "Go deeper: the transactional outbox. Read the index as an outbox: what the \
 consumer owes a downstream system, one entry per payer. The atomic fix writes the total, \
 the outbox and an offset stamp in one record; a relay sends from the outbox later. The \
@@ -504,8 +525,7 @@ balance.",
             "At which offsets does p17 land in the log?",
             LessonRun::store("payments", "naive"),
             Observe::Landed("p17"),
-            "0 and 1: a retry is a new append, the same payment at a new offset (p18 lands \
-at 2).",
+            "0 and 1: a retry is a new append, the same payment at a new offset.",
             &[tempt(
                 "0",
                 &[],
@@ -534,8 +554,8 @@ read, one past it.",
 at?",
             LessonRun::store("payments", "offset"),
             Observe::FinalTotal,
-            "5 + 5 + 3 = 13: the retry has a new offset, 1, so the stamp lets it through, 5 \
-over the 8 the application meant.",
+            "5 + 5 + 3 = 13: the retry has a new offset, 1, so the stamp lets it through: \
+p17 counts twice, 5 over what the application meant.",
             &[tempt(
                 "8",
                 &[5, 3],
@@ -592,11 +612,11 @@ position, and none was made.",
         ),
         step(
             "worked example: naive balance",
-            "And what balance does the naive store show at the end (5, 8, crash, then...)?",
+            "And what balance does the naive store show at the end?",
             LessonRun::store("worked-example", "naive"),
             Observe::FinalTotal,
-            "8 before the crash (5 + 3), then 12 after it (0 and 1 again, then 2: 5 + 3 + \
-4): 20, which is 8 over the true 12.",
+            "The restart reads from 0 again: it handles 0 and 1 a second time, then 2, on \
+top of the balance the crash left in flash: 20, 8 over what the payments add up to.",
             &[
                 tempt(
                     "12",
@@ -608,7 +628,7 @@ it, and the restart handles 0 and 1 again on top of it.",
                     "16",
                     &[8, 5, 3],
                     "16 = 8 + 5 + 3 stops after handling 0 and 1 again; the restart goes on \
-to offset 2 (4 more). That is 8 before the crash and 12 after: 20, which is 8 over the true 12.",
+to offset 2 (4 more).",
                 ),
                 tempt(
                     "13",
@@ -623,14 +643,15 @@ to offset 2 (4 more). That is 8 before the crash and 12 after: 20, which is 8 ov
             ],
         ),
         step(
-            "worked example: balance after each step",
+            "worked example: balances in order",
             "Fill in the worked example's balance column: the balance after each payment \
 is handled, in order, the two handled before the crash and every one after the restart \
 (a list such as 1, 2, 3).",
             LessonRun::store("worked-example", "naive"),
             Observe::Balances,
             "The committed offset stays 0 (the next to read) until the end, so the restart \
-handles 0 and 1 again and then 2: 5, 8, then 13, 16, 20, against a true total of 12.",
+handles 0 and 1 again and then 2: 5, 8, then 13, 16, 20, on top of the 8 the crash left \
+in flash.",
             &[tempt(
                 "5, 8, 12",
                 &[],
@@ -639,7 +660,7 @@ restart handle 0 and 1 again before 2.",
             )],
         ),
         step(
-            "worked example, committed = 2: naive balance",
+            "committed = 2: naive balance",
             "Now the consumer commits after handling offset 1 (committed = 2: the next \
 offset to read is 2) and crashes right after that commit. What balance does the naive \
 store end at?",
@@ -661,10 +682,9 @@ reads 2 next: 8 + 4.",
         ),
         step(
             "commit before handling: naive balance",
-            "Committing before handling avoids the repeat. Take the worked example again, \
-but the consumer commits each position before it handles the payment (at-most-once), and \
-crashes after committing past offset 1, before handling it. What balance does the naive \
-store end at?",
+            "Take the worked example again, but the consumer commits each position before \
+it handles the payment, and crashes after committing past offset 1, before handling it. \
+What balance does the naive store end at?",
             LessonRun::store("worked-example", "naive")
                 .guarantee("at-most-once")
                 .every(1)
@@ -681,7 +701,7 @@ restart reads from the committed position, 2.",
             )],
         ),
         step(
-            "p19 instead of the retry: message-id balance",
+            "p19 for the retry: message-id",
             "Change the second p17 to p19: three different payments, p17 (5), p19 (5) and \
 p18 (3), each sent once. What balance does the message-id store end at?",
             LessonRun::store("same-amount", "message-id"),
@@ -713,7 +733,7 @@ does any store end at?",
             LessonRun::store("payments", "naive").producer("no-retry"),
             Observe::FinalTotal,
             "The log holds p18 only (3). Nothing is duplicated, and the lost payment (5) is \
-simply gone, 5 under the 8 the application meant.",
+simply gone, 5 under what the application meant.",
             &[tempt(
                 "8",
                 &[5, 3],
@@ -779,7 +799,7 @@ default. What balance does the naive store end at?",
             LessonRun::store("zombie", "naive").producer("transactional"),
             Observe::FinalTotal,
             "An aborted transaction's records stay in the log, and read_uncommitted reads \
-them: p41 (5), A's aborted p42 (3), B's p42 (3) and p43 (4), 15, 3 over the 12 that was \
+them: p41 (5), A's aborted p42 (3), B's p42 (3) and p43 (4), 15, 3 over what was \
 committed. Fencing stopped A's commit, not A's record, which had landed already.",
             &[tempt(
                 "12",
@@ -819,34 +839,44 @@ pub const MQTT: Lesson = Lesson {
     name: "mqtt",
     title: "MQTT: QoS 0, 1 and 2 against a reset",
     intro: "A broker delivers 30 payments, p0 to p29, to one device subscribed to their \
-topic: payment pN pays N % 9 + 1, 141 in all. The broker sends up to 4 messages ahead of the \
-device's acknowledgements, so while the device handles p14, p15 to p17 are already on the \
-connection. The device adds each payment to a total in its flash and resets once: right \
-after its flash record for p14, before it acknowledges p14. It connects again with clean \
-session 0, and the broker has kept its session: the subscription and what it sent that was \
-not acknowledged.",
+topic: payment pN pays N % 9 + 1, 141 in all. The publisher sends all 30 at once. At QoS 1 \
+and 2 the broker keeps at most 4 messages in flight, sent and not yet acknowledged (a limit \
+on QoS 1 and 2 messages only: Mosquitto's max_inflight_messages, MQTT 5's Receive Maximum), \
+so while the device handles p14, p15 to p17 are already on the connection. The device adds \
+each payment to a total in its flash and resets once: right after its flash record for p14, \
+before it acknowledges p14. It connects again with clean session 0, and the broker has kept \
+its session: the subscription and what it sent that was not acknowledged.",
     steps: &[
         step(
             "QoS 0",
-            "At QoS 0 (at most once), with a plain total += amount, what total does the \
+            "At QoS 0 (at most once) the device acknowledges nothing, so nothing limits what \
+the broker writes to the connection. With a plain total += amount, what total does the \
 device end at?",
             LessonRun::mqtt("naive", 0),
             Observe::FinalTotal,
-            "QoS 0 has no acknowledgement and no resend (MQTT 3.1.1, section 4.3.1): p15, p16 \
-and p17 were already sent, and the reset dropped them unread with the connection. 141 - 7 - 8 \
-- 9 = 117, under by 24. p18 to p29 had not been sent yet, and come after the reconnect.",
+            "QoS 0 has no acknowledgement and no resend (MQTT 3.1.1, section 4.3.1), and so \
+no in-flight limit: the broker wrote all 30 to the connection at once, and the reset \
+dropped p15 to p29 unread with it. Only p0 to p14 count: 66, under by 75. After the \
+reconnect the broker has nothing left to send.",
             &[
                 tempt(
                     "141",
                     &[141],
-                    "141 would need the broker to send p15 to p17 again, which it never does \
+                    "141 would need the broker to send p15 to p29 again, which it never does \
 at QoS 0: they were on the connection when the device reset.",
+                ),
+                tempt(
+                    "117",
+                    &[141, -7, -8, -9],
+                    "117 = 141 - 7 - 8 - 9 loses only p15 to p17, as if 4 were the most the \
+broker sends ahead. That limit counts messages waiting for an acknowledgement, and a QoS 0 \
+message waits for none: the broker had written p15 to p29.",
                 ),
                 tempt(
                     "135",
                     &[141, -6],
                     "135 = 141 - 6 loses p14, but p14 was applied before the reset: what \
-is lost is what was still on the connection, p15 to p17.",
+is lost is what was still on the connection, p15 to p29.",
                 ),
             ],
         ),
@@ -856,8 +886,9 @@ is lost is what was still on the connection, p15 to p17.",
             LessonRun::mqtt("naive", 1),
             Observe::FinalTotal,
             "The broker keeps each QoS 1 message until its PUBACK, and on the reconnect sends \
-every unacknowledged one again with DUP 1 (section 4.4): p14 to p17. p15 to p17 had not been \
-applied and count once; p14 had, and counts twice: 141 + 6 = 147, over by 6.",
+every unacknowledged one again (section 4.4), with DUP 1 (section 3.3.1.1): p14 to p17. \
+p15 to p17 had not been applied and count once; p14 had, and counts twice: 141 + 6 = 147, \
+over by 6.",
             &[
                 tempt(
                     "141",

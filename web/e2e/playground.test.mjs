@@ -111,7 +111,7 @@ test('the ddia lesson, answered wrong then right, shows 110 and 100 and the comp
   assert.equal(await page.textContent('#observation-0'), '"forty" is not a whole number; try again.');
   assert.match(await page.textContent('#lesson-summary'), /naive total\s*110\s*110/);
   // The first prediction counts: 100 for the naive total was wrong.
-  assert.equal(await page.textContent('#lesson-score'), 'score: 1/2 first predictions right (12 questions)');
+  assert.equal(await page.textContent('#lesson-score'), 'score: 1/2 first predictions right (13 questions)');
   await page.screenshot({ path: path.join(shots, 'lessons.png'), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();

@@ -9,8 +9,8 @@ use std::io::{BufRead, IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use idem_lab::grade::{Answer, Observed, Row, feedback, observe, parse, run_line};
-use idem_sim::lesson::{self, Lesson};
+use idem_lab::grade::{Answer, Observed, Row, feedback_on, observe, parse, run_line};
+use idem_sim::lesson::{self, Lesson, Observe};
 
 use crate::error::usage;
 use sheet::sheet;
@@ -18,15 +18,16 @@ use sheet::sheet;
 /// Predict, then observe: a lesson's questions, each answered by a run.
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// The lesson: ddia, payments or guarantees.
+    /// The lesson: ddia, payments, guarantees or mqtt.
     name: String,
-    /// Your predictions, in order, separated by `;` (offset lists as `40..49` or
-    /// `0, 1` or `0 1`; yes or no). Without it, a terminal asks for each; otherwise each question
+    /// Your predictions, in order, separated by `;` (offset lists as `3..7` or
+    /// `3, 5` or `3 5`; yes or no). Without it, a terminal asks for each; otherwise each question
     /// is followed by its observation.
     #[arg(long, value_name = "ANSWERS")]
     answers: Option<String>,
     /// Print the questions as a fill-in sheet to hand out instead: for each, room for
-    /// the prediction, the observation and why, and the command to run after predicting.
+    /// the prediction, the observation and why; the questions that share a run are
+    /// grouped, every prediction before the command that answers them.
     #[arg(long)]
     worksheet: bool,
     /// The answer key: the sheet with all three filled in, each answer taken from its
@@ -118,8 +119,8 @@ impl Cmd {
                 let given: Vec<&str> = a.split(';').collect();
                 if given.len() != lesson.steps.len() {
                     return Err(usage(format!(
-                        "--answers has {} answers for the {} questions of the {} lesson",
-                        given.len(),
+                        "--answers has {} for the {} questions of the {} lesson",
+                        idem_lab::render::count(given.len() as u64, "answer"),
                         lesson.steps.len(),
                         lesson.name
                     )));
@@ -180,43 +181,18 @@ fn teach(
             Predictions::Given(given) => {
                 Some(parse(step.observe, given[i]).map_err(|e| usage(shorten(&e)))?)
             }
-            Predictions::Typed => loop {
-                write!(out, "   your prediction (q to stop)> ")?;
-                out.flush()?;
-                let line = match read_answer(&mut input)? {
-                    Typed::Line(line) => line,
-                    Typed::TooLong(n) => {
-                        writeln!(
-                            out,
-                            "   that answer is {n} bytes long, more than the {MAX_ANSWER} an answer may have; try again"
-                        )?;
-                        continue;
-                    }
-                    Typed::NotText => {
-                        writeln!(out, "   that answer is not UTF-8 text; try again")?;
-                        continue;
-                    }
-                    Typed::End => {
-                        writeln!(out)?;
-                        return score(out, &summary, right, asked);
-                    }
-                };
-                if matches!(line.trim(), "q" | "quit") {
-                    writeln!(out)?;
-                    return score(out, &summary, right, asked);
-                }
-                match parse(step.observe, &line) {
-                    Ok(v) => break Some(v),
-                    Err(e) => writeln!(out, "   {}; try again", shorten(&e))?,
-                }
+            Predictions::Typed => match prompt(out, &mut input, step.observe)? {
+                Some(said) => Some(said),
+                None => return score(out, &summary, right, asked),
             },
             Predictions::None => None,
         };
+        let observed = observe(step)?;
+        let why = feedback_on(step, said.as_ref(), &observed);
         let Observed {
             value: seen, table, ..
-        } = observe(step)?;
+        } = observed;
         let run = run_line(&step.run);
-        let why = feedback(step, said.as_ref(), &seen);
         match &said {
             Some(said) => {
                 asked += 1;
@@ -247,6 +223,45 @@ fn teach(
         summary.push((step.label, said, seen));
     }
     score(out, &summary, right, asked)
+}
+
+/// Asks for a prediction at the terminal until one reads as the answer `observe` asks
+/// for; `None` when the learner stops (`q`, or the end of the input).
+fn prompt(
+    out: &mut impl Write,
+    input: &mut impl BufRead,
+    observe: Observe,
+) -> anyhow::Result<Option<Answer>> {
+    loop {
+        write!(out, "   your prediction (q to stop)> ")?;
+        out.flush()?;
+        let line = match read_answer(input)? {
+            Typed::Line(line) => line,
+            Typed::TooLong(n) => {
+                writeln!(
+                    out,
+                    "   that answer is {n} bytes long, more than the {MAX_ANSWER} an answer may have; try again"
+                )?;
+                continue;
+            }
+            Typed::NotText => {
+                writeln!(out, "   that answer is not UTF-8 text; try again")?;
+                continue;
+            }
+            Typed::End => {
+                writeln!(out)?;
+                return Ok(None);
+            }
+        };
+        if matches!(line.trim(), "q" | "quit") {
+            writeln!(out)?;
+            return Ok(None);
+        }
+        match parse(observe, &line) {
+            Ok(v) => return Ok(Some(v)),
+            Err(e) => writeln!(out, "   {}; try again", shorten(&e))?,
+        }
+    }
 }
 
 /// The longest answer read at a prompt, in bytes (1,000 balances fit).

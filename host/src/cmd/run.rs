@@ -237,8 +237,10 @@ fn summary(
     }
     writeln!(
         out,
-        "  flash               {} records written, {} erases, {} bytes programmed",
-        r.flash.writes, r.flash.erases, r.flash.bytes_written
+        "  flash               {} written, {}, {} programmed",
+        render::count(r.flash.writes, "record"),
+        render::count(r.flash.erases, "erase"),
+        render::count(r.flash.bytes_written, "byte")
     )?;
     Ok(())
 }

@@ -20,17 +20,18 @@ struct SheetQuestion {
     /// For the key: the answer and why.
     answer: Option<(String, String)>,
     /// The step table's rows, when the question asks for one: the key's are the run's,
-    /// a worksheet's are blank (`None`).
+    /// a worksheet's are blank (`None`), as many as the key's.
     table: Option<Vec<Option<Row>>>,
+    /// On a worksheet, the questions before this one that share its run (their
+    /// predictions are written before it runs once, after the last of them).
+    shared: usize,
 }
 
-/// How many blank rows a worksheet's step table has.
-const BLANK_ROWS: usize = 8;
-
-/// The sheet of `lesson`; with `key`, every answer is taken from its run. Nothing on a
-/// sheet without `key` comes from a run, so no question answers another.
+/// The sheet of `lesson`; with `key`, every answer is taken from its run. A worksheet
+/// takes from a run only the number of rows of a step table, and groups the questions
+/// that share a run: every prediction of the group before the one run that answers them.
 pub(super) fn sheet(lesson: &Lesson, key: bool) -> anyhow::Result<Sheet> {
-    let mut questions = Vec::new();
+    let mut questions: Vec<SheetQuestion> = Vec::new();
     for step in lesson.steps {
         let (answer, table) = if key {
             let Observed {
@@ -38,16 +39,23 @@ pub(super) fn sheet(lesson: &Lesson, key: bool) -> anyhow::Result<Sheet> {
             } = observe(step)?;
             let rows = table.map(|rows| rows.into_iter().map(Some).collect());
             (Some((seen.to_string(), step.explain.to_string())), rows)
+        } else if step.observe == Observe::Balances {
+            let rows = observe(step)?.table.map_or(0, |t| t.len());
+            (None, Some(vec![None; rows]))
         } else {
-            // Blank rows, as many as a learner may need: their number is not the run's.
-            let blank = (step.observe == Observe::Balances).then(|| vec![None; BLANK_ROWS]);
-            (None, blank)
+            (None, None)
+        };
+        let run = run_line(&step.run);
+        let shared = match questions.last() {
+            Some(q) if !key && q.run == run => q.shared + 1,
+            _ => 0,
         };
         questions.push(SheetQuestion {
             question: step.question,
-            run: run_line(&step.run),
+            run,
             answer,
             table,
+            shared,
         });
     }
     Ok(Sheet {
@@ -57,6 +65,11 @@ pub(super) fn sheet(lesson: &Lesson, key: bool) -> anyhow::Result<Sheet> {
         questions,
     })
 }
+
+/// How to use a worksheet.
+const HOW: &str = "Write your prediction before you run anything. Then run the command \
+that follows, write what you observe, and why. Questions that share one run are grouped: \
+write every prediction of the group before you run it.";
 
 /// A blank to write in.
 const BLANK: &str = "______________________________________";
@@ -74,8 +87,7 @@ impl Sheet {
         }
         s += &format!("{}\n\n", self.intro);
         if !self.key {
-            s += "For each question, write your prediction before you run anything. Then run \
-the command under it, write what you observe, and why.\n\n";
+            s += &format!("{HOW}\n\n");
         }
         for (i, q) in self.questions.iter().enumerate() {
             s += &format!("{}. {}\n\n", i + 1, q.question);
@@ -86,35 +98,69 @@ the command under it, write what you observe, and why.\n\n";
                         q.run
                     );
                 }
-                None => {
-                    s += &format!(
-                        "   - Prediction: {BLANK}\n   - Then run: `{}`\n   - Observed: {BLANK}\n   - Why: {BLANK}\n\n",
-                        q.run
-                    );
-                }
+                None => s += &format!("   - Prediction: {BLANK}\n\n"),
             }
             if let Some(rows) = &q.table {
-                s += "   | Step | Offset handled | Committed offset (next to read) | Balance |\n   |---|---|---|---|\n";
-                for (n, r) in rows.iter().enumerate() {
-                    match r {
-                        Some(r) => {
-                            s += &format!(
-                                "   | {} | {} | {} | {} |\n",
-                                r.step(true),
-                                r.handled,
-                                r.committed,
-                                r.balance
-                            );
-                        }
-                        // Only the row number: what each row handles is part of what the
-                        // learner works out.
-                        None => s += &format!("   | {} |  |  |  |\n", n + 1),
-                    }
-                }
-                s += "\n";
+                s += &markdown_table(rows);
+            }
+            if q.answer.is_none() && self.last_of_group(i) {
+                s += &self.markdown_run(i);
             }
         }
         s
+    }
+
+    /// [`Self::markdown_run`] in HTML.
+    fn html_run(&self, i: usize) -> String {
+        let q = &self.questions[i];
+        let first = i - q.shared;
+        let mut s = if q.shared == 0 {
+            String::from("<dl>\n")
+        } else {
+            format!("<p>{} share one run.</p>\n<dl>\n", group(first, i))
+        };
+        s += &format!(
+            "<dt>Then run</dt><dd><code>{}</code></dd>\n",
+            escape(&q.run)
+        );
+        for n in first + 1..=i + 1 {
+            let at = if q.shared == 0 {
+                String::new()
+            } else {
+                format!(" ({n})")
+            };
+            s += &format!(
+                "<dt>Observed{at}</dt><dd class=\"blank\"></dd>\n<dt>Why{at}</dt><dd class=\"blank\"></dd><dd class=\"blank\"></dd>\n"
+            );
+        }
+        s + "</dl>\n"
+    }
+
+    /// Whether question `i` (from 0) is the last of the questions that share its run.
+    fn last_of_group(&self, i: usize) -> bool {
+        self.questions.get(i + 1).is_none_or(|n| n.shared == 0)
+    }
+
+    /// A worksheet's run, after the last question `i` of its group, with room for what
+    /// each question of the group observes.
+    fn markdown_run(&self, i: usize) -> String {
+        let q = &self.questions[i];
+        let first = i - q.shared;
+        if q.shared == 0 {
+            return format!(
+                "   - Then run: `{}`\n   - Observed: {BLANK}\n   - Why: {BLANK}\n\n",
+                q.run
+            );
+        }
+        let mut s = format!(
+            "   {} share one run. Then run: `{}`\n\n",
+            group(first, i),
+            q.run
+        );
+        for n in first + 1..=i + 1 {
+            s += &format!("   - Observed ({n}): {BLANK}\n   - Why ({n}): {BLANK}\n");
+        }
+        s + "\n"
     }
 
     /// The sheet as a printable HTML page.
@@ -132,10 +178,10 @@ the command under it, write what you observe, and why.\n\n";
         }
         s += &format!("<p>{}</p>\n", e(self.intro));
         if !self.key {
-            s += "<p>For each question, write your prediction before you run anything. Then run the command under it, write what you observe, and why.</p>\n";
+            s += &format!("<p>{HOW}</p>\n");
         }
         s += "<ol>\n";
-        for q in &self.questions {
+        for (i, q) in self.questions.iter().enumerate() {
             s += &format!("<li>\n<p>{}</p>\n<dl>\n", e(q.question));
             match &q.answer {
                 Some((seen, why)) => {
@@ -147,42 +193,72 @@ the command under it, write what you observe, and why.\n\n";
                         e(why)
                     );
                 }
-                None => {
-                    s += &format!(
-                        "<dt>Prediction</dt><dd class=\"blank\"></dd>\n<dt>Then run</dt><dd><code>{}</code></dd>\n<dt>Observed</dt><dd class=\"blank\"></dd>\n<dt>Why</dt><dd class=\"blank\"></dd><dd class=\"blank\"></dd>\n",
-                        e(&q.run)
-                    );
-                }
+                None => s += "<dt>Prediction</dt><dd class=\"blank\"></dd>\n",
             }
             s += "</dl>\n";
             if let Some(rows) = &q.table {
-                s += "<table>\n<thead><tr><th>Step</th><th>Offset handled</th><th>Committed offset (next to read)</th><th>Balance</th></tr></thead>\n<tbody>\n";
-                for (n, r) in rows.iter().enumerate() {
-                    match r {
-                        Some(r) => {
-                            s += &format!(
-                                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                                e(&r.step(true)),
-                                e(&r.handled),
-                                r.committed,
-                                r.balance
-                            );
-                        }
-                        None => {
-                            s += &format!(
-                                "<tr><td>{}</td><td></td><td></td><td></td></tr>\n",
-                                n + 1
-                            );
-                        }
-                    }
-                }
-                s += "</tbody>\n</table>\n";
+                s += &html_table(rows);
+            }
+            if q.answer.is_none() && self.last_of_group(i) {
+                s += &self.html_run(i);
             }
             s += "</li>\n";
         }
         s += "</ol>\n</body>\n</html>\n";
         s
     }
+}
+
+/// Questions `first` to `last` (from 0), in words.
+fn group(first: usize, last: usize) -> String {
+    let word = if last == first + 1 { "and" } else { "to" };
+    format!("Questions {} {word} {}", first + 1, last + 1)
+}
+
+/// A step table in Markdown: the key's rows, or a worksheet's blank numbered rows.
+fn markdown_table(rows: &[Option<Row>]) -> String {
+    let mut s = String::from(
+        "   | Step | Offset handled | Committed offset (next to read) | Balance |\n   |---|---|---|---|\n",
+    );
+    for (n, r) in rows.iter().enumerate() {
+        match r {
+            Some(r) => {
+                s += &format!(
+                    "   | {} | {} | {} | {} |\n",
+                    r.step(true),
+                    r.handled,
+                    r.committed,
+                    r.balance
+                );
+            }
+            // Only the row number: what each row handles is part of what the learner
+            // works out.
+            None => s += &format!("   | {} |  |  |  |\n", n + 1),
+        }
+    }
+    s + "\n"
+}
+
+/// A step table in HTML: the key's rows, or a worksheet's blank numbered rows.
+fn html_table(rows: &[Option<Row>]) -> String {
+    let mut s = String::from(
+        "<table>\n<thead><tr><th>Step</th><th>Offset handled</th><th>Committed offset (next to read)</th><th>Balance</th></tr></thead>\n<tbody>\n",
+    );
+    for (n, r) in rows.iter().enumerate() {
+        match r {
+            Some(r) => {
+                s += &format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                    escape(&r.step(true)),
+                    escape(&r.handled),
+                    r.committed,
+                    r.balance
+                );
+            }
+            None => s += &format!("<tr><td>{}</td><td></td><td></td><td></td></tr>\n", n + 1),
+        }
+    }
+    s + "</tbody>\n</table>\n"
 }
 
 /// A printable sheet's style: lines to write on, and a page per lesson when printed.

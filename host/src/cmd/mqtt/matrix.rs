@@ -82,11 +82,11 @@ pub fn print(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "MQTT: 30 messages ({} in all), 4 in flight; the device reset once at every flash\n\
-write and erase of a run and after each of its records, before its acknowledgement;\n\
-the broker keeps the session and sends again what was not acknowledged. A cell: the\n\
-resets whose run ended over (or under) the true total, of all the resets, and by how\n\
-much those runs were over (or under) in all.\n",
+        "MQTT: 30 messages ({} in all), 4 in flight at QoS 1 and 2; the device reset once\n\
+at every flash write and erase of a run and after each of its records, before its\n\
+acknowledgement; the broker keeps the session and sends again what was not\n\
+acknowledged. A cell: the resets whose run ended over (or under) the true total, of\n\
+all the resets, and by how much those runs were over (or under) in all.\n",
         sim::true_total(30)
     )?;
     let mut head = format!("{:<18}{:>8}", "identifiers", "records");
@@ -103,12 +103,14 @@ much those runs were over (or under) in all.\n",
     }
     writeln!(
         out,
-        "\nQoS 0 is sent once: a reset loses what was on the wire. QoS 1 and QoS 2 with the\n\
-identifiers in RAM apply a message again when the reset falls after its record and\n\
-before its acknowledgement; the message-id store skips it. QoS 2 with the identifiers\n\
-in the effect's record needs no dedup in the store; `with next` writes each release in\n\
-the next message's record (one a message, and one for each 4 releases the broker waits\n\
-on). Against a real broker: idem mqtt consume (README, \"Over MQTT\")."
+        "\nQoS 0 is sent once, with no acknowledgement and so no in-flight limit: the\n\
+broker writes all 30 at once, and a reset loses every one the device had not read.\n\
+QoS 1 and QoS 2 with the identifiers in RAM apply a message again when the reset\n\
+falls after its record and before its acknowledgement; the message-id store skips\n\
+it. QoS 2 with the identifiers in the effect's record needs no dedup in the store;\n\
+`with next` writes each release in the next message's record (one a message, and\n\
+one for each 4 releases the broker waits on). Against a real broker: idem mqtt\n\
+consume (README, \"Over MQTT\")."
     )?;
     Ok(())
 }

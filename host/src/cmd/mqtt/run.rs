@@ -1,6 +1,7 @@
 //! `idem run mqtt`: one run of the MQTT receiver in the simulator, against a broker that
-//! keeps the session (`idem_mqtt::sim`): 30 payments p0..p29, 4 in flight, and one device
-//! reset after p14's record, before its acknowledgement goes out.
+//! keeps the session (`idem_mqtt::sim`): 30 payments p0..p29, 4 in flight at QoS 1 and 2
+//! (at QoS 0, with no acknowledgement and so no in-flight limit, all 30 written at once),
+//! and one device reset after p14's record, before its acknowledgement goes out.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -61,7 +62,7 @@ fn json_report(out: &mut impl Write, r: &MqttRun, report: &Report) -> anyhow::Re
     let session = if r.ram { "ram" } else { "flash" };
     let mut v = json!({
         "scenario": "mqtt", "store": r.store.name(), "qos": r.qos.level(), "session": session,
-        "messages": mqtt::MESSAGES, "in_flight": 4, "reset_after": format!("p{RESET_AFTER}"),
+        "messages": mqtt::MESSAGES, "in_flight": in_flight(r.qos), "reset_after": format!("p{RESET_AFTER}"),
         "true_total": p.truth, "final_total": p.end.state,
         "verdict": Verdict::of(p.end.state, p.truth).name(),
         "resets": p.end.resets, "records": p.end.records, "resent": p.end.resent,
@@ -74,18 +75,28 @@ fn json_report(out: &mut impl Write, r: &MqttRun, report: &Report) -> anyhow::Re
     Ok(())
 }
 
+/// The broker's in-flight limit at `qos`: none at QoS 0, which has no acknowledgement
+/// to wait for (MQTT 3.1.1 §4.3.1), so the broker writes all 30 at once.
+fn in_flight(qos: QoS) -> Option<usize> {
+    (qos != QoS::AtMostOnce).then_some(idem_mqtt::sim::setup(idem_mqtt::sim::ROWS[1]).limit)
+}
+
 fn text_report(out: &mut impl Write, r: &MqttRun, report: &Report) -> anyhow::Result<()> {
     let p = &report.outcome;
     let (total, truth) = (p.end.state, p.truth);
     let (kept, ack) = match (r.qos, r.ram) {
-        (QoS::AtMostOnce, _) => ("no acknowledgement", "(QoS 0 sends none)"),
-        (QoS::AtLeastOnce, _) => ("no identifiers kept", "and before its PUBACK"),
-        (QoS::ExactlyOnce, true) => ("the identifiers in RAM", "and before its PUBREC"),
-        (QoS::ExactlyOnce, false) => ("the identifiers in flash", "and before its PUBREC"),
+        (QoS::AtMostOnce, _) => ("no acknowledgement", ""),
+        (QoS::AtLeastOnce, _) => ("no identifiers kept", " and before its PUBACK"),
+        (QoS::ExactlyOnce, true) => ("the identifiers in RAM", " and before its PUBREC"),
+        (QoS::ExactlyOnce, false) => ("the identifiers in flash", " and before its PUBREC"),
+    };
+    let flight = match in_flight(r.qos) {
+        Some(n) => format!("{n} in flight"),
+        None => "all 30 written at once (QoS 0 has no in-flight limit)".into(),
     };
     writeln!(
         out,
-        "mqtt: 30 payments p0..p29 ({truth} in all) at QoS {} to the {} store, 4 in flight,\n{kept}; the device resets once, after p{RESET_AFTER}'s record {ack}",
+        "mqtt: 30 payments p0..p29 ({truth} in all) at QoS {} to the {} store\n{flight}; {kept}\nthe device resets once, after p{RESET_AFTER}'s record{ack}",
         r.qos.level(),
         r.store.name(),
     )?;
