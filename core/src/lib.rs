@@ -10,7 +10,9 @@
 //! the store's [`persist`]ence policy, and every record is a slot in a [`journal`] on any
 //! `embedded_storage` [`NorFlash`](embedded_storage::nor_flash::NorFlash). After a crash,
 //! the journals are all that is left, and the consumer resumes from them. The dedup rules
-//! ([`store::OffsetStamp`], [`store::MessageIdWindow`]) wrap any store.
+//! ([`store::OffsetStamp`], [`store::MessageIdWindow`]) wrap any store. An action that
+//! moves hardware once per command (a dose) keeps its intent in the store's record and
+//! its done in a ledger of its own ([`effects`]).
 //!
 //! That is all idem-core holds: what a firmware ships. Feature `testing` adds what its
 //! host tests run on, the strict in-memory NOR flash with power cuts and a harness that
@@ -88,6 +90,7 @@
 pub use postcard::experimental::max_size::MaxSize;
 
 pub mod consumer;
+pub mod effects;
 mod io;
 pub mod journal;
 pub mod log;
