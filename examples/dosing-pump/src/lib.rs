@@ -1,0 +1,265 @@
+//! A dosing pump on idem-core, as an adopter writes it: commands from a gateway's log,
+//! `Dispense { ml }` pumped once for each command id however often it is resent or
+//! replayed, `SetRate` kept and re-asserted at every boot (it is idempotent).
+//!
+//! - The store is `MessageIdWindow<Pump, 16>`: the command ids of the last 16 commands
+//!   in the same record as the pump's state, so a resend under a new offset is skipped.
+//! - A dose is an effect that moves hardware ([`idem_core::effects`]): its intent is in
+//!   the store's record, its done in a ledger of its own; a boot that finds a dose
+//!   without its done asks the pump's own counter whether it was pumped (exactly once).
+//! - The firmware in the field (v1, [`PumpV1`]) kept no intents; this one (v2, [`Pump`])
+//!   migrates its journal at every boot ([`migrate_window`]), command-id window
+//!   included, so a command sent before the update and again after it doses once.
+//!
+//! The flash: 6 pages of 4 KiB from `first` (4-byte units, the nRF52840's NVMC): 2 for
+//! the positions, 2 for the store, 2 for the ledger.
+#![no_std]
+#![deny(missing_docs)]
+
+use core::convert::Infallible;
+
+use embedded_storage::nor_flash::NorFlash;
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
+use idem_core::effects::{Choice, Intent, Ledger};
+use idem_core::journal::Region;
+use idem_core::log::{Event, Identified, Log, MessageId};
+use idem_core::persist::{EachEffect, Layout};
+use idem_core::store::{MessageIdWindow, Outcome, Store, migrate_window};
+use serde::{Deserialize, Serialize};
+
+/// The command-id window: the last 16 commands.
+pub const WINDOW: usize = 16;
+/// The layout's tag: this application's journals.
+pub const LAYOUT_TAG: u32 = 0x0D05_E000;
+/// The ledger's tag.
+pub const LEDGER_TAG: u32 = 0x0D05_ED00;
+
+/// What a command asks of the pump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Pump this many millilitres, once.
+    Dispense {
+        /// Millilitres.
+        ml: u16,
+    },
+    /// Set the flow rate: idempotent.
+    SetRate {
+        /// Millilitres a minute.
+        ml_per_min: u16,
+    },
+}
+
+/// A command from the gateway: its id (the same on every resend) and what it asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// The gateway's command id.
+    pub id: u64,
+    /// What it asks.
+    pub kind: Kind,
+}
+
+impl Identified for Command {
+    fn id(&self) -> MessageId {
+        MessageId(self.id)
+    }
+}
+
+/// The v1 firmware's state: millilitres commanded and the rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PumpV1State {
+    /// Millilitres commanded so far.
+    pub commanded_ml: u64,
+    /// The rate last set.
+    pub rate: u16,
+}
+
+impl idem_core::MaxSize for PumpV1State {
+    const POSTCARD_MAX_SIZE: usize = u64::POSTCARD_MAX_SIZE + u16::POSTCARD_MAX_SIZE;
+}
+
+/// The v1 firmware's pump: it drove the motor after each step and kept no intent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PumpV1;
+
+impl Store for PumpV1 {
+    type Payload = Command;
+    type State = PumpV1State;
+    type Error = Infallible;
+    type Rejections = ();
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x9D05_0100;
+    fn check(&self, _: &PumpV1State, _: &Event<Command>) -> Result<Outcome, Infallible> {
+        Ok(Outcome::Applied)
+    }
+    fn apply(&self, s: &mut PumpV1State, e: &Event<Command>) {
+        match e.payload.kind {
+            Kind::Dispense { ml } => s.commanded_ml += u64::from(ml),
+            Kind::SetRate { ml_per_min } => s.rate = ml_per_min,
+        }
+    }
+}
+
+/// The pump's durable state (v2): millilitres commanded, the rate, the doses
+/// commanded since the update, and the newest dose intended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PumpState {
+    /// Millilitres commanded so far (the pump's counter must reach it).
+    pub commanded_ml: u64,
+    /// The rate last set.
+    pub rate: u16,
+    /// Doses commanded since the update.
+    pub doses: u32,
+    /// The newest dose intended: durable before the motor turns.
+    pub intent: Intent<u16>,
+}
+
+impl idem_core::MaxSize for PumpState {
+    const POSTCARD_MAX_SIZE: usize = u64::POSTCARD_MAX_SIZE
+        + u16::POSTCARD_MAX_SIZE
+        + u32::POSTCARD_MAX_SIZE
+        + Intent::<u16>::POSTCARD_MAX_SIZE;
+}
+
+/// The pump (v2).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pump;
+
+impl Store for Pump {
+    type Payload = Command;
+    type State = PumpState;
+    type Error = Infallible;
+    type Rejections = ();
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x9D05_0200;
+    fn check(&self, _: &PumpState, _: &Event<Command>) -> Result<Outcome, Infallible> {
+        Ok(Outcome::Applied)
+    }
+    fn apply(&self, s: &mut PumpState, e: &Event<Command>) {
+        match e.payload.kind {
+            Kind::Dispense { ml } => {
+                s.commanded_ml += u64::from(ml);
+                s.doses += 1;
+                s.intent.issue(ml);
+            }
+            Kind::SetRate { ml_per_min } => s.rate = ml_per_min,
+        }
+    }
+}
+
+/// The v1 firmware's store.
+pub type StoreV1 = MessageIdWindow<PumpV1, WINDOW>;
+/// The pump's store.
+pub type PumpStore = MessageIdWindow<Pump, WINDOW>;
+
+/// v1's state in v2's encoding: nothing intended (v1 drove the motor within its step).
+pub fn v1_to_v2(old: PumpV1State) -> PumpState {
+    PumpState {
+        commanded_ml: old.commanded_ml,
+        rate: old.rate,
+        doses: 0,
+        intent: Intent::default(),
+    }
+}
+
+/// Where the pump keeps its journals on the flash `F`, from page `first`: positions,
+/// store and ledger.
+pub const fn layout<F: NorFlash>(first: u32) -> (Layout, Region) {
+    let layout = Layout::from_pages::<F>(first, 2, 2, LAYOUT_TAG);
+    (layout, layout.sink.next::<F>(2))
+}
+
+/// The pump's motor, and the counter it keeps of its own (a flow meter's total).
+pub trait Motor {
+    /// Pumps `ml` millilitres.
+    fn dispense(&mut self, ml: u16);
+    /// Millilitres pumped since it was installed: its own count, kept across resets.
+    fn dispensed_ml(&self) -> u64;
+    /// Sets the flow rate.
+    fn set_rate(&mut self, ml_per_min: u16);
+}
+
+/// The pump's errors: its flash's, or a journal that is not its own.
+pub type Error<E> = ConsumerError<E, Infallible>;
+
+/// The controller: the consumer of the gateway's log and the ledger of doses.
+#[derive(Debug)]
+pub struct Controller {
+    consumer: Consumer<PumpStore>,
+    ledger: Ledger,
+}
+
+/// Checkpoints every 8 commands.
+fn config() -> ConsumerConfig {
+    ConsumerConfig::every(CheckpointEvery::new(8).expect("8 is not zero"))
+}
+
+impl Controller {
+    /// The boot: migrates a v1 journal (nothing once done), recovers, decides the dose
+    /// a reset left without its done by asking the motor's counter, and re-asserts the
+    /// rate.
+    pub fn boot<F: NorFlash, M: Motor>(
+        flash: &mut F,
+        motor: &mut M,
+        first: u32,
+    ) -> Result<Self, Error<F::Error>> {
+        let (layout, ledger) = layout::<F>(first);
+        migrate_window::<PumpV1, Pump, WINDOW, true, F>(flash, &layout, v1_to_v2)?;
+        let mut ledger = Ledger::open(flash, ledger, LEDGER_TAG)?;
+        let store = PumpStore::new(Pump, WINDOW).expect("the window fits its capacity");
+        let consumer = Consumer::open(flash, layout, store, config())?;
+        let state = consumer.state().state;
+        if let Some(dose) = ledger.pending(&state.intent) {
+            let happened = motor.dispensed_ml() == state.commanded_ml;
+            if let Some(ml) = dose.decide(Choice::Asked { happened }) {
+                motor.dispense(ml);
+            }
+            ledger.done(flash, dose.serial)?;
+        }
+        motor.set_rate(state.rate);
+        Ok(Self { consumer, ledger })
+    }
+
+    /// One step of the consumer, and the dose or rate it commands.
+    pub fn step<F: NorFlash, M: Motor, L: Log<Command> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        motor: &mut M,
+        log: &L,
+    ) -> Result<Step<Command>, Error<F::Error>> {
+        let step = self.consumer.step(flash, log)?;
+        if let Step::Effect(event, Outcome::Applied) = step {
+            let state = self.consumer.state().state;
+            match event.payload.kind {
+                Kind::Dispense { .. } => {
+                    if let Some(dose) = self.ledger.pending(&state.intent) {
+                        motor.dispense(dose.action);
+                        self.ledger.done(flash, dose.serial)?;
+                    }
+                }
+                Kind::SetRate { ml_per_min } => motor.set_rate(ml_per_min),
+            }
+        }
+        Ok(step)
+    }
+
+    /// Steps to the end of what the log holds.
+    pub fn run<F: NorFlash, M: Motor, L: Log<Command> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        motor: &mut M,
+        log: &L,
+    ) -> Result<(), Error<F::Error>> {
+        while !matches!(self.step(flash, motor, log)?, Step::Done) {}
+        Ok(())
+    }
+
+    /// The pump's state.
+    pub fn state(&self) -> &PumpState {
+        &self.consumer.state().state
+    }
+
+    /// The command ids in the window, oldest first.
+    pub fn window(&self) -> impl Iterator<Item = u64> + '_ {
+        self.consumer.state().seen.iter().map(|id| id.0)
+    }
+}
