@@ -726,6 +726,9 @@ type Opened<T> = (Journal<T>, Option<T>);
 /// A journal just opened, its newest record, and whether the open migrated it.
 type Migrated<T> = (Journal<T>, Option<T>, bool);
 
+/// [`Migrated`], and whether pages of the old journal remain.
+type MigratedMany<T> = (Journal<T>, Option<T>, bool, bool);
+
 /// A journal's page layout on one flash: slot size and slots per page. The write unit and
 /// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
 /// a firmware with one flash compiles them in, as it did when every unit was a word.

@@ -41,7 +41,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::{Journal, JournalError, header_size, slot_size_on};
 use crate::log::{Event, Identified, MessageId, Offset};
-use crate::persist::{Appendable, Appended, Covered, EachEffect, Layout, not_ours, sink_tag};
+use crate::persist::{
+    Appendable, Appended, Covered, EachEffect, Layout, Position, not_ours, positions_tag, sink_tag,
+};
 
 // Defined with the policies that persist a store's record, which they name and which
 // name it (`crate::persist`); a store's rules are read here.
@@ -444,7 +446,9 @@ where
 /// page after the newest, the migrated state in every one, the newest last
 /// ([`crate::journal::Journal::open_migrating`]'s sequence numbers), and only then are
 /// the old pages erased: a cut before the last of them leaves the old records whole and
-/// the next boot writes the rest. The position journal is left as it is.
+/// the next boot writes the rest. Before the old pages go, the position journal names the
+/// migrated journal's newest record (same position), so a storage that reorders writes
+/// does not take the migrated records for ones written after a hole.
 ///
 /// Chain it across versions as [`crate::persist::migrate_each`]: one call per old
 /// version, each to the current one. Its room is checked at compile time: a page of the

@@ -188,9 +188,10 @@ fn the_engines_modules_import_one_another_in_one_direction() {
     assert_eq!(
         modules,
         [
-            "consumer", "io", "journal", "lib", "log", "persist", "store", "testing"
+            "consumer", "effects", "io", "journal", "lib", "log", "persist", "store", "testing"
         ]
     );
+    assert!(g["effects"].contains("journal") && !g["effects"].contains("store"));
     assert!(g["consumer"].contains("persist") && g["store"].contains("persist"));
     assert!(g["persist"].contains("journal") && g["journal"].contains("io"));
     assert!(!g["persist"].contains("store") && !g["persist"].contains("consumer"));

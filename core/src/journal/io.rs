@@ -140,6 +140,10 @@ where
 /// The `n` old records must lie outside the page the new ones take (the page after the
 /// newest's), and `n` must fit one page: `JournalError::NoSpace` otherwise, with nothing
 /// written.
+///
+/// The old pages are left for the caller, who may have a record of its own to write
+/// once the new ones are all there: the last `bool` says some remain, to erase with
+/// [`erase_stale_pages`].
 pub(crate) fn open_migrating_many<T, Old, F: Flash>(
     flash: &mut F,
     region: Region,
@@ -147,7 +151,7 @@ pub(crate) fn open_migrating_many<T, Old, F: Flash>(
     needed: impl Fn(&T) -> u32,
     migrate: impl FnOnce(Old) -> T,
     carry: impl Fn(&T, Old) -> T,
-) -> io!(Result<Migrated<T>, JournalError<F::Error>>)
+) -> io!(Result<MigratedMany<T>, JournalError<F::Error>>)
 where
     T: Serialize + DeserializeOwned + MaxSize,
     Old: Serialize + DeserializeOwned + MaxSize,
@@ -181,8 +185,7 @@ where
             let at = journal.ring.newest.map_or(0, |a| a.page);
             done = aw!(journal.ring.summarize(flash, at))?.valid;
             if stale == 0 || done >= needed(&record) {
-                aw!(erase_stale(&journal.ring, flash, old_tag))?;
-                return Ok((journal, Some(record), false));
+                return Ok((journal, Some(record), false, stale > 0));
             }
         }
         let (old, found) = aw!(Ring::open(
@@ -195,15 +198,24 @@ where
         ))?;
         if !found || old.newest.is_none() {
             aw!(erase_stale(&journal.ring, flash, old_tag))?;
-            return Ok((journal, None, false));
+            return Ok((journal, None, false, false));
         }
         let record = migrate(decode::<Old, F>(&buf)?);
         let n = needed(&record).max(1);
         aw!(carry_over(&mut journal, &old, flash, (n, done), &record, carry))?;
         aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
-        aw!(erase_stale(&journal.ring, flash, old_tag))?;
-        Ok((journal, Some(record), true))
+        Ok((journal, Some(record), true, true))
     })
+}
+
+/// Erases the pages of `journal`'s region that hold the journal tagged `stale` (what
+/// [`open_migrating_many`] leaves).
+pub(crate) fn erase_stale_pages<T, F: Flash>(
+    journal: &Journal<T>,
+    flash: &mut F,
+    stale: u32,
+) -> io!(Result<(), JournalError<F::Error>>) {
+    erase_stale(&journal.ring, flash, stale)
 }
 
 /// [`open_migrating_many`]'s copies: the `n - 1` records of the `old` ring before its

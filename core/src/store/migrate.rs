@@ -51,15 +51,53 @@ where
             record.state.id = older.state.id;
             record
         };
-        let done = aw!(journal_io::open_migrating_many(
+        let (journal, _, done, stale) = match aw!(journal_io::open_migrating_many(
             flash,
             layout.sink,
             (new_tag, old_tag),
             held,
             migrated,
             carry
-        ));
-        not_ours(done.map(|(_, _, done)| done))
+        )) {
+            Ok(opened) => opened,
+            Err(e) => return not_ours(Err(e)),
+        };
+        if stale {
+            aw!(name_the_migrated(&journal, flash, layout))?;
+            aw!(journal_io::erase_stale_pages(&journal, flash, old_tag))?;
+        }
+        Ok(done)
+    })
+}
+
+/// Before the old pages go: the position journal names the migrated journal's newest
+/// record, which holds the state as of the same position, instead of an old record that
+/// is about to be erased (a storage that reorders writes voids the records written after
+/// the one it names: `Persistence::void_in_doubt`). Nothing when it names it already.
+fn name_the_migrated<R, F: Flash>(
+    journal: &Journal<R>,
+    flash: &mut F,
+    layout: &Layout,
+) -> io!(Result<(), JournalError<F::Error>>)
+where
+    R: serde::Serialize + serde::de::DeserializeOwned + MaxSize,
+{
+    body!({
+        let (mut positions, position) = aw!(journal_io::open::<Position, F>(
+            flash,
+            layout.positions,
+            positions_tag(layout)
+        ))?;
+        if let (Some(p), Some(newest)) = (position, journal.newest_seq())
+            && p.sinks[0] != newest
+        {
+            let named = Position {
+                next: p.next,
+                sinks: [newest, 0],
+            };
+            aw!(journal_io::append_view(&mut positions, flash, &named))?;
+        }
+        Ok(())
     })
 }
 
