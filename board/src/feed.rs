@@ -1333,6 +1333,10 @@ impl Host {
         source: &S,
     ) -> Result<(Heard, Option<ToDevice>), HostError> {
         let events = source.len();
+        let report = |advanced| Heard::Report {
+            said: *msg,
+            advanced,
+        };
         match *msg {
             FromDevice::Boot {
                 version,
@@ -1341,46 +1345,7 @@ impl Host {
                 stream,
                 key: DeviceKey(key),
                 ..
-            } => {
-                if version != VERSION {
-                    return Err(HostError::Refused(Refusal::Version {
-                        device: version,
-                        host: VERSION,
-                    }));
-                }
-                let resume = if stream.is_some_and(|s| s.same_stream(&self.config)) {
-                    self.check_resume(resume, events)?;
-                    if self.key.is_some_and(|k| k != key) {
-                        return Self::claimed(Claim::KeyChanged);
-                    }
-                    self.floor = resume;
-                    resume
-                } else {
-                    // Another stream or none: the device starts this one from an erased
-                    // partition, at 0.
-                    self.floor = 0;
-                    0
-                };
-                self.key = Some(key);
-                self.position = resume;
-                // A new boot (a reset), or the answer to a hello, gets the configuration;
-                // the same boot announced twice does not get it twice.
-                let answer = self.hello_pending || self.configured_boot != Some(boots);
-                self.hello_pending = false;
-                self.confirmed = false;
-                if !answer {
-                    return Ok((Heard::Booted { boots, resume }, None));
-                }
-                self.boots_seen += 1;
-                self.configured_boot = Some(boots);
-                Ok((
-                    Heard::Booted { boots, resume },
-                    Some(ToDevice::Configure {
-                        version: VERSION,
-                        config: self.config,
-                    }),
-                ))
-            }
+            } => self.on_boot(version, boots, stream, resume, key, events),
             FromDevice::Ready { stream, .. } if stream != self.config.stream => {
                 Err(HostError::WrongStream { stream })
             }
@@ -1398,120 +1363,186 @@ impl Host {
                 Ok((Heard::Unconfirmed, Some(self.hello())))
             }
             FromDevice::Ready { resume, .. } => {
-                self.check_resume(resume, events)?;
-                self.floor = resume;
-                self.position = resume;
-                self.confirmed = true;
-                Ok((
-                    Heard::Report {
-                        said: *msg,
-                        advanced: None,
-                    },
-                    None,
-                ))
+                self.on_ready(resume, events)?;
+                Ok((report(None), None))
             }
-            FromDevice::Pull { from, max } => {
-                if from > events {
-                    return Err(HostError::PastEnd { from, events });
-                }
-                if from > self.bound() && self.delivered.is_some() {
-                    return Self::claimed(Claim::Pull {
-                        from,
-                        delivered: self.delivered,
-                    });
-                }
-                let key = self.key.unwrap_or(IdKey::PUBLIC); // set: checked above
-                let resend = from < self.sent_to;
-                self.position = from;
-                if from == events {
-                    self.deliver(from, from);
-                    return Ok((
-                        Heard::Pulled { from, resend },
-                        Some(ToDevice::End { events }),
-                    ));
-                }
-                let n = u64::from(max.clamp(1, BATCH as u8));
-                let to = (from + n).min(events);
-                let mut batch = heapless::Vec::new();
-                for o in from..to {
-                    if let Some(e) = source.event(o, &key) {
-                        // `to - from` is at most BATCH.
-                        let _ = batch.push(e);
-                    }
-                }
-                self.sent_to = self.sent_to.max(to);
-                self.deliver(from, to);
-                let end = (to == events).then_some(events);
-                Ok((
-                    Heard::Pulled { from, resend },
-                    Some(ToDevice::Events { events: batch, end }),
-                ))
-            }
+            FromDevice::Pull { from, max } => self.on_pull(from, max, events, source),
             FromDevice::Refused(r) => Err(HostError::Refused(r)),
             FromDevice::Failed(f) => Err(HostError::Failed(f)),
             FromDevice::Ack {
                 applied, durable, ..
             } => {
-                let delivered = self.delivered;
-                if applied > self.bound() {
-                    return Self::claimed(Claim::Applied { applied, delivered });
-                }
-                if durable > self.bound() {
-                    return Self::claimed(Claim::Durable { durable, delivered });
-                }
-                if durable < self.floor {
-                    return Self::claimed(Claim::DurableBack {
-                        durable,
-                        was: self.floor,
-                    });
-                }
-                self.position = applied;
-                let advanced = self.acknowledged(durable);
-                Ok((
-                    Heard::Report {
-                        said: *msg,
-                        advanced,
-                    },
-                    None,
-                ))
+                let advanced = self.on_ack(applied, durable)?;
+                Ok((report(advanced), None))
             }
             FromDevice::Done {
                 boots,
                 total,
                 events: claimed,
                 durable,
-            } => {
-                let delivered = self.delivered;
-                if claimed != events {
-                    return Self::claimed(Claim::Length { claimed, events });
-                }
-                if durable > self.bound() {
-                    return Self::claimed(Claim::Durable { durable, delivered });
-                }
-                if durable < events {
-                    return Self::claimed(Claim::Early { durable, events });
-                }
-                self.position = durable;
-                let advanced = self.acknowledged(durable);
-                Ok((
-                    Heard::Done {
-                        boots,
-                        total,
-                        durable,
-                        undelivered: delivered.map(|d| d.from).filter(|&from| from > 0),
-                        advanced,
-                    },
-                    None,
-                ))
-            }
-            FromDevice::Stats { .. } => Ok((
-                Heard::Report {
-                    said: *msg,
-                    advanced: None,
-                },
-                None,
-            )),
+            } => self.on_done(boots, total, claimed, durable, events),
+            FromDevice::Stats { .. } => Ok((report(None), None)),
         }
+    }
+
+    /// A boot frame (at a boot, or answering a hello): the device's `version`, its
+    /// `boots`, the `stream` its flash holds, where it resumes and its `key`. A new boot,
+    /// or the answer to a hello, gets the configuration.
+    fn on_boot(
+        &mut self,
+        version: u16,
+        boots: u32,
+        stream: Option<StreamConfig>,
+        resume: Offset,
+        key: IdKey,
+        events: Offset,
+    ) -> Result<(Heard, Option<ToDevice>), HostError> {
+        if version != VERSION {
+            return Err(HostError::Refused(Refusal::Version {
+                device: version,
+                host: VERSION,
+            }));
+        }
+        let resume = if stream.is_some_and(|s| s.same_stream(&self.config)) {
+            self.check_resume(resume, events)?;
+            if self.key.is_some_and(|k| k != key) {
+                return Self::claimed(Claim::KeyChanged);
+            }
+            self.floor = resume;
+            resume
+        } else {
+            // Another stream or none: the device starts this one from an erased
+            // partition, at 0.
+            self.floor = 0;
+            0
+        };
+        self.key = Some(key);
+        self.position = resume;
+        // A new boot (a reset), or the answer to a hello, gets the configuration;
+        // the same boot announced twice does not get it twice.
+        let answer = self.hello_pending || self.configured_boot != Some(boots);
+        self.hello_pending = false;
+        self.confirmed = false;
+        if !answer {
+            return Ok((Heard::Booted { boots, resume }, None));
+        }
+        self.boots_seen += 1;
+        self.configured_boot = Some(boots);
+        Ok((
+            Heard::Booted { boots, resume },
+            Some(ToDevice::Configure {
+                version: VERSION,
+                config: self.config,
+            }),
+        ))
+    }
+
+    /// The device consumes this stream from `resume`.
+    fn on_ready(&mut self, resume: Offset, events: Offset) -> Result<(), HostError> {
+        self.check_resume(resume, events)?;
+        self.floor = resume;
+        self.position = resume;
+        self.confirmed = true;
+        Ok(())
+    }
+
+    /// A pull of at most `max` events from `from`: the batch, or the stream's end.
+    fn on_pull<S: Source + ?Sized>(
+        &mut self,
+        from: Offset,
+        max: u8,
+        events: Offset,
+        source: &S,
+    ) -> Result<(Heard, Option<ToDevice>), HostError> {
+        if from > events {
+            return Err(HostError::PastEnd { from, events });
+        }
+        if from > self.bound() && self.delivered.is_some() {
+            return Self::claimed(Claim::Pull {
+                from,
+                delivered: self.delivered,
+            });
+        }
+        let key = self.key.unwrap_or(IdKey::PUBLIC); // set: checked by `on_message`
+        let resend = from < self.sent_to;
+        self.position = from;
+        if from == events {
+            self.deliver(from, from);
+            return Ok((
+                Heard::Pulled { from, resend },
+                Some(ToDevice::End { events }),
+            ));
+        }
+        let n = u64::from(max.clamp(1, BATCH as u8));
+        let to = (from + n).min(events);
+        let mut batch = heapless::Vec::new();
+        for o in from..to {
+            if let Some(e) = source.event(o, &key) {
+                // `to - from` is at most BATCH.
+                let _ = batch.push(e);
+            }
+        }
+        self.sent_to = self.sent_to.max(to);
+        self.deliver(from, to);
+        let end = (to == events).then_some(events);
+        Ok((
+            Heard::Pulled { from, resend },
+            Some(ToDevice::Events { events: batch, end }),
+        ))
+    }
+
+    /// An ack: everything below `applied` applied, durable below `durable`. The durable
+    /// position to copy, when it moved past every one before.
+    fn on_ack(&mut self, applied: Offset, durable: Offset) -> Result<Option<Offset>, HostError> {
+        let delivered = self.delivered;
+        if applied > self.bound() {
+            return Self::claimed(Claim::Applied { applied, delivered });
+        }
+        if durable > self.bound() {
+            return Self::claimed(Claim::Durable { durable, delivered });
+        }
+        if durable < self.floor {
+            return Self::claimed(Claim::DurableBack {
+                durable,
+                was: self.floor,
+            });
+        }
+        self.position = applied;
+        Ok(self.acknowledged(durable))
+    }
+
+    /// The done frame: the device `claimed` a stream of that length consumed to its end,
+    /// durable at `durable`; the stream has `events`.
+    fn on_done(
+        &mut self,
+        boots: u32,
+        total: i64,
+        claimed: Offset,
+        durable: Offset,
+        events: Offset,
+    ) -> Result<(Heard, Option<ToDevice>), HostError> {
+        let delivered = self.delivered;
+        if claimed != events {
+            return Self::claimed(Claim::Length { claimed, events });
+        }
+        if durable > self.bound() {
+            return Self::claimed(Claim::Durable { durable, delivered });
+        }
+        if durable < events {
+            return Self::claimed(Claim::Early { durable, events });
+        }
+        self.position = durable;
+        let advanced = self.acknowledged(durable);
+        Ok((
+            Heard::Done {
+                boots,
+                total,
+                durable,
+                undelivered: delivered.map(|d| d.from).filter(|&from| from > 0),
+                advanced,
+            },
+            None,
+        ))
     }
 }
 
