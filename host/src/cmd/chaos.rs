@@ -7,17 +7,18 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
 use idem_sim::check::Verdict;
 use idem_sim::rng::SplitMix64;
+use idem_sim::run::Report;
 use serde_json::json;
 
 use crate::cleanup;
-use crate::device;
+use crate::device::{self, Progress};
 use crate::error::usage;
 use crate::image::Image;
 use crate::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
@@ -119,7 +120,28 @@ impl Cmd {
             .spawn()?)
     }
 
+    /// Kills consume runs until the budget ends, finishes the stream with one last run,
+    /// and reports the total against the truth and against a run without a crash.
     fn kill_loop(&self, loaded: &Loaded, path: &Path) -> anyhow::Result<ExitCode> {
+        let killed = self.kill(loaded, path)?;
+        self.finish(path)?;
+        let p = device::recover(&mut Image::open(path, false)?, None)?;
+        let verdict = Verdict::of(p.total, p.true_total);
+        // The same log and store without a crash, simulated: what the log itself causes
+        // (a duplicate the store cannot see) is not the kills'.
+        let clean = select::run(loaded, self.store, self.workload.window, false)?.report;
+        let off = self.store.idempotent() && verdict != Verdict::Exact;
+        self.print(&killed, &p, &clean)?;
+        Ok(if off {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
+
+    /// The kills: paced consume runs, each SIGKILLed at a seeded instant, until
+    /// `--kills` of them, the budget's end, or a run that finishes the stream.
+    fn kill(&self, loaded: &Loaded, path: &Path) -> anyhow::Result<Killed> {
         let events = loaded.events().max(1);
         let mean = (DELAY_MS.0 + DELAY_MS.1) / 2;
         // Slow enough that the kills, on average, use up only half of the stream.
@@ -127,55 +149,51 @@ impl Cmd {
             .pace_ms
             .unwrap_or_else(|| (2 * u64::from(self.kills) * mean / events).clamp(1, 50));
         let mut rng = SplitMix64::new(self.seed);
-        let (mut kills, mut mid_stream) = (0u32, 0u32);
+        let mut killed = Killed {
+            pace,
+            kills: 0,
+            mid_stream: 0,
+        };
         let started = Instant::now();
-        while kills < self.kills && started.elapsed() < KILL_BUDGET {
+        while killed.kills < self.kills && started.elapsed() < KILL_BUDGET {
             let mut child = self.consume(path, pace)?;
             let deadline =
                 Instant::now() + Duration::from_millis(rng.range(DELAY_MS.0, DELAY_MS.1));
-            let exited = loop {
-                if let Some(status) = child.try_wait()? {
-                    break Some(status);
-                }
-                if Instant::now() >= deadline {
-                    break None;
-                }
-                interrupted(&mut child)?;
-                std::thread::sleep(Duration::from_millis(1));
-            };
-            match exited {
+            match exit_before(&mut child, Some(deadline))? {
                 Some(status) if status.success() => break,
                 Some(_) => return Err(failed(child)),
                 None => {
                     child.kill()?;
                     child.wait()?;
-                    kills += 1;
+                    killed.kills += 1;
                     if path.exists() {
                         let p = device::recover(&mut Image::open(path, false)?, None)?;
-                        mid_stream += u32::from(p.next_offset < p.events);
+                        killed.mid_stream += u32::from(p.next_offset < p.events);
                     }
                 }
             }
         }
-        // One last run, unpaced and never killed (but for a signal), finishes the stream.
+        Ok(killed)
+    }
+
+    /// One last run, unpaced and never killed (but for a signal), finishes the stream.
+    fn finish(&self, path: &Path) -> anyhow::Result<()> {
         let mut last = self.consume(path, 0)?;
-        let status = loop {
-            if let Some(status) = last.try_wait()? {
-                break status;
-            }
-            interrupted(&mut last)?;
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        if !status.success() {
-            return Err(failed(last));
+        match exit_before(&mut last, None)? {
+            Some(status) if status.success() => Ok(()),
+            _ => Err(failed(last)),
         }
-        let p = device::recover(&mut Image::open(path, false)?, None)?;
+    }
+
+    /// Prints what the kills did and the final total (`p`), against `clean`, the total
+    /// of the same log and store without a crash.
+    fn print(&self, killed: &Killed, p: &Progress, clean: &Report) -> std::io::Result<()> {
+        let Killed {
+            pace,
+            kills,
+            mid_stream,
+        } = *killed;
         let verdict = Verdict::of(p.total, p.true_total);
-        // The same log and store without a crash, simulated: what the log itself causes
-        // (a duplicate the store cannot see) is not the kills'.
-        let clean = select::run(loaded, self.store, self.workload.window, false)?.report;
-        let clean_exact = clean.final_total == clean.true_total;
-        let off = self.store.idempotent() && verdict != Verdict::Exact;
         let mut out = std::io::stdout().lock();
         if self.json {
             let v = json!({
@@ -184,44 +202,71 @@ impl Cmd {
                 "final_total": p.total, "true_total": p.true_total, "verdict": verdict.name(),
                 "without_a_crash": { "final_total": clean.final_total, "true_total": clean.true_total },
             });
-            writeln!(out, "{v}")?;
-        } else {
-            writeln!(
-                out,
-                "chaos: {kills} SIGKILLs of `idem consume {} --store {}` (seed {}, pace {pace} ms), {mid_stream} landed mid-stream",
-                self.scenario.name(),
-                self.store.name(),
-                self.seed
-            )?;
-            let why = match (self.store.idempotent(), verdict) {
-                (true, Verdict::Exact) => "the store survived every kill".to_string(),
-                (true, _) if !clean_exact && clean.final_total == p.total => format!(
-                    "not exact on this log, crash or no crash: without a kill it ends at {} too (true total {}), since the log holds a duplicate this store cannot see",
-                    clean.final_total, clean.true_total
-                ),
-                (true, _) if !clean_exact => format!(
-                    "not exact on this log, crash or no crash (without a kill it ends at {}, true total {}); the kills moved it to {}",
-                    clean.final_total, clean.true_total, p.total
-                ),
-                (true, _) => "WRONG: an idempotent store must end exact".to_string(),
-                (false, Verdict::Exact) => {
-                    "this time no kill landed between an effect and its commit".to_string()
-                }
-                (false, _) => {
-                    "expected for the naive store: each kill replays what its last checkpoint missed".to_string()
-                }
-            };
-            writeln!(
-                out,
-                "final total {} (true total {}): {}; {why}",
-                p.total, p.true_total, verdict
-            )?;
+            return writeln!(out, "{v}");
         }
-        Ok(if off {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        })
+        writeln!(
+            out,
+            "chaos: {kills} SIGKILLs of `idem consume {} --store {}` (seed {}, pace {pace} ms), {mid_stream} landed mid-stream",
+            self.scenario.name(),
+            self.store.name(),
+            self.seed
+        )?;
+        writeln!(
+            out,
+            "final total {} (true total {}): {}; {}",
+            p.total,
+            p.true_total,
+            verdict,
+            self.why(verdict, p, clean)
+        )
+    }
+
+    /// Why the final total is what it is, for this store.
+    fn why(&self, verdict: Verdict, p: &Progress, clean: &Report) -> String {
+        let clean_exact = clean.final_total == clean.true_total;
+        match (self.store.idempotent(), verdict) {
+            (true, Verdict::Exact) => "the store survived every kill".to_string(),
+            (true, _) if !clean_exact && clean.final_total == p.total => format!(
+                "not exact on this log, crash or no crash: without a kill it ends at {} too (true total {}), since the log holds a duplicate this store cannot see",
+                clean.final_total, clean.true_total
+            ),
+            (true, _) if !clean_exact => format!(
+                "not exact on this log, crash or no crash (without a kill it ends at {}, true total {}); the kills moved it to {}",
+                clean.final_total, clean.true_total, p.total
+            ),
+            (true, _) => "WRONG: an idempotent store must end exact".to_string(),
+            (false, Verdict::Exact) => {
+                "this time no kill landed between an effect and its commit".to_string()
+            }
+            (false, _) => {
+                "expected for the naive store: each kill replays what its last checkpoint missed"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// What the kill loop did: the consumers' pace, the kills, and how many of them found
+/// the stream not yet consumed to its end.
+#[derive(Debug, Clone, Copy)]
+struct Killed {
+    pace: u64,
+    kills: u32,
+    mid_stream: u32,
+}
+
+/// Waits for `child` to exit, until `deadline` if there is one: its status, or `None`
+/// when the deadline came first. A signal that asks idem to stop kills it.
+fn exit_before(child: &mut Child, deadline: Option<Instant>) -> anyhow::Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        interrupted(child)?;
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

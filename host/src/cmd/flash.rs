@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::journal::{Journal, JournalError, PageState, Region};
+use idem_core::journal::{Journal, JournalError, PageState, PageSummary, Region};
 use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
@@ -116,40 +116,8 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         let s = j
             .summarize(flash, page)
             .map_err(|e| device::journal_error(image, e))?;
-        let state = match s.state {
-            PageState::Blank => "blank",
-            PageState::Valid => "valid",
-            PageState::Unformatted => "unformatted",
-            // An inspection handle names no journal to migrate from.
-            PageState::Stale => "stale",
-        };
         let erased = image.flash.erase_counts()[(first + page) as usize];
-        if s.state == PageState::Valid {
-            writeln!(
-                text,
-                "  page {:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} blank  newest seq {:<8}  erased {erased}x",
-                first + page,
-                s.valid,
-                s.torn,
-                s.blank,
-                s.newest_seq.map_or("-".into(), |q| q.to_string()),
-            )?;
-        } else if s.valid > 0 {
-            writeln!(
-                text,
-                "  page {:>2}  {state:<11}  {:>3} records in a page with a damaged header, newest seq {:<8}  erased {erased}x",
-                first + page,
-                s.valid,
-                s.newest_seq.map_or("-".into(), |q| q.to_string()),
-            )?;
-        } else {
-            writeln!(
-                text,
-                "  page {:>2}  {state:<11}  {:>51}erased {erased}x",
-                first + page,
-                ""
-            )?;
-        }
+        page_line(text, first + page, &s, erased)?;
     }
     if let Some(page) = damage {
         writeln!(
@@ -169,4 +137,39 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         _ => writeln!(text, "  winner: none (no valid record)")?,
     }
     Ok(())
+}
+
+/// One page's line of `inspect`: page `number` (in the image), what it holds, and how
+/// often it was erased.
+fn page_line(text: &mut String, number: u32, s: &PageSummary, erased: u32) -> std::fmt::Result {
+    let state = match s.state {
+        PageState::Blank => "blank",
+        PageState::Valid => "valid",
+        PageState::Unformatted => "unformatted",
+        // An inspection handle names no journal to migrate from.
+        PageState::Stale => "stale",
+    };
+    if s.state == PageState::Valid {
+        writeln!(
+            text,
+            "  page {number:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} blank  newest seq {:<8}  erased {erased}x",
+            s.valid,
+            s.torn,
+            s.blank,
+            s.newest_seq.map_or("-".into(), |q| q.to_string()),
+        )
+    } else if s.valid > 0 {
+        writeln!(
+            text,
+            "  page {number:>2}  {state:<11}  {:>3} records in a page with a damaged header, newest seq {:<8}  erased {erased}x",
+            s.valid,
+            s.newest_seq.map_or("-".into(), |q| q.to_string()),
+        )
+    } else {
+        writeln!(
+            text,
+            "  page {number:>2}  {state:<11}  {:>51}erased {erased}x",
+            ""
+        )
+    }
 }

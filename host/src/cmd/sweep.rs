@@ -217,6 +217,8 @@ impl Cmd {
         s
     }
 
+    /// The text report: what was swept, the matrix, each failing store's rerun lines,
+    /// and the speed.
     fn print(
         &self,
         out: &mut impl Write,
@@ -225,7 +227,33 @@ impl Cmd {
         rerun: &str,
         elapsed: Duration,
     ) -> anyhow::Result<()> {
-        let what = match (self.crashes, self.torn_writes) {
+        writeln!(
+            out,
+            "idem sweep {}: {} events, checkpoint every {}; {}",
+            loaded.name(),
+            loaded.events(),
+            loaded.consumer().checkpoint_every,
+            self.what()
+        )?;
+        writeln!(out)?;
+        print_matrix(out, tallies)?;
+        for (c, t) in tallies.iter().filter(|(_, t)| t.failing > 0) {
+            writeln!(out)?;
+            print_failing(out, *c, t, rerun)?;
+        }
+        let steps: u64 = tallies.iter().map(|(_, t)| t.steps).sum();
+        writeln!(
+            out,
+            "\n{steps} simulated steps in {:.2} s ({:.1} M steps/s)",
+            elapsed.as_secs_f64(),
+            steps as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
+        )?;
+        Ok(())
+    }
+
+    /// What was swept: every crash point, or how many random schedules of how many crashes.
+    fn what(&self) -> String {
+        match (self.crashes, self.torn_writes) {
             (1, false) => "one crash at every delivery, effect and commit".to_string(),
             (1, true) => {
                 "one crash at every delivery, effect and commit, and in every flash write and erase"
@@ -241,86 +269,83 @@ impl Cmd {
                 },
                 self.seed
             ),
+        }
+    }
+}
+
+/// The result matrix: one line a store.
+fn print_matrix(out: &mut impl Write, tallies: &[(SinkChoice, Tally)]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  anomalies",
+        "store", "schedules", "exact", "over", "under", "failing", "worst over", "worst under"
+    )?;
+    for (c, t) in tallies {
+        let worst = |w: &Option<(u64, Schedule)>, sign: char| {
+            w.as_ref().map_or("-".into(), |(d, _)| format!("{sign}{d}"))
         };
         writeln!(
             out,
-            "idem sweep {}: {} events, checkpoint every {}; {what}",
-            loaded.name(),
-            loaded.events(),
-            loaded.consumer().checkpoint_every
+            "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  {}",
+            c.name(),
+            t.schedules,
+            t.exact,
+            t.over,
+            t.under,
+            t.failing,
+            worst(&t.worst_over, '+'),
+            worst(&t.worst_under, '-'),
+            anomaly_text(&t.anomalies)
         )?;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  anomalies",
-            "store", "schedules", "exact", "over", "under", "failing", "worst over", "worst under"
-        )?;
-        for (c, t) in tallies {
-            let worst = |w: &Option<(u64, Schedule)>, sign: char| {
-                w.as_ref().map_or("-".into(), |(d, _)| format!("{sign}{d}"))
-            };
-            writeln!(
-                out,
-                "{:<13} {:>9} {:>8} {:>7} {:>7} {:>7}  {:<11} {:<11}  {}",
-                c.name(),
-                t.schedules,
-                t.exact,
-                t.over,
-                t.under,
-                t.failing,
-                worst(&t.worst_over, '+'),
-                worst(&t.worst_under, '-'),
-                anomaly_text(&t.anomalies)
-            )?;
-        }
-        for (c, t) in tallies.iter().filter(|(_, t)| t.failing > 0) {
-            writeln!(out)?;
-            let why = match (t.idempotent, t.clean.fails()) {
-                (false, _) => "expected: the store is not idempotent",
-                (true, true) => "not exact on this log, crash or no crash",
-                (true, false) => "an idempotent store FAILED",
-            };
-            writeln!(
-                out,
-                "{}: {} failing schedules ({why}); rerun one:",
-                c.name(),
-                t.failing
-            )?;
-            if t.clean.fails() {
-                let (total, truth) = (t.clean.final_total, t.clean.true_total);
-                writeln!(
-                    out,
-                    "  even without a crash it ends at {total} (true total {truth}; {}): the log holds a duplicate it cannot see;\n  {} of the schedules end worse than that",
-                    anomaly_text(&t.clean.anomalies),
-                    t.worse
-                )?;
-            }
-            for s in t.listed.iter().map(|s| schedule_text(s)) {
-                writeln!(out, "  {rerun} {} --schedule \"{s}\"", c.flag())?;
-            }
-            let minimized = t.minimized.as_ref();
-            match minimized.map(|(from, to)| (schedule_text(from), schedule_text(to))) {
-                Some((from, to)) if from == to => writeln!(out, "  {from} is already minimal")?,
-                Some((from, to)) => {
-                    writeln!(out, "  minimized from {from}:")?;
-                    writeln!(out, "  {rerun} {} --schedule \"{to}\"", c.flag())?;
-                }
-                None => {}
-            }
-            if let Some((d, s)) = &t.worst_over {
-                let s = schedule_text(s);
-                writeln!(out, "  worst: {} at {s}", Verdict::Over(*d))?;
-            }
-        }
-        let steps: u64 = tallies.iter().map(|(_, t)| t.steps).sum();
-        writeln!(
-            out,
-            "\n{steps} simulated steps in {:.2} s ({:.1} M steps/s)",
-            elapsed.as_secs_f64(),
-            steps as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
-        )?;
-        Ok(())
     }
+    Ok(())
+}
+
+/// A store with failing schedules: why, the lines that rerun them, the minimized one,
+/// and the worst.
+fn print_failing(
+    out: &mut impl Write,
+    c: SinkChoice,
+    t: &Tally,
+    rerun: &str,
+) -> std::io::Result<()> {
+    let why = match (t.idempotent, t.clean.fails()) {
+        (false, _) => "expected: the store is not idempotent",
+        (true, true) => "not exact on this log, crash or no crash",
+        (true, false) => "an idempotent store FAILED",
+    };
+    writeln!(
+        out,
+        "{}: {} failing schedules ({why}); rerun one:",
+        c.name(),
+        t.failing
+    )?;
+    if t.clean.fails() {
+        let (total, truth) = (t.clean.final_total, t.clean.true_total);
+        writeln!(
+            out,
+            "  even without a crash it ends at {total} (true total {truth}; {}): the log holds a duplicate it cannot see;\n  {} of the schedules end worse than that",
+            anomaly_text(&t.clean.anomalies),
+            t.worse
+        )?;
+    }
+    for s in t.listed.iter().map(|s| schedule_text(s)) {
+        writeln!(out, "  {rerun} {} --schedule \"{s}\"", c.flag())?;
+    }
+    let minimized = t.minimized.as_ref();
+    match minimized.map(|(from, to)| (schedule_text(from), schedule_text(to))) {
+        Some((from, to)) if from == to => writeln!(out, "  {from} is already minimal")?,
+        Some((from, to)) => {
+            writeln!(out, "  minimized from {from}:")?;
+            writeln!(out, "  {rerun} {} --schedule \"{to}\"", c.flag())?;
+        }
+        None => {}
+    }
+    if let Some((d, s)) = &t.worst_over {
+        let s = schedule_text(s);
+        writeln!(out, "  worst: {} at {s}", Verdict::Over(*d))?;
+    }
+    Ok(())
 }
 
 fn anomaly_text(a: &Anomalies) -> String {

@@ -229,62 +229,114 @@ where
     Snapshot<K>: Sync,
     Branch<'l, K, L>: Send,
 {
-    let n = scenario.log.len();
-    // Pass 1: the clean run, its snapshot at every offset, its size, and the order in
-    // which it applied messages.
-    let recorder = Recorder {
-        order: vec![u32::MAX; n as usize],
-        count: 0,
-    };
-    let mut clean = Run::new(
-        SimFlash::new(),
-        SIM_LAYOUT,
-        scenario,
-        sinks.clone(),
-        recorder,
-    )?;
-    let mut snaps: Vec<Snapshot<K>> = Vec::with_capacity(n as usize + 1);
-    let pass = super::clean_pass(&mut clean, |snap| snaps.push(snap))?;
-    let order = Arc::new(clean.applied().order.clone());
-    let end = clean.finish();
-    let fresh = || {
+    let (base, mut tally) = Base::clean(scenario, sinks)?;
+    if options.crashes == 1 {
+        base.every_point(&mut tally, options.torn_writes, spread, progress)?;
+    } else {
+        base.random(&mut tally, options, spread, progress)?;
+    }
+    base.minimize(&mut tally);
+    Ok(tally)
+}
+
+/// What the clean run leaves the branches: each branch starts as a fresh run and ends
+/// where it rejoins the clean run's snapshots.
+struct Base<'l, K: SumSinks, L> {
+    scenario: &'l Scenario<L>,
+    sinks: K,
+    /// The clean run's snapshot at every offset.
+    snaps: Vec<Snapshot<K>>,
+    /// The order in which the clean run applied messages.
+    order: Arc<Vec<u32>>,
+    /// The clean run's final total and anomalies.
+    clean_final: (i64, Anomalies),
+}
+
+impl<'l, K, L> Base<'l, K, L>
+where
+    K: SumSinks + Sync,
+    L: Truth + Sync,
+    Snapshot<K>: Sync,
+    Branch<'l, K, L>: Send,
+{
+    /// Pass 1: the clean run, its snapshot at every offset, its size, and the order in
+    /// which it applied messages; the tally starts from its end.
+    fn clean(scenario: &'l Scenario<L>, sinks: K) -> Result<(Self, Tally), SimError> {
+        let n = scenario.log.len();
+        let recorder = Recorder {
+            order: vec![u32::MAX; n as usize],
+            count: 0,
+        };
+        let mut clean = Run::new(
+            SimFlash::new(),
+            SIM_LAYOUT,
+            scenario,
+            sinks.clone(),
+            recorder,
+        )?;
+        let mut snaps: Vec<Snapshot<K>> = Vec::with_capacity(n as usize + 1);
+        let pass = super::clean_pass(&mut clean, |snap| snaps.push(snap))?;
+        let order = Arc::new(clean.applied().order.clone());
+        let end = clean.finish();
+        let tally = Tally {
+            idempotent: K::IDEMPOTENT,
+            pass,
+            steps: end.steps,
+            clean: Clean {
+                final_total: end.final_total,
+                true_total: end.true_total,
+                anomalies: end.anomalies,
+            },
+            ..Tally::default()
+        };
+        let base = Self {
+            scenario,
+            sinks,
+            snaps,
+            order,
+            clean_final: (end.final_total, end.anomalies),
+        };
+        Ok((base, tally))
+    }
+
+    /// A run from the start, with nothing applied yet.
+    fn fresh(&self) -> Result<Branch<'l, K, L>, SimError> {
         let applied = Overlay {
-            order: Arc::clone(&order),
+            order: Arc::clone(&self.order),
             known: 0,
             extra: HashSet::new(),
         };
         Run::new(
             SimFlash::new(),
             SIM_LAYOUT,
-            scenario,
-            sinks.clone(),
+            self.scenario,
+            self.sinks.clone(),
             applied,
         )
-    };
-    let clean_final = (end.final_total, end.anomalies);
-    let finish = |b: Branch<'l, K, L>| {
-        super::finish_branch(b, |q: Offset| snaps.get(q as usize), clean_final)
-    };
-    let mut tally = Tally {
-        idempotent: K::IDEMPOTENT,
-        pass,
-        steps: end.steps,
-        clean: Clean {
-            final_total: end.final_total,
-            true_total: end.true_total,
-            anomalies: end.anomalies,
-        },
-        ..Tally::default()
-    };
-    let torn = options.torn_writes;
-    if options.crashes == 1 {
+    }
+
+    /// Runs a branch until it rejoins the clean run, or to its end.
+    fn finish(&self, b: Branch<'l, K, L>) -> Result<BranchOutcome, SimError> {
+        super::finish_branch(b, |q: Offset| self.snaps.get(q as usize), self.clean_final)
+    }
+
+    /// Pass 2 with one crash a schedule: the clean run again, branching off at every
+    /// point (and, with `torn`, in every word write and erase).
+    fn every_point(
+        &self,
+        tally: &mut Tally,
+        torn: bool,
+        spread: &impl Spread,
+        progress: &mut impl Progress,
+    ) -> Result<(), SweepError> {
+        let (n, pass) = (self.scenario.log.len(), tally.pass);
         let points = pass.points
             + if torn {
                 pass.word_writes + pass.erases
             } else {
                 0
             };
-        let k = scenario.consumer.checkpoint_every;
+        let k = self.scenario.consumer.checkpoint_every;
         let replay = super::replay_steps(points, k, n);
         if replay > super::MAX_REPLAY_STEPS {
             return Err(SweepError::TooLong {
@@ -295,45 +347,60 @@ where
             });
         }
         progress.start(points);
-        // Pass 2: the clean run again, branching off at every point.
-        let mut branches = Branches::new(fresh()?, torn);
+        let mut branches = Branches::new(self.fresh()?, torn);
         loop {
             let batch: Vec<_> = branches.by_ref().take(BATCH).collect::<Result<_, _>>()?;
             if batch.is_empty() {
-                break;
+                return Ok(());
             }
-            settle(&mut tally, progress, &spread.map(batch, &finish)?);
+            settle(tally, progress, &spread.map(batch, &|b| self.finish(b))?);
         }
-    } else {
+    }
+
+    /// Pass 2 with two or three crashes a schedule: `options.schedules` seeded random
+    /// schedules.
+    fn random(
+        &self,
+        tally: &mut Tally,
+        options: &Options,
+        spread: &impl Spread,
+        progress: &mut impl Progress,
+    ) -> Result<(), SweepError> {
         progress.start(u64::from(options.schedules));
+        let (torn, pass) = (options.torn_writes, tally.pass);
         let space = Space {
-            events: n,
-            checkpoint_every: scenario.consumer.checkpoint_every,
+            events: self.scenario.log.len(),
+            checkpoint_every: self.scenario.consumer.checkpoint_every,
             word_writes: if torn { pass.word_writes } else { 0 },
             erases: if torn { pass.erases } else { 0 },
         };
         let run_one = |i: u64| {
             let mut rng = SplitMix64::new(options.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let plan = super::random_schedule(&mut rng, usize::from(options.crashes), &space);
-            let mut r = fresh()?;
+            let mut r = self.fresh()?;
             r.set_plan(&plan)?;
-            finish(r)
+            self.finish(r)
         };
         let seeds: Vec<u64> = (0..u64::from(options.schedules)).collect();
         for chunk in seeds.chunks(BATCH) {
-            settle(&mut tally, progress, &spread.map(chunk.to_vec(), &run_one)?);
+            settle(tally, progress, &spread.map(chunk.to_vec(), &run_one)?);
+        }
+        Ok(())
+    }
+
+    /// Shrinks the first failing schedule to a smallest one that still fails.
+    fn minimize(&self, tally: &mut Tally) {
+        if let Some(first) = tally.listed.first().cloned() {
+            let fails = |plan: &[CrashPoint]| {
+                let Ok(mut r) = self.fresh() else {
+                    return false;
+                };
+                r.set_plan(plan).is_ok() && self.finish(r).is_ok_and(|o| o.fails_as_planned())
+            };
+            let small = super::shrink(&first, fails);
+            tally.minimized = Some((first, small));
         }
     }
-    // Shrink the first failing schedule to a smallest one that still fails.
-    if let Some(first) = tally.listed.first().cloned() {
-        let fails = |plan: &[CrashPoint]| {
-            let Ok(mut r) = fresh() else { return false };
-            r.set_plan(plan).is_ok() && finish(r).is_ok_and(|o| o.fails_as_planned())
-        };
-        let small = super::shrink(&first, fails);
-        tally.minimized = Some((first, small));
-    }
-    Ok(tally)
 }
 
 /// A branch of a sweep: a run on the simulator's flash with an [`Overlay`].

@@ -110,188 +110,280 @@ pub(super) fn feed(
     on_batch: &mut dyn FnMut(Offset, u64),
     quiet: bool,
 ) -> anyhow::Result<Seen> {
-    let mut host = Host::new(stream.config);
-    let mut reader = HostReader::in_domain(DOMAIN);
-    let mut noise = args.garble.map(SplitMix64::new);
-    let mut seen = Seen::default();
-    let started = Instant::now();
-    let limit = Duration::from_secs(args.timeout);
-    // The feed's timing policy, on microseconds since the start.
-    let clock = || started.elapsed().as_micros() as u64;
-    let mut timer = HostTimer::new(0);
+    let mut feed = Feed::new(stream, args, quiet);
     let mut buf = [0u8; 512];
-    let mut paced: Option<(Instant, ToDevice, bool)> = None;
-    let mut last_pull_resend = false;
-    let mut heard_any = false;
-    let say = |line: String| {
-        if !quiet {
-            eprintln!("{line}");
-        }
-    };
     loop {
         // The stats frame follows the done frame; wait a little for it.
-        if timer.finished(clock(), seen.stack_bytes > 0) {
-            return Ok(seen);
+        if feed.timer.finished(feed.clock(), feed.seen.stack_bytes > 0) {
+            return Ok(feed.seen);
         }
-        if started.elapsed() > limit {
-            let at = seen
-                .acked
-                .map_or("nothing acknowledged".to_string(), |(a, d, t)| {
-                    format!("applied up to {a}, durable {d}, total {t}")
-                });
-            anyhow::bail!(
-                "the board did not finish within {} s ({at}; {} boots seen)",
-                args.timeout,
-                seen.boots
-            );
-        }
-        let n = match link.read(&mut buf) {
-            // After the done frame, only the stats frame was still to come.
-            Ok(0) if seen.done.is_some() => return Ok(seen),
-            Ok(0) => anyhow::bail!("the board's link closed at offset {}", host.position()),
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(_) if seen.done.is_some() => return Ok(seen),
-            Err(e) => return Err(link_error(&e, host.position())),
+        feed.check_time()?;
+        let Some(n) = feed.read(link, &mut buf)? else {
+            return Ok(feed.seen);
         };
         for &b in &buf[..n] {
-            let Some(Ok(msg)) = reader.push(b) else {
-                // Noise at connect (a frame cut in half) is not enough: frames keep
-                // failing after a hello that a feed board would have answered.
-                if !heard_any && seen.hellos > 0 && reader.skipped >= 3 {
-                    anyhow::bail!(
-                        "the board sends frames that are not idem-feed's ({} so far, none of its own): is it running the demo image? Flash idem-feed (cd firmware && cargo run --release --bin idem-feed)",
-                        reader.skipped
-                    );
-                }
-                continue;
-            };
-            heard_any = true;
-            timer.heard(clock());
-            let (heard, reply) = host
-                .on_message(&msg, stream)
-                .map_err(|e: HostError| anyhow::anyhow!("{e}"))?;
-            match heard {
-                Heard::Booted { boots, resume } => {
-                    if reply.is_some() {
-                        seen.boots = seen.boots.max(boots);
-                        say(format!(
-                            "board: boot {boots}; its flash says it resumes at {resume}"
-                        ));
-                    }
-                }
-                Heard::Pulled { resend, .. } => last_pull_resend = resend,
-                Heard::Unconfirmed => {}
-                Heard::Done {
-                    boots,
-                    total,
-                    durable,
-                    undelivered,
-                    advanced,
-                } => {
-                    if let (Some(durable), Some(bridge)) = (advanced, &stream.bridge) {
-                        bridge.commit(durable)?;
-                        seen.group_commits.push(durable);
-                    }
-                    seen.done = Some((boots, total, durable, undelivered));
-                    seen.boots = seen.boots.max(boots);
-                    timer.done(clock());
-                }
-                Heard::Report { said, advanced } => {
-                    if let (Some(durable), Some(bridge)) = (advanced, &stream.bridge) {
-                        // The group gets only what the board acknowledged as durable.
-                        bridge.commit(durable)?;
-                        seen.group_commits.push(durable);
-                    }
-                    match said {
-                        FromDevice::Ready { resume, total, .. } => {
-                            seen.resumes.push(resume);
-                            say(format!(
-                                "board: consuming {} from offset {resume} (total {total})",
-                                stream.name
-                            ));
-                        }
-                        FromDevice::Ack {
-                            applied,
-                            durable,
-                            total,
-                        } => {
-                            if seen.acked.is_none_or(|(_, d, _)| d != durable) {
-                                say(format!(
-                                    "board: {}; applied up to {}, total {total}",
-                                    render::position_text(durable),
-                                    applied.saturating_sub(1)
-                                ));
-                            }
-                            seen.acked = Some((applied, durable, total));
-                        }
-                        FromDevice::Stats {
-                            garbled,
-                            out_of_order,
-                            stack_bytes,
-                        } => {
-                            (seen.garbled, seen.out_of_order) = (garbled, out_of_order);
-                            seen.stack_bytes = stack_bytes.max(1);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            if let Some(m) = reply {
-                if let ToDevice::Events { events, .. } = &m
-                    && args.pace_ms > 0
-                {
-                    // Paced: the batch goes out later; the board's repeated pull for
-                    // the same batch meanwhile is the same request, not a new one.
-                    if paced.is_none() {
-                        let due = Instant::now()
-                            + Duration::from_millis(args.pace_ms * events.len() as u64);
-                        paced = Some((due, m, last_pull_resend));
-                    }
-                    continue;
-                }
-                if matches!(m, ToDevice::Events { .. }) {
-                    seen.batches += 1;
-                    seen.resends += u64::from(last_pull_resend);
-                }
-                send(link, &m, &mut noise, &mut seen)
-                    .map_err(|e| link_error(&e, host.position()))?;
-                if let ToDevice::Events { events, .. } = &m
-                    && let Some(first) = events.first()
-                {
-                    on_batch(first.offset, events.len() as u64);
-                }
+            if let Some(reply) = feed.take(b)? {
+                feed.answer(link, reply, on_batch)?;
             }
         }
-        if let Some((due, ..)) = &paced
-            && Instant::now() >= *due
-            && let Some((_, m, resend)) = paced.take()
+        feed.send_paced(link, on_batch)?;
+        feed.hello_if_due(link)?;
+    }
+}
+
+/// A feed under way: the host's end of the protocol, the timers, and what was seen.
+struct Feed<'a> {
+    stream: &'a Stream,
+    args: &'a StreamArgs,
+    quiet: bool,
+    host: Host,
+    reader: HostReader,
+    /// The line's damage on purpose (`--garble`).
+    noise: Option<SplitMix64>,
+    seen: Seen,
+    started: Instant,
+    timer: HostTimer,
+    /// A batch held back by `--pace`: when it is due, the batch, and whether its pull
+    /// was a resend.
+    paced: Option<(Instant, ToDevice, bool)>,
+    last_pull_resend: bool,
+    /// Whether one frame of the board's own decoded.
+    heard_any: bool,
+}
+
+impl<'a> Feed<'a> {
+    fn new(stream: &'a Stream, args: &'a StreamArgs, quiet: bool) -> Self {
+        Self {
+            stream,
+            args,
+            quiet,
+            host: Host::new(stream.config),
+            reader: HostReader::in_domain(DOMAIN),
+            noise: args.garble.map(SplitMix64::new),
+            seen: Seen::default(),
+            started: Instant::now(),
+            timer: HostTimer::new(0),
+            paced: None,
+            last_pull_resend: false,
+            heard_any: false,
+        }
+    }
+
+    /// The feed's timing policy runs on microseconds since the start.
+    fn clock(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    /// Tells a person on standard error, unless quiet.
+    fn say(&self, line: String) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Fails once the feed has run longer than `--timeout`.
+    fn check_time(&self) -> anyhow::Result<()> {
+        if self.started.elapsed() <= Duration::from_secs(self.args.timeout) {
+            return Ok(());
+        }
+        let at = self
+            .seen
+            .acked
+            .map_or("nothing acknowledged".to_string(), |(a, d, t)| {
+                format!("applied up to {a}, durable {d}, total {t}")
+            });
+        anyhow::bail!(
+            "the board did not finish within {} s ({at}; {} boots seen)",
+            self.args.timeout,
+            self.seen.boots
+        );
+    }
+
+    /// Reads what the link holds: how many bytes (0 when the read timed out), or `None`
+    /// when the link ended after the done frame (only the stats frame was still to come).
+    fn read(&self, link: &mut dyn Link, buf: &mut [u8]) -> anyhow::Result<Option<usize>> {
+        use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+        match link.read(buf) {
+            Ok(0) if self.seen.done.is_some() => Ok(None),
+            Ok(0) => anyhow::bail!("the board's link closed at offset {}", self.host.position()),
+            Ok(n) => Ok(Some(n)),
+            Err(e) if matches!(e.kind(), TimedOut | WouldBlock | Interrupted) => Ok(Some(0)),
+            Err(_) if self.seen.done.is_some() => Ok(None),
+            Err(e) => Err(link_error(&e, self.host.position())),
+        }
+    }
+
+    /// Takes one byte from the board: the answer to send, when it completes a frame.
+    fn take(&mut self, b: u8) -> anyhow::Result<Option<ToDevice>> {
+        let Some(Ok(msg)) = self.reader.push(b) else {
+            // Noise at connect (a frame cut in half) is not enough: frames keep
+            // failing after a hello that a feed board would have answered.
+            if !self.heard_any && self.seen.hellos > 0 && self.reader.skipped >= 3 {
+                anyhow::bail!(
+                    "the board sends frames that are not idem-feed's ({} so far, none of its own): is it running the demo image? Flash idem-feed (cd firmware && cargo run --release --bin idem-feed)",
+                    self.reader.skipped
+                );
+            }
+            return Ok(None);
+        };
+        self.heard_any = true;
+        self.timer.heard(self.clock());
+        let (heard, reply) = self
+            .host
+            .on_message(&msg, self.stream)
+            .map_err(|e: HostError| anyhow::anyhow!("{e}"))?;
+        self.note(heard, reply.is_some())?;
+        Ok(reply)
+    }
+
+    /// Notes what the host heard; `answered` when it has an answer to send.
+    fn note(&mut self, heard: Heard, answered: bool) -> anyhow::Result<()> {
+        match heard {
+            Heard::Booted { boots, resume } => {
+                if answered {
+                    self.seen.boots = self.seen.boots.max(boots);
+                    self.say(format!(
+                        "board: boot {boots}; its flash says it resumes at {resume}"
+                    ));
+                }
+            }
+            Heard::Pulled { resend, .. } => self.last_pull_resend = resend,
+            Heard::Unconfirmed => {}
+            Heard::Done {
+                boots,
+                total,
+                durable,
+                undelivered,
+                advanced,
+            } => {
+                self.commit(advanced)?;
+                self.seen.done = Some((boots, total, durable, undelivered));
+                self.seen.boots = self.seen.boots.max(boots);
+                self.timer.done(self.clock());
+            }
+            Heard::Report { said, advanced } => {
+                self.commit(advanced)?;
+                self.note_report(said);
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits to the Kafka group, when there is one, a durable position the board
+    /// acknowledged that moved past every earlier one: the group gets only that.
+    fn commit(&mut self, advanced: Option<Offset>) -> anyhow::Result<()> {
+        if let (Some(durable), Some(bridge)) = (advanced, &self.stream.bridge) {
+            bridge.commit(durable)?;
+            self.seen.group_commits.push(durable);
+        }
+        Ok(())
+    }
+
+    /// Notes a report the board sent: ready, an ack or its stats.
+    fn note_report(&mut self, said: FromDevice) {
+        match said {
+            FromDevice::Ready { resume, total, .. } => {
+                self.seen.resumes.push(resume);
+                self.say(format!(
+                    "board: consuming {} from offset {resume} (total {total})",
+                    self.stream.name
+                ));
+            }
+            FromDevice::Ack {
+                applied,
+                durable,
+                total,
+            } => {
+                if self.seen.acked.is_none_or(|(_, d, _)| d != durable) {
+                    self.say(format!(
+                        "board: {}; applied up to {}, total {total}",
+                        render::position_text(durable),
+                        applied.saturating_sub(1)
+                    ));
+                }
+                self.seen.acked = Some((applied, durable, total));
+            }
+            FromDevice::Stats {
+                garbled,
+                out_of_order,
+                stack_bytes,
+            } => {
+                (self.seen.garbled, self.seen.out_of_order) = (garbled, out_of_order);
+                self.seen.stack_bytes = stack_bytes.max(1);
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the host's answer, or holds a batch back when the feed is paced.
+    fn answer(
+        &mut self,
+        link: &mut dyn Link,
+        reply: ToDevice,
+        on_batch: &mut dyn FnMut(Offset, u64),
+    ) -> anyhow::Result<()> {
+        if let ToDevice::Events { events, .. } = &reply
+            && self.args.pace_ms > 0
         {
-            seen.batches += 1;
-            seen.resends += u64::from(resend);
-            send(link, &m, &mut noise, &mut seen).map_err(|e| link_error(&e, host.position()))?;
-            if let ToDevice::Events { events, .. } = &m
-                && let Some(first) = events.first()
-            {
-                on_batch(first.offset, events.len() as u64);
+            // Paced: the batch goes out later; the board's repeated pull for the same
+            // batch meanwhile is the same request, not a new one.
+            if self.paced.is_none() {
+                let due =
+                    Instant::now() + Duration::from_millis(self.args.pace_ms * events.len() as u64);
+                self.paced = Some((due, reply, self.last_pull_resend));
             }
+            return Ok(());
         }
-        if timer.hello_due(clock()) {
-            // Nothing heard: the board booted before we connected, or lost its
-            // configuration. Who is there?
-            seen.hellos += 1;
-            let hello = host.hello();
-            send(link, &hello, &mut None, &mut seen)
-                .map_err(|e| link_error(&e, host.position()))?;
+        self.deliver(link, &reply, self.last_pull_resend, on_batch)
+    }
+
+    /// Sends the batch held back by `--pace`, once it is due.
+    fn send_paced(
+        &mut self,
+        link: &mut dyn Link,
+        on_batch: &mut dyn FnMut(Offset, u64),
+    ) -> anyhow::Result<()> {
+        if let Some((due, ..)) = &self.paced
+            && Instant::now() >= *due
+            && let Some((_, m, resend)) = self.paced.take()
+        {
+            self.deliver(link, &m, resend, on_batch)?;
         }
+        Ok(())
+    }
+
+    /// Sends `m`, counting a batch (and a resend, when its pull was one) and telling
+    /// `on_batch`.
+    fn deliver(
+        &mut self,
+        link: &mut dyn Link,
+        m: &ToDevice,
+        resend: bool,
+        on_batch: &mut dyn FnMut(Offset, u64),
+    ) -> anyhow::Result<()> {
+        if matches!(m, ToDevice::Events { .. }) {
+            self.seen.batches += 1;
+            self.seen.resends += u64::from(resend);
+        }
+        send(link, m, &mut self.noise, &mut self.seen)
+            .map_err(|e| link_error(&e, self.host.position()))?;
+        if let ToDevice::Events { events, .. } = m
+            && let Some(first) = events.first()
+        {
+            on_batch(first.offset, events.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// Says hello when nothing was heard for a while: the board booted before we
+    /// connected, or lost its configuration. Who is there?
+    fn hello_if_due(&mut self, link: &mut dyn Link) -> anyhow::Result<()> {
+        if self.timer.hello_due(self.clock()) {
+            self.seen.hellos += 1;
+            let hello = self.host.hello();
+            send(link, &hello, &mut None, &mut self.seen)
+                .map_err(|e| link_error(&e, self.host.position()))?;
+        }
+        Ok(())
     }
 }
