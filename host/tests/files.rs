@@ -393,6 +393,133 @@ fn a_client_that_never_reads_does_not_stall_the_others() {
     drop(stalled);
 }
 
+/// The bytes waiting on `s` without taking them (a peek that waits 10 ms): `Some(0)`
+/// when the server closed it, `None` when nothing came and it is open. A read timeout
+/// rather than a nonblocking socket, so that a clone of `s` on another thread can look
+/// at the same time.
+fn waiting(s: &TcpStream) -> Option<usize> {
+    s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    let mut buf = [0u8; 256];
+    match s.peek(&mut buf) {
+        Ok(n) => Some(n),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            None
+        }
+        Err(e) => panic!("peek: {e}"),
+    }
+}
+
+/// What the server answered on `s`, read to its close (bounded by [`GUARD`]).
+fn answer(mut s: TcpStream) -> String {
+    s.set_read_timeout(Some(GUARD)).unwrap();
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).unwrap();
+    String::from_utf8(response).unwrap()
+}
+
+const SLOW_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+/// A slow-loris: eight clients (as many as the server once had workers) each send their
+/// request head a byte every two seconds, and go on while another client asks for the
+/// page. That client gets it while all eight are still open, and each of the eight is
+/// then answered 408 and closed at the head's deadline (5 s), before its head is whole:
+/// the deadline is on the whole head, not on each read (a byte every two seconds used
+/// to hold a worker for 60 s, and eight of them the page).
+#[test]
+fn slow_clients_do_not_stop_the_page() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let server = Server::start(&served_folder(dir.path()));
+    let mut slow: Vec<(TcpStream, usize)> = (0..8)
+        .map(|_| (TcpStream::connect(("127.0.0.1", server.port)).unwrap(), 0))
+        .collect();
+    let started = Instant::now();
+    let (page, open) = std::thread::scope(|scope| {
+        let mut normal = None;
+        // At most one byte every two seconds for each, bounded by the head's length and
+        // by the guard; a client stops sending once the server has answered it.
+        while slow
+            .iter()
+            .any(|(s, sent)| *sent < SLOW_HEAD.len() && waiting(s).is_none())
+        {
+            assert!(
+                started.elapsed() < GUARD,
+                "the slow clients were never closed"
+            );
+            for (s, sent) in &mut slow {
+                if *sent < SLOW_HEAD.len() && waiting(s).is_none() {
+                    s.write_all(&SLOW_HEAD[*sent..*sent + 1]).unwrap();
+                    *sent += 1;
+                }
+            }
+            if normal.is_none() && slow.iter().all(|(_, sent)| *sent >= 2) {
+                let looks: Vec<TcpStream> =
+                    slow.iter().map(|(s, _)| s.try_clone().unwrap()).collect();
+                let server = &server;
+                normal = Some(scope.spawn(move || {
+                    let page = server.get("/");
+                    (page, looks.iter().filter(|s| waiting(s).is_none()).count())
+                }));
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        normal.expect("the normal client asked").join().unwrap()
+    });
+    assert_eq!(page, (200, b"<p>the page</p>".to_vec()));
+    assert_eq!(
+        open, 8,
+        "the page was served while the eight held their connections"
+    );
+    for (s, sent) in slow {
+        assert!(
+            sent < SLOW_HEAD.len(),
+            "a head sent whole ({sent} bytes) was waited for"
+        );
+        let text = answer(s);
+        assert!(
+            text.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nConnection: close\r\n"), "{text}");
+    }
+    // And the page is served as before.
+    assert_eq!(server.get("/"), (200, b"<p>the page</p>".to_vec()));
+}
+
+/// Sixty-four connections that send nothing fill the server: the sixty-fifth is told so
+/// (503 with Retry-After), not left waiting or dropped; once they are gone, the page is
+/// served again.
+#[test]
+fn a_full_server_answers_503() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let server = Server::start(&served_folder(dir.path()));
+    let idle: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    let (code, body) = server.get("/");
+    assert_eq!(
+        (code, String::from_utf8(body).unwrap()),
+        (503, "too many connections; try again".to_string())
+    );
+    for s in &idle {
+        assert_eq!(waiting(s), None, "an idle connection was closed early");
+    }
+    drop(idle);
+    // The threads notice the hang-ups at once; a few tries cover their scheduling.
+    let page = (0..50).find_map(|_| {
+        let got = server.get("/");
+        (got.0 == 200).then_some(got).or_else(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            None
+        })
+    });
+    assert_eq!(page, Some((200, b"<p>the page</p>".to_vec())));
+}
+
 /// Runs `idem lesson ddia` in a pseudo-terminal (util-linux `script`) in non-canonical
 /// mode without echo, so a line of any length reaches it whole; types `input`; returns
 /// the screen.

@@ -6,11 +6,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launch } from './chromium.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const idemBin = process.env.IDEM_BIN ?? path.join(root, 'target/debug/idem');
@@ -19,7 +18,7 @@ const shots = process.env.IDEM_SCREENSHOTS ?? path.join(root, 'web/e2e/screensho
 let server;
 let base;
 let browser;
-let profile;
+let chromium;
 const offsite = []; // requests the page tried to make to anything but the server
 
 before(async () => {
@@ -35,20 +34,13 @@ before(async () => {
     });
     server.on('exit', (code) => reject(new Error(`idem serve exited with ${code}`)));
   });
-  profile = mkdtempSync(path.join(tmpdir(), 'idem-chromium-'));
-  browser = await chromium.launch({
-    executablePath: process.env.IDEM_CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
-    timeout: 60000,
-  });
+  chromium = await launch();
+  browser = chromium.browser;
 });
 
 after(async () => {
-  await browser?.close();
+  await chromium?.close();
   server?.kill();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   assert.deepEqual(offsite, [], 'the page fetched something that is not its own');
 });
 
@@ -118,7 +110,7 @@ test('the ddia lesson, answered wrong then right, shows 110 and 100 and the comp
 });
 
 test('a click on offset 49 (effect) with K = 10 gives naive 110 and offset 100; the URL restores it', async () => {
-  const { page, context, errors } = await open('?view=playground&scenario=ddia&stores=naive,offset&k=10&schedule=none');
+  const { page, context, errors } = await open('?view=playground&scenario=ddia&stores=naive,offset&k=10&schedule=none&predict=off');
   assert.equal(await total(page, 'naive'), '100');
   await page.check('input[name="kind"][value="effect"]');
   await page.click('#timeline [data-offset="49"]');
@@ -152,7 +144,7 @@ test('a click on offset 49 (effect) with K = 10 gives naive 110 and offset 100; 
 });
 
 test('payments: p17 lands at offsets 0 and 1, message-id ends at 8', async () => {
-  const { page, context, errors } = await open('?view=playground&scenario=payments&stores=naive,offset,message-id');
+  const { page, context, errors } = await open('?view=playground&scenario=payments&stores=naive,offset,message-id&predict=off');
   assert.equal(await page.textContent('#timeline [data-offset="0"] .msg'), 'p17');
   assert.equal(await page.textContent('#timeline [data-offset="1"] .msg'), 'p17');
   assert.equal(await page.textContent('#timeline [data-offset="2"] .msg'), 'p18');
@@ -198,7 +190,7 @@ test("the page's reports equal idem run --json, field by field", async () => {
 });
 
 test('a schedule that cannot happen is one sentence, and the cells work from the keyboard', async () => {
-  const { page, context, errors } = await open('?view=playground&scenario=ddia&stores=naive&schedule=none');
+  const { page, context, errors } = await open('?view=playground&scenario=ddia&stores=naive&schedule=none&predict=off');
   await page.fill('#schedule', 'crash@effect:500');
   await page.press('#schedule', 'Enter');
   await page.locator('#schedule').blur();
@@ -216,6 +208,7 @@ test('a schedule that cannot happen is one sentence, and the cells work from the
 
 test('the matrix: each cell opens the run that explains it, offline once loaded', async () => {
   const { page, context, errors } = await open('?view=matrix');
+  await page.click('#matrix-show');
   const cell = page.locator('#matrix tr', { hasText: 'message-id' }).locator('td[data-fault="producer-retry"] a');
   assert.equal(await cell.textContent(), 'exact 8');
   await page.screenshot({ path: path.join(shots, 'matrix.png'), fullPage: true });
@@ -240,8 +233,69 @@ test('the matrix: each cell opens the run that explains it, offline once loaded'
   await context.close();
 });
 
+test('predict first: the playground asks for one total and the matrix for one cell before either shows', async () => {
+  const { page, context, errors } = await open('?view=playground&scenario=ddia&stores=naive,offset');
+  // Only the setting shows: the log and its crash, no card, plot, trace or replay.
+  assert.equal(await page.locator('.card').count(), 0);
+  assert.equal(await page.isVisible('#plot-figure'), false);
+  assert.equal(await page.isVisible('#trace-details'), false);
+  assert.equal(await page.locator('#timeline .redelivered, #timeline .skipped').count(), 0);
+  assert.equal(await page.locator('#timeline .crash').count(), 1);
+  assert.match(await page.textContent('#predict-box'), /what total does the naive store end at\?/);
+  await page.click('#predict-check');
+  assert.equal(await page.textContent('#predict-error'), 'Type a whole number first, or choose "Just show me".');
+  await page.fill('#predict-total', 'lots');
+  await page.click('#predict-check');
+  assert.equal(await page.textContent('#predict-error'), '"lots" is not a whole number; try again.');
+  await page.fill('#predict-total', '100');
+  await page.press('#predict-total', 'Enter');
+  assert.equal(await page.textContent('#predict-verdict'), 'not quite: you said 100; the naive store ends at 110.');
+  assert.equal(await total(page, 'naive'), '110');
+  assert.equal(await page.locator('#timeline .redelivered').count(), 10);
+  // Another crash point is another run: it asks again; "Just show me" shows it, ungraded.
+  await page.click('#timeline [data-offset="29"]');
+  assert.equal(await page.locator('.card').count(), 0);
+  await page.click('#predict-show');
+  assert.equal(await page.locator('.card').count(), 2);
+  assert.equal(await page.locator('#predict-verdict').count(), 0);
+  // The matrix: every cell a "?" until one of them is predicted.
+  await page.click('#tab-matrix');
+  const cells = page.locator('#matrix td[data-store]');
+  assert.deepEqual(await page.$$eval('#matrix-store option', (os) => os.map((o) => o.value)),
+    ['naive', 'offset', 'message-id', 'producer-seq', 'atomic', 'two-phase']);
+  assert.equal(await cells.count(), 6 * 6);
+  assert.deepEqual([...new Set(await cells.allTextContents())], ['?']);
+  await page.click('#matrix td[data-store="message-id"][data-fault="producer-retry"]');
+  assert.equal(await page.inputValue('#matrix-store'), 'message-id');
+  assert.equal(await page.inputValue('#matrix-fault'), 'producer-retry');
+  await page.fill('#matrix-total', '8');
+  await page.click('#matrix-check');
+  assert.equal(await page.textContent('#matrix-verdict'), 'right: you said 8; the message-id store under producer retry ends at 8 (the true total is 8).');
+  assert.equal(await page.textContent('#matrix td.chosen a'), 'exact 8');
+  assert.equal(await page.locator('#matrix td[data-fault] a').count(), 6 * 6);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the log's rows are a multiple of K (a divisor of it on a phone): every row ends at a checkpoint", async () => {
+  for (const [viewport, k, fits] of [[{ width: 1200, height: 900 }, 10, (n) => n % 10 === 0], [{ width: 1200, height: 900 }, 7, (n) => n % 7 === 0],
+    [{ width: 390, height: 844 }, 10, (n) => 10 % n === 0]]) {
+    const { page, context, errors } = await open(`?view=playground&scenario=ddia&stores=naive&k=${k}&schedule=none&predict=off`, viewport);
+    const n = Number(await page.getAttribute('#timeline', 'data-columns'));
+    assert.ok(n > 1 && fits(n), `${n} columns at ${viewport.width} px with K = ${k}`);
+    // The grid is what the page draws: offset n - 1 ends the first row, n starts the next.
+    const [last, next] = [await page.locator(`#timeline [data-offset="${n - 1}"]`).boundingBox(), await page.locator(`#timeline [data-offset="${n}"]`).boundingBox()];
+    assert.ok(next.y > last.y && next.x < last.x, `offset ${n} is not on the row after offset ${n - 1}`);
+    const bars = await page.$$eval('#timeline .batch-end', (cs) => cs.map((c) => Number(c.dataset.offset)));
+    assert.equal(bars.length, Math.ceil(100 / k));
+    for (const o of bars.slice(0, -1)) assert.equal((o % n + 1) % Math.min(n, k), 0, `the bar after offset ${o} with ${n} columns`);
+    assert.deepEqual(errors, []);
+    await context.close();
+  }
+});
+
 test("a phone's width: the playground still draws", async () => {
-  const { page, context, errors } = await open('?view=playground&scenario=worked-example&stores=naive,offset', { width: 390, height: 844 });
+  const { page, context, errors } = await open('?view=playground&scenario=worked-example&stores=naive,offset&predict=off', { width: 390, height: 844 });
   assert.equal(await total(page, 'naive'), '20');
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(width <= 390, `the page is ${width} px wide on a 390 px screen`);
@@ -251,7 +305,7 @@ test("a phone's width: the playground still draws", async () => {
 });
 
 test('10,000 events with a crash: run and render time (measured, written down, not asserted)', async () => {
-  const { page, context, errors } = await open('?view=playground&scenario=ddia&events=10000&stores=naive,offset&schedule=crash@effect:4999');
+  const { page, context, errors } = await open('?view=playground&scenario=ddia&events=10000&stores=naive,offset&schedule=crash@effect:4999&predict=off');
   assert.equal(await total(page, 'naive'), '10010');
   assert.equal(await total(page, 'offset'), '10000');
   const samples = [];

@@ -1,7 +1,17 @@
 // idem playground: draws what the core (WebAssembly, ./pkg) returns. No rule of the
 // simulation lives here: every total, verdict, replayed or skipped offset, grade and
 // error sentence is the core's, the same code as `idem run --json`.
-import init, * as idem from './pkg/idem_web.js';
+
+/** The core: the single-file page (web/single.sh) has instantiated it already, inline
+ *  and synchronously, in window.idemCore; the served page imports ./pkg (a module by
+ *  URL, which Chromium refuses from file://). */
+async function loadCore() {
+  if (window.idemCore) return window.idemCore;
+  const core = await import('./pkg/idem_web.js');
+  await core.default();
+  return core;
+}
+let idem;
 
 const $ = (id) => document.getElementById(id);
 const COLORS = ['#1f5fa8', '#c2410c', '#15803d', '#7e22ce', '#b91c1c', '#0e7490'];
@@ -25,7 +35,13 @@ const state = {
   kind: 'effect',
   focus: null,
   x: 'offset', // the plot's x axis: 'offset' or 'step'
+  predict: true, // each run asks for a prediction of its first store's total first
+  revealNext: false, // the next run shows at once (opened from an answer already seen)
 };
+// The run (its stores' specs as JSON) whose results are shown, and the prediction made
+// for it.
+let revealed = null;
+let prediction = null;
 let catalogue;
 let lessons;
 
@@ -44,6 +60,7 @@ function readUrl(search = location.search) {
   if (q.has('schedule')) state.schedule = q.get('schedule') === 'none' ? '' : q.get('schedule');
   if (q.has('focus')) state.focus = q.get('focus');
   if (q.get('x') === 'step') state.x = 'step';
+  if (q.has('predict')) state.predict = q.get('predict') !== 'off';
 }
 
 function writeUrl() {
@@ -60,6 +77,7 @@ function writeUrl() {
     if (state.focus) q.set('focus', state.focus);
     if (state.x !== 'offset') q.set('x', state.x);
   }
+  if (!state.predict) q.set('predict', 'off');
   history.replaceState(null, '', `${location.pathname}?${q}`);
 }
 
@@ -103,9 +121,9 @@ function drawLesson() {
   list.replaceChildren();
   const hints = {
     number: 'a whole number',
-    offsets: 'offsets: 40..49, or 0, 1, or none',
+    offsets: 'offsets, such as 3..7 or 2, 5, or none',
     'yes-no': 'yes or no',
-    numbers: 'numbers in order: 5, 8, 13',
+    numbers: 'numbers in order, such as 2, 4, 9',
   };
   lesson.steps.forEach((step, i) => {
     const input = el('input', { type: 'text', id: `answer-${i}`, 'aria-label': `your prediction for question ${i + 1}`, placeholder: hints[step.answer] });
@@ -181,6 +199,8 @@ function runLink(href, text, attrs = {}) {
     if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
     readUrl(href);
+    // Its answer has been seen (a lesson's observation, a matrix cell): no prediction.
+    state.revealNext = true;
     history.pushState(null, '', href);
     show(state.view);
   } }, text);
@@ -214,6 +234,7 @@ function syncControls() {
   $('k').value = state.k ?? '';
   for (const box of $('stores').querySelectorAll('input')) box.checked = state.stores.includes(box.value);
   for (const r of document.querySelectorAll('input[name="kind"]')) r.checked = r.value === state.kind;
+  $('predict-first').checked = state.predict;
   const about = catalogue.scenarios.find((s) => s.name === state.scenario);
   $('scenario-about').textContent = about ? about.about : '';
 }
@@ -247,10 +268,20 @@ function runPlayground() {
   if (state.k === null) $('k').placeholder = String(runs[0].checkpoint_every);
   if (state.scenario === 'ddia' && state.events === null) $('events').placeholder = String(runs[0].events);
   const focus = runs.find((r) => r.store === state.focus) || runs[0];
-  drawCards(runs, focus);
-  drawTimeline(focus);
-  drawPlot(runs);
-  drawTrace(focus);
+  const key = JSON.stringify(state.stores.map((s) => spec(s, false)));
+  if (state.revealNext) revealed = key;
+  state.revealNext = false;
+  const shown = !state.predict || revealed === key;
+  drawTimeline(focus, shown);
+  $('plot-figure').hidden = !shown;
+  $('trace-details').hidden = !shown;
+  if (shown) {
+    drawCards(runs, focus, prediction && prediction.key === key ? prediction : null);
+    drawPlot(runs);
+    drawTrace(focus);
+  } else {
+    drawPrediction(runs[0], key);
+  }
   $('cli-line').textContent = idem.cli_line(JSON.stringify(spec(focus.store, false)));
   writeUrl();
   const t2 = performance.now();
@@ -262,8 +293,46 @@ function ranges(list) {
   return idem.ranges(JSON.stringify(list));
 }
 
-function drawCards(runs, focus) {
-  $('results').replaceChildren(...runs.map((r, i) => {
+/** A box that asks for one whole number before something shows: `${prefix}-total`, its
+ *  check and show buttons and its error line; `answer(text)` gets a whole number as
+ *  typed, `reveal()` a "Just show me". `before` are controls to put ahead of the input. */
+function predictBox(prefix, label, question, before, answer, reveal) {
+  const input = el('input', { type: 'text', id: `${prefix}-total`, inputmode: 'numeric', placeholder: 'a whole number', 'aria-label': label });
+  const problem = el('p', { id: `${prefix}-error`, class: 'error', role: 'alert', hidden: '' });
+  const check = () => {
+    const text = input.value.trim();
+    if (/^-?[0-9]+$/.test(text)) return answer(text);
+    problem.hidden = false;
+    problem.textContent = text === '' ? 'Type a whole number first, or choose "Just show me".' : `"${text}" is not a whole number; try again.`;
+  };
+  input.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); check(); } });
+  return el('div', { class: 'predict', id: `${prefix}-box` }, question,
+    el('div', { class: 'ask' }, ...before, input,
+      el('button', { type: 'button', id: `${prefix}-check`, onclick: check }, 'Check my prediction'),
+      el('button', { type: 'button', id: `${prefix}-show`, onclick: reveal }, 'Just show me')),
+    problem);
+}
+
+/** Asks for the total of the run's first store before anything of the run shows. */
+function drawPrediction(run, key) {
+  const question = el('p', {}, 'Predict first: with this log, crash schedule and checkpoint interval, what total does the ',
+    el('strong', {}, run.store), ' store end at?');
+  const answer = (said) => { prediction = { key, store: run.store, said }; revealed = key; runPlayground(); };
+  const reveal = () => { revealed = key; runPlayground(); };
+  $('results').replaceChildren(predictBox('predict', `your prediction: the total the ${run.store} store ends at`, question, [], answer, reveal));
+}
+
+/** The line that grades a prediction against the run's figure. */
+function verdictLine(id, right, said, what, observed) {
+  return el('p', { id, class: 'prediction' }, el('span', { class: right ? 'verdict-right' : 'verdict-wrong' }, right ? 'right: ' : 'not quite: '),
+    `you said ${said}; ${what} ${observed}.`);
+}
+
+function drawCards(runs, focus, guess) {
+  const guessed = guess && runs.find((r) => r.store === guess.store);
+  const line = guessed ? [verdictLine('predict-verdict', Number(guess.said) === guessed.final_total, guess.said,
+    `the ${guessed.store} store ends at`, guessed.final_total)] : [];
+  $('results').replaceChildren(...line, ...runs.map((r, i) => {
     const card = el('div', { class: `card ${r.verdict}`, 'data-store': r.store },
       el('h4', { style: `color:${COLORS[i % COLORS.length]}` }, r.store),
       el('div', {}, el('span', { class: 'total', 'data-field': 'final_total' }, String(r.final_total)), ` of ${r.true_total} `, el('span', { class: 'verdict' }, r.verdict)),
@@ -293,12 +362,14 @@ function toggleCrash(offset) {
   runPlayground();
 }
 
-function drawTimeline(focus) {
+function drawTimeline(focus, shown) {
   const box = $('timeline');
   const events = focus ? focus.events : 0;
   $('legend-store').textContent = focus ? focus.store : '';
   if (!focus || events > MAX_CELLS) {
     box.replaceChildren();
+    delete box.dataset.every;
+    box.style.gridTemplateColumns = '';
     $('timeline-big').hidden = !focus;
     if (focus) box.append(el('p', { class: 'about' }, `${events} offsets: too many to draw one by one; add a crash point by its offset.`));
     return;
@@ -310,8 +381,9 @@ function drawTimeline(focus) {
     if (t.offset !== null && t.message) messages.set(t.offset, t.message);
     if (t.action === 'commit' && t.offset !== null) commits.add(t.offset);
   }
-  const redelivered = new Set(focus.redelivered);
-  const skipped = new Set(focus.skipped);
+  // Before a prediction, the log shows only what was chosen: where it crashes.
+  const redelivered = new Set(shown ? focus.redelivered : []);
+  const skipped = new Set(shown ? focus.skipped : []);
   const crashes = new Map();
   for (const t of focus.trace) {
     if (t.action.startsWith('crash@') && t.offset !== null) crashes.set(t.offset, t.action);
@@ -332,6 +404,23 @@ function drawTimeline(focus) {
       el('span', {}, String(o), crashes.has(o) ? el('span', { class: 'x' }, '×') : ''), messages.has(o) ? el('span', { class: 'msg' }, messages.get(o)) : ''));
   }
   box.replaceChildren(...cells);
+  box.dataset.every = String(focus.checkpoint_every);
+  layoutTimeline();
+}
+
+/** The log's rows: as many cells as fit, a multiple of the checkpoint interval K (or,
+ *  when K cells do not fit, a divisor of K), so a checkpoint's bar ends a row. */
+function layoutTimeline() {
+  const box = $('timeline');
+  const k = Number(box.dataset.every || 0);
+  if (!k || box.clientWidth === 0) return;
+  const rem = parseFloat(getComputedStyle(document.documentElement).fontSize);
+  const fit = Math.max(1, Math.floor((box.clientWidth + 2) / (2.4 * rem + 2)));
+  let n = 1;
+  if (k <= fit) n = k * Math.floor(fit / k);
+  else for (let d = 1; d <= fit; d++) if (k % d === 0) n = d;
+  box.style.gridTemplateColumns = `repeat(${n}, minmax(0, 1fr))`;
+  box.dataset.columns = String(n);
 }
 
 // Where each step of a trace sits on the plot's x axis: its index, or (as `idem plot`
@@ -441,24 +530,65 @@ function drawTrace(focus) {
 }
 
 // ---- matrix ---------------------------------------------------------------------
-let matrixDrawn = false;
+// The table shows once one cell of it has been predicted (or "Just show me" chosen).
+let matrixData = null;
+let matrixShown = false;
+let matrixGuess = null; // { store, fault, said }
+
 function drawMatrix() {
-  if (matrixDrawn) return;
-  const r = call('matrix');
-  if (r.error) { $('matrix').textContent = r.error; return; }
-  const m = r.ok;
+  if (!matrixData) {
+    const r = call('matrix');
+    if (r.error) { $('matrix').textContent = r.error; return; }
+    matrixData = r.ok;
+  }
+  if (matrixShown) drawMatrixTable(matrixData);
+  else drawMatrixPrediction(matrixData);
+}
+
+/** The table's skeleton, every figure a "?", and a question about one of its cells. */
+function drawMatrixPrediction(m) {
+  const store = el('select', { id: 'matrix-store', 'aria-label': 'the store' }, m.rows.map((r) => el('option', { value: r.store }, r.store)));
+  const fault = el('select', { id: 'matrix-fault', 'aria-label': 'the fault' }, m.faults.map((f) => el('option', { value: f.name }, f.title)));
+  const mark = () => {
+    for (const td of $('matrix').querySelectorAll('td[data-fault]')) {
+      td.classList.toggle('chosen', td.dataset.fault === fault.value && td.dataset.store === store.value);
+    }
+  };
+  store.addEventListener('change', mark);
+  fault.addEventListener('change', mark);
+  const answer = (said) => { matrixGuess = { store: store.value, fault: fault.value, said }; matrixShown = true; drawMatrix(); };
+  const reveal = () => { matrixShown = true; drawMatrix(); };
+  const question = el('p', {}, 'Predict one cell first: the total a store ends at under a fault (a cell, or these two lists, chooses which).');
+  const box = predictBox('matrix', 'your prediction: the total', question, [store, fault], answer, reveal);
+  const cell = (row, f) => el('td', { 'data-fault': f.name, 'data-store': row.store,
+    onclick: () => { store.value = row.store; fault.value = f.name; mark(); $('matrix-total').focus(); } }, '?');
+  const head = el('tr', {}, el('th', {}, 'store'), m.faults.map((f) => el('th', {}, f.title)));
+  const rows = m.rows.map((row) => el('tr', {}, el('th', {}, row.store), m.faults.map((f) => cell(row, f))));
+  $('matrix').replaceChildren(box, el('table', {}, el('thead', {}, head), el('tbody', {}, rows)));
+  mark();
+}
+
+function drawMatrixTable(m) {
   const head = el('tr', {}, el('th', {}, 'store'), m.faults.map((f) => el('th', {}, f.title)));
   const truth = el('tr', {}, el('th', {}, 'true total'), m.rows[0].cells.map((c) => el('td', { class: 'num' }, String(c.true_total))));
+  const guessed = (row, c) => matrixGuess && matrixGuess.store === row.store && matrixGuess.fault === c.fault;
   const rows = m.rows.map((row) => el('tr', {}, el('th', {}, row.store), row.cells.map((c) =>
-    el('td', { class: c.verdict, 'data-fault': c.fault },
+    el('td', { class: `${c.verdict}${guessed(row, c) ? ' chosen' : ''}`, 'data-fault': c.fault },
       runLink(playgroundUrl(c.spec), `${c.verdict} ${c.final_total}`, { title: `${row.store} under ${c.fault}: ${c.final_total} of ${c.true_total}` })))));
-  $('matrix').replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, truth, rows)));
-  matrixDrawn = true;
+  const line = [];
+  if (matrixGuess) {
+    const row = m.rows.find((r) => r.store === matrixGuess.store);
+    const c = row.cells.find((x) => x.fault === matrixGuess.fault);
+    const title = m.faults.find((f) => f.name === c.fault).title;
+    line.push(verdictLine('matrix-verdict', Number(matrixGuess.said) === c.final_total, matrixGuess.said,
+      `the ${row.store} store under ${title} ends at`, `${c.final_total} (the true total is ${c.true_total})`));
+  }
+  $('matrix').replaceChildren(...line, el('table', {}, el('thead', {}, head), el('tbody', {}, truth, rows)));
 }
 
 // ---- start ----------------------------------------------------------------------
 async function start() {
-  await init();
+  idem = await loadCore();
   catalogue = call('catalogue').ok;
   lessons = call('lessons').ok;
   readUrl();
@@ -480,8 +610,10 @@ async function start() {
   for (const r of document.querySelectorAll('input[name="kind"]')) r.addEventListener('change', () => { state.kind = r.value; });
   $('schedule').addEventListener('change', (e) => { state.schedule = e.target.value.trim(); runPlayground(); });
   $('controls').addEventListener('submit', (e) => { e.preventDefault(); });
+  $('predict-first').addEventListener('change', (e) => { state.predict = e.target.checked; runPlayground(); });
   $('big-add').addEventListener('click', () => { const v = $('big-offset').value; if (v !== '') toggleCrash(Number(v)); });
   window.addEventListener('popstate', () => { readUrl(); show(state.view); });
+  window.addEventListener('resize', layoutTimeline);
   $('loading').hidden = true;
   show(state.view);
   document.body.dataset.ready = 'true';
