@@ -318,6 +318,9 @@ fn a_consumer_with_nothing_yet_starts_where_the_application_says() {
         let at = match cut {
             PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n - before.word_writes),
             PowerCut::AtErase(n) => PowerCut::AtErase(n - before.erases),
+            PowerCut::BeforeWordWrite(n) => PowerCut::BeforeWordWrite(n - before.word_writes),
+            PowerCut::BeforeErase(n) => PowerCut::BeforeErase(n - before.erases),
+            PowerCut::WeakErase(n) => PowerCut::WeakErase(n - before.erases),
         };
         flash.schedule_power_cut(at);
         assert!(

@@ -266,6 +266,9 @@ fn the_update_keeps_the_window_and_doses_once_at_every_cut() {
         let cut = cut.map(|c| match c {
             PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n - before.word_writes),
             PowerCut::AtErase(n) => PowerCut::AtErase(n - before.erases),
+            PowerCut::BeforeWordWrite(n) => PowerCut::BeforeWordWrite(n - before.word_writes),
+            PowerCut::BeforeErase(n) => PowerCut::BeforeErase(n - before.erases),
+            PowerCut::WeakErase(n) => PowerCut::WeakErase(n - before.erases),
         });
         assert_eq!(
             update(&events, steps, cut, reset, seed as u64),

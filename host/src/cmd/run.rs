@@ -211,6 +211,12 @@ fn summary(
             render::resolution_text(res)
         )?;
     }
+    replay_lines(out, o)
+}
+
+/// What the run did with each offset after the crash, and what it cost in flash.
+fn replay_lines(out: &mut impl Write, o: &Outcome) -> anyhow::Result<()> {
+    let r = &o.report;
     writeln!(
         out,
         "  redelivered         {}",

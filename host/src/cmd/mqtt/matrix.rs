@@ -47,38 +47,7 @@ pub fn print(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
         rows.push((row, cells));
     }
     if json {
-        let rows: Vec<_> = rows
-            .iter()
-            .map(|(row, cells)| {
-                let by_store: serde_json::Map<String, serde_json::Value> = stores
-                    .iter()
-                    .zip(cells)
-                    .map(|(s, c)| {
-                        (s.name().to_string(), json!({
-                            "resets": c.points, "over": c.over.0, "over_by": c.over.1,
-                            "under": c.under.0, "under_by": c.under.1, "exact": c.over.0 + c.under.0 == 0,
-                        }))
-                    })
-                    .collect();
-                json!({
-                    "qos": row.0.level(),
-                    "identifiers": match (row.0.level(), row.1) {
-                        (2, Keep::Ram) => "ram",
-                        (2, Keep::Flash) => "flash",
-                        _ => "none",
-                    },
-                    "release": if row.2 == Release::WithNext { "with-next" } else { "now" },
-                    "records": cells[0].records,
-                    "stores": by_store,
-                })
-            })
-            .collect();
-        writeln!(
-            out,
-            "{}",
-            json!({ "source": "mqtt", "messages": 30, "true_total": sim::true_total(30), "in_flight": 4, "rows": rows })
-        )?;
-        return Ok(());
+        return print_json(out, &stores, &rows);
     }
     writeln!(
         out,
@@ -111,6 +80,47 @@ it. QoS 2 with the identifiers in the effect's record needs no dedup in the stor
 `with next` writes each release in the next message's record (one a message, and\n\
 one for each 4 releases the broker waits on). Against a real broker: idem mqtt\n\
 consume (README, \"Over MQTT\")."
+    )?;
+    Ok(())
+}
+
+/// The matrix as one JSON object: each row's QoS, identifiers, release and records, and
+/// each store's cell.
+fn print_json(
+    out: &mut impl Write,
+    stores: &[StoreKind],
+    rows: &[((idem_mqtt::codec::QoS, Keep, Release), Vec<Cell>)],
+) -> anyhow::Result<()> {
+    let rows: Vec<_> = rows
+        .iter()
+        .map(|(row, cells)| {
+            let by_store: serde_json::Map<String, serde_json::Value> = stores
+                .iter()
+                .zip(cells)
+                .map(|(s, c)| {
+                    (s.name().to_string(), json!({
+                        "resets": c.points, "over": c.over.0, "over_by": c.over.1,
+                        "under": c.under.0, "under_by": c.under.1, "exact": c.over.0 + c.under.0 == 0,
+                    }))
+                })
+                .collect();
+            json!({
+                "qos": row.0.level(),
+                "identifiers": match (row.0.level(), row.1) {
+                    (2, Keep::Ram) => "ram",
+                    (2, Keep::Flash) => "flash",
+                    _ => "none",
+                },
+                "release": if row.2 == Release::WithNext { "with-next" } else { "now" },
+                "records": cells[0].records,
+                "stores": by_store,
+            })
+        })
+        .collect();
+    writeln!(
+        out,
+        "{}",
+        json!({ "source": "mqtt", "messages": 30, "true_total": sim::true_total(30), "in_flight": 4, "rows": rows })
     )?;
     Ok(())
 }
