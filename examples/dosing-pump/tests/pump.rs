@@ -8,7 +8,8 @@
 
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::{Event, Received};
-use idem_core::store::Outcome;
+use idem_core::persist::{EachEffect, Layout};
+use idem_core::store::{MessageIdWindow, Outcome, Store};
 use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
 use idem_core::testing::flash::{FlashError, MemFlash};
 use idem_example_dosing_pump::{
@@ -256,4 +257,86 @@ fn the_update_doses_once_and_keeps_the_window_at_every_cut_and_reset() {
     let expected = [(10_206, 0, 0), (10_206, 0, 0), (17, 0, 0), (1_696, 0, 0)];
     assert_eq!(tallies, expected);
     assert_eq!((found.trials(), found.wrong()), (22_126, 0));
+}
+
+/// The issue's pump: millilitres, rate and doses as this one's, and an audit ring of the
+/// last eight dosing commands' ids (no intent): 99 B at most.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct AuditState {
+    commanded_ml: u64,
+    rate: u16,
+    doses: u32,
+    audit: [u64; 8],
+    next: u8,
+}
+
+impl idem_core::MaxSize for AuditState {
+    const POSTCARD_MAX_SIZE: usize = 10 + 3 + 5 + 8 * 10 + 1;
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct AuditPump;
+
+impl Store for AuditPump {
+    type Payload = Command;
+    type State = AuditState;
+    type Error = std::convert::Infallible;
+    type Rejections = ();
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x9D05_A000;
+    fn check(&self, _: &AuditState, _: &Event<Command>) -> Result<Outcome, Self::Error> {
+        Ok(Outcome::Applied)
+    }
+    fn apply(&self, s: &mut AuditState, e: &Event<Command>) {
+        match e.payload.kind {
+            Kind::Dispense { ml } => {
+                s.commanded_ml += u64::from(ml);
+                s.doses += 1;
+                s.audit[usize::from(s.next)] = e.payload.id;
+                s.next = (s.next + 1) % 8;
+            }
+            Kind::SetRate { ml_per_min } => s.rate = ml_per_min,
+        }
+    }
+}
+
+/// Bytes programmed and erases on the 4 pages, for `events` through `store`.
+fn flash_use<S>(store: MessageIdWindow<S, WINDOW>, events: &[Event<Command>]) -> (u64, u32)
+where
+    S: Store<Payload = Command, Persist = EachEffect<S>>,
+    S::State: idem_core::MaxSize + serde::Serialize + serde::de::DeserializeOwned + Default,
+    S::State: Copy + PartialEq + std::fmt::Debug,
+{
+    type Four = MemFlash<4, 4096>;
+    let mut flash = Four::new();
+    let layout = Layout::from_pages::<Four>(0, 2, 2, 0x0D05_A000);
+    let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
+    let mut c = Consumer::open(&mut flash, layout, store, config).unwrap();
+    c.run(
+        &mut flash,
+        &Received::new(events, Some(events.len() as u64)),
+    )
+    .unwrap();
+    (
+        flash.stats().bytes_written,
+        flash.page_erases().iter().sum(),
+    )
+}
+
+#[test]
+fn the_issues_pump_with_an_audit_ring_programs_and_erases_this_much() {
+    let events = commands(5_000, 779);
+    let ring = flash_use(MessageIdWindow::new(AuditPump, WINDOW).unwrap(), &events);
+    let pump = flash_use(
+        MessageIdWindow::new(idem_example_dosing_pump::Pump, WINDOW).unwrap(),
+        &events,
+    );
+    for (name, (bytes, erases)) in [("audit ring (99 B)", ring), ("this pump (27 B)", pump)] {
+        println!(
+            "{name}: 5,000 commands, {bytes} B programmed ({:.1} B a command), {erases} erases ({:.4} a command)",
+            bytes as f64 / 5_000.0,
+            f64::from(erases) / 5_000.0
+        );
+    }
+    assert_eq!((ring, pump), ((575_072, 145), (269_600, 67)));
 }
