@@ -10,6 +10,8 @@
 //! - The firmware in the field (v1, [`PumpV1`]) kept no intents; this one (v2, [`Pump`])
 //!   migrates its journal at every boot ([`migrate_window`]), command-id window
 //!   included, so a command sent before the update and again after it doses once.
+//! - A step either consumes a command or pumps the dose the step before made durable
+//!   and writes its done ([`Controller::step`]), so a reset can fall between the two.
 //!
 //! The flash: 6 pages of 4 KiB from `first` (4-byte units, the nRF52840's NVMC): 2 for
 //! the positions, 2 for the store, 2 for the ledger.
@@ -181,6 +183,15 @@ pub trait Motor {
 /// The pump's errors: its flash's, or a journal that is not its own.
 pub type Error<E> = ConsumerError<E, Infallible>;
 
+/// What a [`Controller::step`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Did {
+    /// The consumer stepped; a dose it applied is pumped by the next step.
+    Consumed(Step<Command>),
+    /// The dose the step before made durable was pumped and its done written.
+    Dosed(u16),
+}
+
 /// The controller: the consumer of the gateway's log and the ledger of doses.
 #[derive(Debug)]
 pub struct Controller {
@@ -219,27 +230,27 @@ impl Controller {
         Ok(Self { consumer, ledger })
     }
 
-    /// One step of the consumer, and the dose or rate it commands.
+    /// One step: the dose the last step made durable, pumped and marked done, if
+    /// there is one; else the consumer's step, and the rate it sets. A dose's intent
+    /// is durable one step before the motor turns, so a reset can fall between them.
     pub fn step<F: NorFlash, M: Motor, L: Log<Command> + ?Sized>(
         &mut self,
         flash: &mut F,
         motor: &mut M,
         log: &L,
-    ) -> Result<Step<Command>, Error<F::Error>> {
-        let step = self.consumer.step(flash, log)?;
-        if let Step::Effect(event, Outcome::Applied) = step {
-            let state = self.consumer.state().state;
-            match event.payload.kind {
-                Kind::Dispense { .. } => {
-                    if let Some(dose) = self.ledger.pending(&state.intent) {
-                        motor.dispense(dose.action);
-                        self.ledger.done(flash, dose.serial)?;
-                    }
-                }
-                Kind::SetRate { ml_per_min } => motor.set_rate(ml_per_min),
-            }
+    ) -> Result<Did, Error<F::Error>> {
+        if let Some(dose) = self.ledger.pending(&self.state().intent) {
+            motor.dispense(dose.action);
+            self.ledger.done(flash, dose.serial)?;
+            return Ok(Did::Dosed(dose.action));
         }
-        Ok(step)
+        let step = self.consumer.step(flash, log)?;
+        if let Step::Effect(event, Outcome::Applied) = step
+            && let Kind::SetRate { ml_per_min } = event.payload.kind
+        {
+            motor.set_rate(ml_per_min);
+        }
+        Ok(Did::Consumed(step))
     }
 
     /// Steps to the end of what the log holds.
@@ -249,8 +260,18 @@ impl Controller {
         motor: &mut M,
         log: &L,
     ) -> Result<(), Error<F::Error>> {
-        while !matches!(self.step(flash, motor, log)?, Step::Done) {}
+        while self.step(flash, motor, log)? != Did::Consumed(Step::Done) {}
         Ok(())
+    }
+
+    /// The dose whose intent is durable and whose done is not: the next step pumps it.
+    pub fn due(&self) -> Option<u16> {
+        self.ledger.pending(&self.state().intent).map(|d| d.action)
+    }
+
+    /// The offset of the next command to read.
+    pub fn next_offset(&self) -> u64 {
+        self.consumer.next_offset()
     }
 
     /// The pump's state.

@@ -1,91 +1,36 @@
 //! The pump on the host, on the strict in-memory NOR flash (6 pages of 4 KiB, 4-byte
 //! units, as the nRF52840's NVMC): what it writes for 5,000 commands, and an update from
-//! the v1 firmware swept with a power cut at every unit write and erase of the new
-//! firmware's boots and a reset before and after each of its doses, judged by the
-//! motor's own counter and the window's ids.
+//! the v1 firmware judged by idem-core's power-cut checker (`testing::cuts::sweep`): a
+//! cut at every unit write and erase of the new firmware's boots and steps in each model,
+//! a reset after every step (so between a dose's durable intent and the motor turning),
+//! second cuts in each recovery, every boot and step judged against the motor's own
+//! counter and the run's end against the commands' truth.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
-use idem_core::journal::{Journal, JournalError};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::{Event, Received};
-use idem_core::persist::{AppendedRecord, sink_tag};
-use idem_core::store::Outcome;
-use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
-use idem_example_dosing_pump::{Command, Controller, Kind, Motor, PumpV1, StoreV1, WINDOW};
+use idem_core::persist::{EachEffect, Layout};
+use idem_core::store::{MessageIdWindow, Outcome, Store};
+use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
+use idem_core::testing::flash::{FlashError, MemFlash};
+use idem_example_dosing_pump::{
+    Command, Controller, Did, Error, Kind, Motor, PumpState, PumpV1, StoreV1, WINDOW,
+};
 
 type Flash = MemFlash<6, 4096>;
 
-/// The flash, shared with the motor so that a motor can lose power too.
-#[derive(Clone, Default)]
-struct Shared(Rc<RefCell<Flash>>);
-
-impl ErrorType for Shared {
-    type Error = FlashError;
-}
-
-impl ReadNorFlash for Shared {
-    const READ_SIZE: usize = Flash::READ_SIZE;
-    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), FlashError> {
-        self.0.borrow_mut().read(offset, bytes)
-    }
-    fn capacity(&self) -> usize {
-        self.0.borrow().capacity()
-    }
-}
-
-impl NorFlash for Shared {
-    const WRITE_SIZE: usize = Flash::WRITE_SIZE;
-    const ERASE_SIZE: usize = Flash::ERASE_SIZE;
-    fn erase(&mut self, from: u32, to: u32) -> Result<(), FlashError> {
-        self.0.borrow_mut().erase(from, to)
-    }
-    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
-        self.0.borrow_mut().write(offset, bytes)
-    }
-}
-
-/// A reset in a dose's life: before dose `n` pumps (its intent durable), or after it,
-/// before its done.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Reset {
-    Before(u32),
-    After(u32),
-}
-
-/// The motor: its own counters, and a reset to fall at one of its doses.
-#[derive(Clone, Default)]
-struct Rig {
+/// The motor: its own counters (a flow meter's total and the doses it pumped), which a
+/// reset does not touch.
+#[derive(Clone, Debug, Default)]
+struct Counter {
     dispensed: u64,
     doses: u32,
     rate: u16,
-    flash: Shared,
-    reset: Option<Reset>,
 }
 
-impl Rig {
-    /// The power fails now: the next flash operation fails, and the boot ends.
-    fn lose_power(&mut self) {
-        self.reset = None;
-        self.flash
-            .0
-            .borrow_mut()
-            .schedule_power_cut(PowerCut::AtWordWrite(1));
-    }
-}
-
-impl Motor for Rig {
+impl Motor for Counter {
     fn dispense(&mut self, ml: u16) {
-        if self.reset == Some(Reset::Before(self.doses + 1)) {
-            return self.lose_power();
-        }
         self.dispensed += u64::from(ml);
         self.doses += 1;
-        if self.reset == Some(Reset::After(self.doses)) {
-            self.lose_power();
-        }
     }
     fn dispensed_ml(&self) -> u64 {
         self.dispensed
@@ -145,16 +90,14 @@ fn truth(events: &[Event<Command>]) -> (u64, u32, Vec<u64>) {
 fn five_thousand_commands_with_resends_program_and_erase_this_much() {
     let events = commands(5_000, 779);
     let distinct = truth(&events);
-    let mut rig = Rig::default();
-    let flash = rig.flash.clone();
-    let mut f = flash.clone();
-    let mut pump = Controller::boot(&mut f, &mut rig, 0).unwrap();
-    pump.run(&mut f, &mut rig, &Received::new(&events, Some(5_000)))
+    let mut motor = Counter::default();
+    let mut flash = Flash::new();
+    let mut pump = Controller::boot(&mut flash, &mut motor, 0).unwrap();
+    pump.run(&mut flash, &mut motor, &Received::new(&events, Some(5_000)))
         .unwrap();
     let ids: std::collections::HashSet<u64> = events.iter().map(|e| e.payload.id).collect();
     assert_eq!(ids.len(), 4_221);
-    assert_eq!((rig.dispensed, rig.doses), (distinct.0, distinct.1));
-    let flash = flash.0.borrow();
+    assert_eq!((motor.dispensed, motor.doses), (distinct.0, distinct.1));
     let bytes = flash.page_bytes_written();
     let erases = flash.page_erases();
     let store: (u64, u32) = (bytes[..4].iter().sum(), erases[..4].iter().sum());
@@ -173,111 +116,227 @@ fn five_thousand_commands_with_resends_program_and_erase_this_much() {
     assert_eq!((store, ledger), ((269_600, 67), (30_552, 8)));
 }
 
-/// The v1 firmware: it drove the motor after each step, and ran `steps` steps.
-fn v1_firmware(flash: &mut Shared, rig: &mut Rig, events: &[Event<Command>], steps: usize) {
+/// The v1 firmware: it drove the motor within each step, and ran `steps` steps.
+fn v1_firmware(events: &[Event<Command>], steps: usize) -> (Flash, Counter) {
+    let (mut flash, mut motor) = (Flash::new(), Counter::default());
     let stream = Received::new(events, Some(events.len() as u64));
     let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
     let store = StoreV1::new(PumpV1, WINDOW).unwrap();
-    let mut c = Consumer::open(
-        flash,
-        idem_example_dosing_pump::layout::<Shared>(0).0,
-        store,
-        config,
-    )
-    .unwrap();
+    let layout = idem_example_dosing_pump::layout::<Flash>(0).0;
+    let mut c = Consumer::open(&mut flash, layout, store, config).unwrap();
     for _ in 0..steps {
-        if let Step::Effect(e, Outcome::Applied) = c.step(flash, &stream).unwrap()
+        if let Step::Effect(e, Outcome::Applied) = c.step(&mut flash, &stream).unwrap()
             && let Kind::Dispense { ml } = e.payload.kind
         {
-            rig.dispense(ml);
+            motor.dispense(ml);
         }
     }
+    (flash, motor)
 }
 
-/// The v2 firmware's boots until its run ends: the window at the end.
-fn v2_firmware(flash: &mut Shared, rig: &mut Rig, events: &[Event<Command>]) -> Vec<u64> {
-    let stream = Received::new(events, Some(events.len() as u64));
-    for _boot in 0..4 {
-        let run = Controller::boot(flash, rig, 0).and_then(|mut pump| {
-            pump.run(flash, rig, &stream)?;
-            // Judged at the end of every boot that ends: never ahead of the commands.
-            assert!(rig.dispensed <= pump.state().commanded_ml);
-            Ok(pump.window().collect())
-        });
-        match run {
-            Ok(window) => return window,
-            Err(ConsumerError::Journal(JournalError::Flash(FlashError::PowerCut))) => {
-                flash.0.borrow_mut().power_on()
+/// What the checker's trials share: the motor, and what the judge has seen of the pump.
+#[derive(Clone, Debug, Default)]
+struct World {
+    motor: Counter,
+    /// Millilitres commanded as of the last boot or step judged.
+    commanded: u64,
+    /// The window when the run ended.
+    window: Vec<u64>,
+}
+
+/// The pump pumped once for each dose it commanded: its counter is the state's
+/// millilitres, less the one dose durable and not pumped yet, and so are its doses (v1's
+/// `v1_doses` and the state's since the update).
+fn pumped_once(world: &World, state: &PumpState, due: Option<u16>, v1_doses: u32) -> bool {
+    let (due_ml, due_doses) = due.map_or((0, 0), |ml| (u64::from(ml), 1));
+    world.motor.dispensed + due_ml == state.commanded_ml
+        && world.motor.doses + due_doses == v1_doses + state.doses
+}
+
+/// The judge of one trial, after every boot and every step: pumped once, the
+/// millilitres commanded growing by each applied dose (a boot may find the record in
+/// flight durable), and at the end the truth's millilitres, doses and window.
+fn judge(
+    truth: &(u64, u32, Vec<u64>),
+    v1_doses: u32,
+    world: &mut World,
+    seen: Seen<'_, Controller, (Did, PumpState, Option<u16>), Error<FlashError>>,
+) -> Result<(), String> {
+    match seen {
+        Seen::Booted(pump) => {
+            let state = pump.state();
+            if pump.due().is_some() || !pumped_once(world, state, None, v1_doses) {
+                return Err(format!("boot: {state:?} against {:?}", world.motor));
             }
-            Err(e) => panic!("{e}"),
+            let grew = state.commanded_ml - world.commanded.min(state.commanded_ml);
+            if state.commanded_ml < world.commanded || grew > 5 {
+                return Err(format!(
+                    "boot: {} ml after {}",
+                    state.commanded_ml, world.commanded
+                ));
+            }
+            world.commanded = state.commanded_ml;
+            Ok(())
         }
+        Seen::Stepped((did, state, due)) => {
+            let dose = match did {
+                Did::Consumed(Step::Effect(e, Outcome::Applied)) => match e.payload.kind {
+                    Kind::Dispense { ml } => u64::from(ml),
+                    Kind::SetRate { .. } => 0,
+                },
+                _ => 0,
+            };
+            if !pumped_once(world, state, *due, v1_doses)
+                || state.commanded_ml != world.commanded + dose
+            {
+                return Err(format!("{did:?}: {state:?} due {due:?} against {world:?}"));
+            }
+            world.commanded = state.commanded_ml;
+            Ok(())
+        }
+        Seen::Ended => {
+            let end = (
+                world.motor.dispensed,
+                world.motor.doses,
+                world.window.clone(),
+            );
+            if end == *truth {
+                Ok(())
+            } else {
+                Err(format!("ended {end:?}"))
+            }
+        }
+        Seen::Failed(e) => Err(format!("failed: {e:?}")),
+        Seen::Stuck => Err("stuck".into()),
     }
-    panic!("four boots without an end");
-}
-
-/// One run: the v1 firmware's steps, then the v2 firmware with a cut or a reset.
-fn update(
-    events: &[Event<Command>],
-    steps: usize,
-    cut: Option<PowerCut>,
-    reset: Option<Reset>,
-    seed: u64,
-) -> (u64, u32, Vec<u64>) {
-    let mut rig = Rig::default();
-    let mut flash = rig.flash.clone();
-    flash.0.borrow_mut().seed_noise(seed);
-    v1_firmware(&mut flash, &mut rig, events, steps);
-    if let Some(cut) = cut {
-        flash.0.borrow_mut().schedule_power_cut(cut);
-    }
-    rig.reset = reset;
-    let window = v2_firmware(&mut flash, &mut rig, events);
-    (rig.dispensed, rig.doses, window)
 }
 
 #[test]
-fn the_update_keeps_the_window_and_doses_once_at_every_cut() {
-    // 300 commands, 45 resends: v1 runs 222 steps, leaving its window on both pages.
+fn the_update_doses_once_and_keeps_the_window_at_every_cut_and_reset() {
+    // 300 commands, 45 resends: v1 runs 222 steps (81 doses), leaving its window on both
+    // pages; v2 boots, migrates, and steps to the end.
     let events = commands(300, 45);
     let truth = truth(&events);
-    let steps = 222;
-    let mut rig = Rig::default();
-    let mut flash = rig.flash.clone();
-    v1_firmware(&mut flash, &mut rig, &events, steps);
-    let v1_doses = rig.doses;
-    // Where v1's newest record is: its slot in its page.
-    let (layout, _) = idem_example_dosing_pump::layout::<Shared>(0);
-    let tag = sink_tag::<StoreV1>(&layout);
-    let (journal, _) =
-        Journal::<AppendedRecord<StoreV1>>::open(&mut flash, layout.sink, tag).unwrap();
-    let slot = journal.newest().unwrap().slot;
-    let before = flash.0.borrow().stats();
-    let window = v2_firmware(&mut flash, &mut rig, &events);
-    assert_eq!((rig.dispensed, rig.doses, window), truth);
-    let cuts: Vec<PowerCut> = flash.0.borrow().stats().cuts_since(before).collect();
-    let resets = (v1_doses + 1..=truth.1).flat_map(|n| [Reset::Before(n), Reset::After(n)]);
-    let runs: Vec<_> = cuts
-        .iter()
-        .map(|&c| (Some(c), None))
-        .chain(resets.map(|r| (None, Some(r))))
-        .collect();
-    for (seed, &(cut, reset)) in runs.iter().enumerate() {
-        // A cut counts from when it is armed: after v1's part.
-        let cut = cut.map(|c| match c {
-            PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n - before.word_writes),
-            PowerCut::AtErase(n) => PowerCut::AtErase(n - before.erases),
-            PowerCut::BeforeWordWrite(n) => PowerCut::BeforeWordWrite(n - before.word_writes),
-            PowerCut::BeforeErase(n) => PowerCut::BeforeErase(n - before.erases),
-            PowerCut::WeakErase(n) => PowerCut::WeakErase(n - before.erases),
-        });
-        assert_eq!(
-            update(&events, steps, cut, reset, seed as u64),
-            truth,
-            "{cut:?} {reset:?}"
+    let stream = Received::new(&events, Some(events.len() as u64));
+    let (v1_flash, v1_motor) = v1_firmware(&events, 222);
+    let v1_doses = v1_motor.doses;
+    let found = sweep(
+        &Plan::new().double_cuts(2),
+        || {
+            let world = World {
+                commanded: v1_motor.dispensed,
+                motor: v1_motor.clone(),
+                window: Vec::new(),
+            };
+            (v1_flash.clone(), world)
+        },
+        |flash, world| Controller::boot(flash, &mut world.motor, 0),
+        |pump, flash, world| {
+            let did = pump.step(flash, &mut world.motor, &stream)?;
+            if did == Did::Consumed(Step::Done) {
+                world.window = pump.window().collect();
+                return Ok(None);
+            }
+            Ok(Some((did, *pump.state(), pump.due())))
+        },
+        |_, world, seen| judge(&truth, v1_doses, world, seen),
+    );
+    let tallies = found
+        .models
+        .each_ref()
+        .map(|t| (t.trials, t.wrong, t.missed));
+    println!("{:?}, trials by model {tallies:?}", found.reference);
+    for m in Model::ALL {
+        assert_eq!(found.of(m).first_wrong, None, "{m:?}");
+    }
+    assert_eq!((truth.0, truth.1, v1_doses), (640, 230, 81));
+    let r = found.reference;
+    assert_eq!((r.steps, r.unit_writes, r.erases), (566, 3_396, 6));
+    // 3,402 first cuts torn and as many clean, each with 2 second cuts in its recovery;
+    // 6 weak erases (11 second); a reset after each of 566 steps (1,130 second).
+    let expected = [(10_206, 0, 0), (10_206, 0, 0), (17, 0, 0), (1_696, 0, 0)];
+    assert_eq!(tallies, expected);
+    assert_eq!((found.trials(), found.wrong()), (22_126, 0));
+}
+
+/// The issue's pump: millilitres, rate and doses as this one's, and an audit ring of the
+/// last eight dosing commands' ids (no intent): 99 B at most.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct AuditState {
+    commanded_ml: u64,
+    rate: u16,
+    doses: u32,
+    audit: [u64; 8],
+    next: u8,
+}
+
+impl idem_core::MaxSize for AuditState {
+    const POSTCARD_MAX_SIZE: usize = 10 + 3 + 5 + 8 * 10 + 1;
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct AuditPump;
+
+impl Store for AuditPump {
+    type Payload = Command;
+    type State = AuditState;
+    type Error = std::convert::Infallible;
+    type Rejections = ();
+    type Persist = EachEffect<Self>;
+    const TAG: u32 = 0x9D05_A000;
+    fn check(&self, _: &AuditState, _: &Event<Command>) -> Result<Outcome, Self::Error> {
+        Ok(Outcome::Applied)
+    }
+    fn apply(&self, s: &mut AuditState, e: &Event<Command>) {
+        match e.payload.kind {
+            Kind::Dispense { ml } => {
+                s.commanded_ml += u64::from(ml);
+                s.doses += 1;
+                s.audit[usize::from(s.next)] = e.payload.id;
+                s.next = (s.next + 1) % 8;
+            }
+            Kind::SetRate { ml_per_min } => s.rate = ml_per_min,
+        }
+    }
+}
+
+/// Bytes programmed and erases on the 4 pages, for `events` through `store`.
+fn flash_use<S>(store: MessageIdWindow<S, WINDOW>, events: &[Event<Command>]) -> (u64, u32)
+where
+    S: Store<Payload = Command, Persist = EachEffect<S>>,
+    S::State: idem_core::MaxSize + serde::Serialize + serde::de::DeserializeOwned + Default,
+    S::State: Copy + PartialEq + std::fmt::Debug,
+{
+    type Four = MemFlash<4, 4096>;
+    let mut flash = Four::new();
+    let layout = Layout::from_pages::<Four>(0, 2, 2, 0x0D05_A000);
+    let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
+    let mut c = Consumer::open(&mut flash, layout, store, config).unwrap();
+    c.run(
+        &mut flash,
+        &Received::new(events, Some(events.len() as u64)),
+    )
+    .unwrap();
+    (
+        flash.stats().bytes_written,
+        flash.page_erases().iter().sum(),
+    )
+}
+
+#[test]
+fn the_issues_pump_with_an_audit_ring_programs_and_erases_this_much() {
+    let events = commands(5_000, 779);
+    let ring = flash_use(MessageIdWindow::new(AuditPump, WINDOW).unwrap(), &events);
+    let pump = flash_use(
+        MessageIdWindow::new(idem_example_dosing_pump::Pump, WINDOW).unwrap(),
+        &events,
+    );
+    for (name, (bytes, erases)) in [("audit ring (99 B)", ring), ("this pump (27 B)", pump)] {
+        println!(
+            "{name}: 5,000 commands, {bytes} B programmed ({:.1} B a command), {erases} erases ({:.4} a command)",
+            bytes as f64 / 5_000.0,
+            f64::from(erases) / 5_000.0
         );
     }
-    assert_eq!(
-        (truth.0, truth.1, v1_doses, slot, cuts.len(), runs.len()),
-        (640, 230, 81, 4, 3_402, 3_700)
-    );
+    assert_eq!((ring, pump), ((575_072, 145), (269_600, 67)));
 }
