@@ -71,8 +71,7 @@ pub struct ConsumeArgs {
     session_ram: bool,
     /// Write each PUBREL's release in the next message's record, its PUBCOMP waiting for
     /// it, rather than in a record of its own: one record a message where the broker
-    /// keeps several in flight. (The test broker keeps one: Mosquitto 2.0.11 overshoots
-    /// a larger limit without bound.)
+    /// keeps several in flight (Mosquitto's stock limit is 20).
     #[arg(long)]
     release_with_next: bool,
     /// When the image's writes reach the disk.
