@@ -7,6 +7,7 @@
 //! image; `publish` sends a seeded stream and writes what it sent to a truth file, which
 //! `consume --truth` grades against.
 
+mod bench;
 mod consume;
 pub mod link;
 pub mod matrix;
@@ -40,6 +41,9 @@ enum Action {
     /// Publish a seeded payment stream, each payment once, and write what was sent to a
     /// truth file.
     Publish(publish::PublishArgs),
+    /// Time paho-mqtt's plain subscriber and idem's consume draining N queued QoS 2
+    /// payments each, on a Mosquitto it starts on 127.0.0.1 at in-flight 1 and 20.
+    Bench(bench::BenchArgs),
 }
 
 /// `idem mqtt consume`'s arguments.
@@ -199,6 +203,7 @@ impl Cmd {
                 check_broker(&p.broker)?;
                 publish::run(&p)
             }
+            Action::Bench(b) => bench::run(&b),
         }
     }
 }
