@@ -169,21 +169,7 @@ impl<'a, S: Sum> Session<'a, S> {
         let mut last_new = Instant::now();
         loop {
             let out = match link.read(QUIET)? {
-                Some(got) => {
-                    if matches!(got, Got::Publish { .. } | Got::Oversized { .. }) {
-                        last_new = Instant::now();
-                    }
-                    let out = self.take(got)?;
-                    if self
-                        .a
-                        .abort_after_packets
-                        .is_some_and(|n| link.packets >= n)
-                    {
-                        self.deliver(link, out)?;
-                        std::process::abort(); // as a SIGKILL would: no destructor
-                    }
-                    out
-                }
+                Some(got) => self.batch(link, got, &mut last_new)?,
                 None if self.client.phase() == Phase::Connecting
                     && last_new.elapsed() >= Duration::from_secs(10) =>
                 {
@@ -197,7 +183,7 @@ impl<'a, S: Sum> Session<'a, S> {
                     if self.client.resend_due() {
                         // Places are free for what was left unanswered: the broker
                         // sends it again at the next connection (§4.4).
-                        self.deliver(link, out)?;
+                        self.deliver(link, vec![out])?;
                         self.client.resending();
                         let _ = self.send(link, Send::Disconnect);
                         return Ok(End::Resend);
@@ -210,11 +196,40 @@ impl<'a, S: Sum> Session<'a, S> {
                         link.keep_alive()
                             .map_err(|e| Broken::Closed(format!("{e:#}")))?;
                     }
-                    out
+                    vec![out]
                 }
             };
             self.deliver(link, out)?;
         }
+    }
+
+    /// Group commit: `got` and every packet already arrived behind it, each handed to
+    /// the client (its record appended), so that one sync makes all their records
+    /// durable before any of their acknowledgements goes out.
+    fn batch(
+        &mut self,
+        link: &mut Link,
+        got: Got,
+        last_new: &mut Instant,
+    ) -> Result<Vec<Outbox<PLACES>>, Broken> {
+        let mut outs = Vec::new();
+        let mut next = Some(got);
+        while let Some(got) = next {
+            if matches!(got, Got::Publish { .. } | Got::Oversized { .. }) {
+                *last_new = Instant::now();
+            }
+            outs.push(self.take(got)?);
+            if self
+                .a
+                .abort_after_packets
+                .is_some_and(|n| link.packets >= n)
+            {
+                self.deliver(link, outs)?;
+                std::process::abort(); // as a SIGKILL would: no destructor
+            }
+            next = link.ready()?;
+        }
+        Ok(outs)
     }
 
     /// Hands one packet to the client.
@@ -241,16 +256,17 @@ impl<'a, S: Sum> Session<'a, S> {
         out.map_err(|e| client_error(e, &self.a.topic))
     }
 
-    /// Makes what `out` wrote durable, then sends its packets.
-    fn deliver(&mut self, link: &mut Link, out: Outbox<PLACES>) -> Result<(), Broken> {
-        if out.records > 0 {
+    /// Makes what `outs` wrote durable with one sync, then sends their packets.
+    fn deliver(&mut self, link: &mut Link, outs: Vec<Outbox<PLACES>>) -> Result<(), Broken> {
+        let records: u64 = outs.iter().map(|o| u64::from(o.records)).sum();
+        if records > 0 {
             self.sync()?;
-            self.records += u64::from(out.records);
+            self.records += records;
             if self.a.abort_before_ack.is_some_and(|n| self.records >= n) {
                 std::process::abort(); // durable, and nothing acknowledged
             }
         }
-        for send in out.packets() {
+        for send in outs.iter().flat_map(Outbox::packets) {
             self.send(link, send)?;
         }
         Ok(())
