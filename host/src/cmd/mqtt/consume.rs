@@ -24,7 +24,8 @@ use idem_mqtt::payments::Figures;
 /// Identifiers the receiver holds: room for a broker's real window (Mosquitto's
 /// default `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
 /// A QoS 2 PUBLISH that finds them all taken is left unanswered and comes again at the
-/// next connection (`idem_mqtt::client::Client::resend_due`).
+/// next connection (`idem_mqtt::client::Client::resend_due`). 48 is the most whose
+/// record fits a journal slot (512 B) with the message-id store's window.
 pub const PLACES: usize = 32;
 /// Pages of an `mqtt consume` image: the receiver's journal.
 pub const PAGES: u32 = 4;
@@ -186,6 +187,7 @@ impl<'a, S: Sum> Session<'a, S> {
                         self.deliver(link, vec![out])?;
                         self.client.resending();
                         let _ = self.send(link, Send::Disconnect);
+                        link.wait_closed(Duration::from_secs(1));
                         return Ok(End::Resend);
                     }
                     if out.is_empty() && last_new.elapsed() >= self.a.idle {
