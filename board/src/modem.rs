@@ -77,9 +77,6 @@ const PING_AFTER: u32 = idem_mqtt::client::KEEP_ALIVE_S as u32 * 1000 / 2 / QUIE
 /// hangs up: the session's wait for CONNACK ([`idem_mqtt::client::CONNACK_WAIT_S`]).
 const CONNACK_QUIETS: u32 = idem_mqtt::client::CONNACK_WAIT_S as u32 * 1000 / QUIET_WAIT_MS;
 
-/// PUBLISHes held back while every place is taken.
-pub const HELD_BACK: usize = 16;
-
 /// Pages of the modem's storage: its record, then the receiver's journal.
 pub const MODEM_PAGES: u32 = RECORD_PAGES + RECEIVER_PAGES;
 
@@ -203,8 +200,10 @@ pub enum Hangup {
     Refused(u8),
     /// SUBACK refused the subscription.
     SubscriptionRefused,
-    /// More PUBLISHes past the broker's window than the board holds back.
-    HeldBackFull,
+    /// Not a fault: the board left a QoS 2 PUBLISH unanswered with every place taken,
+    /// and a place is free now; it connects again so that the broker sends it again
+    /// (MQTT 3.1.1 §4.4).
+    Resend,
     /// Not one byte from the broker within the wait for CONNACK.
     Silent,
     /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
@@ -407,8 +406,8 @@ impl<E> From<idem_core::journal::JournalError<E>> for ModemError<E> {
 // which the size test's static RAM figure counts.
 #[allow(clippy::large_enum_variant)]
 enum Session {
-    Naive(Client<idem_sim::payment::stores::Naive, PLACES, HELD_BACK>),
-    MessageId(Client<MessageIdStore, PLACES, HELD_BACK>),
+    Naive(Client<idem_sim::payment::stores::Naive, PLACES>),
+    MessageId(Client<MessageIdStore, PLACES>),
 }
 
 /// Runs `$body` with `$c` bound to the session's client, whichever its store.
@@ -693,7 +692,7 @@ impl Modem {
                 Ok(out) => out,
                 Err(e) => return hangup(e).map(Some),
             };
-            for s in out.send {
+            for s in out.packets() {
                 self.send(s, emit);
             }
         }
@@ -721,8 +720,16 @@ impl Modem {
         };
         match with_client!(session, c => c.on_quiet(flash)) {
             Ok(out) => {
-                for s in out.send {
+                let resend = with_client!(session, c => c.resend_due());
+                if resend {
+                    with_client!(session, c => c.resending());
+                }
+                for s in out.packets() {
                     self.send(s, emit);
+                }
+                if resend {
+                    self.send(Send::Disconnect, emit);
+                    return Ok(Some(Hangup::Resend));
                 }
                 Ok(None)
             }
@@ -744,11 +751,9 @@ impl Modem {
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
             Some((_, Session::Naive(_))) => {
-                Client::<idem_sim::payment::stores::Naive, PLACES, HELD_BACK>::encode(
-                    &c, send, &mut buf,
-                )
+                Client::<idem_sim::payment::stores::Naive, PLACES>::encode(&c, send, &mut buf)
             }
-            _ => Client::<MessageIdStore, PLACES, HELD_BACK>::encode(&c, send, &mut buf),
+            _ => Client::<MessageIdStore, PLACES>::encode(&c, send, &mut buf),
         };
         if let Ok(n) = n
             && let Ok(bytes) = Vec::from_slice(&buf[..n])
@@ -784,12 +789,12 @@ fn client<S: Store, F: NorFlash>(
     tag: u32,
     store: S,
     keep: Keep,
-) -> Result<Client<S, PLACES, HELD_BACK>, ModemError<F::Error>> {
+) -> Result<Client<S, PLACES>, ModemError<F::Error>> {
     let receiver = Receiver::open(flash, region, tag ^ S::TAG, store, keep, Release::Now)?;
     Ok(Client::new(receiver))
 }
 
-fn total_of<S: Sum, const N: usize, const H: usize>(c: &Client<S, N, H>) -> i64 {
+fn total_of<S: Sum, const N: usize>(c: &Client<S, N>) -> i64 {
     S::total(&c.receiver().record().state)
 }
 
@@ -800,6 +805,5 @@ fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
         ClientError::Refused(code) => Hangup::Refused(code),
         ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
         ClientError::Unexpected(_) => Hangup::Unexpected,
-        ClientError::HeldBackFull { .. } => Hangup::HeldBackFull,
     })
 }

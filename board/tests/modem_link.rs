@@ -585,6 +585,8 @@ fn the_largest_report_fits_its_frame() {
         received_at: [u64::MAX; 3],
         foreign: u64::MAX,
         broken,
+        unanswered: u64::MAX,
+        resend_reconnects: u32::MAX,
     };
     let report = FromBoard::Report(Report {
         boots: u32::MAX,

@@ -1,13 +1,16 @@
 //! The subscriber's session around the [`Receiver`], without I/O: what to send after
 //! CONNACK (SUBSCRIBE, at every connection), which packets a subscriber refuses, and
-//! the PUBLISHes it holds back while every place for an identifier is taken. The host's
+//! what it does with a QoS 2 PUBLISH that finds every place for an identifier taken:
+//! leaves it unanswered and unapplied, reads on (the PUBRELs behind it free places),
+//! and asks for a new connection once places are free, at which the broker sends it
+//! again (MQTT 3.1.1 §4.4). So any broker's in-flight limit is taken in bounded memory. The host's
 //! `idem mqtt consume` drives it over TCP; a board drives it over its link. Each call
 //! returns an [`Outbox`]: the records it made durable, and then the packets the caller
 //! may send, in order, once those records are durable on its flash (a host syncs its
 //! file first).
 
 use embedded_storage::nor_flash::NorFlash;
-use heapless::{Deque, Vec};
+use heapless::Vec;
 use idem_core::store::Store;
 
 use crate::codec::{self, EncodeError, Incoming, Outgoing, Publish, QoS};
@@ -68,32 +71,43 @@ pub const fn backoff_ms(n: u32) -> u32 {
     BACKOFF_MS << if doublings > 15 { 15 } else { doublings }
 }
 
-/// The most packets one call asks the caller to send.
-pub const OUTBOX: usize = 16;
-
-/// What one call did: records made durable, then the packets to send after them.
+/// What one call did: records made durable, then the packets to send after them, in
+/// order ([`Outbox::packets`]): the PUBCOMPs its records allow, then the rest.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Outbox {
+pub struct Outbox<const N: usize> {
     /// Records written (the caller makes them durable before it sends anything).
     pub records: u8,
-    /// Packets to send, in order.
-    pub send: Vec<Send, OUTBOX>,
-    /// What was done with each PUBLISH this call decided, in order.
-    pub decided: Vec<Decided, OUTBOX>,
+    /// Identifiers whose forgetting is durable: PUBCOMP for each, first.
+    pub completed: Vec<u16, N>,
+    /// The packets after those: an acknowledgement, or SUBSCRIBE after CONNACK.
+    pub send: Vec<Send, 2>,
+    /// What was done with the PUBLISH this call took, if it took one.
+    pub decided: Option<Decided>,
 }
 
-impl Outbox {
-    fn take<const N: usize>(&mut self, reply: Reply<N>) {
+impl<const N: usize> Outbox<N> {
+    /// The packets to send, in order: the PUBCOMPs, then the rest.
+    pub fn packets(&self) -> impl Iterator<Item = Send> + '_ {
+        let pubcomps = self.completed.iter().map(|pid| Send::Pubcomp(*pid));
+        pubcomps.chain(self.send.iter().copied())
+    }
+
+    /// Whether there is nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.completed.is_empty() && self.send.is_empty()
+    }
+
+    fn take(&mut self, reply: Reply<N>) {
         self.records = self.records.saturating_add(reply.records);
-        // Room is checked before each call (`Client::room`).
+        // A call takes one reply that completes anything: at most N.
         for pid in reply.completed {
-            let _ = self.send.push(Send::Pubcomp(pid));
+            let _ = self.completed.push(pid);
         }
         if let Some(ack) = reply.ack {
             let _ = self.send.push(Send::Ack(ack));
         }
-        if let Some(d) = reply.decided {
-            let _ = self.decided.push(d);
+        if reply.decided.is_some() {
+            self.decided = reply.decided;
         }
     }
 }
@@ -136,11 +150,6 @@ pub enum ClientError<E> {
     SubscriptionRefused,
     /// A packet a subscriber does not take here, in words (`a second CONNACK`).
     Unexpected(&'static str),
-    /// PUBLISHes past the broker's window, more than the session can hold back.
-    HeldBackFull {
-        /// How many it holds back.
-        capacity: usize,
-    },
 }
 
 impl<E> From<ReceiveError<E>> for ClientError<E> {
@@ -149,22 +158,17 @@ impl<E> From<ReceiveError<E>> for ClientError<E> {
     }
 }
 
-/// A PUBLISH held back: its decoded payload (`None`: undecodable or oversized).
-#[derive(Debug, Clone, Copy)]
-struct Held<P> {
-    qos: QoS,
-    pid: Option<u16>,
-    dup: bool,
-    retain: bool,
-    payload: Option<P>,
-}
-
-/// A subscriber over the store `S`: `N` places for QoS 2 identifiers, `H` PUBLISHes held
-/// back at most.
-pub struct Client<S: Store, const N: usize, const H: usize> {
+/// A subscriber over the store `S`, with `N` places for QoS 2 identifiers.
+pub struct Client<S: Store, const N: usize> {
     receiver: Receiver<S, N>,
     phase: Phase,
-    held: Deque<Held<S::Payload>, H>,
+    /// QoS 2 PUBLISHes left unanswered on this connection, every place taken.
+    unanswered_now: u32,
+    /// QoS 2 PUBLISHes left unanswered, every place taken, in all: each comes again.
+    pub unanswered: u64,
+    /// Connections closed by the session itself so that the broker sends again what it
+    /// left unanswered ([`Client::resend_due`]).
+    pub resend_reconnects: u32,
     /// The last CONNACK's session present.
     pub session_present: bool,
     /// Identifiers held when a CONNACK said session present 0, in all.
@@ -212,21 +216,17 @@ pub enum Broken {
     Qos1WithoutDedup,
 }
 
-impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
+impl<S: Store, const N: usize> Client<S, N> {
     /// A session around `receiver`, about to connect.
     pub fn new(receiver: Receiver<S, N>) -> Self {
-        const {
-            assert!(
-                N < OUTBOX,
-                "an outbox holds a PUBCOMP for every place and an ack"
-            )
-        };
         let record = receiver.record();
         let resumed = record.decided() > 0 || !record.held.is_empty();
         Self {
             receiver,
             phase: Phase::Connecting,
-            held: Deque::new(),
+            unanswered_now: 0,
+            unanswered: 0,
+            resend_reconnects: 0,
             session_present: false,
             lost_identifiers: 0,
             granted: None,
@@ -252,12 +252,27 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         self.phase
     }
 
-    /// A new connection: the first packet to send. What was held back went with the
-    /// old connection (the broker sends it again).
+    /// A new connection: the first packet to send. What was left unanswered on the old
+    /// one the broker sends again.
     pub fn connect(&mut self) -> Send {
         self.phase = Phase::Connecting;
-        self.held.clear();
+        self.unanswered_now = 0;
         Send::Connect
+    }
+
+    /// Whether the caller should close this connection and connect again: it left a
+    /// PUBLISH unanswered and a place is free now. A broker sends every unacknowledged
+    /// PUBLISH again when a session resumes (MQTT 3.1.1 §4.4); MQTT 3.1.1 has no other
+    /// way to ask for it. The caller asks when the link is quiet (the broker has
+    /// stopped sending), sends DISCONNECT (the session is kept: clean session 0) and
+    /// counts it with [`Client::resending`].
+    pub fn resend_due(&self) -> bool {
+        self.unanswered_now > 0 && self.receiver.has_place()
+    }
+
+    /// The caller closes the connection for [`Client::resend_due`]: counted.
+    pub fn resending(&mut self) {
+        self.resend_reconnects = self.resend_reconnects.saturating_add(1);
     }
 
     /// Encodes `send` with `config` into `buf`; its length.
@@ -290,7 +305,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         packet: Incoming<'_>,
         filter: &str,
         decode: impl Fn(&[u8]) -> Option<S::Payload>,
-    ) -> Result<Outbox, ClientError<F::Error>> {
+    ) -> Result<Outbox<N>, ClientError<F::Error>> {
         let before = self.receiver.counts().records;
         let mut out = Outbox::default();
         match packet {
@@ -341,10 +356,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
                 };
                 self.publish(flash, &p, payload, &mut out)?;
             }
-            Incoming::Pubrel(pid) => {
-                out.take(self.receiver.pubrel(flash, pid)?);
-                self.drain(flash, &mut out)?;
-            }
+            Incoming::Pubrel(pid) => out.take(self.receiver.pubrel(flash, pid)?),
             Incoming::Pingresp => {}
             Incoming::Puback(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[0])),
             Incoming::Pubrec(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[1])),
@@ -363,7 +375,7 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         flash: &mut F,
         qos: QoS,
         pid: Option<u16>,
-    ) -> Result<Outbox, ClientError<F::Error>> {
+    ) -> Result<Outbox<N>, ClientError<F::Error>> {
         let mut out = Outbox::default();
         let p = Publish {
             dup: false,
@@ -377,15 +389,13 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         Ok(out)
     }
 
-    /// The link is quiet: the releases that wait for a record are written alone, and
-    /// what was held back is taken while places allow.
+    /// The link is quiet: the releases that wait for a record are written alone.
     pub fn on_quiet<F: NorFlash>(
         &mut self,
         flash: &mut F,
-    ) -> Result<Outbox, ClientError<F::Error>> {
+    ) -> Result<Outbox<N>, ClientError<F::Error>> {
         let mut out = Outbox::default();
         out.take(self.receiver.flush(flash)?);
-        self.drain(flash, &mut out)?;
         Ok(out)
     }
 
@@ -428,55 +438,23 @@ impl<S: Store, const N: usize, const H: usize> Client<S, N, H> {
         flash: &mut F,
         p: &Publish<'_>,
         payload: Option<S::Payload>,
-        out: &mut Outbox,
+        out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
-        let held = Held {
-            qos: p.qos,
-            pid: p.pid,
-            dup: p.dup,
-            retain: p.retain,
-            payload,
-        };
-        if !self.held.is_empty() || !self.receiver.has_place() || !room::<N>(out) {
-            // Behind what waits, in order; a PUBREL will free a place.
-            return self
-                .held
-                .push_back(held)
-                .map_err(|_| ClientError::HeldBackFull { capacity: H });
+        let new_qos2 = p.qos == QoS::ExactlyOnce
+            && p.pid
+                .is_some_and(|pid| !self.receiver.held().contains(&pid));
+        if new_qos2 && !self.receiver.has_place() {
+            // Unanswered and unapplied: the broker keeps it in flight and sends it again
+            // at the next connection (§4.4), which `resend_due` asks for once a PUBREL
+            // frees a place. Nothing is written, so a reset here loses nothing.
+            self.unanswered_now = self.unanswered_now.saturating_add(1);
+            self.unanswered += 1;
+            return Ok(());
         }
-        self.take(flash, held, out)
-    }
-
-    fn take<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        h: Held<S::Payload>,
-        out: &mut Outbox,
-    ) -> Result<(), ClientError<F::Error>> {
         out.take(
             self.receiver
-                .decide(flash, h.qos, h.pid, h.dup, h.retain, h.payload)?,
+                .decide(flash, p.qos, p.pid, p.dup, p.retain, payload)?,
         );
         Ok(())
     }
-
-    fn drain<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        out: &mut Outbox,
-    ) -> Result<(), ClientError<F::Error>> {
-        while self.receiver.has_place() && room::<N>(out) {
-            let Some(h) = self.held.pop_front() else {
-                break;
-            };
-            self.take(flash, h, out)?;
-        }
-        Ok(())
-    }
-}
-
-/// Whether `out` has room for one more decision's packets: a PUBCOMP for every place
-/// and an acknowledgement.
-fn room<const N: usize>(out: &Outbox) -> bool {
-    out.send.len() + N < OUTBOX && out.decided.len() < OUTBOX
 }

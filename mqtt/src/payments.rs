@@ -90,12 +90,18 @@ pub struct Figures {
     pub foreign: u64,
     /// Where MQTT's promise did not hold ([`crate::client::Client::broken`]).
     pub broken: heapless::Vec<crate::client::Broken, 7>,
+    /// This run: QoS 2 PUBLISHes left unanswered with every place taken (each sent
+    /// again by the broker at a later connection).
+    pub unanswered: u64,
+    /// This run: connections the session closed itself so that the broker sends again
+    /// what it left unanswered.
+    pub resend_reconnects: u32,
 }
 
 impl Figures {
     /// The figures of `client`'s session, subscribed at `asked`.
-    pub fn of<S: idem_sim::payment::Sum, const N: usize, const H: usize>(
-        client: &crate::client::Client<S, N, H>,
+    pub fn of<S: idem_sim::payment::Sum, const N: usize>(
+        client: &crate::client::Client<S, N>,
         asked: crate::codec::QoS,
     ) -> Self {
         let record = client.receiver().record();
@@ -118,6 +124,8 @@ impl Figures {
             received_at: client.received_at,
             foreign: client.foreign,
             broken: client.broken(asked, S::IDEMPOTENT),
+            unanswered: client.unanswered,
+            resend_reconnects: client.resend_reconnects,
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The session around the receiver, packet by packet: SUBSCRIBE only for a new session,
-//! PUBLISHes held back while every place is taken and taken in order once a PUBREL
-//! frees one, and the packets a subscriber refuses.
+//! The session around the receiver, packet by packet: SUBSCRIBE at every connection, a
+//! QoS 2 PUBLISH left unanswered while every place is taken and a new connection asked
+//! for once a PUBREL frees one, and the packets a subscriber refuses.
 
 use idem_core::journal::Region;
 use idem_core::testing::flash::MemFlash;
@@ -13,8 +13,8 @@ use common::Sum;
 
 type Flash = MemFlash<3, 1024>;
 
-/// Two places, three held back at most.
-fn client(flash: &mut Flash) -> Client<Sum, 2, 3> {
+/// Two places.
+fn client(flash: &mut Flash) -> Client<Sum, 2> {
     let region = Region { start: 0, pages: 3 };
     let r = Receiver::open(flash, region, 0x7E57_0400, Sum, Keep::Flash, Release::Now).unwrap();
     Client::new(r)
@@ -84,84 +84,83 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
         keep_alive: 60,
     };
     let mut buf = [0u8; 32];
-    let n = Client::<Sum, 2, 3>::encode(&config, Send::Subscribe, &mut buf).unwrap();
+    let n = Client::<Sum, 2>::encode(&config, Send::Subscribe, &mut buf).unwrap();
     assert_eq!(&buf[..n], &[0x82, 6, 0, 1, 0, 1, b't', 2]);
 }
 
+fn connack(c: &mut Client<Sum, 2>, flash: &mut Flash) {
+    c.connect();
+    let present = Incoming::Connack {
+        session_present: true,
+        code: 0,
+    };
+    c.on_packet(flash, present, "t", one).unwrap();
+}
+
+fn sent(out: &idem_mqtt::client::Outbox<2>) -> Vec<Send> {
+    out.packets().collect()
+}
+
 #[test]
-fn a_publish_past_the_places_waits_for_a_pubrel_and_keeps_its_order() {
+fn a_publish_past_the_places_is_left_unanswered_and_a_reconnection_asked_once_one_is_free() {
     let mut flash = Flash::new();
     let mut c = client(&mut flash);
-    c.connect();
-    c.on_packet(
-        &mut flash,
-        Incoming::Connack {
-            session_present: true,
-            code: 0,
-        },
-        "t",
-        one,
-    )
-    .unwrap();
+    connack(&mut c, &mut flash);
     for pid in [1, 2] {
         let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
         assert_eq!(
-            (out.records, out.send.as_slice()),
-            (1, &[Send::Ack(Ack::Pubrec(pid))][..])
+            (out.records, sent(&out), out.decided),
+            (1, vec![Send::Ack(Ack::Pubrec(pid))], Some(Decided::Applied))
         );
     }
-    // Both places taken: 3 and 4 wait, unanswered, nothing written.
-    for pid in [3, 4] {
+    // Both places taken: 3, 4 and 5 are left unanswered, unapplied, nothing written;
+    // however many the broker sends past its window, nothing is kept for them.
+    for pid in [3, 4, 5] {
         let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
-        assert_eq!((out.records, out.send.len(), out.decided.len()), (0, 0, 0));
+        assert_eq!((out.records, sent(&out), out.decided), (0, vec![], None));
+        assert!(!c.resend_due());
     }
-    // PUBREL 1 frees a place: PUBCOMP 1, then 3 is taken (PUBREC 3); 4 still waits.
+    // A resend of a held identifier is still answered (PUBREC again, nothing applied).
+    let again = c.on_packet(&mut flash, publish(2), "t", one).unwrap();
+    assert_eq!(
+        (sent(&again), again.decided),
+        (vec![Send::Ack(Ack::Pubrec(2))], Some(Decided::Held))
+    );
+    // QoS 1 needs no place: decided and answered.
+    let qos1 = Incoming::Publish(Publish {
+        qos: QoS::AtLeastOnce,
+        ..match publish(9) {
+            Incoming::Publish(p) => p,
+            _ => unreachable!(),
+        }
+    });
+    let out = c.on_packet(&mut flash, qos1, "t", one).unwrap();
+    assert_eq!(sent(&out), vec![Send::Ack(Ack::Puback(9))]);
+    assert_eq!((*c.receiver().state(), c.unanswered), (3, 3));
+    // PUBREL 1 frees a place: PUBCOMP 1, and a new connection is due.
     let out = c
         .on_packet(&mut flash, Incoming::Pubrel(1), "t", one)
         .unwrap();
+    assert_eq!((out.records, sent(&out)), (1, vec![Send::Pubcomp(1)]));
+    assert!(c.resend_due());
+    c.resending();
+    // At the new connection the broker sends 3, 4, 5 again (DUP 1): 3 takes the free
+    // place, and no resend is due until another is left unanswered.
+    connack(&mut c, &mut flash);
+    assert!(!c.resend_due());
+    let out = c.on_packet(&mut flash, publish(3), "t", one).unwrap();
+    assert_eq!(sent(&out), vec![Send::Ack(Ack::Pubrec(3))]);
+    let out = c.on_packet(&mut flash, publish(4), "t", one).unwrap();
+    assert_eq!((sent(&out), c.resend_due()), (vec![], false));
     assert_eq!(
-        out.send.as_slice(),
-        &[Send::Pubcomp(1), Send::Ack(Ack::Pubrec(3))]
+        (
+            *c.receiver().state(),
+            c.unanswered,
+            c.resend_reconnects,
+            c.receiver().held()
+        ),
+        (4, 4, 1, &[2, 3][..])
     );
-    assert_eq!(
-        (out.records, out.decided.as_slice()),
-        (2, &[Decided::Applied][..])
-    );
-    let out = c
-        .on_packet(&mut flash, Incoming::Pubrel(2), "t", one)
-        .unwrap();
-    assert_eq!(
-        out.send.as_slice(),
-        &[Send::Pubcomp(2), Send::Ack(Ack::Pubrec(4))]
-    );
-    assert_eq!(*c.receiver().state(), 4);
-    // Three wait at most; a fourth is a typed error, and nothing was acknowledged.
-    for pid in [5, 6, 7] {
-        assert!(
-            c.on_packet(&mut flash, publish(pid), "t", one)
-                .unwrap()
-                .send
-                .is_empty()
-        );
-    }
-    let full = c.on_packet(&mut flash, publish(8), "t", one);
-    assert_eq!(full, Err(ClientError::HeldBackFull { capacity: 3 }));
-    // A new connection drops what waited (the broker sends it again, unanswered).
-    c.connect();
-    c.on_packet(
-        &mut flash,
-        Incoming::Connack {
-            session_present: true,
-            code: 0,
-        },
-        "t",
-        one,
-    )
-    .unwrap();
-    let out = c
-        .on_packet(&mut flash, Incoming::Pubrel(3), "t", one)
-        .unwrap();
-    assert_eq!(out.send.as_slice(), &[Send::Pubcomp(3)]);
 }
 
 #[test]

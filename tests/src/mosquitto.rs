@@ -65,8 +65,23 @@ pub fn paho(args: &[&str]) -> Output {
 }
 
 /// paho publishes `count` payments on `topic` at `qos` to the broker at `addr`, each
-/// once, one unanswered at a time, from seed 29: the truth file it writes, `truth`.
+/// once, at paho's default of 20 unanswered at most, from seed 29: the truth file it
+/// writes, `truth`.
 pub fn paho_publish(addr: &str, topic: &str, qos: &str, count: usize, truth: &Path) {
+    paho_publish_at(addr, topic, qos, count, truth, 20);
+}
+
+/// [`paho_publish`] with at most `inflight` unanswered (a broker's
+/// `max_inflight_messages` below paho's 20 closes a publisher past it).
+pub fn paho_publish_at(
+    addr: &str,
+    topic: &str,
+    qos: &str,
+    count: usize,
+    truth: &Path,
+    inflight: u16,
+) {
+    let inflight = inflight.to_string();
     let out = paho(&[
         "publish",
         "--broker",
@@ -82,7 +97,7 @@ pub fn paho_publish(addr: &str, topic: &str, qos: &str, count: usize, truth: &Pa
         "--truth",
         truth.to_str().expect("a UTF-8 path"),
         "--inflight",
-        "1",
+        &inflight,
     ]);
     assert!(
         out.status.success(),

@@ -346,7 +346,7 @@ fn answers(kinds: &[&str], ids: std::ops::RangeInclusive<u64>) -> Vec<(String, O
 #[test]
 fn a_publisher_past_max_inflight_messages_loses_messages() {
     let s = Scratch::new("inflight");
-    let b = Broker::start(&s.join("data"));
+    let b = Broker::start_with(&s.join("data"), &[("max_inflight_messages", "4")]);
     subscribe_and_leave(&b);
     // paho with 5 in flight (its default is 20): disconnected before any completes.
     let truth = s.join("truth.jsonl");
@@ -399,7 +399,13 @@ fn a_publisher_past_max_inflight_messages_loses_messages() {
 
     // With max_queued_messages 1000: every PUBLISH of the 5 is answered PUBREC and then
     // PUBCOMP, and the 5th is not delivered: lost, and the publisher is not told.
-    let b = Broker::start_with(&s.join("data-1000"), &[("max_queued_messages", "1000")]);
+    let b = Broker::start_with(
+        &s.join("data-1000"),
+        &[
+            ("max_queued_messages", "1000"),
+            ("max_inflight_messages", "4"),
+        ],
+    );
     subscribe_and_leave(&b);
     assert_eq!(burst(&b, 5), answers(&["PUBREC", "PUBCOMP"], 1..=5));
     let r = subscribe(&b, 4, &["--linger", "0.5"]);
@@ -449,7 +455,7 @@ fn probe(b: &Broker) -> (Vec<Seen>, Vec<bool>) {
 #[test]
 fn an_unanswered_qos2_publish_comes_again_with_dup_and_after_pubrec_pubrel_comes_instead() {
     let s = Scratch::new("probe");
-    let b = Broker::start(&s.join("data"));
+    let b = Broker::start_with(&s.join("data"), &[("max_inflight_messages", "4")]);
     let (got, session_present) = probe(&b);
     assert_eq!(session_present, [false, true, true]);
     let publish = |phase: &str, dup, m: u64| {

@@ -169,6 +169,54 @@ impl Link {
         }
     }
 
+    /// The next packet if one has already arrived: from the buffer, else from what the
+    /// socket holds now, without waiting.
+    pub fn ready(&mut self) -> Result<Option<Got>, Broken> {
+        if let Some(got) = self.take()? {
+            self.packets += 1;
+            return Ok(Some(got));
+        }
+        let closed = |e: std::io::Error| Broken::Closed(e.to_string());
+        self.stream.set_nonblocking(true).map_err(closed)?;
+        let mut chunk = [0u8; 4096];
+        let read = self.stream.read(&mut chunk);
+        self.stream.set_nonblocking(false).map_err(closed)?;
+        match read {
+            Ok(0) => Err(Broken::Closed("the broker closed the connection".into())),
+            Ok(n) => {
+                self.push(&chunk[..n]);
+                let got = self.take()?;
+                self.packets += u64::from(got.is_some());
+                Ok(got)
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                Ok(None)
+            }
+            Err(e) => Err(closed(e)),
+        }
+    }
+
+    /// After DISCONNECT: waits, `limit` at most, for the broker to close the
+    /// connection (MQTT 3.1.1 §3.14.4), discarding what it still sends, so that it has
+    /// read every acknowledgement sent before the DISCONNECT when the next connection's
+    /// CONNECT arrives (a CONNECT that overtakes them makes the broker close this
+    /// connection as a session takeover, with those acknowledgements unread).
+    pub fn wait_closed(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut chunk = [0u8; 4096];
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let _ = self
+                .stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         let skipped = self.skip.min(bytes.len());
         self.skip -= skipped;

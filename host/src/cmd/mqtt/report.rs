@@ -80,6 +80,8 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
             "messages": t.f.decided,
             "records_per_message": records_per_message,
             "syncs": t.syncs,
+            "unanswered": t.f.unanswered,
+            "resend_reconnects": t.f.resend_reconnects,
             "promise_broken": broken,
         });
         for (k, x) in &a.extra {
@@ -117,6 +119,13 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
         t.f.retained,
         u8::from(t.f.session_present)
     )?;
+    if t.f.unanswered > 0 {
+        writeln!(
+            out,
+            "  {} left unanswered with every place taken, sent again by the broker after {} reconnections",
+            t.f.unanswered, t.f.resend_reconnects
+        )?;
+    }
     for line in &a.lines {
         writeln!(out, "  {line}")?;
     }

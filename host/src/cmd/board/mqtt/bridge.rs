@@ -209,6 +209,9 @@ impl Bridge {
                     self.tcp = None;
                 }
             }
+            // Not a fault: the board asks for the broker's resend of what it left
+            // unanswered with every place taken (idem_mqtt::client::Client::resend_due).
+            FromBoard::Hangup(idem_board::modem::Hangup::Resend) => self.hang_up(),
             FromBoard::Hangup(why) => {
                 let why = hangup_words(why);
                 eprintln!("device mqtt: the board hung up: {why}");

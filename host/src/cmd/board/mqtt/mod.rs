@@ -279,9 +279,9 @@ fn hangup_words(h: Hangup) -> String {
             "the broker sent a PUBLISH whose topic is too long for the board's {}-byte buffer (--topic's filter matched it)",
             modem::MAX_PACKET + modem::CHUNK
         ),
-        Hangup::HeldBackFull => format!(
-            "the broker sent more PUBLISHes past its window than the board holds back ({}): lower its max_inflight_messages",
-            modem::HELD_BACK
+        Hangup::Resend => format!(
+            "the board left QoS 2 PUBLISHes unanswered with all {} places taken and connects again for the broker's resend",
+            modem::PLACES
         ),
     }
 }
