@@ -271,7 +271,10 @@ fn plot_defaults_and_its_legend() {
         .assert()
         .success();
     let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.contains("points on the offset line"), "{text}");
+    assert!(
+        text.contains("drawn over the offset line where the two agree"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -279,9 +279,9 @@ fn draw(
             );
         }
     }
-    // The committed position (of the first store) on its own axis, each store from the
-    // widest line to the narrowest, and the truth last, dashed, so that lines that
-    // coincide all show.
+    // Each store from the widest line to the narrowest, the committed position (of the
+    // first store) on its own axis over them, and the truth last, dashed, so that lines
+    // that coincide all show.
     let points = |trace: &[TraceStep], value: &dyn Fn(&TraceStep) -> f64| -> Vec<(f64, f64)> {
         let xs = xs_of(trace);
         trace
@@ -290,10 +290,6 @@ fn draw(
             .map(|(i, st)| (xs[i], value(st)))
             .collect()
     };
-    if let Some((_, trace, _)) = series.first() {
-        let c = points(trace, &|st| st.resume_at as f64);
-        let _ = writeln!(s, "{}", line(&c, &y_position, POSITION_COLOR, "2 3", 1.5));
-    }
     let width = |k: usize| 2.0 + 2.5 * (series.len() - 1 - k) as f64;
     for (k, (_, trace, _)) in series.iter().enumerate() {
         let pts = points(trace, &|st| st.total as f64);
@@ -302,6 +298,11 @@ fn draw(
             "{}",
             line(&pts, &y, COLORS[k % COLORS.len()], "none", width(k))
         );
+    }
+    // The position over the totals, so that no store's line hides it.
+    if let Some((_, trace, _)) = series.first() {
+        let c = points(trace, &|st| st.resume_at as f64);
+        let _ = writeln!(s, "{}", line(&c, &y_position, POSITION_COLOR, "2 3", 1.5));
     }
     if let Some((_, trace, _)) = series.first() {
         let xs = xs_of(trace);
@@ -372,29 +373,7 @@ fn draw(
         if skips > 0 {
             notes.push(format!("rings: {}", count(skips, "skipped duplicate")));
         }
-        // Another store's line that runs through most of this one's points.
-        let mine = totals(trace);
-        for (j, (other, other_trace, _)) in series.iter().enumerate() {
-            if j == k {
-                continue;
-            }
-            let theirs = totals(other_trace);
-            let set: std::collections::HashSet<(u64, i64)> =
-                theirs.iter().map(|&(x, v)| (x.to_bits(), v)).collect();
-            let shared = mine
-                .iter()
-                .filter(|&&(x, v)| set.contains(&(x.to_bits(), v)))
-                .count();
-            if shared == mine.len() && theirs.len() == mine.len() {
-                notes.push(format!("the same line as {}", other.name()));
-            } else if 2 * shared >= mine.len() {
-                notes.push(format!(
-                    "{shared} of its {} points on the {} line",
-                    mine.len(),
-                    other.name()
-                ));
-            }
-        }
+        notes.extend(agreement(k, series, &totals));
         // After every effect (applied or skipped), the total is the truth's.
         let on_truth = trace
             .iter()
@@ -466,6 +445,44 @@ fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
         .take_while(|&v| v <= hi + 1e-9)
         .take(50)
         .collect()
+}
+
+/// What store `k`'s legend says of another store's line that runs through most of its
+/// points: the same line, or which of the two is drawn over the other where they agree.
+fn agreement(
+    k: usize,
+    series: &[(StoreKind, Vec<TraceStep>, i64)],
+    totals: &dyn Fn(&[TraceStep]) -> Vec<(f64, i64)>,
+) -> Vec<String> {
+    let trace = &series[k].1;
+    let mut notes = Vec::new();
+    let mine = totals(trace);
+    for (j, (other, other_trace, _)) in series.iter().enumerate() {
+        if j == k {
+            continue;
+        }
+        let theirs = totals(other_trace);
+        let set: std::collections::HashSet<(u64, i64)> =
+            theirs.iter().map(|&(x, v)| (x.to_bits(), v)).collect();
+        let shared = mine
+            .iter()
+            .filter(|&&(x, v)| set.contains(&(x.to_bits(), v)))
+            .count();
+        if shared == mine.len() && theirs.len() == mine.len() {
+            notes.push(format!("the same line as {}", other.name()));
+        } else if 2 * shared >= mine.len() && j < k {
+            notes.push(format!(
+                "drawn over the {} line where the two agree",
+                other.name()
+            ));
+        } else if 2 * shared >= mine.len() {
+            notes.push(format!(
+                "the {} line is drawn over it where the two agree",
+                other.name()
+            ));
+        }
+    }
+    notes
 }
 
 #[cfg(test)]
