@@ -318,6 +318,8 @@ fn a_consumer_with_nothing_yet_starts_where_the_application_says() {
         let at = match cut {
             PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n - before.word_writes),
             PowerCut::AtErase(n) => PowerCut::AtErase(n - before.erases),
+            // `cuts_since` lists torn cuts only.
+            other => unreachable!("{other:?} is not listed by cuts_since"),
         };
         flash.schedule_power_cut(at);
         assert!(

@@ -188,7 +188,7 @@ fn the_engines_modules_import_one_another_in_one_direction() {
     assert_eq!(
         modules,
         [
-            "consumer", "io", "journal", "lib", "log", "persist", "store", "testing"
+            "consumer", "effects", "io", "journal", "lib", "log", "persist", "store", "testing"
         ]
     );
     assert!(g["consumer"].contains("persist") && g["store"].contains("persist"));

@@ -199,7 +199,14 @@ where
         }
         let record = migrate(decode::<Old, F>(&buf)?);
         let n = needed(&record).max(1);
-        aw!(carry_over(&mut journal, &old, flash, (n, done), &record, carry))?;
+        aw!(carry_over(
+            &mut journal,
+            &old,
+            flash,
+            (n, done),
+            &record,
+            carry
+        ))?;
         aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
         aw!(erase_stale(&journal.ring, flash, old_tag))?;
         Ok((journal, Some(record), true))
@@ -260,7 +267,11 @@ where
                 seen <= depth
             }))?;
             let older = older.ok_or(JournalError::Decode)?;
-            aw!(append_view::<T, F, T>(journal, flash, &carry(record, older)))?;
+            aw!(append_view::<T, F, T>(
+                journal,
+                flash,
+                &carry(record, older)
+            ))?;
         }
         Ok(())
     })

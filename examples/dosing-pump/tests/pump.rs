@@ -266,6 +266,8 @@ fn the_update_keeps_the_window_and_doses_once_at_every_cut() {
         let cut = cut.map(|c| match c {
             PowerCut::AtWordWrite(n) => PowerCut::AtWordWrite(n - before.word_writes),
             PowerCut::AtErase(n) => PowerCut::AtErase(n - before.erases),
+            // `cuts_since` lists torn cuts only.
+            other => unreachable!("{other:?} is not listed by cuts_since"),
         });
         assert_eq!(
             update(&events, steps, cut, reset, seed as u64),
