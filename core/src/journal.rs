@@ -184,23 +184,6 @@ const fn check_word(crc: u32, torn: u32) -> u32 {
     }
 }
 
-/// A compact (offset, total) record: fixed-width little-endian fields, 8 bytes of
-/// payload, so its slot is 12 bytes (payload, check word). Use it where a counter with a
-/// 32-bit range is enough and flash wear matters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct OffsetTotal {
-    /// Next offset to read.
-    #[serde(with = "postcard::fixint::le")]
-    pub offset: u32,
-    /// The running total.
-    #[serde(with = "postcard::fixint::le")]
-    pub total: i32,
-}
-
-impl MaxSize for OffsetTotal {
-    const POSTCARD_MAX_SIZE: usize = 8;
-}
-
 /// The count of appends a journal handle keeps. 32 bits on bare metal, where a 64-bit
 /// field in the journal (8-byte aligned, moved at every layer of recovery) cost 644 bytes
 /// of Cortex-M0 code in idem-feed, and where a flash wears out long before 2^32 appends
@@ -818,6 +801,12 @@ impl Ring {
         self.cursor = next;
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+#[path = "../tests/support/offset_total.rs"]
+mod offset_total;
+#[cfg(all(test, feature = "testing"))]
+use offset_total::OffsetTotal;
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {
