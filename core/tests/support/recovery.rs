@@ -99,7 +99,7 @@ pub fn check_recovery(image: &[u8]) {
     };
     match journal.append(&mut flash, &next) {
         Ok(()) => {}
-        Err(JournalError::Flash(FlashError::WordWrittenTwice { address })) => {
+        Err(JournalError::Flash(FlashError::UnitWrittenTwice { address })) => {
             panic!("programmed the word at {address:#x} twice")
         }
         Err(JournalError::Foreign { .. }) => return,
