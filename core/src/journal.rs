@@ -400,8 +400,6 @@ pub(crate) struct Ring {
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
     appended: Count,
-    /// Made by [`Journal::for_inspection`]: never writes.
-    inspect_only: bool,
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -534,17 +532,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         asynch::append_view(self, flash, record).await
     }
 
-    /// A handle on `region` for [`Journal::summarize`] and [`Journal::page_state`] only,
-    /// without the scan [`Journal::open`] does (which refuses a damaged journal). Reads
-    /// nothing; appending through it is refused.
-    pub fn for_inspection<F: NorFlash>(region: Region, tag: u32) -> Self {
+    /// A handle on `region` before any scan: for an [`Inspector`], and for tests that
+    /// append nothing (its cursor is not after the newest record).
+    pub(crate) fn unscanned<F: NorFlash>(region: Region, tag: u32) -> Self {
         Self {
-            ring: Ring::new(
-                region,
-                tag,
-                geometry_of::<T>(F::WRITE_SIZE, F::ERASE_SIZE),
-                true,
-            ),
+            ring: Ring::new(region, tag, geometry_of::<T>(F::WRITE_SIZE, F::ERASE_SIZE)),
             _record: PhantomData,
         }
     }
@@ -745,9 +737,76 @@ pub(crate) mod asynch {
     include!("journal/io.rs");
 }
 
+/// A journal's pages read for inspection, a damaged journal's too: what each page holds
+/// and where the newest record is, with no `append` (a journal that can write comes only
+/// from [`Journal::open`], after its scan). Made by [`Inspector::new`], without a scan,
+/// or from an opened [`Journal`].
+pub struct Inspector<T> {
+    journal: Journal<T>,
+}
+
+impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
+    /// An inspector of `region` on the flash `F`, without the scan [`Journal::open`] does
+    /// (which refuses a damaged journal). Reads nothing; knows no newest record.
+    pub fn new<F: NorFlash>(region: Region, tag: u32) -> Self {
+        Self {
+            journal: Journal::unscanned::<F>(region, tag),
+        }
+    }
+
+    /// What page `page` of the region holds ([`Journal::summarize`]).
+    pub fn summarize<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        self.journal.summarize(flash, page)
+    }
+
+    /// [`Inspector::summarize`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn summarize_async<F: AsyncNorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        self.journal.summarize_async(flash, page).await
+    }
+
+    /// Classifies page `page` of the region ([`Journal::page_state`]).
+    pub fn page_state<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageState, JournalError<F::Error>> {
+        self.journal.page_state(flash, page)
+    }
+
+    /// Where the newest valid record is, if the journal was opened and holds one.
+    pub fn newest(&self) -> Option<SlotAddr> {
+        self.journal.newest()
+    }
+
+    /// The sequence number of the newest record, if the journal was opened and holds one.
+    pub fn newest_seq(&self) -> Option<u32> {
+        self.journal.newest_seq()
+    }
+
+    /// Slots in one page.
+    pub fn slots_per_page(&self) -> u32 {
+        self.journal.slots_per_page()
+    }
+}
+
+impl<T> From<Journal<T>> for Inspector<T> {
+    fn from(journal: Journal<T>) -> Self {
+        Self { journal }
+    }
+}
+
 impl Ring {
     /// A ring on `region` with the layout `geometry`, before any scan.
-    fn new(region: Region, tag: u32, geometry: Geometry, inspect_only: bool) -> Self {
+    fn new(region: Region, tag: u32, geometry: Geometry) -> Self {
         Self {
             region,
             slot: geometry.slot,
@@ -760,7 +819,6 @@ impl Ring {
             cursor_page_ready: false,
             cursor_page_fresh: false,
             appended: 0,
-            inspect_only,
         }
     }
 
