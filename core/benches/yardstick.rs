@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use embassy_futures::block_on;
-use idem_core::journal::{Journal, OffsetTotal, Region};
+use idem_core::journal::{Journal, Region};
 use sequential_storage::cache::key_pointers::ArrayKeyPointers;
 use sequential_storage::cache::page_pointers::ArrayPagePointers;
 use sequential_storage::cache::page_states::ArrayPageStates;
@@ -21,7 +21,7 @@ use sequential_storage::cache::{Cache, CacheImpl};
 use sequential_storage::map::{MapConfig, MapStorage};
 
 mod common;
-use common::{Async, Flash, Rec, rec};
+use common::{Async, Flash, OffsetTotal, Rec, rec};
 const COMMITS: u32 = 10_000;
 
 fn idem_commits(flash: &mut Flash, n: u32) {

@@ -11,7 +11,7 @@
 #![allow(missing_docs)]
 
 use embassy_futures::block_on;
-use idem_core::journal::{Journal, OffsetTotal, Region};
+use idem_core::journal::{Journal, Region};
 use sequential_storage::cache::Cache;
 use sequential_storage::cache::key_pointers::ArrayKeyPointers;
 use sequential_storage::cache::page_pointers::ArrayPagePointers;
@@ -20,7 +20,7 @@ use sequential_storage::map::{MapConfig, MapStorage};
 
 #[path = "../benches/common/mod.rs"]
 mod common;
-use common::{Async, Flash, Rec, rec};
+use common::{Async, Flash, OffsetTotal, Rec, rec};
 
 #[inline(never)]
 fn idem_commits(flash: &mut Flash, n: u32) {

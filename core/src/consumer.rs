@@ -77,6 +77,13 @@ impl CheckpointEvery {
     }
 }
 
+/// The batches' bound from `log`'s end: past every offset while the end is not known, so
+/// that only the interval closes a batch there.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn known_end<P, L: Log<P> + ?Sized>(log: &L) -> Offset {
+    log.end().unwrap_or(Offset::MAX)
+}
+
 /// `n % k` (`k` > 0). On Arm, where 64-bit division is a library routine (904 bytes of
 /// a Cortex-M0 firmware), by shift and subtract; elsewhere the processor divides.
 const fn rem(n: u64, k: u64) -> u64 {
@@ -178,7 +185,7 @@ pub enum Step<P> {
         /// Next offset to read.
         next: Offset,
     },
-    /// Nothing is left to read now: every event the log holds ([`Log::len`]) is applied
+    /// Nothing is left to read now: every event the log holds (up to [`Log::end`]) is applied
     /// and committed. On a live stream more may come; step again once it has.
     Done,
 }
@@ -280,10 +287,10 @@ impl<P: Copy> Cursor<P> {
                 self.commit_due = Some(
                     self.config
                         .checkpoint_every
-                        .batch_end(event.offset, log.len()),
+                        .batch_end(event.offset, known_end(log)),
                 );
             } else if log.passed_over(event.offset) {
-                return Due::Report(self.passed(event, log.len()));
+                return Due::Report(self.passed(event, known_end(log)));
             } else {
                 self.delivered = Some(event);
                 return Due::Report(Step::Deliver(event));

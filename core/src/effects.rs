@@ -215,7 +215,7 @@ mod tests {
     fn an_intent_is_pending_until_its_serial_is_done() {
         let mut intent = Intent::<u32>::default();
         let ledger = Ledger {
-            journal: Journal::for_inspection::<crate::testing::flash::MemFlash<2, 1024>>(
+            journal: Journal::unscanned::<crate::testing::flash::MemFlash<2, 1024>>(
                 Region { start: 0, pages: 2 },
                 1,
             ),

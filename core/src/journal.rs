@@ -184,23 +184,6 @@ const fn check_word(crc: u32, torn: u32) -> u32 {
     }
 }
 
-/// A compact (offset, total) record: fixed-width little-endian fields, 8 bytes of
-/// payload, so its slot is 12 bytes (payload, check word). Use it where a counter with a
-/// 32-bit range is enough and flash wear matters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct OffsetTotal {
-    /// Next offset to read.
-    #[serde(with = "postcard::fixint::le")]
-    pub offset: u32,
-    /// The running total.
-    #[serde(with = "postcard::fixint::le")]
-    pub total: i32,
-}
-
-impl MaxSize for OffsetTotal {
-    const POSTCARD_MAX_SIZE: usize = 8;
-}
-
 /// The count of appends a journal handle keeps. 32 bits on bare metal, where a 64-bit
 /// field in the journal (8-byte aligned, moved at every layer of recovery) cost 644 bytes
 /// of Cortex-M0 code in idem-feed, and where a flash wears out long before 2^32 appends
@@ -417,8 +400,6 @@ pub(crate) struct Ring {
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
     appended: Count,
-    /// Made by [`Journal::for_inspection`]: never writes.
-    inspect_only: bool,
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -551,17 +532,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         asynch::append_view(self, flash, record).await
     }
 
-    /// A handle on `region` for [`Journal::summarize`] and [`Journal::page_state`] only,
-    /// without the scan [`Journal::open`] does (which refuses a damaged journal). Reads
-    /// nothing; appending through it is refused.
-    pub fn for_inspection<F: NorFlash>(region: Region, tag: u32) -> Self {
+    /// A handle on `region` before any scan: for an [`Inspector`], and for tests that
+    /// append nothing (its cursor is not after the newest record).
+    pub(crate) fn unscanned<F: NorFlash>(region: Region, tag: u32) -> Self {
         Self {
-            ring: Ring::new(
-                region,
-                tag,
-                geometry_of::<T>(F::WRITE_SIZE, F::ERASE_SIZE),
-                true,
-            ),
+            ring: Ring::new(region, tag, geometry_of::<T>(F::WRITE_SIZE, F::ERASE_SIZE)),
             _record: PhantomData,
         }
     }
@@ -765,9 +740,76 @@ pub(crate) mod asynch {
     include!("journal/io.rs");
 }
 
+/// A journal's pages read for inspection, a damaged journal's too: what each page holds
+/// and where the newest record is, with no `append` (a journal that can write comes only
+/// from [`Journal::open`], after its scan). Made by [`Inspector::new`], without a scan,
+/// or from an opened [`Journal`].
+pub struct Inspector<T> {
+    journal: Journal<T>,
+}
+
+impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
+    /// An inspector of `region` on the flash `F`, without the scan [`Journal::open`] does
+    /// (which refuses a damaged journal). Reads nothing; knows no newest record.
+    pub fn new<F: NorFlash>(region: Region, tag: u32) -> Self {
+        Self {
+            journal: Journal::unscanned::<F>(region, tag),
+        }
+    }
+
+    /// What page `page` of the region holds ([`Journal::summarize`]).
+    pub fn summarize<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        self.journal.summarize(flash, page)
+    }
+
+    /// [`Inspector::summarize`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn summarize_async<F: AsyncNorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageSummary, JournalError<F::Error>> {
+        self.journal.summarize_async(flash, page).await
+    }
+
+    /// Classifies page `page` of the region ([`Journal::page_state`]).
+    pub fn page_state<F: NorFlash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+    ) -> Result<PageState, JournalError<F::Error>> {
+        self.journal.page_state(flash, page)
+    }
+
+    /// Where the newest valid record is, if the journal was opened and holds one.
+    pub fn newest(&self) -> Option<SlotAddr> {
+        self.journal.newest()
+    }
+
+    /// The sequence number of the newest record, if the journal was opened and holds one.
+    pub fn newest_seq(&self) -> Option<u32> {
+        self.journal.newest_seq()
+    }
+
+    /// Slots in one page.
+    pub fn slots_per_page(&self) -> u32 {
+        self.journal.slots_per_page()
+    }
+}
+
+impl<T> From<Journal<T>> for Inspector<T> {
+    fn from(journal: Journal<T>) -> Self {
+        Self { journal }
+    }
+}
+
 impl Ring {
     /// A ring on `region` with the layout `geometry`, before any scan.
-    fn new(region: Region, tag: u32, geometry: Geometry, inspect_only: bool) -> Self {
+    fn new(region: Region, tag: u32, geometry: Geometry) -> Self {
         Self {
             region,
             slot: geometry.slot,
@@ -780,7 +822,6 @@ impl Ring {
             cursor_page_ready: false,
             cursor_page_fresh: false,
             appended: 0,
-            inspect_only,
         }
     }
 
@@ -821,6 +862,12 @@ impl Ring {
         self.cursor = next;
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+#[path = "../tests/support/offset_total.rs"]
+mod offset_total;
+#[cfg(all(test, feature = "testing"))]
+use offset_total::OffsetTotal;
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {

@@ -101,13 +101,13 @@ pub trait Identified {
 
 /// Read access to a log of payloads `P`: what a consumer reads, and nothing else.
 pub trait Log<P> {
-    /// How many events the log holds (on a live stream: `u64::MAX` until its end is
-    /// known); the next append lands at this offset.
-    fn len(&self) -> u64;
+    /// The offset after the log's last event, where the next append lands, once it is
+    /// known; `None` on a live stream whose end has not been reached.
+    fn end(&self) -> Option<Offset>;
 
-    /// Whether the log is empty.
+    /// Whether the log is known to hold no event.
     fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.end() == Some(0)
     }
 
     /// The event at `offset`, if there is one.
@@ -150,8 +150,8 @@ impl<'a, E> Received<'a, E> {
 }
 
 impl<P, E: Copy + Into<Event<P>>> Log<P> for Received<'_, E> {
-    fn len(&self) -> u64 {
-        self.end.unwrap_or(u64::MAX)
+    fn end(&self) -> Option<Offset> {
+        self.end
     }
 
     fn get(&self, offset: Offset) -> Option<Event<P>> {
@@ -192,9 +192,9 @@ mod tests {
             payload: p,
         });
         let window = Received::new(&events, None);
-        assert_eq!(window.len(), u64::MAX, "a stream without a known end");
+        assert_eq!(window.end(), None, "a stream without a known end");
         assert_eq!(window.get(14).map(|e| e.payload), Some(4));
         assert_eq!((window.get(12), window.get(16)), (None, None));
-        assert_eq!(Received::new(&events, Some(16)).len(), 16);
+        assert_eq!(Received::new(&events, Some(16)).end(), Some(16));
     }
 }

@@ -10,10 +10,14 @@
 //! every unit write and erase is the power-cut checker's (`idem_core::testing::cuts`), in
 //! its four models. Counts are printed: run with `--show-output` to see them.
 
+#[path = "support/offset_total.rs"]
+mod offset_total;
+use offset_total::OffsetTotal;
+
 /// A journal just opened, and its newest record.
 type Opened = (
-    idem_core::journal::Journal<idem_core::journal::OffsetTotal>,
-    Option<idem_core::journal::OffsetTotal>,
+    idem_core::journal::Journal<OffsetTotal>,
+    Option<OffsetTotal>,
 );
 
 /// The cases on the blocking steps.

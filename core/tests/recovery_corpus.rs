@@ -5,9 +5,9 @@
 #[path = "support/recovery.rs"]
 mod recovery;
 
-use idem_core::journal::{Journal, OffsetTotal};
+use idem_core::journal::Journal;
 use idem_core::testing::rng::SplitMix64;
-use recovery::{REGION, TAG, check_input, check_recovery};
+use recovery::{OffsetTotal, REGION, TAG, check_input, check_recovery};
 
 #[test]
 fn recovery_over_the_fuzz_corpus() {

@@ -53,8 +53,8 @@ impl FileLog {
 }
 
 impl Log<Message> for FileLog {
-    fn len(&self) -> u64 {
-        self.log.len()
+    fn end(&self) -> Option<Offset> {
+        self.log.end()
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {

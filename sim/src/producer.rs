@@ -212,8 +212,8 @@ impl<L, const P: usize> IdempotentLog<L, P> {
 }
 
 impl<L: Truth, const P: usize> Log<Message> for IdempotentLog<L, P> {
-    fn len(&self) -> u64 {
-        self.inner.len()
+    fn end(&self) -> Option<Offset> {
+        self.inner.end()
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {

@@ -229,7 +229,8 @@ fn produce(
                 match known {
                     Some(e) if e.epoch > h.epoch => Landed::Fenced { current: e.epoch },
                     _ => {
-                        log.inner_mut().end(h.producer_id, h.epoch, true);
+                        log.inner_mut()
+                            .end_transaction(h.producer_id, h.epoch, true);
                         Landed::Committed
                     }
                 }
@@ -249,7 +250,7 @@ fn produce(
             let log = log.inner_mut();
             log.open(o, h.producer_id, h.epoch);
             if kind != SendKind::Uncommitted {
-                log.end(h.producer_id, h.epoch, true);
+                log.end_transaction(h.producer_id, h.epoch, true);
             }
         }
         // As long as the log: a scenario that sends more than twice its capacity fails

@@ -130,7 +130,12 @@ impl<const N: usize> TxnLog<N> {
 
     /// Ends the open transaction of `producer_id` at `epoch`: committed or aborted.
     /// Returns the first offset it held, if it held any.
-    pub fn end(&mut self, producer_id: u32, epoch: u16, commit: bool) -> Option<Offset> {
+    pub fn end_transaction(
+        &mut self,
+        producer_id: u32,
+        epoch: u16,
+        commit: bool,
+    ) -> Option<Offset> {
         self.end_where(
             |p, e| p == producer_id && e == epoch,
             if commit {
@@ -164,15 +169,15 @@ impl<const N: usize> TxnLog<N> {
 
 impl<const N: usize> Log<Message> for TxnLog<N> {
     /// At `read_committed`, the last stable offset; otherwise every record.
-    fn len(&self) -> u64 {
-        match self.isolation {
-            Isolation::ReadUncommitted => self.log.len(),
+    fn end(&self) -> Option<Offset> {
+        Some(match self.isolation {
+            Isolation::ReadUncommitted => Truth::len(&self.log),
             Isolation::ReadCommitted => self.stable_end(),
-        }
+        })
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {
-        if offset < self.len() {
+        if offset < Truth::len(self) {
             self.log.get(offset)
         } else {
             None
@@ -230,7 +235,7 @@ mod tests {
         assert_eq!(rc.len(), 3);
         assert!(rc.passed_over(1) && !rc.passed_over(2) && !log.passed_over(1));
         assert_eq!(
-            log.end(1000, 0, true),
+            log.end_transaction(1000, 0, true),
             None,
             "an ended transaction ends once"
         );

@@ -8,7 +8,7 @@ use std::process::Command;
 
 const MAIN: &str = r#"
 use embedded_storage::nor_flash::{ErrorType, NorFlash, NorFlashErrorKind, ReadNorFlash};
-use idem_core::journal::{Journal, OffsetTotal, Region};
+use idem_core::journal::{Journal, Region};
 
 struct WideFlash;
 
@@ -39,7 +39,7 @@ impl NorFlash for WideFlash {
 
 fn main() {
     let region = Region::of_pages::<WideFlash>(0, 2);
-    let _ = Journal::<OffsetTotal>::open(&mut WideFlash, region, 1);
+    let _ = Journal::<u32>::open(&mut WideFlash, region, 1);
 }
 "#;
 
@@ -80,7 +80,7 @@ fn an_unsupported_write_size_fails_the_build_naming_the_flash() {
     assert!(
         // The journal's open step over the blocking flash, for the record type and the
         // flash the adopter named.
-        stderr.contains("journal::blocking::open::<idem_core::journal::OffsetTotal, WideFlash>"),
+        stderr.contains("journal::blocking::open::<u32, WideFlash>"),
         "rustc's note names the flash type:\n{stderr}"
     );
 }

@@ -28,7 +28,9 @@ pub trait Source {
 /// outside implements [`Source`] itself and keys them.
 impl<L: Log<Message>> Source for L {
     fn len(&self) -> Offset {
-        Log::len(self)
+        // The host's logs end where their file or partition does; a live stream without
+        // a known end has nothing for the host to send.
+        self.end().unwrap_or(0)
     }
 
     fn event(&self, offset: Offset, _key: &IdKey) -> Option<Payment> {

@@ -2,8 +2,10 @@
 //! through the async traits sequential-storage takes, and the yardstick's record.
 #![allow(dead_code)] // each user takes its part
 
-use idem_core::journal::OffsetTotal;
+#[path = "../../tests/support/offset_total.rs"]
+mod offset_total;
 use idem_core::testing::flash::{FlashError, MemFlash};
+pub use offset_total::OffsetTotal;
 use sequential_storage::map::{SerializationError, Value};
 
 /// The flash both journals run on: 4 pages of 1 KiB.

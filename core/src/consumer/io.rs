@@ -116,7 +116,7 @@ pub(super) fn step<K: Drive, F: Flash, L: Log<K::Payload> + ?Sized>(
                     sink,
                 ))
                 .inspect_err(|e| c.cursor.broken = matches!(e, ConsumerError::Journal(_)))?;
-                Ok(c.cursor.written(event, outcome, K::WRITES, log.len()))
+                Ok(c.cursor.written(event, outcome, K::WRITES, known_end(log)))
             }
             Due::Commit(next) => {
                 let phase = aw!(<K as Drive>::commit(

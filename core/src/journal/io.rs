@@ -202,7 +202,14 @@ where
         }
         let record = migrate(decode::<Old, F>(&buf)?);
         let n = needed(&record).max(1);
-        aw!(carry_over(&mut journal, &old, flash, (n, done), &record, carry))?;
+        aw!(carry_over(
+            &mut journal,
+            &old,
+            flash,
+            (n, done),
+            &record,
+            carry
+        ))?;
         aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
         Ok((journal, Some(record), true, true))
     })
@@ -272,7 +279,11 @@ where
                 seen <= depth
             }))?;
             let older = older.ok_or(JournalError::Decode)?;
-            aw!(append_view::<T, F, T>(journal, flash, &carry(record, older)))?;
+            aw!(append_view::<T, F, T>(
+                journal,
+                flash,
+                &carry(record, older)
+            ))?;
         }
         Ok(())
     })
@@ -506,7 +517,7 @@ impl RingIo for Ring {
                 return Err(JournalError::BadRegion);
             }
             let per_page = geometry.per_page;
-            let mut r = Self::new(region, tag, geometry, false);
+            let mut r = Self::new(region, tag, geometry);
             // The newest record: its sequence number, slot and page's first sequence number.
             let mut newest: Option<(u32, SlotAddr, u32)> = None;
             // Valid pages first, then the pages whose header does not read valid. An erase
@@ -596,9 +607,6 @@ impl RingIo for Ring {
             // Where the check word starts in `buf`: after the sequence number and the
             // payload's units.
             let check_at = buf.len() - unit::<F>();
-            if self.inspect_only {
-                return Err(JournalError::NoSpace);
-            }
             let attempts = self.region.pages * self.slots_per_page() + 1;
             // Each pass that does not write steps over one torn slot: the pass number is how
             // many this append has stepped over (the first since a restart, after a write that

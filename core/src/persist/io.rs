@@ -614,7 +614,12 @@ where
     Old: Positioned,
     New: Positioned<Rejections = Old::Rejections>,
 {
-    const { assert!(Old::TAG != New::TAG, "a new encoding takes a new Store::TAG") }
+    const {
+        assert!(
+            Old::TAG != New::TAG,
+            "a new encoding takes a new Store::TAG"
+        )
+    }
     body!({
         let migrated = aw!(journal_io::open_migrating(
             flash,
@@ -646,7 +651,12 @@ where
     Old: TwoPhaseRecord,
     New: TwoPhaseRecord<Rejections = Old::Rejections>,
 {
-    const { assert!(Old::TAG != New::TAG, "a new encoding takes a new Store::TAG") }
+    const {
+        assert!(
+            Old::TAG != New::TAG,
+            "a new encoding takes a new Store::TAG"
+        )
+    }
     body!({
         // The decision a prepared record waits for, as recovery reads it.
         let (_, decided) = aw!(open_positions(flash, layout))?;

@@ -36,7 +36,7 @@ pub enum FlashError {
     OutOfBounds,
     /// A write unit (a word, unless the flash was made with another) was programmed a
     /// second time without an erase in between.
-    WordWrittenTwice {
+    UnitWrittenTwice {
         /// Byte address of the unit.
         address: u32,
     },
@@ -55,7 +55,7 @@ impl NorFlashError for FlashError {
         match self {
             Self::NotAligned => NorFlashErrorKind::NotAligned,
             Self::OutOfBounds => NorFlashErrorKind::OutOfBounds,
-            Self::WordWrittenTwice { .. } | Self::PowerCut | Self::WeaklyErased { .. } => {
+            Self::UnitWrittenTwice { .. } | Self::PowerCut | Self::WeaklyErased { .. } => {
                 NorFlashErrorKind::Other
             }
         }
@@ -78,7 +78,7 @@ impl core::fmt::Display for FlashError {
                 f.write_str("flash access is not aligned to the write unit or the page")
             }
             Self::OutOfBounds => f.write_str("flash access is out of bounds"),
-            Self::WordWrittenTwice { address } => {
+            Self::UnitWrittenTwice { address } => {
                 write!(
                     f,
                     "flash write unit at {address:#x} programmed twice without an erase"
@@ -136,7 +136,7 @@ impl NorRules {
     /// page's last erase: refused if it was.
     pub fn program(&self, address: u32, programmed: bool) -> Result<(), FlashError> {
         if programmed {
-            return Err(FlashError::WordWrittenTwice { address });
+            return Err(FlashError::UnitWrittenTwice { address });
         }
         Ok(())
     }
@@ -637,7 +637,7 @@ mod tests {
         f.write(4, &[0xFF; 4]).unwrap();
         assert_eq!(
             f.write(4, &[0; 4]),
-            Err(FlashError::WordWrittenTwice { address: 4 })
+            Err(FlashError::UnitWrittenTwice { address: 4 })
         );
         f.erase(0, 64).unwrap();
         f.write(4, &[0; 4]).unwrap();
@@ -648,7 +648,7 @@ mod tests {
         let mut f = F::filled(0);
         assert_eq!(
             f.write(64, &[0; 4]),
-            Err(FlashError::WordWrittenTwice { address: 64 })
+            Err(FlashError::UnitWrittenTwice { address: 64 })
         );
     }
 
@@ -680,7 +680,7 @@ mod tests {
         // The torn word cannot be programmed again before an erase.
         assert_eq!(
             f.write(4, &[0; 4]),
-            Err(FlashError::WordWrittenTwice { address: 4 })
+            Err(FlashError::UnitWrittenTwice { address: 4 })
         );
     }
 
@@ -693,7 +693,7 @@ mod tests {
         f.power_on();
         assert!(matches!(
             f.write(8, &[0; 4]),
-            Err(FlashError::WordWrittenTwice { .. })
+            Err(FlashError::UnitWrittenTwice { .. })
         ));
         f.erase(0, 64).unwrap();
         f.write(8, &[0; 4]).unwrap();
@@ -789,11 +789,11 @@ mod tests {
         current[5] = 0x00;
         assert_eq!(
             rules.write_over(100, &current),
-            Err(FlashError::WordWrittenTwice { address: 104 })
+            Err(FlashError::UnitWrittenTwice { address: 104 })
         );
         assert_eq!(
             rules.program(8, true),
-            Err(FlashError::WordWrittenTwice { address: 8 })
+            Err(FlashError::UnitWrittenTwice { address: 8 })
         );
         assert_eq!(rules.program(8, false), Ok(()));
     }

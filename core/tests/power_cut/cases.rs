@@ -1,7 +1,8 @@
 // The power-cut cases, run once for each build (`tests/power_cut.rs`): `open_j` and
 // `append` are the blocking steps or the async ones.
 
-use idem_core::journal::{Journal, JournalError, OffsetTotal, Region, header_size};
+use crate::OffsetTotal;
+use idem_core::journal::{Journal, JournalError, Region, header_size};
 use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
 use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
 use idem_core::testing::rng::SplitMix64;

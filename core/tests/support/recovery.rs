@@ -3,8 +3,11 @@
 //! match, and leaves a journal that can append without programming a word twice (or
 //! refuses the image as foreign or damaged).
 
-use idem_core::journal::{HEADER_SIZE, Journal, JournalError, OffsetTotal, Region};
+#[path = "offset_total.rs"]
+mod offset_total;
+use idem_core::journal::{HEADER_SIZE, Journal, JournalError, Region};
 use idem_core::testing::flash::{FlashError, MemFlash};
+pub use offset_total::OffsetTotal;
 
 /// Pages of 256 bytes keep inputs small for the fuzzer.
 pub type FuzzFlash = MemFlash<3, 256>;
@@ -96,7 +99,7 @@ pub fn check_recovery(image: &[u8]) {
     };
     match journal.append(&mut flash, &next) {
         Ok(()) => {}
-        Err(JournalError::Flash(FlashError::WordWrittenTwice { address })) => {
+        Err(JournalError::Flash(FlashError::UnitWrittenTwice { address })) => {
             panic!("programmed the word at {address:#x} twice")
         }
         Err(JournalError::Foreign { .. }) => return,

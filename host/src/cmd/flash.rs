@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::journal::{Journal, JournalError, PageState, PageSummary, Region};
+use idem_core::journal::{Inspector, Journal, JournalError, PageState, PageSummary, Region};
 use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
@@ -96,9 +96,9 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
     let first = region.start / PAGE as u32;
     // A damaged journal is still shown page by page: that is what inspect is for.
     let (j, newest, damage) = match Journal::<T>::open(&mut image.flash, region, tag) {
-        Ok((j, newest)) => (j, newest, None),
+        Ok((j, newest)) => (Inspector::from(j), newest, None),
         Err(JournalError::Damaged { address }) => (
-            Journal::<T>::for_inspection::<FileFlash>(region, tag),
+            Inspector::<T>::new::<FileFlash>(region, tag),
             None,
             Some(address / PAGE as u32),
         ),

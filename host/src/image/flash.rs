@@ -53,7 +53,7 @@ impl From<FlashError> for FileFlashError {
     fn from(e: FlashError) -> Self {
         match e {
             FlashError::NotAligned => Self::NotAligned,
-            FlashError::WordWrittenTwice { address } => Self::WordWrittenTwice { address },
+            FlashError::UnitWrittenTwice { address } => Self::WordWrittenTwice { address },
             _ => Self::OutOfBounds,
         }
     }

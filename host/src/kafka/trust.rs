@@ -171,8 +171,8 @@ impl PartitionLog {
 }
 
 impl Log<Message> for PartitionLog {
-    fn len(&self) -> u64 {
-        self.records.len() as u64
+    fn end(&self) -> Option<Offset> {
+        Some(self.records.len() as u64)
     }
 
     fn get(&self, offset: Offset) -> Option<Event<Message>> {

@@ -2,7 +2,6 @@
 //! with the user's checkpoint interval and crash plan.
 
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
-use idem_core::log::Log;
 use idem_sim::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
 use idem_sim::ddia;
 use idem_sim::payment::{GaugeLog, GeneratedLog};

@@ -128,6 +128,12 @@ impl core::error::Error for LogError {}
 /// What the simulator's checker knows of a payment log, beside what a consumer reads:
 /// the true total, and which offsets hold the same message. A consumer never asks.
 pub trait Truth: Log<Message> {
+    /// How many events the checker judges: those before the log's end, none while a live
+    /// stream's end is not known (a simulated log's always is).
+    fn len(&self) -> Offset {
+        self.end().unwrap_or(0)
+    }
+
     /// The total a consumer should reach: each distinct message id counted once, with
     /// the amount of its first occurrence.
     fn true_total(&self) -> i64 {
@@ -200,8 +206,8 @@ impl<const N: usize> VecLog<N> {
 }
 
 impl<const N: usize> Log<Message> for VecLog<N> {
-    fn len(&self) -> u64 {
-        self.messages.len() as u64
+    fn end(&self) -> Option<Offset> {
+        Some(self.messages.len() as u64)
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {
@@ -236,8 +242,8 @@ pub struct GeneratedLog {
 }
 
 impl Log<Message> for GeneratedLog {
-    fn len(&self) -> u64 {
-        self.events
+    fn end(&self) -> Option<Offset> {
+        Some(self.events)
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {
@@ -287,8 +293,8 @@ pub struct GaugeLog {
 }
 
 impl Log<Message> for GaugeLog {
-    fn len(&self) -> u64 {
-        self.events + u64::from(self.late.is_some_and(|l| l < self.events))
+    fn end(&self) -> Option<Offset> {
+        Some(self.events + u64::from(self.late.is_some_and(|l| l < self.events)))
     }
 
     fn get(&self, offset: Offset) -> Option<Payment> {

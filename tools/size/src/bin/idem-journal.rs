@@ -3,8 +3,12 @@
 #![no_main]
 
 use core::hint::black_box;
-use idem_core::journal::{Journal, OffsetTotal, Region};
+use idem_core::journal::{Journal, Region};
+use offset_total::OffsetTotal;
 use panic_halt as _;
+
+#[path = "../../../../core/tests/support/offset_total.rs"]
+mod offset_total;
 
 #[cortex_m_rt::entry]
 fn main() -> ! {
