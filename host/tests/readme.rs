@@ -10,9 +10,21 @@ use serde_json::Value;
 mod common;
 use common::{idem, json};
 
-/// The documents whose figures and outputs are checked: the README, and the teachers'
-/// page that holds its answers.
-const DOCS: [&str; 2] = ["README.md", "docs/teachers.md"];
+/// The documents whose figures and outputs are checked: the README and every page of
+/// the book (docs/*.md), the teachers' page that holds the lessons' answers among them.
+fn docs() -> Vec<String> {
+    let dir = format!("{}/../docs", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    names.sort();
+    assert!(names.len() > 10, "the book's pages were not found");
+    names.insert(0, "README.md".to_string());
+    names
+}
 
 fn doc(name: &str) -> String {
     std::fs::read_to_string(format!("{}/../{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -20,7 +32,7 @@ fn doc(name: &str) -> String {
 
 /// Every checked document, one after the other.
 fn readme() -> String {
-    DOCS.map(doc).join("\n")
+    docs().iter().map(|n| doc(n)).collect::<Vec<_>>().join("\n")
 }
 
 /// `text` with every run of whitespace as one space.
@@ -363,8 +375,8 @@ fn every_readme_figure_comes_from_its_run() {
 #[test]
 fn every_sample_output_in_the_readme_is_the_programs() {
     let mut checked = 0;
-    for name in DOCS {
-        checked += check_outputs(name);
+    for name in docs() {
+        checked += check_outputs(&name);
     }
     assert!(
         checked >= 2,
