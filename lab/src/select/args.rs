@@ -97,7 +97,7 @@ pub struct ScenarioArgs {
     /// Run without a crash.
     #[arg(long)]
     pub no_crash: bool,
-    /// Crash at these points, e.g. "crash@effect:49,crash@effect:45#2" (see README)
+    /// Crash at these points, e.g. "crash@effect:49,crash@effect:45#2" (see the book, docs/reference.md)
     #[arg(long, value_name = "POINTS", conflicts_with_all = ["crash_after", "no_crash"])]
     pub schedule: Option<String>,
     /// Read the log from a JSON Lines file instead of a built-in scenario.

@@ -152,7 +152,7 @@ struct ConsumeArgs {
     follow: bool,
     /// Be one member of the group: the broker assigns this process some of the
     /// partitions and moves them on a rebalance; each partition's state follows it
-    /// (see the README). Stops after --idle-ms with nothing new.
+    /// (see the book, docs/kafka.md). Stops after --idle-ms with nothing new.
     #[arg(long)]
     shared: bool,
     /// When the image's writes reach the disk (a position is durable before the

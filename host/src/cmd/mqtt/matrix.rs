@@ -79,7 +79,7 @@ falls after its record and before its acknowledgement; the message-id store skip
 it. QoS 2 with the identifiers in the effect's record needs no dedup in the store;\n\
 `with next` writes each release in the next message's record (one a message, and\n\
 one for each 4 releases the broker waits on). Against a real broker: idem mqtt\n\
-consume (README, \"Over MQTT\")."
+consume (the book, docs/mqtt.md)."
     )?;
     Ok(())
 }
