@@ -45,6 +45,9 @@ fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
 pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Result<()> {
     let mut broken = broken(a, t);
     broken.extend(a.doubts.iter().cloned());
+    if truth.is_some_and(|tr| tr.unconfirmed) {
+        broken.push("the truth was published at QoS 0: its lines were written as sent, and nothing confirms the broker took them".into());
+    }
     let graded = truth.map(|tr| {
         let verdict = match t.f.total.cmp(&tr.total) {
             std::cmp::Ordering::Equal if broken.is_empty() => "exact",
