@@ -118,6 +118,49 @@ pub fn check_broker(broker: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The longest topic an MQTT string holds, in bytes (MQTT 3.1.1 §1.5.3, §4.7.3).
+const TOPIC_MAX: usize = 65_535;
+
+/// Refuses a topic filter MQTT does not allow, before anything is tried (MQTT 3.1.1
+/// §4.7.1 and §4.7.3; MQTT 5 §4.7 keeps the same rules): at least one character, no
+/// null character, at most 65,535 bytes, `#` alone in the last level, `+` alone in its
+/// level. With `name`, a topic name to publish to, which takes no wildcard at all
+/// (§4.7.1-1).
+pub fn check_topic(topic: &str, name: bool) -> anyhow::Result<()> {
+    let refuse = |why: String| Err(usage(format!("--topic {topic:?}: {why}")));
+    if topic.is_empty() {
+        return refuse("a topic takes at least one character (MQTT 3.1.1 §4.7.3)".into());
+    }
+    if topic.contains('\0') {
+        return refuse("a topic holds no null character (MQTT 3.1.1 §4.7.3)".into());
+    }
+    if topic.len() > TOPIC_MAX {
+        return refuse(format!(
+            "{} bytes, past the {TOPIC_MAX} an MQTT topic holds (MQTT 3.1.1 §4.7.3)",
+            topic.len()
+        ));
+    }
+    if name && topic.contains(['+', '#']) {
+        return refuse("a topic published to takes no wildcard, + or # (MQTT 3.1.1 §4.7.1)".into());
+    }
+    let levels: Vec<&str> = topic.split('/').collect();
+    for (i, level) in levels.iter().enumerate() {
+        if level.contains('#') && (*level != "#" || i + 1 != levels.len()) {
+            return refuse(
+                "# stands alone in the last level (a/#), never elsewhere (MQTT 3.1.1 §4.7.1.2)"
+                    .into(),
+            );
+        }
+        if level.contains('+') && *level != "+" {
+            return refuse(
+                "+ stands alone in its level (a/+/b), never beside other characters (MQTT 3.1.1 §4.7.1.3)"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What a report says it was asked, and what it adds: the command's own figures.
 pub struct Asked<'a> {
     /// The command, as the text report names it.
@@ -181,6 +224,7 @@ impl Cmd {
                     )));
                 }
                 consume::qos(a.qos)?;
+                check_topic(&a.topic, false)?;
                 check_broker(&a.broker)?;
                 a.session_ram = a.session == "ram";
                 a.idle = Duration::from_millis(a.idle_ms);
@@ -197,6 +241,7 @@ impl Cmd {
                 Ok(ExitCode::SUCCESS)
             }
             Action::Publish(p) => {
+                check_topic(p.topic(), true)?;
                 check_broker(&p.broker)?;
                 publish::run(&p)
             }

@@ -57,6 +57,13 @@ pub struct PublishArgs {
     client_id: String,
 }
 
+impl PublishArgs {
+    /// The topic published to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+}
+
 /// The stream: each payment's line, resends included, in sending order.
 pub fn stream(count: u32, seed: u64, resends: u32) -> Vec<String> {
     let mut rng = SplitMix64::new(seed);
