@@ -61,6 +61,115 @@ impl KeySet {
     fn len(&self) -> usize {
         self.table.len()
     }
+
+    /// Whether it holds `key`.
+    fn contains(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&p| &self.bytes[span(p)] == key)
+            .is_some()
+    }
+
+    /// Each key, in the order it was first added.
+    fn in_order(&self) -> impl Iterator<Item = &[u8]> {
+        let mut at: Vec<u64> = self.table.iter().copied().collect();
+        at.sort_unstable();
+        at.into_iter().map(|p| &self.bytes[span(p)])
+    }
+}
+
+/// Ids shown of each kind of difference; the counts cover them all.
+pub const SHOWN: usize = 5;
+
+/// How the ids a run applied differ from a truth's: each count, and the first
+/// [`SHOWN`] ids of each (in the truth's order, then the run's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdCounts {
+    /// Truth ids never applied.
+    pub missing: (u64, Vec<String>),
+    /// Ids applied more than once: the applications past the first, and the ids.
+    pub twice: (u64, Vec<String>),
+    /// Applications of ids the truth does not hold (a message without an id among them).
+    pub foreign: (u64, Vec<String>),
+}
+
+impl IdCounts {
+    /// Compares `applied` (each application's id, in order) with the truth's ids.
+    pub fn of(truth: &FirstAmounts, applied: &[Option<String>]) -> Self {
+        let mut times: std::collections::HashMap<&[u8], u64> = std::collections::HashMap::new();
+        let mut c = Self::default();
+        let note = |(n, shown): &mut (u64, Vec<String>), id: &[u8], by: u64| {
+            *n += by;
+            if shown.len() < SHOWN {
+                shown.push(String::from_utf8_lossy(id).into_owned());
+            }
+        };
+        for id in applied {
+            match id {
+                Some(id) if truth.seen.contains(id.as_bytes()) => {
+                    *times.entry(id.as_bytes()).or_default() += 1;
+                }
+                Some(id) => note(&mut c.foreign, id.as_bytes(), 1),
+                None => note(&mut c.foreign, b"(no id)", 1),
+            }
+        }
+        for id in truth.seen.in_order() {
+            match times.get(id).copied().unwrap_or(0) {
+                0 => note(&mut c.missing, id, 1),
+                1 => {}
+                n => note(&mut c.twice, id, n - 1),
+            }
+        }
+        c
+    }
+
+    /// Whether the run applied every truth id once and nothing else.
+    pub fn exact(&self) -> bool {
+        self.missing.0 + self.twice.0 + self.foreign.0 == 0
+    }
+
+    /// The verdict the ids give, when they differ: over (applied past the truth), under
+    /// (missing), or both.
+    pub fn verdict(&self) -> Option<&'static str> {
+        let over = self.twice.0 + self.foreign.0 > 0;
+        match (self.missing.0 > 0, over) {
+            (true, true) => Some("over and under"),
+            (true, false) => Some("under"),
+            (false, true) => Some("over"),
+            (false, false) => None,
+        }
+    }
+
+    /// The differences in words: `1 missing (p1); 1 not in the truth (zz)`.
+    pub fn words(&self) -> String {
+        let part = |(n, shown): &(u64, Vec<String>), what: &str| {
+            let more = if shown.len() == SHOWN && *n > SHOWN as u64 {
+                ", ..."
+            } else {
+                ""
+            };
+            format!("{n} {what} ({}{more})", shown.join(", "))
+        };
+        [
+            (&self.missing, "missing"),
+            (&self.twice, "applied again"),
+            (&self.foreign, "not in the truth"),
+        ]
+        .into_iter()
+        .filter(|(k, _)| k.0 > 0)
+        .map(|(k, w)| part(k, w))
+        .collect::<Vec<_>>()
+        .join("; ")
+    }
+
+    /// As JSON: each count and its first ids.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "missing": self.missing.0, "missing_first": self.missing.1,
+            "applied_again": self.twice.0, "applied_again_first": self.twice.1,
+            "not_in_truth": self.foreign.0, "not_in_truth_first": self.foreign.1,
+        })
+    }
 }
 
 /// Why a message could not be counted into a truth.
@@ -510,6 +619,38 @@ mod tests {
         assert!(
             e.ends_with("fifo is a named pipe (FIFO), not a truth file; it was left untouched"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn ids_applied_are_compared_with_the_truths_by_each_id() {
+        let mut t = FirstAmounts::default();
+        for id in ["p1", "p2", "p3"] {
+            t.add(Some(id.as_bytes()), 3).unwrap();
+        }
+        let ids = |v: &[&str]| -> Vec<Option<String>> {
+            v.iter()
+                .map(|s| (!s.is_empty()).then(|| s.to_string()))
+                .collect()
+        };
+        let c = IdCounts::of(&t, &ids(&["p2", "p3", "p1"]));
+        assert!(c.exact() && c.verdict().is_none());
+        // p1 never delivered, zz fabricated at p1's amount: the totals agree, the ids do not.
+        let c = IdCounts::of(&t, &ids(&["p2", "zz", "p3"]));
+        assert_eq!(c.verdict(), Some("over and under"));
+        assert_eq!(c.words(), "1 missing (p1); 1 not in the truth (zz)");
+        // A duplicate that offsets a loss.
+        let c = IdCounts::of(&t, &ids(&["p1", "p1", "p1", "p3", ""]));
+        assert_eq!(
+            c.words(),
+            "1 missing (p2); 2 applied again (p1); 1 not in the truth ((no id))"
+        );
+        let many: Vec<Option<String>> = (0..9).map(|i| Some(format!("x{i}"))).collect();
+        let c = IdCounts::of(&t, &many);
+        assert_eq!(c.verdict(), Some("over and under"));
+        assert_eq!(
+            c.words(),
+            "3 missing (p1, p2, p3); 9 not in the truth (x0, x1, x2, x3, x4, ...)"
         );
     }
 

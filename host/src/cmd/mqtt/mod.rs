@@ -7,6 +7,7 @@
 //! image; `publish` sends a seeded stream and writes what it sent to a truth file, which
 //! `consume --truth` grades against.
 
+mod applied;
 mod consume;
 pub mod link;
 pub mod matrix;
@@ -96,6 +97,10 @@ pub struct ConsumeArgs {
     /// it allows is sent.
     #[arg(long, hide = true)]
     abort_before_ack: Option<u64>,
+    /// Test hook: abort once the Nth applied id's line is durable in the log beside the
+    /// image, before the record that applies it is synced.
+    #[arg(long, hide = true)]
+    abort_after_id_log: Option<u32>,
 }
 
 /// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
@@ -210,6 +215,9 @@ pub struct Tally {
     pub f: idem_mqtt::payments::Figures,
     /// This run: syncs of the image (none on a board).
     pub syncs: u64,
+    /// Each message the image applied, by its id (over every run on it), when its log
+    /// holds them all (`Err`: how many it lacks); `None` where nothing records them.
+    pub ids: Option<Result<Vec<Option<String>>, u32>>,
 }
 
 impl Cmd {
@@ -231,13 +239,14 @@ impl Cmd {
                 let truth = a
                     .truth
                     .as_deref()
-                    .map(crate::truth::TruthFile::read)
+                    .map(crate::truth::TruthFile::read_ids)
                     .transpose()?;
                 let job = consume::Job { args: &a };
                 let tally = registry::with_mqtt_store(a.store, WINDOW, job)
                     .ok_or_else(|| usage("that store does not run on MQTT"))?
                     .map_err(|e| usage(format!("{e:?}")))??;
-                report::print(&a.asked(), &tally, truth.as_ref())?;
+                let truth = truth.as_ref().map(|(t, ids)| (t, Some(ids)));
+                report::print(&a.asked(), &tally, truth)?;
                 Ok(ExitCode::SUCCESS)
             }
             Action::Publish(p) => {

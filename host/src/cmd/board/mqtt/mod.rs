@@ -156,8 +156,9 @@ impl Mqtt {
         let tally = Tally {
             f: report.figures.clone(),
             syncs: 0,
+            ids: None,
         };
-        print(&asked, &tally, truth.as_ref())?;
+        print(&asked, &tally, truth.as_ref().map(|t| (t, None)))?;
         Ok(ExitCode::SUCCESS)
     }
 
