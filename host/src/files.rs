@@ -173,6 +173,15 @@ impl Temporary {
     }
 }
 
+impl std::io::Write for Temporary {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file().flush()
+    }
+}
+
 /// Writes `bytes` to `path` whole: a temporary file beside it (see
 /// [`temporary_beside`]), synced, then renamed over `path`. A full disk or a cut leaves
 /// `path` as it was, never half written; a target that is not a regular file is

@@ -295,11 +295,18 @@ fn a_truth_file_grades_the_consume() {
     assert_eq!(
         lines,
         [
+            serde_json::json!({"idem_truth": 1, "writer": "kafka produce"}),
             serde_json::json!({"id": "p17", "payer": "ada", "amount": 5}),
             serde_json::json!({"id": "p17", "payer": "ada", "amount": 5}),
             serde_json::json!({"id": "p18", "payer": "bo", "amount": 3}),
+            serde_json::json!({"idem_truth_end": 3}),
         ]
     );
+    // The same file cut before its end line, as a killed producer would leave it: refused.
+    let cut = dir.child("cut.jsonl");
+    let text = std::fs::read_to_string(sent.path()).unwrap();
+    cut.write_str(&text[..text.rfind("{\"idem_truth_end").unwrap()])
+        .unwrap();
     // A truth written by hand that leaves p18 out: the same records grade as over.
     let short = dir.child("short.jsonl");
     short
@@ -368,6 +375,13 @@ fn a_truth_file_grades_the_consume() {
     let (b, fl) = (bad.path().to_str().unwrap(), f.path().to_str().unwrap());
     args.extend(["--flash", fl, "--brokers", &mock.brokers, "--truth", b]);
     refuses(&args, &format!("line 2 of {b} is not a payment"));
+    let c = cut.path().to_str().unwrap();
+    let mut cut_args = base.to_vec();
+    cut_args.extend(["--flash", fl, "--brokers", &mock.brokers, "--truth", c]);
+    refuses(
+        &cut_args,
+        &format!("{c} was written by idem kafka produce and has no end line"),
+    );
     args.push("--follow");
     refuses(&args, "cannot be used with");
     assert!(!f.path().exists(), "nothing refused made an image");

@@ -115,9 +115,10 @@ def connected_client(broker, inflight):
     return client, state
 
 
-def wait_published(client, state, infos, timeout, broker):
+def wait_published(client, state, infos, timeout, broker, record=lambda: None):
     deadline = time.monotonic() + timeout
     for info in infos:
+        record()
         while not info.is_published():
             if state["lost"] is not None:
                 done = sum(1 for i in infos if i.is_published())
@@ -141,13 +142,27 @@ def finish(client, state=None):
 def publish(a):
     pays, order = payments(a.count, a.seed, a.resends)
     client, state = connected_client(a.broker, a.inflight)
-    infos = []
+    infos, lines = [], []
+    for k in order:
+        line = json.dumps(pays[k])
+        infos.append(client.publish(a.topic, line.encode(), qos=a.qos))
+        lines.append(line)
+    # Only what the broker completed (PUBACK, PUBCOMP; QoS 0 at send) goes to the truth,
+    # a line as each completes, so a publisher stopped at any point leaves a truth of
+    # what the broker took.
     with open(a.truth, "w", encoding="utf-8") as truth:
-        for k in order:
-            line = json.dumps(pays[k])
-            infos.append(client.publish(a.topic, line.encode(), qos=a.qos))
-            truth.write(line + "\n")
-    wait_published(client, state, infos, a.timeout, a.broker)
+        written = [0]
+
+        def record():
+            while written[0] < len(infos) and infos[written[0]].is_published():
+                truth.write(lines[written[0]] + "\n")
+                truth.flush()
+                written[0] += 1
+
+        try:
+            wait_published(client, state, infos, a.timeout, a.broker, record)
+        finally:
+            record()
     finish(client, state)
     print(json.dumps({
         "published": len(order),

@@ -1,11 +1,9 @@
 //! Sending a scenario's payments to a topic, and the acks the broker sends back.
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::Context;
 use rdkafka::client::ClientContext;
 use rdkafka::message::Message as _;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -13,6 +11,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use super::MAX_PARTITIONS;
 use super::client::{config, consumer, create_topic, partitions, unreachable};
 use crate::kafka::trust::Payment;
+use crate::truth::TruthWriter;
 
 /// Delivery reports of the producer: the (partition, offset) of each send, or its error.
 #[derive(Default)]
@@ -49,7 +48,8 @@ const CHUNK: usize = 20_000;
 
 /// `kafka produce`: sends `records` to `topic`, created with `n` partitions when the
 /// broker does not have it, each acknowledged chunk written to the truth file `truth`
-/// when there is one; how many records landed.
+/// when there is one (renamed into place with its end line once every record was
+/// acknowledged); how many records landed.
 pub(super) fn produce(
     brokers: &str,
     topic: &str,
@@ -72,7 +72,9 @@ pub(super) fn produce(
     } else {
         Batching::Batched
     };
-    let mut file = truth.map(TruthOut::create).transpose()?;
+    let mut file = truth
+        .map(|t| TruthWriter::create(t, "kafka produce", None))
+        .transpose()?;
     let landed = send_chunked(
         brokers,
         topic,
@@ -81,34 +83,10 @@ pub(super) fn produce(
         &created,
         &mut file,
     )?;
+    if let Some(f) = file {
+        f.finish()?;
+    }
     Ok(landed.len())
-}
-
-/// A truth file being written.
-pub(super) struct TruthOut {
-    file: std::io::BufWriter<std::fs::File>,
-    path: std::path::PathBuf,
-}
-
-impl TruthOut {
-    /// Creates (or empties) the truth file at `path`.
-    pub(super) fn create(path: &Path) -> anyhow::Result<Self> {
-        let file = std::fs::File::create(path)
-            .with_context(|| format!("creating the truth file {}", path.display()))?;
-        Ok(Self {
-            file: std::io::BufWriter::new(file),
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn write(&mut self, records: &[(String, &str, i64)]) -> anyhow::Result<()> {
-        for (id, payer, amount) in records {
-            crate::truth::write_line(&mut self.file, id, payer, *amount)?;
-        }
-        self.file
-            .flush()
-            .with_context(|| format!("writing the truth file {}", self.path.display()))
-    }
 }
 
 /// [`send_created`] in chunks of [`CHUNK`] records, each written to `truth` once the broker
@@ -119,7 +97,7 @@ pub(super) fn send_chunked(
     (idempotent, batching): (bool, Batching),
     records: &[(String, &str, i64)],
     created: &Result<(), String>,
-    truth: &mut Option<TruthOut>,
+    truth: &mut Option<TruthWriter>,
 ) -> anyhow::Result<Vec<(i32, i64)>> {
     let mut acks = Vec::with_capacity(records.len());
     for chunk in records.chunks(CHUNK) {
@@ -130,7 +108,10 @@ pub(super) fn send_chunked(
             brokers, topic, idempotent, batching, chunk, created,
         )?);
         if let Some(t) = truth.as_mut() {
-            t.write(chunk)?;
+            for (id, payer, amount) in chunk {
+                t.payment(id, payer, *amount)?;
+            }
+            t.flush()?;
         }
     }
     Ok(acks)

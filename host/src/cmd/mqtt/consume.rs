@@ -3,6 +3,7 @@
 //! session, and hands each PUBLISH and PUBREL to `idem_mqtt::receiver`, whose record is
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,10 +11,11 @@ use anyhow::anyhow;
 use idem_core::journal::Region;
 use idem_mqtt::client::{Client, ClientError, Config, Outbox, Phase, Send};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
-use idem_mqtt::receiver::{Keep, Receiver, Release};
+use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
 use idem_sim::payment::Sum;
 use idem_sim::registry::SumStoreJob;
 
+use super::applied::AppliedLog;
 use super::link::{self, Broken, Got, Link};
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
@@ -88,11 +90,19 @@ struct Session<'a, S: Sum> {
     tally: Tally,
     /// Records made durable by this run (for the hook).
     records: u64,
+    /// The ids the image applied, each line durable before the record it names.
+    applied: AppliedLog,
+    /// The id of each PUBLISH handed to the client and not yet decided, in order (the
+    /// client decides in arrival order, each once).
+    arrived: VecDeque<Option<String>>,
+    /// The image's applied count the log has reached.
+    logged: u32,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
     fn open(a: &'a ConsumeArgs, store: S) -> anyhow::Result<Self> {
         let meta = meta(a);
+        let fresh = std::fs::symlink_metadata(&a.flash).is_err();
         let mut image = Image::open_or_create(&a.flash, &meta)?;
         let region = Region {
             start: 0,
@@ -115,12 +125,18 @@ impl<'a, S: Sum> Session<'a, S> {
         let tag = meta.tag() ^ S::TAG;
         let receiver = Receiver::open(&mut image.flash, region, tag, store, keep, release)
             .map_err(|e| journal_error(&a.flash, e))?;
+        let logged = receiver.record().applied;
+        let sync = a.sync != crate::image::SyncMode::None;
+        let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
         Ok(Self {
             a,
             image,
             client: Client::new(receiver),
             tally: Tally::default(),
             records: 0,
+            applied,
+            arrived: VecDeque::new(),
+            logged,
         })
     }
 
@@ -159,6 +175,10 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
+        self.tally.ids = Some(match self.applied.ids() {
+            Some(ids) => Ok(ids.to_vec()),
+            None => Err(self.applied.lacking()),
+        });
         Ok(self.tally)
     }
 
@@ -166,6 +186,8 @@ impl<'a, S: Sum> Session<'a, S> {
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
         let connect = self.client.connect();
+        // The client forgets what it held back at a new connection; so does the log.
+        self.arrived.clear();
         self.send(link, connect)?;
         let mut last_new = Instant::now();
         loop {
@@ -239,6 +261,16 @@ impl<'a, S: Sum> Session<'a, S> {
         let key = self.image.id_key();
         let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
         let flash = &mut self.image.flash;
+        let publish = matches!(got, Got::Publish { .. } | Got::Oversized { .. });
+        match &got {
+            Got::Publish { payload, .. } => self.arrived.push_back(
+                idem_mqtt::payments::id_and_amount(payload)
+                    .ok()
+                    .map(|(id, _)| id.to_owned()),
+            ),
+            Got::Oversized { .. } => self.arrived.push_back(None),
+            _ => {}
+        }
         let out = match got {
             Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
             Got::Connack {
@@ -255,11 +287,45 @@ impl<'a, S: Sum> Session<'a, S> {
                 None => unreachable!("every packet but an oversized PUBLISH converts"),
             },
         };
-        out.map_err(|e| client_error(e, &self.a.topic))
+        let out = out.map_err(|e| client_error(e, &self.a.topic))?;
+        if publish && out.decided.is_none() {
+            // Left unanswered with every place taken: nothing decided, so its id leaves
+            // the queue that pairs each decision with its message's id.
+            self.arrived.pop_back();
+        }
+        Ok(out)
     }
 
-    /// Makes what `outs` wrote durable with one sync, then sends their packets.
+    /// Logs the ids `outs` applied, with one sync, before the records that apply them
+    /// are synced.
+    fn log_applied(&mut self, outs: &[Outbox<PLACES>]) -> Result<(), Broken> {
+        let failed = |e: anyhow::Error| Broken::Garbage(format!("{e:#}"));
+        let before = self.logged;
+        for d in outs.iter().flat_map(|o| &o.decided) {
+            let id = self.arrived.pop_front().flatten();
+            if *d == Decided::Applied {
+                self.logged += 1;
+                (self.applied.push(self.logged, id.as_deref())).map_err(failed)?;
+            }
+        }
+        if self.logged > before {
+            self.applied.sync().map_err(failed)?;
+            if self.a.abort_after_id_log.is_some_and(|n| self.logged >= n) {
+                std::process::abort(); // the ids durable, their record not yet synced
+            }
+        }
+        let counted = self.client.receiver().record().applied;
+        if counted != self.logged {
+            self.applied.out_of_step(counted.abs_diff(self.logged));
+            self.logged = counted;
+        }
+        Ok(())
+    }
+
+    /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
+    /// sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Outbox<PLACES>>) -> Result<(), Broken> {
+        self.log_applied(&outs)?;
         let records: u64 = outs.iter().map(|o| u64::from(o.records)).sum();
         if records > 0 {
             self.sync()?;

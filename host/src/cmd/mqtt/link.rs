@@ -225,8 +225,14 @@ impl Link {
 
     /// A whole packet from the buffer, if one is there.
     fn take(&mut self) -> Result<Option<Got>, Broken> {
-        let frame = codec::next(&self.buf, self.max)
-            .map_err(|e| Broken::Garbage(format!("the broker sent {e}")))?;
+        let frame = codec::next(&self.buf, self.max).map_err(|e| {
+            // A first packet that is not even a CONNACK's type: not an MQTT server.
+            if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
+                Broken::Garbage(not_mqtt(&self.buf))
+            } else {
+                Broken::Garbage(format!("the broker sent {e}"))
+            }
+        })?;
         let (got, len) = match frame {
             None => return Ok(None),
             Some(Frame::Oversized { qos, pid, len }) => (Got::Oversized { qos, pid }, len),
@@ -237,6 +243,16 @@ impl Link {
         self.skip = len - held;
         Ok(Some(got))
     }
+}
+
+/// The peer's first bytes, as a connection that does not start with a packet (an HTTP
+/// server, a TLS port) shows them.
+fn not_mqtt(first: &[u8]) -> String {
+    let shown = &first[..first.len().min(24)];
+    format!(
+        "the peer does not speak MQTT: where a CONNACK belongs it sent \"{}\"",
+        shown.escape_ascii()
+    )
 }
 
 fn own(p: Incoming<'_>) -> Got {

@@ -7,6 +7,7 @@
 //! image; `publish` sends a seeded stream and writes what it sent to a truth file, which
 //! `consume --truth` grades against.
 
+mod applied;
 mod bench;
 mod consume;
 pub mod link;
@@ -99,6 +100,10 @@ pub struct ConsumeArgs {
     /// it allows is sent.
     #[arg(long, hide = true)]
     abort_before_ack: Option<u64>,
+    /// Test hook: abort once the Nth applied id's line is durable in the log beside the
+    /// image, before the record that applies it is synced.
+    #[arg(long, hide = true)]
+    abort_after_id_log: Option<u32>,
 }
 
 /// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
@@ -119,6 +124,49 @@ pub fn check_broker(broker: &str) -> anyhow::Result<()> {
             "--broker {broker}: the host does not resolve ({e})"
         ))),
     }
+}
+
+/// The longest topic an MQTT string holds, in bytes (MQTT 3.1.1 §1.5.3, §4.7.3).
+const TOPIC_MAX: usize = 65_535;
+
+/// Refuses a topic filter MQTT does not allow, before anything is tried (MQTT 3.1.1
+/// §4.7.1 and §4.7.3; MQTT 5 §4.7 keeps the same rules): at least one character, no
+/// null character, at most 65,535 bytes, `#` alone in the last level, `+` alone in its
+/// level. With `name`, a topic name to publish to, which takes no wildcard at all
+/// (§4.7.1-1).
+pub fn check_topic(topic: &str, name: bool) -> anyhow::Result<()> {
+    let refuse = |why: String| Err(usage(format!("--topic {topic:?}: {why}")));
+    if topic.is_empty() {
+        return refuse("a topic takes at least one character (MQTT 3.1.1 §4.7.3)".into());
+    }
+    if topic.contains('\0') {
+        return refuse("a topic holds no null character (MQTT 3.1.1 §4.7.3)".into());
+    }
+    if topic.len() > TOPIC_MAX {
+        return refuse(format!(
+            "{} bytes, past the {TOPIC_MAX} an MQTT topic holds (MQTT 3.1.1 §4.7.3)",
+            topic.len()
+        ));
+    }
+    if name && topic.contains(['+', '#']) {
+        return refuse("a topic published to takes no wildcard, + or # (MQTT 3.1.1 §4.7.1)".into());
+    }
+    let levels: Vec<&str> = topic.split('/').collect();
+    for (i, level) in levels.iter().enumerate() {
+        if level.contains('#') && (*level != "#" || i + 1 != levels.len()) {
+            return refuse(
+                "# stands alone in the last level (a/#), never elsewhere (MQTT 3.1.1 §4.7.1.2)"
+                    .into(),
+            );
+        }
+        if level.contains('+') && *level != "+" {
+            return refuse(
+                "+ stands alone in its level (a/+/b), never beside other characters (MQTT 3.1.1 §4.7.1.3)"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What a report says it was asked, and what it adds: the command's own figures.
@@ -170,6 +218,9 @@ pub struct Tally {
     pub f: idem_mqtt::payments::Figures,
     /// This run: syncs of the image (none on a board).
     pub syncs: u64,
+    /// Each message the image applied, by its id (over every run on it), when its log
+    /// holds them all (`Err`: how many it lacks); `None` where nothing records them.
+    pub ids: Option<Result<Vec<Option<String>>, u32>>,
 }
 
 impl Cmd {
@@ -184,22 +235,25 @@ impl Cmd {
                     )));
                 }
                 consume::qos(a.qos)?;
+                check_topic(&a.topic, false)?;
                 check_broker(&a.broker)?;
                 a.session_ram = a.session == "ram";
                 a.idle = Duration::from_millis(a.idle_ms);
                 let truth = a
                     .truth
                     .as_deref()
-                    .map(crate::truth::TruthFile::read)
+                    .map(crate::truth::TruthFile::read_ids)
                     .transpose()?;
                 let job = consume::Job { args: &a };
                 let tally = registry::with_mqtt_store(a.store, WINDOW, job)
                     .ok_or_else(|| usage("that store does not run on MQTT"))?
                     .map_err(|e| usage(format!("{e:?}")))??;
-                report::print(&a.asked(), &tally, truth.as_ref())?;
+                let truth = truth.as_ref().map(|(t, ids)| (t, Some(ids)));
+                report::print(&a.asked(), &tally, truth)?;
                 Ok(ExitCode::SUCCESS)
             }
             Action::Publish(p) => {
+                check_topic(p.topic(), true)?;
                 check_broker(&p.broker)?;
                 publish::run(&p)
             }

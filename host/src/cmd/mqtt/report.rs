@@ -9,7 +9,7 @@ use serde_json::json;
 use idem_mqtt::client::Broken;
 
 use super::{Asked, Tally};
-use crate::truth::TruthFile;
+use crate::truth::{FirstAmounts, IdCounts, TruthFile};
 
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
@@ -41,61 +41,88 @@ fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
         .collect()
 }
 
-/// Prints the report, as text or JSON.
-pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Result<()> {
-    let mut broken = broken(a, t);
-    broken.extend(a.doubts.iter().cloned());
-    let graded = truth.map(|tr| {
-        let verdict = match t.f.total.cmp(&tr.total) {
-            std::cmp::Ordering::Equal if broken.is_empty() => "exact",
-            std::cmp::Ordering::Equal => "unproven",
-            std::cmp::Ordering::Greater => "over",
-            std::cmp::Ordering::Less => "under",
-        };
-        let dups = u64::from(t.f.applied).saturating_sub(tr.ids);
-        (tr, verdict, dups)
-    });
-    let records_per_message = (t.f.decided > 0).then(|| t.f.records as f64 / t.f.decided as f64);
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let mut v = json!({
-            "store": a.store,
-            "qos": a.qos,
-            "session": if a.session_ram { "ram" } else { "flash" },
-            "final_total": t.f.total,
-            "applied": t.f.applied,
-            "duplicates_skipped": t.f.skipped,
-            "held_again": t.f.held_again,
-            "rejected": t.f.rejected,
-            "redeliveries": t.f.redeliveries,
-            "retained": t.f.retained,
-            "session_present": t.f.session_present,
-            "lost_identifiers": t.f.lost_identifiers,
-            "new_sessions": t.f.new_sessions,
-            "granted": t.f.granted,
-            "received_at_qos": t.f.received_at,
-            "foreign_topic": t.f.foreign,
-            "resumed": t.f.resumed,
-            "records": t.f.records,
-            "messages": t.f.decided,
-            "records_per_message": records_per_message,
-            "syncs": t.syncs,
-            "unanswered": t.f.unanswered,
-            "resend_reconnects": t.f.resend_reconnects,
-            "promise_broken": broken,
-        });
-        for (k, x) in &a.extra {
-            v[*k] = x.clone();
+/// A truth to grade against, and its ids where the run's applied ids are compared.
+pub type Truth<'a> = (&'a TruthFile, Option<&'a FirstAmounts>);
+
+/// The ids compared, where both sides have them; a doubt where the image's log lacks
+/// some.
+fn compare(t: &Tally, truth: Truth<'_>, broken: &mut Vec<String>) -> Option<IdCounts> {
+    match (&t.ids, truth.1) {
+        (Some(Ok(applied)), Some(ids)) => Some(IdCounts::of(ids, applied)),
+        (Some(Err(lacking)), Some(_)) => {
+            broken.push(format!(
+                "the log of applied ids beside the image lacks {lacking} of the {} the image applied (an image from before it, or the log removed): graded on totals only",
+                t.f.applied
+            ));
+            None
         }
-        if let Some((tr, verdict, dups)) = graded {
-            v["true_total"] = json!(tr.total);
-            v["true_ids"] = json!(tr.ids);
-            v["duplicates_applied"] = json!(dups);
-            v["verdict"] = json!(verdict);
-        }
-        writeln!(out, "{v}")?;
-        return Ok(());
+        _ => None,
     }
+}
+
+/// The verdict: the ids' where they differ, else the totals'.
+fn verdict(t: &Tally, tr: &TruthFile, ids: Option<&IdCounts>, broken: &[String]) -> &'static str {
+    if let Some(v) = ids.and_then(IdCounts::verdict) {
+        return v;
+    }
+    match t.f.total.cmp(&tr.total) {
+        std::cmp::Ordering::Equal if broken.is_empty() => "exact",
+        std::cmp::Ordering::Equal => "unproven",
+        std::cmp::Ordering::Greater => "over",
+        std::cmp::Ordering::Less => "under",
+    }
+}
+
+/// The report as one JSON object.
+fn json_report(
+    a: &Asked<'_>,
+    t: &Tally,
+    broken: &[String],
+    graded: Option<(&TruthFile, &str, u64)>,
+    ids: Option<&IdCounts>,
+) -> serde_json::Value {
+    let records_per_message = (t.f.decided > 0).then(|| t.f.records as f64 / t.f.decided as f64);
+    let mut v = json!({
+        "store": a.store,
+        "qos": a.qos,
+        "session": if a.session_ram { "ram" } else { "flash" },
+        "final_total": t.f.total,
+        "applied": t.f.applied,
+        "duplicates_skipped": t.f.skipped,
+        "held_again": t.f.held_again,
+        "rejected": t.f.rejected,
+        "redeliveries": t.f.redeliveries,
+        "retained": t.f.retained,
+        "session_present": t.f.session_present,
+        "lost_identifiers": t.f.lost_identifiers,
+        "new_sessions": t.f.new_sessions,
+        "granted": t.f.granted,
+        "received_at_qos": t.f.received_at,
+        "foreign_topic": t.f.foreign,
+        "resumed": t.f.resumed,
+        "records": t.f.records,
+        "messages": t.f.decided,
+        "records_per_message": records_per_message,
+        "syncs": t.syncs,
+        "unanswered": t.f.unanswered,
+        "resend_reconnects": t.f.resend_reconnects,
+        "promise_broken": broken,
+    });
+    for (k, x) in &a.extra {
+        v[*k] = x.clone();
+    }
+    if let Some((tr, verdict, dups)) = graded {
+        v["true_total"] = json!(tr.total);
+        v["true_ids"] = json!(tr.ids);
+        v["duplicates_applied"] = json!(dups);
+        v["verdict"] = json!(verdict);
+        v["ids"] = ids.map_or(json!(null), IdCounts::json);
+    }
+    v
+}
+
+/// The text report's first lines: the store, the QoS and the counts.
+fn text_head(out: &mut impl Write, a: &Asked<'_>, t: &Tally) -> std::io::Result<()> {
     writeln!(
         out,
         "{}: {} store, QoS {}, session in {}: total {} ({} applied, {} skipped as duplicates, {} rejected)",
@@ -126,6 +153,32 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
             t.f.unanswered, t.f.resend_reconnects
         )?;
     }
+    Ok(())
+}
+
+/// Prints the report, as text or JSON.
+pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<Truth<'_>>) -> anyhow::Result<()> {
+    let mut broken = broken(a, t);
+    broken.extend(a.doubts.iter().cloned());
+    if truth.is_some_and(|(tr, _)| tr.unconfirmed) {
+        broken.push("the truth was published at QoS 0: its lines were written as sent, and nothing confirms the broker took them".into());
+    }
+    let ids = truth.and_then(|tr| compare(t, tr, &mut broken));
+    let graded = truth.map(|(tr, _)| {
+        let verdict = verdict(t, tr, ids.as_ref(), &broken);
+        let dups = match &ids {
+            Some(c) => c.twice.0,
+            None => u64::from(t.f.applied).saturating_sub(tr.ids),
+        };
+        (tr, verdict, dups)
+    });
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let v = json_report(a, t, &broken, graded, ids.as_ref());
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    text_head(&mut out, a, t)?;
     for line in &a.lines {
         writeln!(out, "  {line}")?;
     }
@@ -135,6 +188,9 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<&TruthFile>) -> anyhow::Res
             "  true total {} ({} ids): {verdict}, {dups} duplicates applied",
             tr.total, tr.ids
         )?;
+        if let Some(c) = ids.as_ref().filter(|c| !c.exact()) {
+            writeln!(out, "  ids against the truth: {}", c.words())?;
+        }
     }
     for b in &broken {
         writeln!(out, "  promise broken: {b}")?;

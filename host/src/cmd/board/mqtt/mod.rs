@@ -97,8 +97,9 @@ impl Mqtt {
             }
             other => return Err(usage(format!("the board has no {} store", other.name()))),
         };
-        if self.topic.is_empty() || self.client_id.is_empty() {
-            return Err(usage("--topic and --client-id take at least one byte"));
+        crate::cmd::mqtt::check_topic(&self.topic, false)?;
+        if self.client_id.is_empty() {
+            return Err(usage("--client-id takes at least one byte"));
         }
         let too_long = |what: &str, max: usize| {
             usage(format!("{what} is over {max} bytes, the board's limit"))
@@ -155,8 +156,9 @@ impl Mqtt {
         let tally = Tally {
             f: report.figures.clone(),
             syncs: 0,
+            ids: None,
         };
-        print(&asked, &tally, truth.as_ref())?;
+        print(&asked, &tally, truth.as_ref().map(|t| (t, None)))?;
         Ok(ExitCode::SUCCESS)
     }
 

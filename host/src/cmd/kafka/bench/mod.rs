@@ -18,11 +18,12 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use idem_sim::registry::Source;
 
-use super::produce::{Batching, TruthOut, send_chunked};
+use super::produce::{Batching, send_chunked};
 use super::{Broker, KafkaScenario, MAX_PARTITIONS, client};
 use crate::error::usage;
 use crate::image::SyncMode;
 use crate::select::StoreKind;
+use crate::truth::TruthWriter;
 use broker::Tansu;
 use child::{Measured, measure};
 use table::{Report, Row};
@@ -276,7 +277,7 @@ fn produce(
 ) -> anyhow::Result<(i64, Vec<u64>)> {
     let created = client::create_topic(brokers, TOPIC, partitions);
     let records = KafkaScenario::stream(n);
-    let mut file = Some(TruthOut::create(truth)?);
+    let mut file = Some(TruthWriter::create(truth, "kafka bench", None)?);
     let acks = send_chunked(
         brokers,
         TOPIC,
@@ -285,6 +286,9 @@ fn produce(
         &created,
         &mut file,
     )?;
+    if let Some(f) = file {
+        f.finish()?;
+    }
     let mut per_partition = vec![0u64; partitions as usize];
     for (p, _) in acks {
         if let Some(c) = usize::try_from(p)
