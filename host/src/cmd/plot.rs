@@ -447,12 +447,15 @@ fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// A trace's totals, each at its place on the x axis.
+type Totals<'a> = dyn Fn(&[TraceStep]) -> Vec<(f64, i64)> + 'a;
+
 /// What store `k`'s legend says of another store's line that runs through most of its
 /// points: the same line, or which of the two is drawn over the other where they agree.
 fn agreement(
     k: usize,
     series: &[(StoreKind, Vec<TraceStep>, i64)],
-    totals: &dyn Fn(&[TraceStep]) -> Vec<(f64, i64)>,
+    totals: &Totals<'_>,
 ) -> Vec<String> {
     let trace = &series[k].1;
     let mut notes = Vec::new();

@@ -12,7 +12,10 @@ use serde_json::json;
 
 use crate::select::{StoreKind, WINDOW};
 
-struct Sweep((idem_mqtt::codec::QoS, Keep, Release));
+/// A row of the matrix: the QoS, where the identifiers are kept, when a release is written.
+type Row = (idem_mqtt::codec::QoS, Keep, Release);
+
+struct Sweep(Row);
 
 impl SumStoreJob for Sweep {
     type Out = Cell;
@@ -89,7 +92,7 @@ consume (the book, docs/mqtt.md)."
 fn print_json(
     out: &mut impl Write,
     stores: &[StoreKind],
-    rows: &[((idem_mqtt::codec::QoS, Keep, Release), Vec<Cell>)],
+    rows: &[(Row, Vec<Cell>)],
 ) -> anyhow::Result<()> {
     let rows: Vec<_> = rows
         .iter()
