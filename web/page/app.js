@@ -123,7 +123,7 @@ function drawLesson() {
     number: 'a whole number',
     offsets: 'offsets, such as 3..7 or 2, 5, or none',
     'yes-no': 'yes or no',
-    numbers: 'numbers in order, such as 2, 4, 9',
+    numbers: 'numbers in order, such as 2, 4, 7',
   };
   lesson.steps.forEach((step, i) => {
     const input = el('input', { type: 'text', id: `answer-${i}`, 'aria-label': `your prediction for question ${i + 1}`, placeholder: hints[step.answer] });
