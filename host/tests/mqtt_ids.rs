@@ -108,10 +108,11 @@ fn a_kill_between_the_ids_log_and_the_record_changes_no_verdict() {
     let truth = dir.path().join("truth.jsonl");
     std::fs::write(&truth, TRUTH).unwrap();
     let flash = dir.path().join("dev.img");
-    // Killed once p1's id is durable in the log and before its record reaches the image
-    // (and before its PUBACK): the broker sends p1 again, DUP 1, with p2. The image
-    // applied nothing, so the log's line past its count is dropped at open, and p1 is
-    // applied (once) by the second run.
+    // Killed once the ids are durable in the log and before their records reach the
+    // image (and before any PUBACK). p1 and p2 come in one write, so they are one group
+    // commit: both ids are logged with one sync before the group's records. The broker
+    // sends p1 again, DUP 1, with p2. The image applied nothing, so the log's lines past
+    // its count are dropped at open, and p1 and p2 are applied (once) by the second run.
     let (addr, b) = broker(vec![
         vec![publish(1, "p1", 5, false), publish(2, "p2", 3, false)],
         vec![publish(1, "p1", 5, true), publish(2, "p2", 3, false)],
@@ -119,7 +120,7 @@ fn a_kill_between_the_ids_log_and_the_record_changes_no_verdict() {
     let out = consume(&addr, &flash, &truth, &["--abort-after-id-log", "1"]);
     assert_eq!(out.status.code(), None, "aborted");
     let log = std::fs::read_to_string(dir.path().join("dev.img.ids")).unwrap();
-    assert_eq!(log, "{\"n\":1,\"id\":\"p1\"}\n");
+    assert_eq!(log, "{\"n\":1,\"id\":\"p1\"}\n{\"n\":2,\"id\":\"p2\"}\n");
     let v = report(&consume(&addr, &flash, &truth, &[]));
     b.join().unwrap();
     assert_eq!(
