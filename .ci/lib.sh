@@ -23,6 +23,7 @@ if [ -z "${IDEM_CI_LIB:-}" ]; then
   step_started=$SECONDS
   ci_started=$SECONDS
   stage() {
+    step "" # the last step of the stage before is timed under that stage
     stage_name="$1"
     echo "==== stage: $1"
   }
