@@ -367,18 +367,25 @@ fn a_publisher_past_max_inflight_messages_loses_messages() {
         "--inflight",
         "5",
     ]);
-    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     // How many of the first PUBLISHes paho completes before it has 5 in flight depends on
-    // how fast the broker answers (under load, 1 was seen): never all 10.
-    let completed: Option<u32> = stderr
-        .split_once("after ")
-        .and_then(|(_, rest)| rest.split_once(" of 10"))
-        .and_then(|(n, _)| n.parse().ok());
-    assert!(
-        stderr.contains("closed the connection") && completed.is_some_and(|n| n < 10),
-        "{stderr}"
-    );
+    // how fast the broker answers (under load, 1 was seen). On an idle machine the broker
+    // can answer each before paho has a 5th out, and paho completes all 10 unhindered; the
+    // raw burst below is what shows the broker's cut, whatever the timing.
+    let completed: u32 = if out.status.code() == Some(0) {
+        10
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let n: Option<u32> = stderr
+            .split_once("after ")
+            .and_then(|(_, rest)| rest.split_once(" of 10"))
+            .and_then(|(n, _)| n.parse().ok());
+        assert!(
+            stderr.contains("closed the connection") && n.is_some_and(|n| n < 10),
+            "{stderr}"
+        );
+        n.unwrap_or_default()
+    };
     // 5 sent at once: PUBREC for each, the 5th included, then the connection is closed
     // (max_queued_messages 0 and the CVE-2023-28366 check), before any PUBREL is read.
     let mut want = answers(&["PUBREC"], 1..=5);
@@ -387,11 +394,12 @@ fn a_publisher_past_max_inflight_messages_loses_messages() {
     // None of the 5 is delivered: the first 4 waited for their PUBREL, in a session that
     // ended with the connection. What paho completed before it was cut off (PUBCOMP: the
     // broker owns it) is, and nothing else: the subscriber waits out its timeout for more.
-    let completed = completed.unwrap_or_default();
+    // All 10 received ends the subscriber (0); fewer, it waits out its timeout (3).
     let r = subscribe(&b, 10, &["--timeout", "1"]);
+    let code = if completed == 10 { 0 } else { 3 };
     assert_eq!(
         (r.code, r.payloads.len()),
-        (3, completed as usize),
+        (code, completed as usize),
         "{stderr}"
     );
     // 4, the broker's max_inflight_messages, is accepted (the publish helper's default).
