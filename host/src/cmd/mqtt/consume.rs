@@ -3,7 +3,6 @@
 //! session, and hands each PUBLISH and PUBREL to `idem_mqtt::receiver`, whose record is
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -92,9 +91,6 @@ struct Session<'a, S: Sum> {
     records: u64,
     /// The ids the image applied, each line durable before the record it names.
     applied: AppliedLog,
-    /// The id of each PUBLISH handed to the client and not yet decided, in order (the
-    /// client decides in arrival order, each once).
-    arrived: VecDeque<Option<String>>,
     /// The image's applied count the log has reached.
     logged: u32,
 }
@@ -135,7 +131,6 @@ impl<'a, S: Sum> Session<'a, S> {
             tally: Tally::default(),
             records: 0,
             applied,
-            arrived: VecDeque::new(),
             logged,
         })
     }
@@ -186,8 +181,6 @@ impl<'a, S: Sum> Session<'a, S> {
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
         let connect = self.client.connect();
-        // The client forgets what it held back at a new connection; so does the log.
-        self.arrived.clear();
         self.send(link, connect)?;
         let mut last_new = Instant::now();
         loop {
@@ -206,7 +199,7 @@ impl<'a, S: Sum> Session<'a, S> {
                     if self.client.resend_due() {
                         // Places are free for what was left unanswered: the broker
                         // sends it again at the next connection (§4.4).
-                        self.deliver(link, vec![out])?;
+                        self.deliver(link, vec![(out, None)])?;
                         self.client.resending();
                         let _ = self.send(link, Send::Disconnect);
                         link.wait_closed(Duration::from_secs(1));
@@ -220,7 +213,7 @@ impl<'a, S: Sum> Session<'a, S> {
                         link.keep_alive()
                             .map_err(|e| Broken::Closed(format!("{e:#}")))?;
                     }
-                    vec![out]
+                    vec![(out, None)]
                 }
             };
             self.deliver(link, out)?;
@@ -235,7 +228,7 @@ impl<'a, S: Sum> Session<'a, S> {
         link: &mut Link,
         got: Got,
         last_new: &mut Instant,
-    ) -> Result<Vec<Outbox<PLACES>>, Broken> {
+    ) -> Result<Vec<Taken>, Broken> {
         let mut outs = Vec::new();
         let mut next = Some(got);
         while let Some(got) = next {
@@ -256,21 +249,18 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(outs)
     }
 
-    /// Hands one packet to the client.
-    fn take(&mut self, got: Got) -> Result<Outbox<PLACES>, Broken> {
+    /// Hands one packet to the client; with what it did, the id of the PUBLISH it took
+    /// (the client decides only the PUBLISH of the call, if any).
+    fn take(&mut self, got: Got) -> Result<Taken, Broken> {
         let key = self.image.id_key();
         let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
         let flash = &mut self.image.flash;
-        let publish = matches!(got, Got::Publish { .. } | Got::Oversized { .. });
-        match &got {
-            Got::Publish { payload, .. } => self.arrived.push_back(
-                idem_mqtt::payments::id_and_amount(payload)
-                    .ok()
-                    .map(|(id, _)| id.to_owned()),
-            ),
-            Got::Oversized { .. } => self.arrived.push_back(None),
-            _ => {}
-        }
+        let id = match &got {
+            Got::Publish { payload, .. } => idem_mqtt::payments::id_and_amount(payload)
+                .ok()
+                .map(|(id, _)| id.to_owned()),
+            _ => None,
+        };
         let out = match got {
             Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
             Got::Connack {
@@ -287,26 +277,20 @@ impl<'a, S: Sum> Session<'a, S> {
                 None => unreachable!("every packet but an oversized PUBLISH converts"),
             },
         };
-        let out = out.map_err(|e| client_error(e, &self.a.topic))?;
-        if publish && out.decided.is_none() {
-            // Left unanswered with every place taken: nothing decided, so its id leaves
-            // the queue that pairs each decision with its message's id.
-            self.arrived.pop_back();
-        }
-        Ok(out)
+        Ok((out.map_err(|e| client_error(e, &self.a.topic))?, id))
     }
 
     /// Logs the ids `outs` applied, with one sync, before the records that apply them
     /// are synced.
-    fn log_applied(&mut self, outs: &[Outbox<PLACES>]) -> Result<(), Broken> {
+    fn log_applied(&mut self, outs: &[Taken]) -> Result<(), Broken> {
         let failed = |e: anyhow::Error| Broken::Garbage(format!("{e:#}"));
         let before = self.logged;
-        for d in outs.iter().flat_map(|o| &o.decided) {
-            let id = self.arrived.pop_front().flatten();
-            if *d == Decided::Applied {
-                self.logged += 1;
-                (self.applied.push(self.logged, id.as_deref())).map_err(failed)?;
-            }
+        for (_, id) in outs
+            .iter()
+            .filter(|(o, _)| o.decided == Some(Decided::Applied))
+        {
+            self.logged += 1;
+            (self.applied.push(self.logged, id.as_deref())).map_err(failed)?;
         }
         if self.logged > before {
             self.applied.sync().map_err(failed)?;
@@ -324,9 +308,9 @@ impl<'a, S: Sum> Session<'a, S> {
 
     /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
     /// sends their packets.
-    fn deliver(&mut self, link: &mut Link, outs: Vec<Outbox<PLACES>>) -> Result<(), Broken> {
+    fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
         self.log_applied(&outs)?;
-        let records: u64 = outs.iter().map(|o| u64::from(o.records)).sum();
+        let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
         if records > 0 {
             self.sync()?;
             self.records += records;
@@ -334,7 +318,7 @@ impl<'a, S: Sum> Session<'a, S> {
                 std::process::abort(); // durable, and nothing acknowledged
             }
         }
-        for send in outs.iter().flat_map(Outbox::packets) {
+        for send in outs.iter().flat_map(|(o, _)| o.packets()) {
             self.send(link, send)?;
         }
         Ok(())
@@ -362,6 +346,9 @@ impl<'a, S: Sum> Session<'a, S> {
             .map_err(|e| Broken::Garbage(format!("syncing {path}: {e:?}")))
     }
 }
+
+/// What the client did with one packet, and the id of the PUBLISH it took, if any.
+type Taken = (Outbox<PLACES>, Option<String>);
 
 /// The packet as the client takes it, borrowing from `got`.
 fn incoming(got: &Got) -> Option<Incoming<'_>> {
