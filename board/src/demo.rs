@@ -24,7 +24,8 @@ use crate::wire::{Frame, Totals};
 use idem_core::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
 use idem_core::journal::JournalError;
 use idem_core::log::{Log, Offset};
-use idem_core::persist::{BlockingSinks, Layout, Pair};
+use idem_core::persist::blocking::Drive;
+use idem_core::persist::{Layout, Pair};
 use idem_sim::crash::{CrashPoint, Plan};
 use idem_sim::ddia;
 use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, StoreError};
@@ -203,7 +204,7 @@ impl Demo {
 
 /// Steps `c` through the effect of offset `o` (if `o` is what it reads next) and the
 /// checkpoint that may follow; `true` when the plan says the device crashes at a step.
-fn advance<K: BlockingSinks<Payload = Message, Error = StoreError>, F: NorFlash>(
+fn advance<K: Drive<Payload = Message, Error = StoreError>, F: NorFlash>(
     c: &mut Consumer<K>,
     flash: &mut F,
     log: &GeneratedLog,

@@ -19,16 +19,10 @@
 
 use core::num::NonZeroU64;
 
-use embedded_storage::nor_flash::NorFlash;
-#[cfg(feature = "async")]
-use embedded_storage_async::nor_flash::NorFlash as AsyncNorFlash;
-
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
-#[cfg(feature = "async")]
-use crate::persist::AsyncSinks;
 pub use crate::persist::ConsumerError;
-use crate::persist::{BlockingSinks, Layout, Phase, Recovered, Resolution, Sinks};
+use crate::persist::{Layout, Phase, Recovered, Resolution, Sinks};
 use crate::store::{Outcome, Rejections};
 
 /// When the consumer commits its position relative to a batch's effects.
@@ -359,161 +353,57 @@ impl<P: Copy> Cursor<P> {
 }
 
 impl<K: Sinks> Consumer<K> {
-    /// Recovers a consumer from flash: the sinks' newest records and the durable
-    /// position (on blank flash it starts at offset 0). The policy resolves whatever it
-    /// left in doubt (a two-phase store's prepared record) in RAM; opening never writes.
-    /// Journals that disagree are refused ([`ConsumerError::Disagree`]).
-    pub fn open<F: NorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-    ) -> Result<Self, ErrorOf<F, K>>
-    where
-        K: BlockingSinks,
-    {
-        blocking::open(flash, layout, sinks, config)
-    }
+    crate::io::doors! { in Self;
+        /// Recovers a consumer from flash: the sinks' newest records and the durable
+        /// position (on blank flash it starts at offset 0). The policy resolves whatever it
+        /// left in doubt (a two-phase store's prepared record) in RAM; opening never writes.
+        /// Journals that disagree are refused ([`ConsumerError::Disagree`]).
+        pub fn open | open_async ("The same steps, awaited.") [F] flash F drive K
+            (flash: &mut F, layout: Layout, sinks: K, config: ConsumerConfig)
+            -> Result<Self, ErrorOf<F, K>>
+            => open(flash, layout, sinks, config);
 
-    /// [`Consumer::open`], or, where the flash holds another journal (another tag: a
-    /// store of another encoding, see [`crate::store::Store::TAG`]; another format or
-    /// write unit) or a newest record that does not decode, erases both regions and
-    /// opens blank. What was found is returned with the consumer ([`Opened`]), so the
-    /// firmware can log it. Damage and journals that disagree are still refused, never
-    /// erased: only a journal that is not this consumer's, or not in its encoding, is
-    /// started over.
-    pub fn open_or_reset<F: NorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-    ) -> Result<(Self, Opened), ErrorOf<F, K>>
-    where
-        K: BlockingSinks,
-    {
-        blocking::open_or_reset(flash, layout, sinks, config)
-    }
+        /// [`Consumer::open`], or, where the flash holds another journal (another tag: a
+        /// store of another encoding, see [`crate::store::Store::TAG`]; another format or
+        /// write unit) or a newest record that does not decode, erases both regions and
+        /// opens blank. What was found is returned with the consumer ([`Opened`]), so the
+        /// firmware can log it. Damage and journals that disagree are still refused, never
+        /// erased: only a journal that is not this consumer's, or not in its encoding, is
+        /// started over.
+        pub fn open_or_reset | open_or_reset_async [F] flash F drive K
+            (flash: &mut F, layout: Layout, sinks: K, config: ConsumerConfig)
+            -> Result<(Self, Opened), ErrorOf<F, K>>
+            => open_or_reset(flash, layout, sinks, config);
 
-    /// [`Consumer::open_or_reset`], where a consumer that has nothing yet starts at
-    /// `start` rather than at offset 0: the application's own resume point (the
-    /// gateway's offset it last handed to this device, an offset in a manifest shipped
-    /// with the update), for a store whose journals could not be read or migrated.
-    /// "Nothing yet": blank journals, journals just reset, or a store that recovers at
-    /// offset 0 with its default state and no rejected event. Such a consumer commits
-    /// `start` before it returns (two phases for a two-phase store; a cut between them
-    /// leaves it with nothing yet, so the next open starts there again), and the
-    /// events before it are never read. A consumer that recovers its position resumes
-    /// there, whatever `start` says. Never a silent start from 0 in a log that the
-    /// application knows has been applied: it names where to begin.
-    pub fn open_or_start_at<F: NorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-        start: Offset,
-    ) -> Result<(Self, Opened), ErrorOf<F, K>>
-    where
-        K: BlockingSinks,
-        K::State: Default,
-    {
-        blocking::open_or_start_at(flash, layout, sinks, config, start)
-    }
+        /// [`Consumer::open_or_reset`], where a consumer that has nothing yet starts at
+        /// `start` rather than at offset 0: the application's own resume point (the
+        /// gateway's offset it last handed to this device, an offset in a manifest shipped
+        /// with the update), for a store whose journals could not be read or migrated.
+        /// "Nothing yet": blank journals, journals just reset, or a store that recovers at
+        /// offset 0 with its default state and no rejected event. Such a consumer commits
+        /// `start` before it returns (two phases for a two-phase store; a cut between them
+        /// leaves it with nothing yet, so the next open starts there again), and the
+        /// events before it are never read. A consumer that recovers its position resumes
+        /// there, whatever `start` says. Never a silent start from 0 in a log that the
+        /// application knows has been applied: it names where to begin.
+        pub fn open_or_start_at | open_or_start_at_async [F] flash F drive K
+            (flash: &mut F, layout: Layout, sinks: K, config: ConsumerConfig, start: Offset)
+            -> Result<(Self, Opened), ErrorOf<F, K>>
+            where [K::State: Default]
+            => open_or_start_at(flash, layout, sinks, config, start);
 
-    /// [`Consumer::open_or_start_at`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn open_or_start_at_async<F: AsyncNorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-        start: Offset,
-    ) -> Result<(Self, Opened), ErrorOf<F, K>>
-    where
-        K: AsyncSinks,
-        K::State: Default,
-    {
-        asynch::open_or_start_at(flash, layout, sinks, config, start).await
-    }
+        /// Advances by one step. After an `Err` from the store nothing changed, and the next
+        /// step tries the same event again. After a journal error (the flash failed, or lost
+        /// power) every later step is [`ConsumerError::Reopen`]: open the consumer again.
+        pub fn step | step_async ("When it returns, the effect is as durable as `step`'s.")
+            [F, L: Log<K::Payload> + ?Sized] flash F drive K
+            (&mut self, flash: &mut F, log: &L) -> Result<Step<K::Payload>, ErrorOf<F, K>>
+            => step(self, flash, log);
 
-    /// Advances by one step. After an `Err` from the store nothing changed, and the next
-    /// step tries the same event again. After a journal error (the flash failed, or lost
-    /// power) every later step is [`ConsumerError::Reopen`]: open the consumer again.
-    pub fn step<F: NorFlash, L: Log<K::Payload> + ?Sized>(
-        &mut self,
-        flash: &mut F,
-        log: &L,
-    ) -> Result<Step<K::Payload>, ErrorOf<F, K>>
-    where
-        K: BlockingSinks,
-    {
-        blocking::step(self, flash, log)
-    }
-
-    /// Runs to [`Step::Done`].
-    pub fn run<F: NorFlash, L: Log<K::Payload> + ?Sized>(
-        &mut self,
-        flash: &mut F,
-        log: &L,
-    ) -> Result<(), ErrorOf<F, K>>
-    where
-        K: BlockingSinks,
-    {
-        blocking::run(self, flash, log)
-    }
-
-    /// [`Consumer::open`] on an async flash (feature `async`): the same steps, awaited.
-    #[cfg(feature = "async")]
-    pub async fn open_async<F: AsyncNorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-    ) -> Result<Self, ErrorOf<F, K>>
-    where
-        K: AsyncSinks,
-    {
-        asynch::open(flash, layout, sinks, config).await
-    }
-
-    /// [`Consumer::open_or_reset`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn open_or_reset_async<F: AsyncNorFlash>(
-        flash: &mut F,
-        layout: Layout,
-        sinks: K,
-        config: ConsumerConfig,
-    ) -> Result<(Self, Opened), ErrorOf<F, K>>
-    where
-        K: AsyncSinks,
-    {
-        asynch::open_or_reset(flash, layout, sinks, config).await
-    }
-
-    /// [`Consumer::step`] on an async flash (feature `async`): when it returns, the
-    /// effect is as durable as [`Consumer::step`]'s.
-    #[cfg(feature = "async")]
-    pub async fn step_async<F: AsyncNorFlash, L: Log<K::Payload> + ?Sized>(
-        &mut self,
-        flash: &mut F,
-        log: &L,
-    ) -> Result<Step<K::Payload>, ErrorOf<F, K>>
-    where
-        K: AsyncSinks,
-    {
-        asynch::step(self, flash, log).await
-    }
-
-    /// [`Consumer::run`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn run_async<F: AsyncNorFlash, L: Log<K::Payload> + ?Sized>(
-        &mut self,
-        flash: &mut F,
-        log: &L,
-    ) -> Result<(), ErrorOf<F, K>>
-    where
-        K: AsyncSinks,
-    {
-        asynch::run(self, flash, log).await
+        /// Runs to [`Step::Done`].
+        pub fn run | run_async [F, L: Log<K::Payload> + ?Sized] flash F drive K
+            (&mut self, flash: &mut F, log: &L) -> Result<(), ErrorOf<F, K>>
+            => run(self, flash, log);
     }
 
     /// Events the sinks rejected ([`Outcome::Rejected`]), as durable as the state: after
@@ -567,7 +457,7 @@ impl<K: Sinks> Consumer<K> {
 mod blocking {
     use super::*;
     use crate::io::blocking::*;
-    use crate::persist::BlockingSinks as Drive;
+    pub(super) use crate::persist::blocking::Drive;
     include!("consumer/io.rs");
 }
 
@@ -578,7 +468,7 @@ mod blocking {
 mod asynch {
     use super::*;
     use crate::io::asynch::*;
-    use crate::persist::AsyncSinks as Drive;
+    pub(super) use crate::persist::asynch::Drive;
     include!("consumer/io.rs");
 }
 

@@ -32,9 +32,6 @@
 
 use core::fmt::Debug;
 
-use embedded_storage::nor_flash::NorFlash;
-#[cfg(feature = "async")]
-use embedded_storage_async::nor_flash::NorFlash as AsyncNorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
@@ -124,25 +121,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Opens the ledger on `region` (blank: nothing done yet).
-    pub fn open<F: NorFlash>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-    ) -> Result<Self, JournalError<F::Error>> {
-        let (journal, done) = Journal::<Done>::open(flash, region, tag)?;
-        Ok(Self::of(journal, done))
-    }
+    crate::io::doors! { in Self;
+        /// Opens the ledger on `region` (blank: nothing done yet).
+        pub fn open | open_async [F] flash F
+            (flash: &mut F, region: Region, tag: u32) -> Result<Self, JournalError<F::Error>>
+            => open(flash, region, tag);
 
-    /// [`Ledger::open`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn open_async<F: AsyncNorFlash>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-    ) -> Result<Self, JournalError<F::Error>> {
-        let (journal, done) = Journal::<Done>::open_async(flash, region, tag).await?;
-        Ok(Self::of(journal, done))
+        /// Records that the action of intent `serial` completed (or was decided at open).
+        /// `Ok` once it is durable.
+        pub fn done | done_async [F] flash F
+            (&mut self, flash: &mut F, serial: u32) -> Result<(), JournalError<F::Error>>
+            => done(self, flash, serial);
     }
 
     fn of(journal: Journal<Done>, done: Option<Done>) -> Self {
@@ -168,30 +157,24 @@ impl Ledger {
             _ => None,
         }
     }
+}
 
-    /// Records that the action of intent `serial` completed (or was decided at open).
-    /// `Ok` once it is durable.
-    pub fn done<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        serial: u32,
-    ) -> Result<(), JournalError<F::Error>> {
-        self.journal.append(flash, &Done { serial })?;
-        self.done = serial;
-        Ok(())
-    }
+/// The ledger's flash steps over `embedded_storage`'s blocking `NorFlash`.
+mod blocking {
+    use super::*;
+    use crate::io::blocking::*;
+    use crate::journal::blocking as journal_io;
+    include!("effects/io.rs");
+}
 
-    /// [`Ledger::done`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn done_async<F: AsyncNorFlash>(
-        &mut self,
-        flash: &mut F,
-        serial: u32,
-    ) -> Result<(), JournalError<F::Error>> {
-        self.journal.append_async(flash, &Done { serial }).await?;
-        self.done = serial;
-        Ok(())
-    }
+/// The ledger's flash steps over `embedded_storage_async`'s `NorFlash`.
+#[allow(clippy::manual_async_fn)]
+#[cfg(feature = "async")]
+mod asynch {
+    use super::*;
+    use crate::io::asynch::*;
+    use crate::journal::asynch as journal_io;
+    include!("effects/io.rs");
 }
 
 #[cfg(test)]

@@ -60,3 +60,77 @@ pub(crate) mod asynch {
     }
     pub(crate) use {aw, body, io};
 }
+
+/// The public doors to the flash steps, written once for both builds: each
+/// `pub fn name | name_async` becomes `name`, generic over the blocking `NorFlash` and
+/// calling the step of the caller's `blocking` module, and (feature `async`)
+/// `name_async`, generic over the async `NorFlash` and awaiting the same step of its
+/// `asynch` module. The flash's type parameter is named after `flash`; after `drive`, a
+/// type that must have the flash steps of a consumer's sinks (the `Drive` that the
+/// caller's `blocking` and `asynch` modules bring in: `persist::blocking::Drive`, and
+/// `persist::asynch::Drive`). An async door's doc links to its blocking twin
+/// (`in Self` for a method, `in self` for a function), with an optional sentence after
+/// its name.
+macro_rules! doors {
+    (in $scope:ident; $(
+        $(#[doc = $doc:literal])*
+        pub fn $name:ident | $aname:ident $(($adoc:literal))?
+            [$($gen:tt)*] flash $f:ident $(drive $k:ident)?
+            ($($args:tt)*) -> $ret:ty
+            $(where [$($where:tt)*])?
+            => $fun:ident $(::<$($turbo:ty),*>)? ($($arg:expr),*);
+    )*) => { $(
+        $(#[doc = $doc])*
+        pub fn $name<$($gen)*>($($args)*) -> $ret
+        where
+            $f: embedded_storage::nor_flash::NorFlash,
+            $($k: blocking::Drive,)?
+            $($($where)*)?
+        {
+            blocking::$fun $(::<$($turbo),*>)? ($($arg),*)
+        }
+
+        #[doc = concat!(
+            "[`", stringify!($name), "`](", stringify!($scope), "::", stringify!($name),
+            ") on an async flash (feature `async`)."
+            $(, " ", $adoc)?
+        )]
+        #[cfg(feature = "async")]
+        pub async fn $aname<$($gen)*>($($args)*) -> $ret
+        where
+            $f: embedded_storage_async::nor_flash::NorFlash,
+            $($k: asynch::Drive,)?
+            $($($where)*)?
+        {
+            asynch::$fun $(::<$($turbo),*>)? ($($arg),*).await
+        }
+    )* };
+    // A `const fn` door: the same expression in both builds, over the flash's constants.
+    (const in $scope:ident; $(
+        $(#[doc = $doc:literal])*
+        pub const fn $name:ident | $aname:ident $(($adoc:literal))?
+            [$($gen:tt)*] flash $f:ident ($($args:tt)*) -> $ret:ty => $body:expr;
+    )*) => { $(
+        $(#[doc = $doc])*
+        pub const fn $name<$($gen)*>($($args)*) -> $ret
+        where
+            $f: embedded_storage::nor_flash::NorFlash,
+        {
+            $body
+        }
+
+        #[doc = concat!(
+            "[`", stringify!($name), "`](", stringify!($scope), "::", stringify!($name),
+            ") on an async flash (feature `async`)."
+            $(, " ", $adoc)?
+        )]
+        #[cfg(feature = "async")]
+        pub const fn $aname<$($gen)*>($($args)*) -> $ret
+        where
+            $f: embedded_storage_async::nor_flash::NorFlash,
+        {
+            $body
+        }
+    )* };
+}
+pub(crate) use doors;

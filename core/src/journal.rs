@@ -63,8 +63,6 @@
 use core::marker::PhantomData;
 
 use embedded_storage::nor_flash::NorFlash;
-#[cfg(feature = "async")]
-use embedded_storage_async::nor_flash::NorFlash as AsyncNorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -204,53 +202,22 @@ pub struct Region {
 }
 
 impl Region {
-    /// The `pages` pages from page `first` on, in the pages of the flash `F`
-    /// (`ERASE_SIZE` bytes each): a region made from page numbers, never from byte
-    /// addresses worked out by hand.
-    pub const fn of_pages<F: NorFlash>(first: u32, pages: u32) -> Self {
-        Self {
-            start: first * F::ERASE_SIZE as u32,
-            pages,
-        }
-    }
+    crate::io::doors! { const in Self;
+        /// The `pages` pages from page `first` on, in the pages of the flash `F`
+        /// (`ERASE_SIZE` bytes each): a region made from page numbers, never from byte
+        /// addresses worked out by hand.
+        pub const fn of_pages | of_pages_async ("A firmware whose driver is async only \
+            (embassy's) needs no blocking `NorFlash` to lay out its journals.")
+            [F] flash F (first: u32, pages: u32) -> Self
+            => Self { start: first * F::ERASE_SIZE as u32, pages };
 
-    /// The `pages` pages right after this region, on the flash `F`.
-    pub const fn next<F: NorFlash>(&self, pages: u32) -> Self {
-        Self {
-            start: self.end::<F>(),
-            pages,
-        }
-    }
+        /// The `pages` pages right after this region, on the flash `F`.
+        pub const fn next | next_async [F] flash F (&self, pages: u32) -> Self
+            => Self { start: self.start + self.pages * F::ERASE_SIZE as u32, pages };
 
-    /// The byte address just past the region's last page, on the flash `F`.
-    pub const fn end<F: NorFlash>(&self) -> u32 {
-        self.start + self.pages * F::ERASE_SIZE as u32
-    }
-
-    /// [`Region::of_pages`] on an async flash (feature `async`), from its `ERASE_SIZE`:
-    /// a firmware whose driver is async only (embassy's) needs no blocking `NorFlash` to
-    /// lay out its journals.
-    #[cfg(feature = "async")]
-    pub const fn of_pages_async<F: AsyncNorFlash>(first: u32, pages: u32) -> Self {
-        Self {
-            start: first * F::ERASE_SIZE as u32,
-            pages,
-        }
-    }
-
-    /// [`Region::next`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub const fn next_async<F: AsyncNorFlash>(&self, pages: u32) -> Self {
-        Self {
-            start: self.end_async::<F>(),
-            pages,
-        }
-    }
-
-    /// [`Region::end`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub const fn end_async<F: AsyncNorFlash>(&self) -> u32 {
-        self.start + self.pages * F::ERASE_SIZE as u32
+        /// The byte address just past the region's last page, on the flash `F`.
+        pub const fn end | end_async [F] flash F (&self) -> u32
+            => self.start + self.pages * F::ERASE_SIZE as u32;
     }
 }
 
@@ -412,124 +379,76 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         slot_size_on::<T>(F::WRITE_SIZE)
     }
 
-    /// Scans `region` and returns the journal with its cursor after the newest valid
-    /// record, and that record (`None` on a blank or unformatted region). Reads only.
-    pub fn open<F: NorFlash>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-    ) -> Result<(Self, Option<T>), JournalError<F::Error>> {
-        blocking::open(flash, region, tag)
-    }
+    crate::io::doors! { in Self;
+        /// Scans `region` and returns the journal with its cursor after the newest valid
+        /// record, and that record (`None` on a blank or unformatted region). Reads only.
+        pub fn open | open_async [F] flash F
+            (flash: &mut F, region: Region, tag: u32)
+            -> Result<(Self, Option<T>), JournalError<F::Error>>
+            => open(flash, region, tag);
 
-    /// [`Journal::open`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn open_async<F: AsyncNorFlash>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-    ) -> Result<(Self, Option<T>), JournalError<F::Error>> {
-        asynch::open(flash, region, tag).await
-    }
+        /// [`Journal::open`] for a firmware whose record changed encoding: `region` may
+        /// still hold the journal of `Old` records that an earlier firmware kept under
+        /// `old_tag`. With no record of this journal there, its newest `Old` record (only the
+        /// newest: older ones are not carried over) is passed to `migrate`, and what that
+        /// returns is appended as this journal's first record, in the page after the old
+        /// record's, its sequence number following the old one. Then the old journal's pages
+        /// are erased. The `bool` is `true` when this call wrote the migrated record; a boot
+        /// cut short while the old pages were erased leaves the next one `false` with the
+        /// migrated record, so hang no one-time work on it.
+        ///
+        /// A power cut anywhere leaves the old record or the migrated one: until the
+        /// migrated record is written, the next open migrates again. Never an old record
+        /// decoded as a new one, and never a new one as old: an earlier firmware opening the
+        /// region finds this journal's pages foreign ([`JournalError::Foreign`]), from the
+        /// first page the migration has entered on. So once a migration has started, going
+        /// back to the old firmware is not safe: one that answers `Foreign` by starting over
+        /// erases a record that may not have been migrated yet. Call it at every boot of the
+        /// firmware that migrates; each call reads every page's header once more than
+        /// [`Journal::open`] (to find pages of the old journal left by a cut). `old_tag` must
+        /// differ from `tag` ([`JournalError::SameTag`]). One call migrates one step: a
+        /// region two encodings behind is `Foreign`.
+        ///
+        /// ```
+        /// # #[cfg(feature = "testing")] {
+        /// use idem_core::MaxSize;
+        /// use idem_core::journal::{Journal, Region};
+        /// use idem_core::testing::flash::MemFlash;
+        /// use serde::{Deserialize, Serialize};
+        ///
+        /// // The settings record of the firmware in the field, under its tag...
+        /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
+        /// struct Settings { brightness: u8, volume: u8 }
+        /// // ...and the next firmware's, with a field more: a new encoding, a new tag.
+        /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
+        /// struct Settings2 { brightness: u8, volume: u8, contrast: u8 }
+        ///
+        /// type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
+        /// let region = Region::of_pages::<Flash>(2, 2);
+        /// let mut flash = Flash::new();
+        /// let (mut old, _) = Journal::<Settings>::open(&mut flash, region, 0x5E77).unwrap();
+        /// old.append(&mut flash, &Settings { brightness: 7, volume: 3 }).unwrap();
+        /// // The update boots:
+        /// let to_new = |s: Settings| Settings2 { brightness: s.brightness, volume: s.volume, contrast: 50 };
+        /// let (_, found, migrated) =
+        ///     Journal::open_migrating(&mut flash, region, 0x5E78, 0x5E77, to_new).unwrap();
+        /// assert_eq!(found, Some(Settings2 { brightness: 7, volume: 3, contrast: 50 }));
+        /// assert!(migrated);
+        /// // The old firmware, flashed back, refuses the new records rather than misread them.
+        /// assert!(Journal::<Settings>::open(&mut flash, region, 0x5E77).is_err());
+        /// # }
+        /// ```
+        pub fn open_migrating | open_migrating_async [Old, F] flash F
+            (flash: &mut F, region: Region, tag: u32, old_tag: u32, migrate: impl FnOnce(Old) -> T)
+            -> Result<(Self, Option<T>, bool), JournalError<F::Error>>
+            where [Old: Serialize + DeserializeOwned + MaxSize,]
+            => open_migrating(flash, region, tag, old_tag, migrate);
 
-    /// [`Journal::open`] for a firmware whose record changed encoding: `region` may
-    /// still hold the journal of `Old` records that an earlier firmware kept under
-    /// `old_tag`. With no record of this journal there, its newest `Old` record (only the
-    /// newest: older ones are not carried over) is passed to `migrate`, and what that
-    /// returns is appended as this journal's first record, in the page after the old
-    /// record's, its sequence number following the old one. Then the old journal's pages
-    /// are erased. The `bool` is `true` when this call wrote the migrated record; a boot
-    /// cut short while the old pages were erased leaves the next one `false` with the
-    /// migrated record, so hang no one-time work on it.
-    ///
-    /// A power cut anywhere leaves the old record or the migrated one: until the
-    /// migrated record is written, the next open migrates again. Never an old record
-    /// decoded as a new one, and never a new one as old: an earlier firmware opening the
-    /// region finds this journal's pages foreign ([`JournalError::Foreign`]), from the
-    /// first page the migration has entered on. So once a migration has started, going
-    /// back to the old firmware is not safe: one that answers `Foreign` by starting over
-    /// erases a record that may not have been migrated yet. Call it at every boot of the
-    /// firmware that migrates; each call reads every page's header once more than
-    /// [`Journal::open`] (to find pages of the old journal left by a cut). `old_tag` must
-    /// differ from `tag` ([`JournalError::SameTag`]). One call migrates one step: a
-    /// region two encodings behind is `Foreign`.
-    ///
-    /// ```
-    /// # #[cfg(feature = "testing")] {
-    /// use idem_core::MaxSize;
-    /// use idem_core::journal::{Journal, Region};
-    /// use idem_core::testing::flash::MemFlash;
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// // The settings record of the firmware in the field, under its tag...
-    /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
-    /// struct Settings { brightness: u8, volume: u8 }
-    /// // ...and the next firmware's, with a field more: a new encoding, a new tag.
-    /// #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, MaxSize)]
-    /// struct Settings2 { brightness: u8, volume: u8, contrast: u8 }
-    ///
-    /// type Flash = MemFlash<4, 1024>; // your chip's NorFlash driver here
-    /// let region = Region::of_pages::<Flash>(2, 2);
-    /// let mut flash = Flash::new();
-    /// let (mut old, _) = Journal::<Settings>::open(&mut flash, region, 0x5E77).unwrap();
-    /// old.append(&mut flash, &Settings { brightness: 7, volume: 3 }).unwrap();
-    /// // The update boots:
-    /// let to_new = |s: Settings| Settings2 { brightness: s.brightness, volume: s.volume, contrast: 50 };
-    /// let (_, found, migrated) =
-    ///     Journal::open_migrating(&mut flash, region, 0x5E78, 0x5E77, to_new).unwrap();
-    /// assert_eq!(found, Some(Settings2 { brightness: 7, volume: 3, contrast: 50 }));
-    /// assert!(migrated);
-    /// // The old firmware, flashed back, refuses the new records rather than misread them.
-    /// assert!(Journal::<Settings>::open(&mut flash, region, 0x5E77).is_err());
-    /// # }
-    /// ```
-    pub fn open_migrating<Old, F>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-        old_tag: u32,
-        migrate: impl FnOnce(Old) -> T,
-    ) -> Result<(Self, Option<T>, bool), JournalError<F::Error>>
-    where
-        Old: Serialize + DeserializeOwned + MaxSize,
-        F: NorFlash,
-    {
-        blocking::open_migrating(flash, region, tag, old_tag, migrate)
-    }
-
-    /// [`Journal::open_migrating`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn open_migrating_async<Old, F>(
-        flash: &mut F,
-        region: Region,
-        tag: u32,
-        old_tag: u32,
-        migrate: impl FnOnce(Old) -> T,
-    ) -> Result<(Self, Option<T>, bool), JournalError<F::Error>>
-    where
-        Old: Serialize + DeserializeOwned + MaxSize,
-        F: AsyncNorFlash,
-    {
-        asynch::open_migrating(flash, region, tag, old_tag, migrate).await
-    }
-
-    /// Appends `record` as the new newest record. `Ok` only once its CRC word is written.
-    pub fn append<F: NorFlash>(
-        &mut self,
-        flash: &mut F,
-        record: &T,
-    ) -> Result<(), JournalError<F::Error>> {
-        blocking::append_view(self, flash, record)
-    }
-
-    /// [`Journal::append`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn append_async<F: AsyncNorFlash>(
-        &mut self,
-        flash: &mut F,
-        record: &T,
-    ) -> Result<(), JournalError<F::Error>> {
-        asynch::append_view(self, flash, record).await
+        /// Appends `record` as the new newest record. `Ok` only once its CRC word is written.
+        pub fn append | append_async [F] flash F
+            (&mut self, flash: &mut F, record: &T)
+            -> Result<(), JournalError<F::Error>>
+            => append_view(self, flash, record);
     }
 
     /// A handle on `region` before any scan: for an [`Inspector`], and for tests that
@@ -541,23 +460,12 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         }
     }
 
-    /// What page `page` of the region holds.
-    pub fn summarize<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageSummary, JournalError<F::Error>> {
-        blocking::summarize(self, flash, page)
-    }
-
-    /// [`Journal::summarize`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn summarize_async<F: AsyncNorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageSummary, JournalError<F::Error>> {
-        asynch::summarize(self, flash, page).await
+    crate::io::doors! { in Self;
+        /// What page `page` of the region holds.
+        pub fn summarize | summarize_async [F] flash F
+            (&self, flash: &mut F, page: u32)
+            -> Result<PageSummary, JournalError<F::Error>>
+            => summarize(self, flash, page);
     }
 
     /// The sequence number of the newest record, if any.
@@ -565,30 +473,19 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.newest.map(|_| self.ring.newest_seq)
     }
 
-    /// Visits the valid records from the newest back, newest first, while `visit`
-    /// returns `true`: the records a store rebuilds its state from
-    /// ([`crate::persist::Appended`]). Each comes with its sequence number and whether it
-    /// follows on from the record visited last: in the slot right before it, or with only
-    /// torn slots between that the newer record was written over (writes cut short, see
-    /// [`AFTER_TORN`]); either way none can have been lost there. Slots that hold no valid
-    /// record are stepped over; the walk stops at a page that is not this journal's or
-    /// after a full turn of the ring.
-    pub fn recent<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        visit: impl FnMut(u32, T, bool) -> bool,
-    ) -> Result<(), JournalError<F::Error>> {
-        blocking::recent(self, flash, visit)
-    }
-
-    /// [`Journal::recent`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn recent_async<F: AsyncNorFlash>(
-        &self,
-        flash: &mut F,
-        visit: impl FnMut(u32, T, bool) -> bool,
-    ) -> Result<(), JournalError<F::Error>> {
-        asynch::recent(self, flash, visit).await
+    crate::io::doors! { in Self;
+        /// Visits the valid records from the newest back, newest first, while `visit`
+        /// returns `true`: the records a store rebuilds its state from
+        /// ([`crate::persist::Appended`]). Each comes with its sequence number and whether it
+        /// follows on from the record visited last: in the slot right before it, or with only
+        /// torn slots between that the newer record was written over (writes cut short, see
+        /// [`AFTER_TORN`]); either way none can have been lost there. Slots that hold no valid
+        /// record are stepped over; the walk stops at a page that is not this journal's or
+        /// after a full turn of the ring.
+        pub fn recent | recent_async [F] flash F
+            (&self, flash: &mut F, visit: impl FnMut(u32, T, bool) -> bool)
+            -> Result<(), JournalError<F::Error>>
+            => recent(self, flash, visit);
     }
 
     /// Records appended through this handle since it was opened.
@@ -613,23 +510,12 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.slots_per_page()
     }
 
-    /// Classifies page `page` of the region; a valid header of another journal is an error.
-    pub fn page_state<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageState, JournalError<F::Error>> {
-        blocking::page_state(self, flash, page)
-    }
-
-    /// [`Journal::page_state`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn page_state_async<F: AsyncNorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageState, JournalError<F::Error>> {
-        asynch::page_state(self, flash, page).await
+    crate::io::doors! { in Self;
+        /// Classifies page `page` of the region; a valid header of another journal is an error.
+        pub fn page_state | page_state_async [F] flash F
+            (&self, flash: &mut F, page: u32)
+            -> Result<PageState, JournalError<F::Error>>
+            => page_state(self, flash, page);
     }
 }
 
@@ -757,23 +643,12 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
         }
     }
 
-    /// What page `page` of the region holds ([`Journal::summarize`]).
-    pub fn summarize<F: NorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageSummary, JournalError<F::Error>> {
-        self.journal.summarize(flash, page)
-    }
-
-    /// [`Inspector::summarize`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub async fn summarize_async<F: AsyncNorFlash>(
-        &self,
-        flash: &mut F,
-        page: u32,
-    ) -> Result<PageSummary, JournalError<F::Error>> {
-        self.journal.summarize_async(flash, page).await
+    crate::io::doors! { in Self;
+        /// What page `page` of the region holds ([`Journal::summarize`]).
+        pub fn summarize | summarize_async [F] flash F
+            (&self, flash: &mut F, page: u32)
+            -> Result<PageSummary, JournalError<F::Error>>
+            => summarize(&self.journal, flash, page);
     }
 
     /// Classifies page `page` of the region ([`Journal::page_state`]).
@@ -975,7 +850,7 @@ mod async_only {
     use crate::persist::Layout;
     use crate::testing::flash::{FlashError, MemFlash};
     use embassy_futures::block_on;
-    use embedded_storage_async::nor_flash::{ErrorType, ReadNorFlash};
+    use embedded_storage_async::nor_flash::{ErrorType, NorFlash as AsyncNorFlash, ReadNorFlash};
 
     /// An async-only driver of 4 pages of 4 KiB, 8-byte units: no blocking `NorFlash`.
     struct AsyncOnly(MemFlash<4, 4096, 8>);

@@ -53,7 +53,6 @@
 
 use core::fmt::Debug;
 
-use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -90,7 +89,7 @@ pub enum Phase {
 
 /// A persistence policy for the store `S`: the RAM it needs (journal cursors), and its
 /// three flash steps, recovery, the effect and the commit, in each build
-/// ([`BlockingPolicy`], and with feature `async` `AsyncPolicy`: one source, see
+/// ([`blocking::Policy`], and with feature `async` `asynch::Policy`: one source, see
 /// `core/src/persist/io.rs`). idem's four policies are the ones there are: [`EachEffect`],
 /// [`Appended`], [`Checkpoint`] and [`TwoPhase`].
 pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
@@ -125,33 +124,31 @@ pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
 /// The flash steps every policy has: the blocking ones, and with feature `async` the
 /// async ones too.
 #[cfg(not(feature = "async"))]
-pub trait PolicyIo<S: Store>: BlockingPolicy<S> {}
+pub trait PolicyIo<S: Store>: blocking::Policy<S> {}
 #[cfg(not(feature = "async"))]
-impl<S: Store, P: BlockingPolicy<S>> PolicyIo<S> for P {}
+impl<S: Store, P: blocking::Policy<S>> PolicyIo<S> for P {}
 /// The flash steps every policy has: the blocking ones, and with feature `async` the
 /// async ones too.
 #[cfg(feature = "async")]
-pub trait PolicyIo<S: Store>: BlockingPolicy<S> + AsyncPolicy<S> {}
+pub trait PolicyIo<S: Store>: blocking::Policy<S> + asynch::Policy<S> {}
 #[cfg(feature = "async")]
-impl<S: Store, P: BlockingPolicy<S> + AsyncPolicy<S>> PolicyIo<S> for P {}
+impl<S: Store, P: blocking::Policy<S> + asynch::Policy<S>> PolicyIo<S> for P {}
 
-#[cfg(feature = "async")]
-pub use asynch::{Drive as AsyncSinks, Policy as AsyncPolicy};
-pub use blocking::{Drive as BlockingSinks, Policy as BlockingPolicy};
-
-/// The flash steps over `embedded_storage`'s blocking `NorFlash`.
-mod blocking {
+/// The flash steps over `embedded_storage`'s blocking `NorFlash`: each policy's
+/// ([`blocking::Policy`]) and those of what a consumer drives ([`blocking::Drive`]).
+pub mod blocking {
     use super::*;
     use crate::io::blocking::*;
     use crate::journal::blocking as journal_io;
     include!("persist/io.rs");
 }
 
-/// The flash steps over `embedded_storage_async`'s `NorFlash`.
+/// The flash steps over `embedded_storage_async`'s `NorFlash` (feature `async`): the
+/// same traits as [`blocking`]'s, from the same source, awaited.
 // `io!` and `body!` spell what `async fn` would: one source for both builds.
 #[allow(clippy::manual_async_fn)]
 #[cfg(feature = "async")]
-mod asynch {
+pub mod asynch {
     use super::*;
     use crate::io::asynch::*;
     use crate::journal::asynch as journal_io;

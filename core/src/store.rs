@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use crate::journal::{Journal, JournalError, header_size, slot_size_on};
 use crate::log::{Event, Identified, MessageId, Offset};
 use crate::persist::{
-    Appendable, Appended, Covered, EachEffect, Layout, Persistence, Position, not_ours,
+    Appendable, Appended, Covered, EachEffect, Layout, Persistence, Position, new_tag, not_ours,
     positions_tag, sink_tag,
 };
 
@@ -534,60 +534,42 @@ where
     }
 }
 
-/// Migrates the journal of a [`MessageIdWindow`] (or [`UniqueKey`]) around the store `O`
-/// to one around `N`, for a firmware update that changed the wrapped store's state:
-/// call it at every boot, before [`crate::consumer::Consumer::open`]. The window moves
-/// whole: its ids in their order, its count of evicted ids, the count of rejected events
-/// and the committed position, so a command sent before the update and again after it
-/// is still skipped. `Ok(true)` when this call finished the migration.
-///
-/// How the window moves, and why a cut cannot lose it. The window is rebuilt from the
-/// newest `held` records, which may lie on both pages of a two-page region. First, where
-/// they do, copies of them (each the newest record with another id) are appended in the
-/// old encoding, oldest first, until the newest page holds the window in order: a cut
-/// among the copies leaves the same ids in the window, and this step tells its copies
-/// from the window's own records (each of which grew the window or evicted an id) and
-/// goes on in order. Then the window's records are written in the new encoding in the
-/// page after the newest, the migrated state in every one, the newest last
-/// ([`crate::journal::Journal::open_migrating`]'s sequence numbers), and only then are
-/// the old pages erased: a cut before the last of them leaves the old records whole and
-/// the next boot writes the rest. Before the old pages go, the position journal names the
-/// migrated journal's newest record (same position), so a storage that reorders writes
-/// does not take the migrated records for ones written after a hole.
-///
-/// Chain it across versions as [`crate::persist::migrate_each`]: one call per old
-/// version, each to the current one. Its room is checked at compile time: a page of the
-/// old journal holds at least `2 W + 1` records (the window and its copies).
-pub fn migrate_window<O, N, const W: usize, const EVICT: bool, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(O::State) -> N::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    O: Store,
-    N: Store<Rejections = O::Rejections>,
-    MessageIdWindow<O, W, EVICT>: Store,
-    MessageIdWindow<N, W, EVICT>: Store,
-    F: embedded_storage::nor_flash::NorFlash,
-{
-    blocking::migrate_window::<O, N, W, EVICT, F>(flash, layout, migrate)
-}
-
-/// [`migrate_window`] on an async flash (feature `async`).
-#[cfg(feature = "async")]
-pub async fn migrate_window_async<O, N, const W: usize, const EVICT: bool, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(O::State) -> N::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    O: Store,
-    N: Store<Rejections = O::Rejections>,
-    MessageIdWindow<O, W, EVICT>: Store,
-    MessageIdWindow<N, W, EVICT>: Store,
-    F: embedded_storage_async::nor_flash::NorFlash,
-{
-    asynch::migrate_window::<O, N, W, EVICT, F>(flash, layout, migrate).await
+crate::io::doors! { in self;
+    /// Migrates the journal of a [`MessageIdWindow`] (or [`UniqueKey`]) around the store `O`
+    /// to one around `N`, for a firmware update that changed the wrapped store's state:
+    /// call it at every boot, before [`crate::consumer::Consumer::open`]. The window moves
+    /// whole: its ids in their order, its count of evicted ids, the count of rejected events
+    /// and the committed position, so a command sent before the update and again after it
+    /// is still skipped. `Ok(true)` when this call finished the migration.
+    ///
+    /// How the window moves, and why a cut cannot lose it. The window is rebuilt from the
+    /// newest `held` records, which may lie on both pages of a two-page region. First, where
+    /// they do, copies of them (each the newest record with another id) are appended in the
+    /// old encoding, oldest first, until the newest page holds the window in order: a cut
+    /// among the copies leaves the same ids in the window, and this step tells its copies
+    /// from the window's own records (each of which grew the window or evicted an id) and
+    /// goes on in order. Then the window's records are written in the new encoding in the
+    /// page after the newest, the migrated state in every one, the newest last
+    /// ([`crate::journal::Journal::open_migrating`]'s sequence numbers), and only then are
+    /// the old pages erased: a cut before the last of them leaves the old records whole and
+    /// the next boot writes the rest. Before the old pages go, the position journal names the
+    /// migrated journal's newest record (same position), so a storage that reorders writes
+    /// does not take the migrated records for ones written after a hole.
+    ///
+    /// Chain it across versions as [`crate::persist::migrate_each`]: one call per old
+    /// version, each to the current one. Its room is checked at compile time: a page of the
+    /// old journal holds at least `2 W + 1` records (the window and its copies).
+    pub fn migrate_window | migrate_window_async
+        [O, N, const W: usize, const EVICT: bool, F] flash F
+        (flash: &mut F, layout: &Layout, migrate: impl FnOnce(O::State) -> N::State)
+        -> Result<bool, JournalError<F::Error>>
+        where [
+            O: Store,
+            N: Store<Rejections = O::Rejections>,
+            MessageIdWindow<O, W, EVICT>: Store,
+            MessageIdWindow<N, W, EVICT>: Store,
+        ]
+        => migrate_window::<O, N, W, EVICT, F>(flash, layout, migrate);
 }
 
 /// Stops the build when a page of a flash (its write unit and page size) holds fewer than `2 w + 1` records of

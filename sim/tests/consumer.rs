@@ -7,7 +7,7 @@
 mod blocking {
     use embedded_storage::nor_flash::NorFlash as Flash;
     use idem_core::consumer::{Consumer, ErrorOf};
-    use idem_core::persist::BlockingSinks as Drive;
+    use idem_core::persist::blocking::Drive;
 
     fn open<K: Drive, Fl: Flash>(
         flash: &mut Fl,
@@ -51,7 +51,7 @@ mod asynch {
     use embassy_futures::block_on;
     use embedded_storage_async::nor_flash::NorFlash as Flash;
     use idem_core::consumer::{Consumer, ErrorOf};
-    use idem_core::persist::AsyncSinks as Drive;
+    use idem_core::persist::asynch::Drive;
 
     fn open<K: Drive, Fl: Flash>(
         flash: &mut Fl,

@@ -3,41 +3,24 @@
 
 use super::*;
 
-/// Migrates the journal of an atomic-checkpoint store ([`Checkpoint`]) from `Old`'s
-/// encoding to `New`'s, as [`migrate_each`] does for [`EachEffect`]: call it at every
-/// boot, before [`crate::consumer::Consumer::open`]. The newest record's state goes
-/// through `migrate`; the position it carries ([`Positioned::position`]) is set in the
-/// migrated state whatever `migrate` did with it, and the count of rejected events is
-/// kept. Its effects since that checkpoint were never durable, and replay from it as
-/// after any reset. A cut anywhere leaves the old record or the new one
-/// ([`Journal::open_migrating`]). Chain it as [`migrate_each`]: one call per old version,
-/// each to the current one. `Ok(true)` when this call migrated.
-pub fn migrate_checkpoint<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: Positioned,
-    New: Positioned<Rejections = Old::Rejections>,
-    F: NorFlash,
-{
-    blocking::migrate_checkpoint::<Old, New, F>(flash, layout, migrate)
-}
-
-/// [`migrate_checkpoint`] on an async flash (feature `async`).
-#[cfg(feature = "async")]
-pub async fn migrate_checkpoint_async<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: Positioned,
-    New: Positioned<Rejections = Old::Rejections>,
-    F: embedded_storage_async::nor_flash::NorFlash,
-{
-    asynch::migrate_checkpoint::<Old, New, F>(flash, layout, migrate).await
+crate::io::doors! { in self;
+    /// Migrates the journal of an atomic-checkpoint store ([`Checkpoint`]) from `Old`'s
+    /// encoding to `New`'s, as [`migrate_each`] does for [`EachEffect`]: call it at every
+    /// boot, before [`crate::consumer::Consumer::open`]. The newest record's state goes
+    /// through `migrate`; the position it carries ([`Positioned::position`]) is set in the
+    /// migrated state whatever `migrate` did with it, and the count of rejected events is
+    /// kept. Its effects since that checkpoint were never durable, and replay from it as
+    /// after any reset. A cut anywhere leaves the old record or the new one
+    /// ([`Journal::open_migrating`]). Chain it as [`migrate_each`]: one call per old version,
+    /// each to the current one. `Ok(true)` when this call migrated.
+    pub fn migrate_checkpoint | migrate_checkpoint_async [Old, New, F] flash F
+        (flash: &mut F, layout: &Layout, migrate: impl FnOnce(Old::State) -> New::State)
+        -> Result<bool, JournalError<F::Error>>
+        where [
+            Old: Positioned,
+            New: Positioned<Rejections = Old::Rejections>,
+        ]
+        => migrate_checkpoint::<Old, New, F>(flash, layout, migrate);
 }
 
 /// A store that keeps the consumer's position inside its own record ([`Checkpoint`]).

@@ -2,51 +2,34 @@
 
 use super::*;
 
-/// Migrates the store journal of `layout` from the store `Old`'s encoding (its
-/// [`Store::TAG`]) to `New`'s, for a firmware update that changed the store's state:
-/// call it at every boot, before [`crate::consumer::Consumer::open`]. Where the journal
-/// still holds `Old`'s records, its newest state goes through `migrate` and becomes
-/// `New`'s first record, with the same committed position and count of rejected events
-/// ([`Journal::open_migrating`]: a power cut anywhere leaves the old record or the new
-/// one). The position journal is left as it is, and the consumer resumes where it was.
-/// `Ok(true)` when this call migrated.
-///
-/// For stores that keep their whole state in their newest record and commit with
-/// [`EachEffect`] (an [`crate::store::OffsetStamp`], for one): a `migrate` over
-/// [`crate::store::Stamped`] keeps the stamp. The other policies have theirs:
-/// [`migrate_checkpoint`], [`migrate_two_phase`], and for the message-id window
-/// ([`Appended`]) [`crate::store::migrate_window`].
-///
-/// Chain the steps across versions: at every boot call each step in order (v1 to v2,
-/// then v2 to v3), or each old version straight to the current one. A step that finds a
-/// third encoding in the region (a later version, or another store) does nothing and
-/// says `Ok(false)`; the consumer's open still refuses a journal that is not its own.
-pub fn migrate_each<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: Store<Persist = EachEffect<Old>>,
-    New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
-    F: NorFlash,
-{
-    const {
-        assert!(
-            Old::TAG != New::TAG,
-            "a new encoding takes a new Store::TAG"
-        )
-    }
-    not_ours(
-        Journal::<EachRecord<New>>::open_migrating(
-            flash,
-            layout.sink,
-            sink_tag::<New>(layout),
-            sink_tag::<Old>(layout),
-            each_record::<Old, New>(migrate),
-        )
-        .map(|(_, _, migrated)| migrated),
-    )
+crate::io::doors! { in self;
+    /// Migrates the store journal of `layout` from the store `Old`'s encoding (its
+    /// [`Store::TAG`]) to `New`'s, for a firmware update that changed the store's state:
+    /// call it at every boot, before [`crate::consumer::Consumer::open`]. Where the journal
+    /// still holds `Old`'s records, its newest state goes through `migrate` and becomes
+    /// `New`'s first record, with the same committed position and count of rejected events
+    /// ([`Journal::open_migrating`]: a power cut anywhere leaves the old record or the new
+    /// one). The position journal is left as it is, and the consumer resumes where it was.
+    /// `Ok(true)` when this call migrated.
+    ///
+    /// For stores that keep their whole state in their newest record and commit with
+    /// [`EachEffect`] (an [`crate::store::OffsetStamp`], for one): a `migrate` over
+    /// [`crate::store::Stamped`] keeps the stamp. The other policies have theirs:
+    /// [`migrate_checkpoint`], [`migrate_two_phase`], and for the message-id window
+    /// ([`Appended`]) [`crate::store::migrate_window`].
+    ///
+    /// Chain the steps across versions: at every boot call each step in order (v1 to v2,
+    /// then v2 to v3), or each old version straight to the current one. A step that finds a
+    /// third encoding in the region (a later version, or another store) does nothing and
+    /// says `Ok(false)`; the consumer's open still refuses a journal that is not its own.
+    pub fn migrate_each | migrate_each_async [Old, New, F] flash F
+        (flash: &mut F, layout: &Layout, migrate: impl FnOnce(Old::State) -> New::State)
+        -> Result<bool, JournalError<F::Error>>
+        where [
+            Old: Store<Persist = EachEffect<Old>>,
+            New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
+        ]
+        => migrate_each::<Old, New, F>(flash, layout, migrate);
 }
 
 /// A migration step's answer where the region holds a third encoding (a later version
@@ -61,9 +44,14 @@ pub(crate) fn not_ours<E>(
     }
 }
 
+/// Stops the build where a migration's new store has its old store's tag.
+pub(crate) const fn new_tag(old: u32, new: u32) {
+    assert!(old != new, "a new encoding takes a new Store::TAG");
+}
+
 /// `migrate` over an [`EachEffect`] record: the state migrated, the position and the
 /// count kept.
-fn each_record<Old: Store, New: Store<Rejections = Old::Rejections>>(
+pub(super) fn each_record<Old: Store, New: Store<Rejections = Old::Rejections>>(
     migrate: impl FnOnce(Old::State) -> New::State,
 ) -> impl FnOnce(EachRecord<Old>) -> EachRecord<New> {
     |old| Covered {
@@ -71,37 +59,6 @@ fn each_record<Old: Store, New: Store<Rejections = Old::Rejections>>(
         rejected: old.rejected,
         state: migrate(old.state),
     }
-}
-
-/// [`migrate_each`] on an async flash (feature `async`).
-#[cfg(feature = "async")]
-pub async fn migrate_each_async<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: Store<Persist = EachEffect<Old>>,
-    New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
-    F: embedded_storage_async::nor_flash::NorFlash,
-{
-    const {
-        assert!(
-            Old::TAG != New::TAG,
-            "a new encoding takes a new Store::TAG"
-        )
-    }
-    not_ours(
-        Journal::<EachRecord<New>>::open_migrating_async(
-            flash,
-            layout.sink,
-            sink_tag::<New>(layout),
-            sink_tag::<Old>(layout),
-            each_record::<Old, New>(migrate),
-        )
-        .await
-        .map(|(_, _, migrated)| migrated),
-    )
 }
 
 /// The record [`EachEffect`] writes for the store `S`.

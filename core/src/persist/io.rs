@@ -614,30 +614,22 @@ where
     Old: Positioned,
     New: Positioned<Rejections = Old::Rejections>,
 {
-    const {
-        assert!(
-            Old::TAG != New::TAG,
-            "a new encoding takes a new Store::TAG"
-        )
-    }
+    const { new_tag(Old::TAG, New::TAG) }
     body!({
-        let migrated = aw!(journal_io::open_migrating(
+        aw!(migrate_newest::<Old, New, _, _, F>(
             flash,
-            layout.sink,
-            sink_tag::<New>(layout),
-            sink_tag::<Old>(layout),
-            |old: CheckpointRecord<Old>| {
-                let next = Old::position(&old.state);
-                let mut state = migrate(old.state);
-                // The position is the store's own: it moves whatever `migrate` did.
-                New::set_position(&mut state, next);
-                Counted {
-                    state,
-                    rejected: old.rejected,
-                }
+            layout,
+        |old: CheckpointRecord<Old>| {
+            let next = Old::position(&old.state);
+            let mut state = migrate(old.state);
+            // The position is the store's own: it moves whatever `migrate` did.
+            New::set_position(&mut state, next);
+            Counted {
+                state,
+                rejected: old.rejected,
             }
-        ));
-        not_ours(migrated.map(|(_, _, migrated)| migrated))
+        },
+        ))
     })
 }
 
@@ -651,33 +643,69 @@ where
     Old: TwoPhaseRecord,
     New: TwoPhaseRecord<Rejections = Old::Rejections>,
 {
-    const {
-        assert!(
-            Old::TAG != New::TAG,
-            "a new encoding takes a new Store::TAG"
-        )
-    }
+    const { new_tag(Old::TAG, New::TAG) }
     body!({
         // The decision a prepared record waits for, as recovery reads it.
         let (_, decided) = aw!(open_positions(flash, layout))?;
+        aw!(migrate_newest::<Old, New, _, _, F>(
+            flash,
+            layout,
+        |old: TwoPhaseRecordOf<Old>| {
+            let (state, rejected) = resolved::<Old>(old, decided.next);
+            let next = Old::position(&state);
+            let mut state = migrate(state);
+            // Committed at the old position, with nothing in doubt.
+            New::prepare(&mut state, next);
+            New::resolve(&mut state, true);
+            Prepared {
+                state,
+                rejected,
+                committed_rejected: rejected,
+            }
+        },
+        ))
+    })
+}
+
+/// [`crate::persist::migrate_each`].
+pub(crate) fn migrate_each<Old, New, F: Flash>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(Old::State) -> New::State,
+) -> io!(Result<bool, JournalError<F::Error>>)
+where
+    Old: Store<Persist = EachEffect<Old>>,
+    New: Store<Persist = EachEffect<New>, Rejections = Old::Rejections>,
+{
+    const { new_tag(Old::TAG, New::TAG) }
+    body!({
+        aw!(migrate_newest::<Old, New, _, _, F>(
+            flash,
+            layout,
+        each_record::<Old, New>(migrate),
+        ))
+    })
+}
+
+/// Where the store journal of `layout` still holds `Old`'s records, its newest through
+/// `migrate` as `New`'s first ([`Journal::open_migrating`]); `Ok(false)` where it holds a
+/// third encoding ([`not_ours`]).
+fn migrate_newest<Old: Store, New: Store, R, N, F: Flash>(
+    flash: &mut F,
+    layout: &Layout,
+    migrate: impl FnOnce(R) -> N,
+) -> io!(Result<bool, JournalError<F::Error>>)
+where
+    R: Serialize + serde::de::DeserializeOwned + MaxSize,
+    N: Serialize + serde::de::DeserializeOwned + MaxSize,
+{
+    body!({
         let migrated = aw!(journal_io::open_migrating(
             flash,
             layout.sink,
             sink_tag::<New>(layout),
             sink_tag::<Old>(layout),
-            |old: TwoPhaseRecordOf<Old>| {
-                let (state, rejected) = resolved::<Old>(old, decided.next);
-                let next = Old::position(&state);
-                let mut state = migrate(state);
-                // Committed at the old position, with nothing in doubt.
-                New::prepare(&mut state, next);
-                New::resolve(&mut state, true);
-                Prepared {
-                    state,
-                    rejected,
-                    committed_rejected: rejected,
-                }
-            }
+            migrate
         ));
         not_ours(migrated.map(|(_, _, migrated)| migrated))
     })

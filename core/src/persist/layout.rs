@@ -15,74 +15,61 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Both journals side by side from page `first` of the flash `F`: `positions` pages
-    /// for the position journal, then `sink` pages for the store's (at least 2 each; a
-    /// [`Pair`] needs 4 for its sink, 2 per half). Made from page numbers and
-    /// `ERASE_SIZE`, never from byte addresses worked out by hand.
-    pub const fn from_pages<F: NorFlash>(first: u32, positions: u32, sink: u32, tag: u32) -> Self {
-        let positions = Region::of_pages::<F>(first, positions);
-        Self {
-            positions,
-            sink: positions.next::<F>(sink),
-            tag,
-        }
+    crate::io::doors! { const in Self;
+        /// Both journals side by side from page `first` of the flash `F`: `positions` pages
+        /// for the position journal, then `sink` pages for the store's (at least 2 each; a
+        /// [`Pair`] needs 4 for its sink, 2 per half). Made from page numbers and
+        /// `ERASE_SIZE`, never from byte addresses worked out by hand.
+        ///
+        /// An async-only driver (embassy's) has `Layout::from_pages_async` (feature `async`):
+        ///
+        /// ```
+        /// # #[cfg(all(feature = "async", feature = "testing"))] {
+        /// use idem_core::persist::Layout;
+        /// use idem_core::testing::flash::MemFlash;
+        ///
+        /// type Flash = MemFlash<4, 4096>; // your async chip driver here
+        /// let layout = Layout::from_pages_async::<Flash>(0, 2, 2, 0x0001);
+        /// assert_eq!((layout.positions.start, layout.sink.start, layout.sink.pages), (0, 8192, 2));
+        /// assert_eq!(layout, Layout::from_pages::<Flash>(0, 2, 2, 0x0001));
+        /// # }
+        /// ```
+        pub const fn from_pages | from_pages_async [F] flash F
+            (first: u32, positions: u32, sink: u32, tag: u32) -> Self
+            => Self::side_by_side(F::ERASE_SIZE as u32, first, positions, sink, tag);
+
+        /// One journal of `pages` pages from page `first` of the flash `F`, for a store whose
+        /// state carries its own position ([`Checkpoint`], the atomic checkpoint): 2 pages
+        /// where two journals take 4. A store that needs the position journal refuses this
+        /// layout at [`crate::consumer::Consumer::open`] (`JournalError::BadRegion`: its
+        /// position region has no pages).
+        pub const fn one_region | one_region_async [F] flash F
+            (first: u32, pages: u32, tag: u32) -> Self
+            => Self::alone(F::ERASE_SIZE as u32, first, pages, tag);
     }
 
-    /// [`Layout::from_pages`] on an async flash (feature `async`), from its `ERASE_SIZE`:
-    /// an async-only driver (embassy's) lays out its journals without a blocking
-    /// `NorFlash` and without byte addresses worked out by hand.
-    ///
-    /// ```
-    /// # #[cfg(all(feature = "async", feature = "testing"))] {
-    /// use idem_core::persist::Layout;
-    /// use idem_core::testing::flash::MemFlash;
-    ///
-    /// type Flash = MemFlash<4, 4096>; // your async chip driver here
-    /// let layout = Layout::from_pages_async::<Flash>(0, 2, 2, 0x0001);
-    /// assert_eq!((layout.positions.start, layout.sink.start, layout.sink.pages), (0, 8192, 2));
-    /// assert_eq!(layout, Layout::from_pages::<Flash>(0, 2, 2, 0x0001));
-    /// # }
-    /// ```
-    #[cfg(feature = "async")]
-    pub const fn from_pages_async<F: embedded_storage_async::nor_flash::NorFlash>(
-        first: u32,
-        positions: u32,
-        sink: u32,
-        tag: u32,
-    ) -> Self {
-        let positions = Region::of_pages_async::<F>(first, positions);
+    /// [`Layout::from_pages`] on pages of `erase` bytes.
+    const fn side_by_side(erase: u32, first: u32, positions: u32, sink: u32, tag: u32) -> Self {
+        let positions = Region {
+            start: first * erase,
+            pages: positions,
+        };
         Self {
             positions,
-            sink: positions.next_async::<F>(sink),
-            tag,
-        }
-    }
-
-    /// [`Layout::one_region`] on an async flash (feature `async`).
-    #[cfg(feature = "async")]
-    pub const fn one_region_async<F: embedded_storage_async::nor_flash::NorFlash>(
-        first: u32,
-        pages: u32,
-        tag: u32,
-    ) -> Self {
-        let sink = Region::of_pages_async::<F>(first, pages);
-        Self {
-            positions: Region {
-                start: sink.start,
-                pages: 0,
+            sink: Region {
+                start: positions.start + positions.pages * erase,
+                pages: sink,
             },
-            sink,
             tag,
         }
     }
 
-    /// One journal of `pages` pages from page `first` of the flash `F`, for a store whose
-    /// state carries its own position ([`Checkpoint`], the atomic checkpoint): 2 pages
-    /// where two journals take 4. A store that needs the position journal refuses this
-    /// layout at [`crate::consumer::Consumer::open`] (`JournalError::BadRegion`: its
-    /// position region has no pages).
-    pub const fn one_region<F: NorFlash>(first: u32, pages: u32, tag: u32) -> Self {
-        let sink = Region::of_pages::<F>(first, pages);
+    /// [`Layout::one_region`] on pages of `erase` bytes.
+    const fn alone(erase: u32, first: u32, pages: u32, tag: u32) -> Self {
+        let sink = Region {
+            start: first * erase,
+            pages,
+        };
         Self {
             positions: Region {
                 start: sink.start,

@@ -2,41 +2,24 @@
 
 use super::*;
 
-/// Migrates the journal of a two-phase store ([`TwoPhase`]) from `Old`'s encoding to
-/// `New`'s: call it at every boot, before [`crate::consumer::Consumer::open`]. A
-/// prepared record in doubt is first resolved by the decision in the position journal,
-/// as recovery would (forward if the position was committed, back if not); the resolved
-/// state goes through `migrate` and is written committed at the same position
-/// ([`TwoPhaseRecord::prepare`] then [`TwoPhaseRecord::resolve`]), so no record in doubt
-/// crosses the update and the position journal is left as it is. A cut anywhere leaves
-/// the old record or the new one ([`Journal::open_migrating`]). Chain it as
-/// [`migrate_each`]. `Ok(true)` when this call migrated.
-pub fn migrate_two_phase<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: TwoPhaseRecord,
-    New: TwoPhaseRecord<Rejections = Old::Rejections>,
-    F: NorFlash,
-{
-    blocking::migrate_two_phase::<Old, New, F>(flash, layout, migrate)
-}
-
-/// [`migrate_two_phase`] on an async flash (feature `async`).
-#[cfg(feature = "async")]
-pub async fn migrate_two_phase_async<Old, New, F>(
-    flash: &mut F,
-    layout: &Layout,
-    migrate: impl FnOnce(Old::State) -> New::State,
-) -> Result<bool, JournalError<F::Error>>
-where
-    Old: TwoPhaseRecord,
-    New: TwoPhaseRecord<Rejections = Old::Rejections>,
-    F: embedded_storage_async::nor_flash::NorFlash,
-{
-    asynch::migrate_two_phase::<Old, New, F>(flash, layout, migrate).await
+crate::io::doors! { in self;
+    /// Migrates the journal of a two-phase store ([`TwoPhase`]) from `Old`'s encoding to
+    /// `New`'s: call it at every boot, before [`crate::consumer::Consumer::open`]. A
+    /// prepared record in doubt is first resolved by the decision in the position journal,
+    /// as recovery would (forward if the position was committed, back if not); the resolved
+    /// state goes through `migrate` and is written committed at the same position
+    /// ([`TwoPhaseRecord::prepare`] then [`TwoPhaseRecord::resolve`]), so no record in doubt
+    /// crosses the update and the position journal is left as it is. A cut anywhere leaves
+    /// the old record or the new one ([`Journal::open_migrating`]). Chain it as
+    /// [`migrate_each`]. `Ok(true)` when this call migrated.
+    pub fn migrate_two_phase | migrate_two_phase_async [Old, New, F] flash F
+        (flash: &mut F, layout: &Layout, migrate: impl FnOnce(Old::State) -> New::State)
+        -> Result<bool, JournalError<F::Error>>
+        where [
+            Old: TwoPhaseRecord,
+            New: TwoPhaseRecord<Rejections = Old::Rejections>,
+        ]
+        => migrate_two_phase::<Old, New, F>(flash, layout, migrate);
 }
 
 /// A two-phase record resolved by the decision `decided` (the position journal's next

@@ -18,10 +18,9 @@ where
     MessageIdWindow<N, W, EVICT>: Store,
 {
     const {
-        assert!(
-            <MessageIdWindow<O, W, EVICT> as Store>::TAG
-                != <MessageIdWindow<N, W, EVICT> as Store>::TAG,
-            "a new encoding takes a new Store::TAG"
+        new_tag(
+            <MessageIdWindow<O, W, EVICT> as Store>::TAG,
+            <MessageIdWindow<N, W, EVICT> as Store>::TAG,
         );
         room_to_migrate::<WindowRecord<O>, WindowRecord<N>>(W, F::WRITE_SIZE, F::ERASE_SIZE);
     }

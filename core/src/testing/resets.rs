@@ -13,7 +13,8 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::consumer::{Consumer, ConsumerConfig, ErrorOf, Step};
 use crate::log::Log;
-use crate::persist::{BlockingSinks, Layout};
+use crate::persist::Layout;
+use crate::persist::blocking::Drive;
 
 /// What a sweep of every reset found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub fn every_reset<K, F, L>(
     mut judge: impl FnMut(&K::State, u32) -> bool,
 ) -> Result<Resets, ErrorOf<F, K>>
 where
-    K: BlockingSinks,
+    K: Drive,
     F: NorFlash,
     L: Log<K::Payload> + ?Sized,
 {

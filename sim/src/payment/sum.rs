@@ -2,7 +2,8 @@
 //! promises. The engine never asks; the simulator, the host and the boards' reports do.
 
 use idem_core::consumer::Consumer;
-use idem_core::persist::{BlockingSinks, EachEffect, Pair};
+use idem_core::persist::blocking::Drive;
+use idem_core::persist::{EachEffect, Pair};
 use idem_core::store::{MessageIdWindow, OffsetStamp, Store};
 
 use super::Message;
@@ -113,7 +114,7 @@ impl Sum for TwoPhase {
 
 /// What the checker reads of the sinks a consumer drives: one [`Sum`] store, or a
 /// [`Pair`] of them.
-pub trait SumSinks: BlockingSinks<Payload = Message, Error = StoreError> {
+pub trait SumSinks: Drive<Payload = Message, Error = StoreError> {
     /// Whether every sink promises an exact total under replay.
     const IDEMPOTENT: bool;
     /// Whether every sink's rule makes a repeated message harmless by itself
