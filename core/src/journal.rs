@@ -682,6 +682,17 @@ impl<T> From<Journal<T>> for Inspector<T> {
     }
 }
 
+impl Region {
+    /// Whether the region is at least two whole pages of `erase_size` bytes inside a flash
+    /// of `capacity` bytes.
+    fn fits(&self, erase_size: usize, capacity: usize) -> bool {
+        let end = u64::from(self.start) + u64::from(self.pages) * erase_size as u64;
+        self.pages >= 2
+            && (self.start as usize).is_multiple_of(erase_size)
+            && end <= capacity as u64
+    }
+}
+
 impl Ring {
     /// A ring on `region` with the layout `geometry`, before any scan.
     fn new(region: Region, tag: u32, geometry: Geometry) -> Self {
@@ -720,6 +731,35 @@ impl Ring {
                 slot: 0,
             }
         }
+    }
+
+    /// The first sequence number of page `page` when it comes after the page of the
+    /// newest record (`newest`: its slot, and its page's first sequence number) in the
+    /// ring; with no record, the one of a first pass around the ring.
+    fn base_after(&self, newest: Option<(SlotAddr, u32)>, page: u32) -> u32 {
+        let Some((at, base)) = newest else {
+            return FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page));
+        };
+        let ahead = if page > at.page {
+            page - at.page
+        } else {
+            page + self.region.pages - at.page
+        };
+        base.wrapping_add(ahead.wrapping_mul(self.per_page))
+    }
+
+    /// Takes the record numbered `seq` at `at`, in a page whose first sequence number is
+    /// `base`, as the newest, and puts the cursor after it.
+    fn settle(&mut self, seq: u32, at: SlotAddr, base: u32) {
+        self.newest_seq = seq;
+        self.newest = Some(at);
+        self.cursor = self.after(at);
+        self.cursor_page_ready = self.cursor.page == at.page;
+        self.cursor_base = if self.cursor_page_ready {
+            base
+        } else {
+            base.wrapping_add(self.per_page)
+        };
     }
 
     // Out of line on bare metal: inlined, it was copied into several callers

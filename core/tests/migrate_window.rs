@@ -10,69 +10,19 @@
 
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError};
 use idem_core::journal::{Journal, JournalError};
-use idem_core::log::{Event, Identified, MessageId, Received};
+use idem_core::log::{Event, Received};
 use idem_core::persist::{AppendedRecord, EachEffect, Layout, sink_tag};
 use idem_core::store::{MessageIdWindow, Outcome, Store, migrate_window};
 use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
+
+#[path = "support/doses.rs"]
+mod doses;
+use doses::{Dose, PumpV1};
 
 type Flash = MemFlash<4, 1024>;
 const LAYOUT: Layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
 const EVENTS: u64 = 120;
 const W: usize = 8;
-
-/// A command: its id and the millilitres it doses.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Dose {
-    id: u64,
-    ml: u32,
-}
-
-impl Identified for Dose {
-    fn id(&self) -> MessageId {
-        MessageId(self.id)
-    }
-}
-
-/// Offset `o`: a new id `100 + o` of `o % 5 + 1` ml, but every fourth offset resends the
-/// command two offsets back (a gateway's resend under a new offset).
-fn commands() -> Vec<Event<Dose>> {
-    let mut out: Vec<Event<Dose>> = Vec::new();
-    for offset in 0..EVENTS {
-        let payload = if offset % 4 == 3 {
-            out[offset as usize - 2].payload
-        } else {
-            Dose {
-                id: 100 + offset,
-                ml: (offset % 5) as u32 + 1,
-            }
-        };
-        out.push(Event { offset, payload });
-    }
-    out
-}
-
-/// The old firmware's pump: millilitres dosed.
-#[derive(Clone, Debug)]
-struct PumpV1;
-
-impl Store for PumpV1 {
-    type Payload = Dose;
-    type State = u64;
-    type Error = core::convert::Infallible;
-    type Rejections = u32;
-    type Persist = EachEffect<Self>;
-    const TAG: u32 = 0x7D05_0100;
-    fn check(&self, _: &u64, e: &Event<Dose>) -> Result<Outcome, Self::Error> {
-        Ok(if e.payload.ml < 5 {
-            Outcome::Applied
-        } else {
-            Outcome::Rejected
-        })
-    }
-    fn apply(&self, ml: &mut u64, e: &Event<Dose>) {
-        *ml += u64::from(e.payload.ml);
-    }
-}
 
 /// The new firmware's: millilitres and doses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -207,7 +157,7 @@ const STEPS: [usize; 2] = [67, 85];
 
 #[test]
 fn the_window_crosses_the_update_in_order_at_every_cut() {
-    let events = commands();
+    let events = doses::commands(EVENTS);
     let (true_ml, true_rejected, true_window) = truth(&events);
     assert_eq!((true_ml, true_rejected), (180, 18));
     let mut figures = Vec::new();
@@ -311,7 +261,7 @@ fn v3_boot(flash: &mut Flash) -> (Vec<u64>, u64, u64, [bool; 2]) {
 
 #[test]
 fn the_steps_chain_from_any_version_to_the_newest() {
-    let events = commands();
+    let events = doses::commands(EVENTS);
     // A flash of the first firmware, and one the second already migrated and ran on.
     let mut first = Flash::new();
     old_firmware(&mut first, &events, 67);
@@ -342,7 +292,7 @@ fn the_steps_chain_from_any_version_to_the_newest() {
 fn the_async_steps_migrate_the_same() {
     use embassy_futures::block_on;
     use idem_core::store::migrate_window_async;
-    let events = commands();
+    let events = doses::commands(EVENTS);
     let mut flash = Flash::new();
     old_firmware(&mut flash, &events, 67);
     let mut blocking = flash.clone();
@@ -364,7 +314,7 @@ fn the_async_steps_migrate_the_same() {
 #[test]
 fn a_storage_that_reorders_writes_keeps_the_migrated_window() {
     use idem_core::persist::Sinks;
-    let events = commands();
+    let events = doses::commands(EVENTS);
     let mut flash = Flash::new();
     old_firmware(&mut flash, &events, 67);
     assert!(migrate_window::<PumpV1, PumpV2, W, true, _>(&mut flash, &LAYOUT, to_v2).unwrap());
@@ -378,7 +328,7 @@ fn a_storage_that_reorders_writes_keeps_the_migrated_window() {
 /// boot after it (most of them in the migration taken up again): every run exact.
 #[test]
 fn two_cuts_in_the_migrating_boots_still_dose_each_command_once() {
-    let events = commands();
+    let events = doses::commands(EVENTS);
     let (true_ml, true_rejected, true_window) = truth(&events);
     let mut reference = Flash::new();
     old_firmware(&mut reference, &events, 67);

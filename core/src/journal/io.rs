@@ -508,12 +508,7 @@ impl RingIo for Ring {
         buf: &mut SlotBuf,
     ) -> io!(Result<(Self, bool), JournalError<F::Error>>) {
         body!({
-            let page_size = F::ERASE_SIZE as u32;
-            let end = u64::from(region.start) + u64::from(region.pages) * u64::from(page_size);
-            if region.pages < 2
-                || !(region.start as usize).is_multiple_of(F::ERASE_SIZE)
-                || end > flash.capacity() as u64
-            {
+            if !region.fits(F::ERASE_SIZE, flash.capacity()) {
                 return Err(JournalError::BadRegion);
             }
             let per_page = geometry.per_page;
@@ -536,17 +531,7 @@ impl RingIo for Ring {
                     if state != pass {
                         continue;
                     }
-                    let after_newest = newest.map_or(
-                        FIRST_SEQ.wrapping_add(page.wrapping_mul(per_page)),
-                        |(_, at, base)| {
-                            let ahead = if page > at.page {
-                                page - at.page
-                            } else {
-                                page + region.pages - at.page
-                            };
-                            base.wrapping_add(ahead.wrapping_mul(per_page))
-                        },
-                    );
+                    let after_newest = r.base_after(newest.map(|(_, at, base)| (at, base)), page);
                     let mut base = read_base;
                     loop {
                         for slot in 0..per_page {
@@ -556,7 +541,7 @@ impl RingIo for Ring {
                             {
                                 if pass != PageState::Valid {
                                     return Err(JournalError::Damaged {
-                                        address: region.start + page * page_size,
+                                        address: region.start + page * F::ERASE_SIZE as u32,
                                     });
                                 }
                                 newest = Some((seq, at, base));
@@ -569,24 +554,14 @@ impl RingIo for Ring {
                     }
                 }
             }
-            match newest {
-                Some((seq, at, base)) => {
-                    r.newest_seq = seq;
-                    r.newest = Some(at);
-                    r.cursor = r.after(at);
-                    r.cursor_page_ready = r.cursor.page == at.page;
-                    r.cursor_base = if r.cursor_page_ready {
-                        base
-                    } else {
-                        base.wrapping_add(per_page)
-                    };
-                    aw!(r.read_slot(flash, at, base, buf))?;
-                    Ok((r, true))
-                }
-                // No record: the first append erases page 0 and starts there, at the first
-                // sequence number (a header without records is worth one erase, not a rule).
-                None => Ok((r, false)),
-            }
+            // No record: the first append erases page 0 and starts there, at the first
+            // sequence number (a header without records is worth one erase, not a rule).
+            let Some((seq, at, base)) = newest else {
+                return Ok((r, false));
+            };
+            r.settle(seq, at, base);
+            aw!(r.read_slot(flash, at, base, buf))?;
+            Ok((r, true))
         })
     }
 
