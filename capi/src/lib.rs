@@ -37,7 +37,7 @@ pub const IDEM_MQTT_3_1_1: u8 = 4;
 /// MQTT 5 (its protocol level): refused by this build, whose receiver is MQTT 3.1.1.
 pub const IDEM_MQTT_5: u8 = 5;
 
-/// Bytes of a receiver's storage.
+/// The receiver's storage in 8-byte words.
 pub const IDEM_RECEIVER_WORDS: usize = 512;
 const MAGIC: u32 = 0x1DE4_C0DE;
 
@@ -51,11 +51,13 @@ const _: () = assert!(
 
 /// A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
 /// never reads or writes itself.
-#[repr(C, align(8))]
+#[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct idem_receiver {
-    magic: u32,
-    storage: [u64; IDEM_RECEIVER_WORDS],
+    /// The library's: whether `idem_open` made this a receiver.
+    pub _magic: u32,
+    /// The library's: the receiver.
+    pub _storage: [u64; IDEM_RECEIVER_WORDS],
 }
 
 /// The session: its protocol, client identifier, topic filter, QoS and keep-alive.
@@ -120,10 +122,10 @@ fn with_door(rx: *mut idem_receiver, f: impl FnOnce(&mut Door) -> Result<c_int, 
     let Some(slot) = (unsafe { rx.as_mut() }) else {
         return IDEM_E_NULL;
     };
-    if slot.magic != MAGIC {
+    if slot._magic != MAGIC {
         return IDEM_E_NOT_OPEN;
     }
-    let storage = slot.storage.as_mut_ptr().cast::<Door>();
+    let storage = slot._storage.as_mut_ptr().cast::<Door>();
     let rc = guard(|| {
         // SAFETY: the magic word says `idem_open` wrote a `Door` here (size and
         // alignment checked at compile time), and the C side calls one function at a
@@ -132,7 +134,7 @@ fn with_door(rx: *mut idem_receiver, f: impl FnOnce(&mut Door) -> Result<c_int, 
         f(door).unwrap_or_else(|code| code)
     });
     if rc == IDEM_E_PANIC {
-        slot.magic = 0;
+        slot._magic = 0;
     }
     rc
 }
@@ -227,8 +229,8 @@ pub unsafe extern "C" fn idem_open(
     let Some(slot) = (unsafe { rx.as_mut() }) else {
         return IDEM_E_NULL;
     };
-    slot.magic = 0;
-    let storage = slot.storage.as_mut_ptr().cast::<Door>();
+    slot._magic = 0;
+    let storage = slot._storage.as_mut_ptr().cast::<Door>();
     let rc = guard(|| {
         // SAFETY: the caller's contract, passed on.
         let door = unsafe { opening(config, flash, app) }.and_then(Door::open);
@@ -243,7 +245,7 @@ pub unsafe extern "C" fn idem_open(
         }
     });
     if rc == IDEM_OK {
-        slot.magic = MAGIC;
+        slot._magic = MAGIC;
     }
     rc
 }
@@ -415,7 +417,7 @@ pub unsafe extern "C" fn idem_close(rx: *mut idem_receiver) -> c_int {
     // SAFETY: NULL or the C side's storage, its contract.
     match unsafe { rx.as_mut() } {
         Some(slot) => {
-            slot.magic = 0;
+            slot._magic = 0;
             IDEM_OK
         }
         None => IDEM_E_NULL,
