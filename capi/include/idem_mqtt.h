@@ -225,6 +225,8 @@ typedef struct idem_stats {
   int8_t granted_qos;
   // 1 when the flash held a session from an earlier run.
   uint8_t resumed;
+  // 1 once the broker has answered this connection's SUBSCRIBE.
+  uint8_t subscribed;
 } idem_stats;
 
 #ifdef __cplusplus

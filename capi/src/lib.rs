@@ -104,6 +104,8 @@ pub struct idem_stats {
     pub granted_qos: i8,
     /// 1 when the flash held a session from an earlier run.
     pub resumed: u8,
+    /// 1 once the broker has answered this connection's SUBSCRIBE.
+    pub subscribed: u8,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -381,6 +383,7 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             session_present: u8::from(c.session_present),
             granted_qos: c.granted.map_or(-1, |q| q.level() as i8),
             resumed: u8::from(c.resumed),
+            subscribed: u8::from(c.phase() == idem_mqtt::client::Phase::Receiving),
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };

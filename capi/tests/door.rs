@@ -226,7 +226,10 @@ fn a_qos2_exchange_hands_out_pubrec_and_pubcomp_only_after_their_record_is_synce
         ),
         (1, 1, 1, 2, 1, 1)
     );
-    assert_eq!((s.session_present, s.granted_qos, s.resumed), (0, 2, 0));
+    assert_eq!(
+        (s.session_present, s.granted_qos, s.resumed, s.subscribed),
+        (0, 2, 0, 1)
+    );
     // A reset: the state and the held identifiers come back from the flash.
     let mut rx = receiver();
     assert_eq!(open(&mut rx, &table(&mut m), &app(1)), IDEM_OK);
@@ -235,7 +238,10 @@ fn a_qos2_exchange_hands_out_pubrec_and_pubcomp_only_after_their_record_is_synce
     let rc = unsafe { idem_get_state(&mut *rx, state.as_mut_ptr(), 1) };
     assert_eq!(rc, IDEM_OK);
     let s = stats(&mut rx);
-    assert_eq!((state[0], s.applied, s.held, s.resumed), (5, 1, 2, 1));
+    assert_eq!(
+        (state[0], s.applied, s.held, s.resumed, s.subscribed),
+        (5, 1, 2, 1, 0)
+    );
 }
 
 #[test]

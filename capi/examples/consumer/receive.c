@@ -96,13 +96,29 @@ static int feed(idem_receiver *rx, const uint8_t *buf, long n) {
 
 enum end { END_IDLE, END_AGAIN, END_FATAL };
 
+/* After DISCONNECT: waits up to a second for the broker to close the connection, so
+ * that the next CONNECT does not reach it while it still holds this one (Mosquitto
+ * then closes the old one as a takeover). */
+static void wait_closed(void) {
+    uint8_t scrap[64];
+    uint64_t until = plat_now_ms() + 1000;
+    while (plat_now_ms() < until && plat_recv(scrap, sizeof scrap, 10) >= 0) {
+    }
+}
+
+/* Whether the broker has answered this connection's SUBSCRIBE. */
+static int subscribed(idem_receiver *rx) {
+    idem_stats s;
+    return idem_get_stats(rx, &s) == IDEM_OK && s.subscribed;
+}
+
 /* One connection: until the broker is quiet for idle_ms, the receiver asks for a new
  * connection, or the connection breaks. */
 static enum end connection(idem_receiver *rx, const struct session *s) {
     static uint8_t buf[512];
     int rc = idem_connect(rx);
     if (rc != IDEM_OK || flush(rx) != 0) return rc == IDEM_OK ? END_AGAIN : END_FATAL;
-    uint64_t last_in = plat_now_ms(), last_out = last_in;
+    uint64_t start = plat_now_ms(), last_in = start, last_out = start;
     for (;;) {
         long n = plat_recv(buf, sizeof buf, 5);
         if (n < 0) return END_AGAIN;
@@ -114,12 +130,17 @@ static enum end connection(idem_receiver *rx, const struct session *s) {
             rc = idem_idle(rx);
             if (rc == IDEM_RECONNECT) {
                 flush(rx);
+                wait_closed();
                 return END_AGAIN;
             }
-            if (rc == IDEM_OK && now - last_in >= s->idle_ms) {
+            if (rc == IDEM_OK && now - last_in >= s->idle_ms && subscribed(rx)) {
                 idem_disconnect(rx);
                 flush(rx);
                 return END_IDLE;
+            }
+            if (rc == IDEM_OK && !subscribed(rx) && now - start >= 10000) {
+                plat_say("giving up", "the broker did not answer CONNECT and SUBSCRIBE within 10 s");
+                return END_FATAL;
             }
             if (rc == IDEM_OK && now - last_out >= 30000) {
                 rc = idem_ping(rx);
@@ -154,7 +175,10 @@ int consume(const struct session *s) {
     plat_applied_keep(stats.applied);
     for (int tries = 0;;) {
         if (plat_connect() != 0) {
-            if (++tries >= TRIES) return 1;
+            if (++tries >= TRIES) {
+                plat_say("giving up", "5 connection attempts in a row failed");
+                return 1;
+            }
             plat_sleep_ms(100u << tries);
             continue;
         }
