@@ -42,7 +42,7 @@
 #define IDEM_MAX_TOPIC 128
 
 // The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
-// §3.1.3.1; Mosquitto takes up to 65,535).
+// §3.1.3.1, and may take more).
 #define IDEM_MAX_CLIENT_ID 64
 
 // The journal's page in bytes: the chip's erase size must divide it.

@@ -18,7 +18,7 @@ pub const IDEM_PLACES: usize = 32;
 /// The longest topic filter, in bytes.
 pub const IDEM_MAX_TOPIC: usize = 128;
 /// The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
-/// §3.1.3.1; Mosquitto takes up to 65,535).
+/// §3.1.3.1, and may take more).
 pub const IDEM_MAX_CLIENT_ID: usize = 64;
 
 /// The largest packet taken whole: a PUBLISH of the longest topic and payload.

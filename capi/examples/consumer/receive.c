@@ -81,6 +81,9 @@ static int flush(idem_receiver *rx) {
     return idem_sent(rx, len) == IDEM_OK ? 0 : -1;
 }
 
+/* The connection closed under a send: not one of idem's codes. */
+#define CLOSED 100
+
 /* Hands `n` received bytes to the receiver, sending its answers as they come. */
 static int feed(idem_receiver *rx, const uint8_t *buf, long n) {
     size_t off = 0;
@@ -88,7 +91,7 @@ static int feed(idem_receiver *rx, const uint8_t *buf, long n) {
         size_t taken = 0;
         int rc = idem_input(rx, buf + off, (size_t)n - off, &taken);
         if (rc != IDEM_OK) return rc;
-        if (flush(rx) != 0) return IDEM_E_BROKER;
+        if (flush(rx) != 0) return CLOSED;
         off += taken;
     }
     return IDEM_OK;
@@ -148,6 +151,7 @@ static enum end connection(idem_receiver *rx, const struct session *s) {
             }
             if (rc == IDEM_OK && flush(rx) != 0) return END_AGAIN;
         }
+        if (rc == CLOSED) return END_AGAIN;
         if (rc == IDEM_E_MALFORMED || rc == IDEM_E_BROKER) {
             plat_say("closing the connection", idem_strerror(rc));
             return END_AGAIN;
