@@ -310,6 +310,58 @@ fn the_c_consumer_is_exact_at_qos_2_with_a_naive_total_across_30_sigkills() {
     );
 }
 
+/// A broker of the test's own on 127.0.0.1 that answers each of `connections` CONNECTs
+/// with `answer`, then closes.
+fn fake_broker(connections: usize, answer: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for _ in 0..connections {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut connect = [0u8; 256];
+            let _ = c.read(&mut connect);
+            let _ = c.write_all(&answer);
+            let _ = c.read(&mut connect); // until the consumer closes
+        }
+    });
+    (port, thread)
+}
+
+#[test]
+fn garbage_or_a_refusal_from_the_broker_ends_the_c_consumer_with_a_sentence_not_a_crash() {
+    let s = Scratch::new("c-door-garbage");
+    let bin = consumer(&s);
+    let mut rng = SplitMix64::new(5);
+    let garbage: Vec<u8> = (0..300).map(|_| rng.range(0, 256) as u8).collect();
+    let refused = vec![0x20, 2, 0, 5]; // CONNACK: not authorized (MQTT 3.1.1 §3.2.2.3)
+    let mut after_connack = vec![0x20, 2, 0, 0];
+    after_connack.extend_from_slice(&garbage);
+    for (answer, connections, says) in [
+        (garbage, 5, "not an MQTT packet a subscriber takes"),
+        (after_connack, 5, "not an MQTT packet a subscriber takes"),
+        (
+            refused,
+            1,
+            "the broker refused the connection or the subscription",
+        ),
+    ] {
+        let (port, broker) = fake_broker(connections, answer);
+        let out = Command::new(&bin)
+            .args(["127.0.0.1", &port.to_string(), "c-dev", "payments"])
+            .arg(s.join(&format!("garbage-{port}.flash")))
+            .arg("300")
+            .output()
+            .unwrap();
+        broker.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{err}");
+        let closings = err.matches("closing the connection").count();
+        assert_eq!(closings, if connections == 5 { 5 } else { 0 }, "{err}");
+    }
+}
+
 #[test]
 fn the_receive_path_links_for_a_cortex_m4_with_newlib_against_the_thumbv7em_library() {
     let s = Scratch::new("c-door-m4");
