@@ -105,6 +105,9 @@
 // idem failed inside (a bug): the receiver is closed; open it again.
 #define IDEM_E_PANIC -17
 
+// A callback called the library on the receiver that called it.
+#define IDEM_E_REENTERED -18
+
 // A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
 // never reads or writes itself.
 typedef struct idem_receiver {

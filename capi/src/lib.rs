@@ -40,6 +40,9 @@ pub const IDEM_MQTT_5: u8 = 5;
 /// The receiver's storage in 8-byte words.
 pub const IDEM_RECEIVER_WORDS: usize = 512;
 const MAGIC: u32 = 0x1DE4_C0DE;
+/// The magic word while a call runs on the receiver: a callback that calls the library
+/// again is refused, never given a second reference to the receiver.
+const BUSY: u32 = 0x1DE4_B057;
 
 const _: () = assert!(core::mem::size_of::<Door>() <= IDEM_RECEIVER_WORDS * 8);
 const _: () = assert!(core::mem::align_of::<Door>() <= 8);
@@ -117,27 +120,45 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
     f()
 }
 
+/// The receiver's magic word and storage, by raw pointer: no reference to the receiver
+/// is made, so that a callback's call on it (refused) aliases nothing.
+///
+/// # Safety
+/// `rx` is non-null and points to storage for a receiver.
+unsafe fn parts(rx: *mut idem_receiver) -> (*mut u32, *mut Door) {
+    // SAFETY: `rx` is valid (the caller's contract); only field addresses are taken.
+    unsafe {
+        (
+            &raw mut (*rx)._magic,
+            (&raw mut (*rx)._storage).cast::<Door>(),
+        )
+    }
+}
+
 /// Runs `f` on the opened receiver at `rx`; a panic closes it.
 fn with_door(rx: *mut idem_receiver, f: impl FnOnce(&mut Door) -> Result<c_int, c_int>) -> c_int {
-    // SAFETY: `rx` is NULL or points to the C side's storage (its contract); the magic
-    // word is read as plain bytes.
-    let Some(slot) = (unsafe { rx.as_mut() }) else {
+    if rx.is_null() {
         return IDEM_E_NULL;
-    };
-    if slot._magic != MAGIC {
-        return IDEM_E_NOT_OPEN;
     }
-    let storage = slot._storage.as_mut_ptr().cast::<Door>();
+    // SAFETY: non-null, and the C side's storage for a receiver (its contract).
+    let (magic, storage) = unsafe { parts(rx) };
+    // SAFETY: a valid, aligned word of that storage.
+    match unsafe { magic.read() } {
+        MAGIC => {}
+        BUSY => return IDEM_E_REENTERED,
+        _ => return IDEM_E_NOT_OPEN,
+    }
+    // SAFETY: as above.
+    unsafe { magic.write(BUSY) };
     let rc = guard(|| {
         // SAFETY: the magic word says `idem_open` wrote a `Door` here (size and
-        // alignment checked at compile time), and the C side calls one function at a
-        // time on a receiver.
+        // alignment checked at compile time), and BUSY keeps any other call off it
+        // until this one returns.
         let door = unsafe { &mut *storage };
         f(door).unwrap_or_else(|code| code)
     });
-    if rc == IDEM_E_PANIC {
-        slot._magic = 0;
-    }
+    // SAFETY: as above.
+    unsafe { magic.write(if rc == IDEM_E_PANIC { 0 } else { MAGIC }) };
     rc
 }
 
@@ -227,12 +248,17 @@ pub unsafe extern "C" fn idem_open(
     flash: *const idem_flash,
     app: *const idem_app,
 ) -> c_int {
-    // SAFETY: NULL or the C side's storage, its contract.
-    let Some(slot) = (unsafe { rx.as_mut() }) else {
+    if rx.is_null() {
         return IDEM_E_NULL;
-    };
-    slot._magic = 0;
-    let storage = slot._storage.as_mut_ptr().cast::<Door>();
+    }
+    // SAFETY: non-null, and the C side's storage for a receiver (its contract).
+    let (magic, storage) = unsafe { parts(rx) };
+    // SAFETY: a valid, aligned word of that storage.
+    if unsafe { magic.read() } == BUSY {
+        return IDEM_E_REENTERED;
+    }
+    // SAFETY: as above; the flash callbacks that open calls find it not open.
+    unsafe { magic.write(0) };
     let rc = guard(|| {
         // SAFETY: the caller's contract, passed on.
         let door = unsafe { opening(config, flash, app) }.and_then(Door::open);
@@ -247,7 +273,8 @@ pub unsafe extern "C" fn idem_open(
         }
     });
     if rc == IDEM_OK {
-        slot._magic = MAGIC;
+        // SAFETY: as above.
+        unsafe { magic.write(MAGIC) };
     }
     rc
 }
@@ -417,14 +444,18 @@ pub unsafe extern "C" fn idem_get_state(rx: *mut idem_receiver, buf: *mut u8, le
 /// `rx` is NULL or storage for a receiver.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn idem_close(rx: *mut idem_receiver) -> c_int {
-    // SAFETY: NULL or the C side's storage, its contract.
-    match unsafe { rx.as_mut() } {
-        Some(slot) => {
-            slot._magic = 0;
-            IDEM_OK
-        }
-        None => IDEM_E_NULL,
+    if rx.is_null() {
+        return IDEM_E_NULL;
     }
+    // SAFETY: non-null, and the C side's storage for a receiver (its contract).
+    let (magic, _) = unsafe { parts(rx) };
+    // SAFETY: a valid, aligned word of that storage.
+    if unsafe { magic.read() } == BUSY {
+        return IDEM_E_REENTERED;
+    }
+    // SAFETY: as above.
+    unsafe { magic.write(0) };
+    IDEM_OK
 }
 
 /// The sentence for a status code, NUL-terminated and static; an unknown code gets

@@ -41,6 +41,8 @@ pub const IDEM_E_BUSY: c_int = -15;
 pub const IDEM_E_ARGUMENT: c_int = -16;
 /// idem failed inside (a bug): the receiver is closed; open it again.
 pub const IDEM_E_PANIC: c_int = -17;
+/// A callback called the library on the receiver that called it.
+pub const IDEM_E_REENTERED: c_int = -18;
 
 /// Errors after which the receiver must be opened again: what RAM holds may be ahead of
 /// the flash.
@@ -79,6 +81,7 @@ pub fn sentence(code: c_int) -> &'static CStr {
         IDEM_E_BUSY => c"the output is full: send it (idem_output, idem_sent) first",
         IDEM_E_ARGUMENT => c"an argument is out of range",
         IDEM_E_PANIC => c"idem failed inside (a bug, please report it): the receiver is closed; open it again",
+        IDEM_E_REENTERED => c"a callback called the library on the receiver that called it: callbacks must not call idem",
         _ => c"not a status code of idem",
     }
 }

@@ -454,3 +454,51 @@ fn garbage_from_the_socket_closes_the_connection_and_never_crashes() {
     );
     assert!(codes[&IDEM_E_MALFORMED] > 10_000, "{codes:?}");
 }
+
+/// The receiver a reentrant effect calls, and what the call returned.
+struct Reentrant {
+    rx: *mut idem_receiver,
+    got: c_int,
+}
+
+unsafe extern "C" fn reentrant(
+    ctx: *mut c_void,
+    _: *const u8,
+    _: usize,
+    _: *mut u8,
+    _: usize,
+) -> c_int {
+    // SAFETY: the test passes a live `Reentrant`.
+    let r = unsafe { &mut *ctx.cast::<Reentrant>() };
+    let mut s = idem_stats::default();
+    // SAFETY: valid pointers; the door must refuse the call.
+    r.got = unsafe { idem_get_stats(r.rx, &mut s) };
+    IDEM_APPLIED
+}
+
+#[test]
+fn an_effect_that_calls_the_library_is_refused_and_the_message_still_decided() {
+    let mut m = new_mem();
+    let mut rx = receiver();
+    let mut r = Reentrant {
+        rx: &mut *rx,
+        got: IDEM_OK,
+    };
+    let a = idem_app {
+        ctx: (&mut r as *mut Reentrant).cast(),
+        effect: Some(reentrant),
+        ..app(1)
+    };
+    assert_eq!(open(&mut rx, &table(&mut m), &a), IDEM_OK);
+    // SAFETY: an opened receiver.
+    assert_eq!(unsafe { idem_connect(&mut *rx) }, IDEM_OK);
+    output(&mut rx);
+    input(&mut rx, &[0x20, 2, 0, 0]);
+    input(&mut rx, &[0x90, 3, 0, 1, 2]);
+    assert_eq!(
+        input(&mut rx, &publish2(1, b"1")),
+        (IDEM_OK, vec![0x50, 2, 0, 1])
+    );
+    assert_eq!(r.got, IDEM_E_REENTERED);
+    assert_eq!(stats(&mut rx).applied, 1);
+}
