@@ -1,0 +1,325 @@
+//! The receiver behind the door: idem-mqtt's session client over the C flash and the C
+//! application, with a buffer of bytes from the broker and one of bytes to send. Bytes
+//! to send are handed out only once the records that allow them are written and synced.
+
+use heapless::Vec;
+use idem_core::journal::JournalError;
+use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send};
+use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::receiver::{ReceiveError, Receiver};
+
+use crate::app::{Bytes, CStore};
+use crate::flash::{CFlash, Failed, Unit, idem_flash};
+use crate::status::*;
+
+/// Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
+/// `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
+pub const IDEM_PLACES: usize = 32;
+/// The longest topic filter, in bytes.
+pub const IDEM_MAX_TOPIC: usize = 128;
+/// The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
+/// §3.1.3.1, and may take more).
+pub const IDEM_MAX_CLIENT_ID: usize = 64;
+
+/// The largest packet taken whole: a PUBLISH of the longest topic and payload.
+const IN_CAP: usize = idem_mqtt::max_packet(IDEM_MAX_TOPIC);
+/// Bytes waiting to be sent.
+const OUT_CAP: usize = 1024;
+/// What one packet's answer may take: every place's PUBCOMP, and a SUBSCRIBE.
+const OUT_RESERVE: usize = 4 * IDEM_PLACES + 8 + IDEM_MAX_TOPIC;
+
+/// The journal's record does not change with the flash: the tag names the door's record
+/// and the application's state layout together.
+pub const fn tag(state_tag: u32) -> u32 {
+    state_tag ^ <CStore as idem_core::store::Store>::TAG
+}
+
+/// An opened receiver.
+pub struct Door {
+    flash: idem_flash,
+    unit: Unit,
+    client: Client<CStore, IDEM_PLACES>,
+    client_id: heapless::String<IDEM_MAX_CLIENT_ID>,
+    filter: heapless::String<IDEM_MAX_TOPIC>,
+    qos: QoS,
+    keep_alive: u16,
+    input: Vec<u8, IN_CAP>,
+    /// Bytes of an oversized PUBLISH still to skip.
+    discard: usize,
+    output: Vec<u8, OUT_CAP>,
+    /// `output[..sendable]` may be sent: its records are durable.
+    sendable: usize,
+    /// The error that stopped the connection (0: none). A flash error stops the
+    /// receiver until it is opened again; others until the next connection.
+    stopped: i32,
+}
+
+/// What opening needs, checked.
+pub struct Opening {
+    /// The flash.
+    pub flash: idem_flash,
+    /// Its journal unit.
+    pub unit: Unit,
+    /// The journal's region.
+    pub region: idem_core::journal::Region,
+    /// The store.
+    pub store: CStore,
+    /// The state's declared size.
+    pub state_size: usize,
+    /// The journal tag.
+    pub tag: u32,
+    /// The client identifier.
+    pub client_id: heapless::String<IDEM_MAX_CLIENT_ID>,
+    /// The filter.
+    pub filter: heapless::String<IDEM_MAX_TOPIC>,
+    /// The QoS asked.
+    pub qos: QoS,
+    /// Keep-alive seconds.
+    pub keep_alive: u16,
+}
+
+/// The status for a journal error.
+fn journal_status(e: &JournalError<Failed>) -> i32 {
+    match e {
+        JournalError::Flash(Failed::Read(_)) => IDEM_E_FLASH_READ,
+        JournalError::Flash(Failed::Write(_)) => IDEM_E_FLASH_WRITE,
+        JournalError::Flash(Failed::Erase(_)) => IDEM_E_FLASH_ERASE,
+        JournalError::Flash(Failed::Bounds) | JournalError::BadRegion => IDEM_E_GEOMETRY,
+        JournalError::NoSpace => IDEM_E_FLASH_WRITE,
+        _ => IDEM_E_JOURNAL,
+    }
+}
+
+fn client_status(e: &ClientError<Failed>) -> i32 {
+    match e {
+        ClientError::Receive(ReceiveError::Journal(j)) => journal_status(j),
+        ClientError::Refused(_) | ClientError::SubscriptionRefused => IDEM_E_REFUSED,
+        _ => IDEM_E_BROKER,
+    }
+}
+
+impl Door {
+    /// Opens the journal and takes its newest record.
+    pub fn open(o: Opening) -> Result<Self, i32> {
+        let receiver = match o.unit {
+            Unit::Four => open_on::<4>(&o),
+            Unit::ThirtyTwo => open_on::<32>(&o),
+        }?;
+        let state = &receiver.record().state;
+        if !state.0.is_empty() && state.0.len() != o.state_size {
+            return Err(IDEM_E_STATE_SIZE);
+        }
+        Ok(Self {
+            flash: o.flash,
+            unit: o.unit,
+            client: Client::new(receiver),
+            client_id: o.client_id,
+            filter: o.filter,
+            qos: o.qos,
+            keep_alive: o.keep_alive,
+            input: Vec::new(),
+            discard: 0,
+            output: Vec::new(),
+            sendable: 0,
+            stopped: 0,
+        })
+    }
+}
+
+fn open_on<const W: usize>(o: &Opening) -> Result<Receiver<CStore, IDEM_PLACES>, i32> {
+    let mut flash = CFlash::<W> { table: &o.flash };
+    let keep = idem_mqtt::receiver::Keep::Flash;
+    let release = idem_mqtt::receiver::Release::Now;
+    Receiver::open(&mut flash, o.region, o.tag, o.store.clone(), keep, release)
+        .map_err(|e| journal_status(&e))
+}
+
+impl Door {
+    fn config(&self) -> Config<'_> {
+        Config {
+            client_id: &self.client_id,
+            filter: &self.filter,
+            qos: self.qos,
+            keep_alive: self.keep_alive,
+        }
+    }
+
+    /// Encodes `send` after the output; a full output is a bug (room is kept).
+    fn queue(&mut self, send: Send) -> Result<(), i32> {
+        let mut buf = [0u8; 8 + IDEM_MAX_TOPIC + IDEM_MAX_CLIENT_ID];
+        let n = Client::<CStore, IDEM_PLACES>::encode(&self.config(), send, &mut buf)
+            .map_err(|_| IDEM_E_BUSY)?;
+        self.output
+            .extend_from_slice(&buf[..n])
+            .map_err(|_| IDEM_E_BUSY)
+    }
+
+    fn queue_outbox(&mut self, out: &Outbox<IDEM_PLACES>) -> Result<(), i32> {
+        for send in out.packets() {
+            self.queue(send)?;
+        }
+        Ok(())
+    }
+
+    fn running(&self) -> Result<(), i32> {
+        match self.stopped {
+            0 => Ok(()),
+            code => Err(code),
+        }
+    }
+
+    fn stop(&mut self, code: i32) -> i32 {
+        self.stopped = code;
+        self.output.truncate(self.sendable);
+        code
+    }
+
+    /// A new connection: CONNECT to send, the old connection's bytes dropped.
+    pub fn connect(&mut self) -> Result<(), i32> {
+        if is_fatal(self.stopped) {
+            return Err(self.stopped);
+        }
+        self.stopped = 0;
+        self.input.clear();
+        self.discard = 0;
+        self.output.clear();
+        self.sendable = 0;
+        let send = self.client.connect();
+        self.queue(send)?;
+        self.sendable = self.output.len();
+        Ok(())
+    }
+
+    /// Bytes from the broker: takes what fits, decides every whole packet, makes their
+    /// records durable, then hands out their answers. Returns the bytes taken.
+    pub fn input(&mut self, bytes: &[u8]) -> Result<usize, i32> {
+        self.running()?;
+        match self.unit {
+            Unit::Four => self.input_on::<4>(bytes),
+            Unit::ThirtyTwo => self.input_on::<32>(bytes),
+        }
+    }
+
+    fn input_on<const W: usize>(&mut self, bytes: &[u8]) -> Result<usize, i32> {
+        let skip = self.discard.min(bytes.len());
+        self.discard -= skip;
+        let room = IN_CAP - self.input.len();
+        let take = room.min(bytes.len() - skip);
+        // Room was measured.
+        let _ = self.input.extend_from_slice(&bytes[skip..skip + take]);
+        let mut records = 0u32;
+        while OUT_CAP - self.output.len() >= OUT_RESERVE {
+            match self.packet::<W>() {
+                Ok(Some(n)) => records += u32::from(n),
+                Ok(None) => break,
+                Err(code) => return Err(self.stop(code)),
+            }
+        }
+        if records > 0 {
+            self.sync()?;
+        }
+        self.sendable = self.output.len();
+        Ok(skip + take)
+    }
+
+    /// Decides the first whole packet of the input: its records, or `None` when no
+    /// whole packet is there.
+    fn packet<const W: usize>(&mut self) -> Result<Option<u8>, i32> {
+        let mut flash = CFlash::<W> { table: &self.flash };
+        let decode = |p: &[u8]| crate::app::Raw::new(p);
+        let (out, used) = match codec::next(&self.input, IN_CAP) {
+            Ok(None) => return Ok(None),
+            Err(_) => return Err(IDEM_E_MALFORMED),
+            Ok(Some(Frame::Packet { packet, len })) => {
+                let out = self
+                    .client
+                    .on_packet(&mut flash, packet, &self.filter, decode);
+                (out, len)
+            }
+            Ok(Some(Frame::Oversized { qos, pid, len })) => {
+                let out = self.client.on_oversized(&mut flash, qos, pid);
+                (out, len)
+            }
+        };
+        let out = out.map_err(|e| client_status(&e))?;
+        let here = used.min(self.input.len());
+        self.discard = used - here;
+        self.input.copy_within(here.., 0);
+        self.input.truncate(self.input.len() - here);
+        self.queue_outbox(&out)?;
+        Ok(Some(out.records))
+    }
+
+    fn sync(&mut self) -> Result<(), i32> {
+        let Some(sync) = self.flash.sync else {
+            return Ok(());
+        };
+        // SAFETY: the C side's callback, given at open; it takes only its context.
+        match unsafe { sync(self.flash.ctx) } {
+            0 => Ok(()),
+            _ => Err(self.stop(IDEM_E_FLASH_SYNC)),
+        }
+    }
+
+    /// The bytes that may be sent now.
+    pub fn output(&self) -> &[u8] {
+        &self.output[..self.sendable]
+    }
+
+    /// `n` bytes of the output were sent.
+    pub fn sent(&mut self, n: usize) -> Result<(), i32> {
+        if n > self.sendable {
+            return Err(IDEM_E_ARGUMENT);
+        }
+        self.output.copy_within(n.., 0);
+        self.output.truncate(self.output.len() - n);
+        self.sendable -= n;
+        Ok(())
+    }
+
+    /// The link is quiet: `true` when the caller should close it and connect again
+    /// (DISCONNECT queued), for the broker to resend what was left unanswered.
+    pub fn idle(&mut self) -> Result<bool, i32> {
+        self.running()?;
+        let table = &self.flash;
+        let out = match self.unit {
+            Unit::Four => self.client.on_quiet(&mut CFlash::<4> { table }),
+            Unit::ThirtyTwo => self.client.on_quiet(&mut CFlash::<32> { table }),
+        }
+        .map_err(|e| client_status(&e))
+        .map_err(|code| self.stop(code))?;
+        if out.records > 0 {
+            self.sync()?;
+        }
+        self.queue_outbox(&out)?;
+        let again = self.client.resend_due();
+        if again {
+            self.client.resending();
+            self.queue(Send::Disconnect)?;
+        }
+        self.sendable = self.output.len();
+        Ok(again)
+    }
+
+    /// Queues PINGREQ or DISCONNECT.
+    pub fn send(&mut self, send: Send) -> Result<(), i32> {
+        self.running()?;
+        if OUT_CAP - self.output.len() < OUT_RESERVE {
+            return Err(IDEM_E_BUSY);
+        }
+        self.queue(send)?;
+        self.sendable = self.output.len();
+        Ok(())
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client<CStore, IDEM_PLACES> {
+        &self.client
+    }
+
+    /// The durable state as the application sees it.
+    pub fn state(&self) -> &Bytes {
+        let record = self.client.receiver().record();
+        self.client.receiver().store().view(&record.state)
+    }
+}
