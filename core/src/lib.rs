@@ -79,7 +79,9 @@
 //! assert_eq!((c.state().state, c.rejected()), (240, 1)); // 999 rejected once
 //! # }
 //! ```
-#![cfg_attr(not(any(test, feature = "std")), no_std)]
+#![cfg_attr(not(test), no_std)]
+// docs.rs badges each item gated by a feature (`async`, `testing`, `defmt`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 /// The bound on every journal record: its largest postcard encoding, which sizes its
