@@ -619,16 +619,16 @@ where
         aw!(migrate_newest::<Old, New, _, _, F>(
             flash,
             layout,
-        |old: CheckpointRecord<Old>| {
-            let next = Old::position(&old.state);
-            let mut state = migrate(old.state);
-            // The position is the store's own: it moves whatever `migrate` did.
-            New::set_position(&mut state, next);
-            Counted {
-                state,
-                rejected: old.rejected,
-            }
-        },
+            |old: CheckpointRecord<Old>| {
+                let next = Old::position(&old.state);
+                let mut state = migrate(old.state);
+                // The position is the store's own: it moves whatever `migrate` did.
+                New::set_position(&mut state, next);
+                Counted {
+                    state,
+                    rejected: old.rejected,
+                }
+            },
         ))
     })
 }
@@ -650,19 +650,19 @@ where
         aw!(migrate_newest::<Old, New, _, _, F>(
             flash,
             layout,
-        |old: TwoPhaseRecordOf<Old>| {
-            let (state, rejected) = resolved::<Old>(old, decided.next);
-            let next = Old::position(&state);
-            let mut state = migrate(state);
-            // Committed at the old position, with nothing in doubt.
-            New::prepare(&mut state, next);
-            New::resolve(&mut state, true);
-            Prepared {
-                state,
-                rejected,
-                committed_rejected: rejected,
-            }
-        },
+            |old: TwoPhaseRecordOf<Old>| {
+                let (state, rejected) = resolved::<Old>(old, decided.next);
+                let next = Old::position(&state);
+                let mut state = migrate(state);
+                // Committed at the old position, with nothing in doubt.
+                New::prepare(&mut state, next);
+                New::resolve(&mut state, true);
+                Prepared {
+                    state,
+                    rejected,
+                    committed_rejected: rejected,
+                }
+            },
         ))
     })
 }
@@ -682,7 +682,7 @@ where
         aw!(migrate_newest::<Old, New, _, _, F>(
             flash,
             layout,
-        each_record::<Old, New>(migrate),
+            each_record::<Old, New>(migrate),
         ))
     })
 }

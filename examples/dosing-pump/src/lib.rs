@@ -21,11 +21,15 @@
 use core::convert::Infallible;
 
 use embedded_storage::nor_flash::NorFlash;
+#[cfg(feature = "async")]
+use embedded_storage_async::nor_flash::NorFlash as AsyncNorFlash;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerError, Step};
 use idem_core::effects::{Choice, Intent, Ledger};
 use idem_core::journal::Region;
 use idem_core::log::{Event, Identified, Log, MessageId};
 use idem_core::persist::{EachEffect, Layout};
+#[cfg(feature = "async")]
+use idem_core::store::migrate_window_async;
 use idem_core::store::{MessageIdWindow, Outcome, Store, migrate_window};
 use serde::{Deserialize, Serialize};
 
@@ -170,6 +174,13 @@ pub const fn layout<F: NorFlash>(first: u32) -> (Layout, Region) {
     (layout, layout.sink.next::<F>(2))
 }
 
+/// [`layout`] on an async flash (feature `async`).
+#[cfg(feature = "async")]
+pub const fn layout_async<F: AsyncNorFlash>(first: u32) -> (Layout, Region) {
+    let layout = Layout::from_pages_async::<F>(first, 2, 2, LAYOUT_TAG);
+    (layout, layout.sink.next_async::<F>(2))
+}
+
 /// The pump's motor, and the counter it keeps of its own (a flow meter's total).
 pub trait Motor {
     /// Pumps `ml` millilitres.
@@ -204,6 +215,14 @@ fn config() -> ConsumerConfig {
     ConsumerConfig::every(CheckpointEvery::new(8).expect("8 is not zero"))
 }
 
+/// The pump's store.
+fn store() -> PumpStore {
+    PumpStore::new(Pump, WINDOW).expect("the window fits its capacity")
+}
+
+// Each flash step below is a blocking method and, with feature `async`, its `_async`
+// twin: the same calls, awaited. What they decide is in the methods they share
+// (`settle`, `dose`, `stepped`), written once.
 impl Controller {
     /// The boot: migrates a v1 journal (nothing once done), recovers, decides the dose
     /// a reset left without its done by asking the motor's counter, and re-asserts the
@@ -215,19 +234,12 @@ impl Controller {
     ) -> Result<Self, Error<F::Error>> {
         let (layout, ledger) = layout::<F>(first);
         migrate_window::<PumpV1, Pump, WINDOW, true, F>(flash, &layout, v1_to_v2)?;
-        let mut ledger = Ledger::open(flash, ledger, LEDGER_TAG)?;
-        let store = PumpStore::new(Pump, WINDOW).expect("the window fits its capacity");
-        let consumer = Consumer::open(flash, layout, store, config())?;
-        let state = consumer.state().state;
-        if let Some(dose) = ledger.pending(&state.intent) {
-            let happened = motor.dispensed_ml() == state.commanded_ml;
-            if let Some(ml) = dose.decide(Choice::Asked { happened }) {
-                motor.dispense(ml);
-            }
-            ledger.done(flash, dose.serial)?;
+        let ledger = Ledger::open(flash, ledger, LEDGER_TAG)?;
+        let mut pump = Self::opened(Consumer::open(flash, layout, store(), config())?, ledger);
+        if let Some(serial) = pump.settle(motor) {
+            pump.ledger.done(flash, serial)?;
         }
-        motor.set_rate(state.rate);
-        Ok(Self { consumer, ledger })
+        Ok(pump)
     }
 
     /// One step: the dose the last step made durable, pumped and marked done, if
@@ -239,18 +251,12 @@ impl Controller {
         motor: &mut M,
         log: &L,
     ) -> Result<Did, Error<F::Error>> {
-        if let Some(dose) = self.ledger.pending(&self.state().intent) {
-            motor.dispense(dose.action);
-            self.ledger.done(flash, dose.serial)?;
-            return Ok(Did::Dosed(dose.action));
+        if let Some((serial, ml)) = self.dose(motor) {
+            self.ledger.done(flash, serial)?;
+            return Ok(Did::Dosed(ml));
         }
         let step = self.consumer.step(flash, log)?;
-        if let Step::Effect(event, Outcome::Applied) = step
-            && let Kind::SetRate { ml_per_min } = event.payload.kind
-        {
-            motor.set_rate(ml_per_min);
-        }
-        Ok(Did::Consumed(step))
+        Ok(Self::stepped(step, motor))
     }
 
     /// Steps to the end of what the log holds.
@@ -262,6 +268,91 @@ impl Controller {
     ) -> Result<(), Error<F::Error>> {
         while self.step(flash, motor, log)? != Did::Consumed(Step::Done) {}
         Ok(())
+    }
+
+    /// [`Controller::boot`] on an async flash (feature `async`): embassy's async
+    /// `NorFlash`, or a blocking one through embassy-embedded-hal's `BlockingAsync`.
+    #[cfg(feature = "async")]
+    pub async fn boot_async<F: AsyncNorFlash, M: Motor>(
+        flash: &mut F,
+        motor: &mut M,
+        first: u32,
+    ) -> Result<Self, Error<F::Error>> {
+        let (layout, ledger) = layout_async::<F>(first);
+        migrate_window_async::<PumpV1, Pump, WINDOW, true, F>(flash, &layout, v1_to_v2).await?;
+        let ledger = Ledger::open_async(flash, ledger, LEDGER_TAG).await?;
+        let consumer = Consumer::open_async(flash, layout, store(), config()).await?;
+        let mut pump = Self::opened(consumer, ledger);
+        if let Some(serial) = pump.settle(motor) {
+            pump.ledger.done_async(flash, serial).await?;
+        }
+        Ok(pump)
+    }
+
+    /// [`Controller::step`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn step_async<F: AsyncNorFlash, M: Motor, L: Log<Command> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        motor: &mut M,
+        log: &L,
+    ) -> Result<Did, Error<F::Error>> {
+        if let Some((serial, ml)) = self.dose(motor) {
+            self.ledger.done_async(flash, serial).await?;
+            return Ok(Did::Dosed(ml));
+        }
+        let step = self.consumer.step_async(flash, log).await?;
+        Ok(Self::stepped(step, motor))
+    }
+
+    /// [`Controller::run`] on an async flash (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn run_async<F: AsyncNorFlash, M: Motor, L: Log<Command> + ?Sized>(
+        &mut self,
+        flash: &mut F,
+        motor: &mut M,
+        log: &L,
+    ) -> Result<(), Error<F::Error>> {
+        while self.step_async(flash, motor, log).await? != Did::Consumed(Step::Done) {}
+        Ok(())
+    }
+
+    /// The controller over what the boot opened.
+    fn opened(consumer: Consumer<PumpStore>, ledger: Ledger) -> Self {
+        Self { consumer, ledger }
+    }
+
+    /// At boot: the dose a reset left without its done, pumped if the motor's counter
+    /// says it was not (`Choice::Asked`), and the rate re-asserted. The serial whose
+    /// done to write, if there was one.
+    fn settle<M: Motor>(&self, motor: &mut M) -> Option<u32> {
+        let state = self.state();
+        let dose = self.ledger.pending(&state.intent);
+        if let Some(dose) = dose {
+            let happened = motor.dispensed_ml() == state.commanded_ml;
+            if let Some(ml) = dose.decide(Choice::Asked { happened }) {
+                motor.dispense(ml);
+            }
+        }
+        motor.set_rate(state.rate);
+        dose.map(|d| d.serial)
+    }
+
+    /// The dose the last step made durable, pumped: its serial and millilitres.
+    fn dose<M: Motor>(&self, motor: &mut M) -> Option<(u32, u16)> {
+        let dose = self.ledger.pending(&self.state().intent)?;
+        motor.dispense(dose.action);
+        Some((dose.serial, dose.action))
+    }
+
+    /// What a consumer's step did, the rate it set applied to the motor.
+    fn stepped<M: Motor>(step: Step<Command>, motor: &mut M) -> Did {
+        if let Step::Effect(event, Outcome::Applied) = step
+            && let Kind::SetRate { ml_per_min } = event.payload.kind
+        {
+            motor.set_rate(ml_per_min);
+        }
+        Did::Consumed(step)
     }
 
     /// The dose whose intent is durable and whose done is not: the next step pumps it.
@@ -282,5 +373,54 @@ impl Controller {
     /// The command ids in the window, oldest first.
     pub fn window(&self) -> impl Iterator<Item = u64> + '_ {
         self.consumer.state().seen.iter().map(|id| id.0)
+    }
+}
+
+/// What both nRF52840 binaries run, the blocking and the async: a motor whose flow meter
+/// is a counter in RAM (a real one keeps it in the meter) and the gateway's log as a
+/// fixed list (a transport is the application's).
+pub mod demo {
+    use idem_core::log::Event;
+
+    use crate::{Command, Kind, Motor};
+
+    /// The first of the pump's 6 pages at the top of an nRF52840: 0xFA000 / 4 KiB.
+    pub const FIRST_PAGE: u32 = 250;
+
+    /// A motor whose flow meter is a counter.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Counter {
+        /// Millilitres pumped.
+        pub dispensed: u64,
+        /// The flow rate set.
+        pub rate: u16,
+    }
+
+    impl Motor for Counter {
+        fn dispense(&mut self, ml: u16) {
+            self.dispensed += u64::from(ml);
+        }
+        fn dispensed_ml(&self) -> u64 {
+            self.dispensed
+        }
+        fn set_rate(&mut self, ml_per_min: u16) {
+            self.rate = ml_per_min;
+        }
+    }
+
+    /// The gateway's log: two doses, a rate, and the first dose resent.
+    pub const LOG: [Event<Command>; 4] = [
+        command(0, 1, Kind::Dispense { ml: 5 }),
+        command(1, 2, Kind::SetRate { ml_per_min: 40 }),
+        command(2, 3, Kind::Dispense { ml: 3 }),
+        command(3, 1, Kind::Dispense { ml: 5 }),
+    ];
+
+    /// Command `id` at `offset`.
+    const fn command(offset: u64, id: u64, kind: Kind) -> Event<Command> {
+        Event {
+            offset,
+            payload: Command { id, kind },
+        }
     }
 }

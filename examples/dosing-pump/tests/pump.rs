@@ -340,3 +340,75 @@ fn the_issues_pump_with_an_audit_ring_programs_and_erases_this_much() {
     }
     assert_eq!((ring, pump), ((575_072, 145), (269_600, 67)));
 }
+
+/// The same update through the async doors (`Controller::boot_async`, `step_async`) on
+/// the checker's async path (`testing::cuts::sweep_async`), beside the blocking doors on
+/// `sweep`, from the same v1 flash: the same trials, none wrong. 70 commands (10
+/// resends, each within the window: `commands(60, 9)` resends one 17 distinct ids
+/// back, which a window of 16 doses again); v1 runs 52 steps.
+#[cfg(feature = "async")]
+#[test]
+fn the_async_pump_doses_once_at_every_cut_as_the_blocking_one() {
+    use idem_core::testing::cuts::{Found, sweep_async};
+    let events = commands(70, 10);
+    let truth = truth(&events);
+    let stream = Received::new(&events, Some(events.len() as u64));
+    let (v1_flash, v1_motor) = v1_firmware(&events, 52);
+    let v1_doses = v1_motor.doses;
+    let fresh = || {
+        let world = World {
+            commanded: v1_motor.dispensed,
+            motor: v1_motor.clone(),
+            window: Vec::new(),
+        };
+        (v1_flash.clone(), world)
+    };
+    // What a step reports, and the window at the end.
+    let seen = |did: Did, pump: &Controller, world: &mut World| {
+        if did == Did::Consumed(Step::Done) {
+            world.window = pump.window().collect();
+            return None;
+        }
+        Some((did, *pump.state(), pump.due()))
+    };
+    let plan = Plan::new().double_cuts(1);
+    let blocking = sweep(
+        &plan,
+        fresh,
+        |flash, world| Controller::boot(flash, &mut world.motor, 0),
+        |pump, flash, world| {
+            Ok(seen(
+                pump.step(flash, &mut world.motor, &stream)?,
+                pump,
+                world,
+            ))
+        },
+        |_, world, s| judge(&truth, v1_doses, world, s),
+    );
+    let asynch = embassy_futures::block_on(sweep_async(
+        &plan,
+        fresh,
+        async |flash: &mut Flash, world: &mut World| {
+            Controller::boot_async(flash, &mut world.motor, 0).await
+        },
+        async |pump: &mut Controller, flash: &mut Flash, world: &mut World| {
+            let did = pump.step_async(flash, &mut world.motor, &stream).await?;
+            Ok(seen(did, pump, world))
+        },
+        |_, world, s| judge(&truth, v1_doses, world, s),
+    ));
+    let tallies = |f: &Found<String>| f.models.each_ref().map(|t| (t.trials, t.wrong, t.missed));
+    println!(
+        "{:?}, trials by model {:?}",
+        asynch.reference,
+        tallies(&asynch)
+    );
+    assert_eq!(tallies(&asynch), tallies(&blocking));
+    assert_eq!(asynch.reference, blocking.reference);
+    assert_eq!((truth.0, truth.1), (150, 54));
+    let r = asynch.reference;
+    assert_eq!((r.steps, r.unit_writes, r.erases), (133, 947, 4));
+    let expected = [(1_902, 0, 0), (1_902, 0, 0), (8, 0, 0), (265, 0, 0)];
+    assert_eq!(tallies(&asynch), expected);
+    assert_eq!((asynch.trials(), asynch.wrong()), (4_078, 0));
+}
