@@ -779,6 +779,9 @@ impl Ring {
 }
 
 #[cfg(all(test, feature = "testing"))]
+mod record;
+
+#[cfg(all(test, feature = "testing"))]
 #[path = "../tests/support/offset_total.rs"]
 mod offset_total;
 #[cfg(all(test, feature = "testing"))]
