@@ -685,6 +685,8 @@ impl<T> From<Journal<T>> for Inspector<T> {
 impl Region {
     /// Whether the region is at least two whole pages of `erase_size` bytes inside a flash
     /// of `capacity` bytes.
+    // Called once, from `Ring::open`, and inlined there as it was written before.
+    #[inline(always)]
     fn fits(&self, erase_size: usize, capacity: usize) -> bool {
         let end = u64::from(self.start) + u64::from(self.pages) * erase_size as u64;
         self.pages >= 2
@@ -734,10 +736,13 @@ impl Ring {
     }
 
     /// The first sequence number of page `page` when it comes after the page of the
-    /// newest record (`newest`: its slot, and its page's first sequence number) in the
-    /// ring; with no record, the one of a first pass around the ring.
-    fn base_after(&self, newest: Option<(SlotAddr, u32)>, page: u32) -> u32 {
-        let Some((at, base)) = newest else {
+    /// newest record (`newest`: its sequence number, its slot, and its page's first
+    /// sequence number) in the ring; with no record, the one of a first pass around the
+    /// ring.
+    // Called once, from `Ring::open`, and inlined there as it was written before.
+    #[inline(always)]
+    fn base_after(&self, newest: Option<(u32, SlotAddr, u32)>, page: u32) -> u32 {
+        let Some((_, at, base)) = newest else {
             return FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page));
         };
         let ahead = if page > at.page {
@@ -750,6 +755,8 @@ impl Ring {
 
     /// Takes the record numbered `seq` at `at`, in a page whose first sequence number is
     /// `base`, as the newest, and puts the cursor after it.
+    // Called once, from `Ring::open`, and inlined there as it was written before.
+    #[inline(always)]
     fn settle(&mut self, seq: u32, at: SlotAddr, base: u32) {
         self.newest_seq = seq;
         self.newest = Some(at);

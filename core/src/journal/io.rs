@@ -531,7 +531,7 @@ impl RingIo for Ring {
                     if state != pass {
                         continue;
                     }
-                    let after_newest = r.base_after(newest.map(|(_, at, base)| (at, base)), page);
+                    let after_newest = r.base_after(newest, page);
                     let mut base = read_base;
                     loop {
                         for slot in 0..per_page {
