@@ -786,9 +786,6 @@ impl Ring {
 }
 
 #[cfg(all(test, feature = "testing"))]
-mod record;
-
-#[cfg(all(test, feature = "testing"))]
 #[path = "../tests/support/offset_total.rs"]
 mod offset_total;
 #[cfg(all(test, feature = "testing"))]
