@@ -22,6 +22,46 @@ crate::io::doors! { in self;
     /// then v2 to v3), or each old version straight to the current one. A step that finds a
     /// third encoding in the region (a later version, or another store) does nothing and
     /// says `Ok(false)`; the consumer's open still refuses a journal that is not its own.
+    ///
+    /// A new encoding takes a new [`Store::TAG`]: a migration from a store to one of the
+    /// same tag stops the build (`E0080`, "a new encoding takes a new Store::TAG"), as
+    /// [`migrate_checkpoint`], [`migrate_two_phase`] and
+    /// [`crate::store::migrate_window`] do:
+    ///
+    /// ```compile_fail,E0080
+    /// use idem_core::log::Event;
+    /// use idem_core::persist::{EachEffect, Layout, migrate_each};
+    /// use idem_core::store::{Outcome, Store};
+    /// use idem_core::testing::flash::MemFlash;
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Setpoint<const TAG: u32>;
+    ///
+    /// impl<const TAG: u32> Store for Setpoint<TAG> {
+    ///     type Payload = u8;
+    ///     type State = u8;
+    ///     type Error = ();
+    ///     type Rejections = ();
+    ///     type Persist = EachEffect<Self>;
+    ///     const TAG: u32 = TAG;
+    ///     fn check(&self, _: &u8, _: &Event<u8>) -> Result<Outcome, ()> {
+    ///         Ok(Outcome::Applied)
+    ///     }
+    ///     fn apply(&self, s: &mut u8, e: &Event<u8>) {
+    ///         *s = e.payload;
+    ///     }
+    /// }
+    ///
+    /// type Flash = MemFlash<4, 1024>;
+    /// let layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
+    /// // `Setpoint<0x5E70_0200>` builds; the same tag does not.
+    /// migrate_each::<Setpoint<0x5E70_0100>, Setpoint<0x5E70_0100>, _>(
+    ///     &mut Flash::new(),
+    ///     &layout,
+    ///     |s| s,
+    /// )
+    /// .unwrap();
+    /// ```
     pub fn migrate_each | migrate_each_async [Old, New, F] flash F
         (flash: &mut F, layout: &Layout, migrate: impl FnOnce(Old::State) -> New::State)
         -> Result<bool, JournalError<F::Error>>
