@@ -1,10 +1,12 @@
-//! idem on a BBC micro:bit: the board glue both images share (the NVMC flash driver, the
-//! UART, the timer, the stack's high-water mark), and the RNG idem-feed draws its id key
-//! from. The images are `idem-firmware` (the
-//! DDIA demo, src/main.rs) and `idem-feed` (a consumer of the stream the host feeds it,
-//! src/bin/feed.rs); every rule they follow is `idem_core`'s.
+//! idem on a BBC micro:bit: the board glue the images share (the NVMC flash driver, the
+//! UART, the timer, the host's link with its one receive loop, the stack's high-water
+//! mark), and the RNG the receiving images draw their id key from. The images are
+//! `idem-firmware` (the DDIA demo, src/main.rs), `idem-feed` (a consumer of the stream
+//! the host feeds it, src/bin/feed.rs) and `idem-mqtt` (an MQTT subscriber whose modem
+//! is the host, src/bin/mqtt.rs); every rule they follow is `idem_core`'s.
 #![no_std]
 
+pub mod link;
 pub mod nvmc;
 pub mod rng;
 pub mod stack;

@@ -1,24 +1,24 @@
 //! A device whose flash is an image file: what `consume`, `status`, `flash inspect` and
 //! `chaos` share. The consumer and its rules are the core's; this module only opens
-//! the image, picks the scenario and store it was made for, and words the errors.
+//! the image and picks the scenario and store it was made for (`crate::failure` words the
+//! errors).
 
 use idem_sim::payment::Total;
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::consumer::{Consumer, ConsumerError};
-use idem_core::journal::{FORMAT_VERSION, JournalError};
+use idem_core::consumer::Consumer;
+use idem_core::journal::JournalError;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
 use idem_sim::payment::Truth;
-use idem_sim::payment::stores::StoreError;
 use idem_sim::run::SIM_LAYOUT;
 use idem_sim::scenario::Scenario;
 
 use crate::drive::Drive;
-use crate::error::usage;
-use crate::image::{FileFlashError, Image, Meta};
-use crate::select::{
+use crate::image::{Image, Meta};
+use idem_lab::error::usage;
+use idem_lab::select::{
     self, HostSinks, Job, Loaded, ScenarioArgs, ScenarioKind, StoreKind, WorkloadArgs,
 };
 
@@ -99,46 +99,8 @@ pub fn prepare(
     Ok((loaded, meta))
 }
 
-/// A consumer error on an image, as one sentence.
-pub fn consumer_error(
-    image: &Image,
-    e: ConsumerError<FileFlashError, StoreError>,
-) -> anyhow::Error {
-    match e {
-        ConsumerError::Journal(e) => journal_error(image, e),
-        ConsumerError::Store(e) => usage(e.to_string()),
-        e @ ConsumerError::Region { .. } => usage(e.to_string()),
-        ConsumerError::Disagree(d) => anyhow::anyhow!(
-            "{name}: its journals disagree, which no crash can cause: {d}; it was left untouched (`idem flash inspect {name}` shows its pages)",
-            name = image.path.display()
-        ),
-        other => anyhow::anyhow!("{}: {other}", image.path.display()),
-    }
-}
-
-/// A journal error on an image, as one sentence.
-pub fn journal_error(image: &Image, e: JournalError<FileFlashError>) -> anyhow::Error {
-    let name = image.path.display();
-    match e {
-        JournalError::Foreign { page, version, .. } if version != FORMAT_VERSION => usage(format!(
-            "{name} was written by an older idem (journal format {version} at page {page}; this one reads format {FORMAT_VERSION}): it was left untouched, start a new image"
-        )),
-        JournalError::Foreign { page, tag, version } => usage(format!(
-            "{name} holds another journal at page {page} (tag {tag:#010x}, format version {version}); it was left untouched"
-        )),
-        JournalError::Decode => usage(format!(
-            "{name} holds a record that does not decode; it was left untouched"
-        )),
-        JournalError::Damaged { address } => anyhow::anyhow!(
-            "{name}: page {} has a damaged header but holds a journal's newest record; it was left untouched (`idem flash inspect {name}` shows its pages)",
-            address / crate::image::PAGE as u32
-        ),
-        JournalError::Flash(FileFlashError::Io(kind)) => {
-            anyhow::anyhow!("reading or writing {name}: {kind}")
-        }
-        other => anyhow::anyhow!("{name}: {other}"),
-    }
-}
+// The image's errors in words, where `cmd::kafka` has always found them.
+pub use crate::failure::{consumer_error, journal_error};
 
 /// Where a device stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,7 +208,7 @@ pub fn consume_store<L: Truth, S: HostSinks>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::ScenarioArgs;
+    use idem_lab::select::ScenarioArgs;
 
     /// The bit-flip property over the file-backed flash, in-process: a finished ddia
     /// image per store, one bit flipped in every page header and in the journals'

@@ -11,7 +11,7 @@ use idem_core::consumer::{Consumer, Step};
 use idem_core::log::{Log, Offset};
 use idem_sim::payment::{SumSinks, Total};
 
-use crate::device::consumer_error;
+use crate::failure::consumer_error;
 use crate::image::Image;
 
 /// How a host steps a consumer.

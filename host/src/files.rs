@@ -12,7 +12,7 @@ use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::Path;
 
 use crate::cleanup;
-use crate::error::usage;
+use idem_lab::error::usage;
 
 /// What a file that is not a regular file is, in words.
 fn kind(m: &Metadata) -> Option<&'static str> {

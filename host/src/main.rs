@@ -7,6 +7,7 @@ mod cleanup;
 mod cmd;
 mod device;
 mod drive;
+mod failure;
 mod files;
 mod image;
 #[cfg(any(feature = "kafka", test))]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::error::usage;
+use idem_lab::error::usage;
 
 /// The longest id a [`KeySet`] keeps, in bytes: 16 MiB, past any broker's default
 /// record size.

@@ -128,36 +128,18 @@ fn parse_lines(
     let mut broker =
         Box::new(IdempotentLog::<VecLog<FILE_LOG_CAPACITY>, FILE_PRODUCERS>::new(VecLog::new()));
     let mut producer_ids = heapless::Vec::<(u32, u16), FILE_PRODUCERS>::new();
-    let mut ids = Vec::new();
-    let mut canonical = Vec::new();
-    let mut truth = vec![0i64];
-    // Each distinct id (by its bytes): its first offset. Each hash: the id that has it.
-    let mut first: HashMap<String, Offset> = HashMap::new();
-    let mut by_hash: HashMap<MessageId, (String, usize)> = HashMap::new();
-    // The total a run that applies each landed event once reaches after each offset.
-    let mut running: i64 = 0;
+    let mut ids = Ids::default();
+    let mut totals = Totals::default();
     for (i, line) in lines.enumerate() {
         let n = i + 1;
-        let line = line.map_err(|e| usage(format!("{name} line {n}: {e}")))?;
+        let at = |what: String| usage(format!("{name} line {n}: {what}"));
+        let line = line.map_err(&at)?;
         if line.trim().is_empty() {
             continue;
         }
-        let l: Line = serde_json::from_str(&line)
-            .map_err(|e| usage(format!("{name} line {n}: not an event ({e})")))?;
+        let l: Line = serde_json::from_str(&line).map_err(|e| at(format!("not an event ({e})")))?;
         let id = id_of(l.id.as_bytes());
-        match by_hash.get(&id) {
-            Some((other, line)) if *other != l.id => {
-                return Err(usage(format!(
-                    "{name} lines {line} and {n}: the different ids {} and {} share one 64-bit message id under this run's key, so the message-id store would take one for the other (for ids nobody chose against the key, a chance of about n²/2⁶⁵ for n ids)",
-                    quote(other),
-                    quote(&l.id)
-                )));
-            }
-            Some(_) => {}
-            None => {
-                by_hash.insert(id, (l.id.clone(), n));
-            }
-        }
+        ids.check_distinct(name, n, id, &l.id)?;
         let message = Message {
             id,
             producer: l.producer,
@@ -165,64 +147,131 @@ fn parse_lines(
             seq: l.seq,
             amount: l.amount,
         };
-        // Without idempotence each line lands; with it, the broker checks the header the
-        // producer library writes for it.
-        let landed = mode
-            .header(&message, &mut producer_ids)
-            .and_then(|header| match header {
-                None => broker.append_unchecked(message).map(Some),
-                Some(h) => broker.append_batch(h, message).map(|a| match a {
-                    Appended::At(offset) => Some(offset),
-                    Appended::Already(_) | Appended::OlderDuplicate => None,
-                }),
-            });
-        let offset = match landed {
-            Ok(Some(offset)) => offset,
-            Ok(None) | Err(LogError::Fenced { .. }) => continue,
-            Err(LogError::Full { capacity }) => {
-                return Err(usage(format!(
-                    "{name} line {n}: the log holds at most {capacity} events"
-                )));
-            }
-            Err(other) => return Err(usage(format!("{name} line {n}: {other}"))),
+        let Some(offset) = land(&mut broker, &mut producer_ids, mode, message).map_err(at)? else {
+            continue;
         };
+        totals.add(&l, offset).map_err(at)?;
+    }
+    Ok(Box::new(FileLog {
+        log: broker.into_inner(),
+        ids: totals.ids,
+        canonical: totals.canonical,
+        truth: totals.truth,
+    }))
+}
+
+/// Each distinct 64-bit message id and the id (by its bytes) and line that first had it.
+#[derive(Default)]
+struct Ids(HashMap<MessageId, (String, usize)>);
+
+impl Ids {
+    /// Refuses line `n`'s `text` if another id's bytes already have its `id`.
+    fn check_distinct(
+        &mut self,
+        name: &str,
+        n: usize,
+        id: MessageId,
+        text: &str,
+    ) -> anyhow::Result<()> {
+        match self.0.get(&id) {
+            Some((other, line)) if other != text => Err(usage(format!(
+                "{name} lines {line} and {n}: the different ids {} and {} share one 64-bit message id under this run's key, so the message-id store would take one for the other (for ids nobody chose against the key, a chance of about n²/2⁶⁵ for n ids)",
+                quote(other),
+                quote(text)
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                self.0.insert(id, (text.to_owned(), n));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Sends `message` to the broker as `mode`'s producer would: its offset if it landed,
+/// None if the broker dropped it as a duplicate or a fenced epoch's; why it was refused.
+fn land(
+    broker: &mut IdempotentLog<VecLog<FILE_LOG_CAPACITY>, FILE_PRODUCERS>,
+    producer_ids: &mut heapless::Vec<(u32, u16), FILE_PRODUCERS>,
+    mode: ProducerMode,
+    message: Message,
+) -> Result<Option<Offset>, String> {
+    // Without idempotence each line lands; with it, the broker checks the header the
+    // producer library writes for it.
+    let landed = mode
+        .header(&message, producer_ids)
+        .and_then(|header| match header {
+            None => broker.append_unchecked(message).map(Some),
+            Some(h) => broker.append_batch(h, message).map(|a| match a {
+                Appended::At(offset) => Some(offset),
+                Appended::Already(_) | Appended::OlderDuplicate => None,
+            }),
+        });
+    match landed {
+        Ok(Some(offset)) => Ok(Some(offset)),
+        Ok(None) | Err(LogError::Fenced { .. }) => Ok(None),
+        Err(LogError::Full { capacity }) => Err(format!("the log holds at most {capacity} events")),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// What the landed events add up to: each offset's id, its first occurrence and the true
+/// total of every prefix.
+struct Totals {
+    ids: Vec<String>,
+    canonical: Vec<Offset>,
+    truth: Vec<i64>,
+    /// Each distinct id (by its bytes): its first offset.
+    first: HashMap<String, Offset>,
+    /// The total a run that applies each landed event once reaches after each offset.
+    running: i64,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self {
+            ids: Vec::new(),
+            canonical: Vec::new(),
+            truth: vec![0],
+            first: HashMap::new(),
+            running: 0,
+        }
+    }
+}
+
+impl Totals {
+    /// Counts the event `l` that landed at `offset`.
+    fn add(&mut self, l: &Line, offset: Offset) -> Result<(), String> {
         // What can overflow: the running total of a replay-free run, and the true total
         // (each id's first amount). A replay past that is the store's typed error.
-        running = running.checked_add(l.amount).ok_or_else(|| {
-            usage(format!(
-                "{name} line {n}: at offset {offset} the running total {running} plus {} passes what a 64-bit total holds ({} to {})",
+        let past = |what: &str, total: i64| {
+            format!(
+                "at offset {offset} the {what} {total} plus {} passes what a 64-bit total holds ({} to {})",
                 l.amount,
                 i64::MIN,
                 i64::MAX
-            ))
-        })?;
-        let last = *truth.last().unwrap_or(&0);
-        let (c, t) = match first.get(&l.id) {
+            )
+        };
+        self.running = self
+            .running
+            .checked_add(l.amount)
+            .ok_or_else(|| past("running total", self.running))?;
+        let last = *self.truth.last().unwrap_or(&0);
+        let (c, t) = match self.first.get(&l.id) {
             Some(&c) => (c, last),
             None => {
-                first.insert(l.id.clone(), offset);
-                let t = last.checked_add(l.amount).ok_or_else(|| {
-                    usage(format!(
-                        "{name} line {n}: at offset {offset} the true total {last} plus {} passes what a 64-bit total holds ({} to {})",
-                        l.amount,
-                        i64::MIN,
-                        i64::MAX
-                    ))
-                })?;
+                let t = last
+                    .checked_add(l.amount)
+                    .ok_or_else(|| past("true total", last))?;
+                self.first.insert(l.id.clone(), offset);
                 (offset, t)
             }
         };
-        canonical.push(c);
-        truth.push(t);
-        ids.push(l.id);
+        self.canonical.push(c);
+        self.truth.push(t);
+        self.ids.push(l.id.clone());
+        Ok(())
     }
-    let log = broker.into_inner();
-    Ok(Box::new(FileLog {
-        log,
-        ids,
-        canonical,
-        truth,
-    }))
 }
 
 /// `id` quoted for a message, cut to its first 40 characters.

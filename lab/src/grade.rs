@@ -11,8 +11,8 @@ use idem_sim::scenario::Landed;
 use crate::render::ranges;
 use crate::report::RunReport;
 use crate::select::{
-    self, FixArg, GuaranteeArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice,
-    StoreKind, WINDOW,
+    self, FixArg, GuaranteeArg, IsolationArg, Loaded, Outcome, ProducerArg, ScenarioArgs,
+    ScenarioKind, SinkChoice, StoreKind, WINDOW,
 };
 use crate::spec::RunSpec;
 
@@ -220,38 +220,13 @@ pub fn step_table(trace: &[TraceStep]) -> Vec<Row> {
 
 /// Runs a step's simulation and reads its answer.
 pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
-    let LessonRun {
-        scenario,
-        store,
-        fix,
-        producer,
-        guarantee,
-        isolation,
-        schedule,
-        every,
-        qos,
-        session,
-    } = step.run;
-    if scenario == "mqtt" {
-        return observe_mqtt(step.observe, store, qos, session);
+    let run = &step.run;
+    if run.scenario == "mqtt" {
+        return observe_mqtt(step.observe, run.store, run.qos, run.session);
     }
-    let kind = ScenarioKind::from_name(scenario)
-        .ok_or_else(|| anyhow::anyhow!("lesson names an unknown scenario {scenario:?}"))?;
-    let fix = fix.and_then(|f| FixArg::ALL.into_iter().find(|x| x.name() == f));
-    let args = ScenarioArgs {
-        producer: ProducerArg::from_str(producer, true)
-            .map_err(|e| anyhow::anyhow!("lesson names a producer {producer:?}: {e}"))?,
-        guarantee: GuaranteeArg::from_str(guarantee, true)
-            .map_err(|e| anyhow::anyhow!("lesson names a guarantee {guarantee:?}: {e}"))?,
-        isolation: IsolationArg::from_str(isolation, true)
-            .map_err(|e| anyhow::anyhow!("lesson names an isolation level {isolation:?}: {e}"))?,
-        schedule: schedule.map(str::to_string),
-        checkpoint_every: every,
-        fix,
-        ..ScenarioArgs::default()
-    };
+    let (kind, args) = scenario_args(run)?;
     let loaded = select::load(Some(kind), &args)?;
-    let choice = match (store, fix) {
+    let choice = match (run.store, args.fix) {
         (Some(s), _) => SinkChoice::Store(
             StoreKind::from_name(s)
                 .ok_or_else(|| anyhow::anyhow!("lesson names an unknown store {s:?}"))?,
@@ -264,8 +239,45 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
     let table = (step.observe == Observe::Balances)
         .then(|| o.trace.as_deref().map(step_table))
         .flatten();
-    let run = RunReport::new(&loaded, choice, &o);
-    let value = match step.observe {
+    Ok(Observed {
+        value: answer(step.observe, &loaded, &o, table.as_deref()),
+        run: Some(RunReport::new(&loaded, choice, &o)),
+        table,
+    })
+}
+
+/// The scenario a lesson's run names, and the arguments `idem run` would be given.
+fn scenario_args(run: &LessonRun) -> anyhow::Result<(ScenarioKind, ScenarioArgs)> {
+    let LessonRun {
+        scenario,
+        fix,
+        producer,
+        guarantee,
+        isolation,
+        schedule,
+        every,
+        ..
+    } = *run;
+    let kind = ScenarioKind::from_name(scenario)
+        .ok_or_else(|| anyhow::anyhow!("lesson names an unknown scenario {scenario:?}"))?;
+    let args = ScenarioArgs {
+        producer: ProducerArg::from_str(producer, true)
+            .map_err(|e| anyhow::anyhow!("lesson names a producer {producer:?}: {e}"))?,
+        guarantee: GuaranteeArg::from_str(guarantee, true)
+            .map_err(|e| anyhow::anyhow!("lesson names a guarantee {guarantee:?}: {e}"))?,
+        isolation: IsolationArg::from_str(isolation, true)
+            .map_err(|e| anyhow::anyhow!("lesson names an isolation level {isolation:?}: {e}"))?,
+        schedule: schedule.map(str::to_string),
+        checkpoint_every: every,
+        fix: fix.and_then(|f| FixArg::ALL.into_iter().find(|x| x.name() == f)),
+        ..ScenarioArgs::default()
+    };
+    Ok((kind, args))
+}
+
+/// What `observe` asks of a run: read from its report, its trace or its step table.
+fn answer(observe: Observe, loaded: &Loaded, o: &Outcome, table: Option<&[Row]>) -> Answer {
+    match observe {
         Observe::FinalTotal => Answer::Number(o.report.final_total),
         Observe::ResumeAt => Answer::Number(o.report.resume_at_crash.unwrap_or(0) as i64),
         Observe::FlashRecords => Answer::Number(o.report.flash.writes as i64),
@@ -292,17 +304,13 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
         Observe::Balances => Answer::Numbers(
             table
                 .iter()
+                .copied()
                 .flatten()
                 .filter(|r| r.handled != "-")
                 .map(|r| r.balance)
                 .collect(),
         ),
-    };
-    Ok(Observed {
-        value,
-        table,
-        run: Some(run),
-    })
+    }
 }
 
 /// A step of the `mqtt` scenario: `idem run mqtt`'s run ([`crate::mqtt`]), which has no

@@ -3,14 +3,10 @@
 use idem_core::consumer::covers_through;
 use idem_core::log::Offset;
 use idem_core::persist::Resolution;
-use idem_sim::check::{Anomalies, Verdict};
+use idem_sim::check::Verdict;
 use idem_sim::producer::{BatchHeader, REMEMBERED_BATCHES};
 use idem_sim::run::{Action, Report, TraceStep};
 use idem_sim::scenario::{Landed, ProducerStep, SendKind};
-use serde_json::Value;
-
-use crate::report::{AnomalyCounts, RunReport};
-use crate::select::{Loaded, Outcome, SinkChoice};
 
 /// Offsets as inclusive runs: `40..49`, `0..1, 5`, or `none`.
 pub fn ranges(offsets: &[Offset]) -> String {
@@ -215,11 +211,6 @@ pub fn producer_line(p: &ProducerStep) -> String {
     format!("{what} {outcome}\n      {who}{aborted}")
 }
 
-/// The checker's anomalies as JSON, by their Jepsen names.
-pub fn anomalies_json(a: &Anomalies) -> Value {
-    serde_json::to_value(AnomalyCounts::from(a)).unwrap_or(Value::Null)
-}
-
 /// The verdict of a run: `diverged` when its two views disagree at the end, else the
 /// total's.
 pub fn verdict_name(r: &Report) -> &'static str {
@@ -227,11 +218,6 @@ pub fn verdict_name(r: &Report) -> &'static str {
         Some((total, index)) if total != index => "diverged",
         _ => Verdict::of(r.final_total, r.true_total).name(),
     }
-}
-
-/// The JSON object of `idem run --json`: the shared [`RunReport`].
-pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
-    serde_json::to_value(RunReport::new(loaded, choice, o)).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use idem_sim::cost::FlashCost;
 use idem_sim::run::{FlashUse, TraceStep};
 use idem_sim::scenario::{Landed, ProducerStep, SendKind};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::render::{action_name, message_name, verdict_name};
 use crate::select::{Loaded, Outcome, SinkChoice};
@@ -288,6 +289,16 @@ impl SendEntry {
             stable_end: p.stable_end,
         }
     }
+}
+
+/// The checker's anomalies as JSON, by their Jepsen names.
+pub fn anomalies_json(a: &Anomalies) -> Value {
+    serde_json::to_value(AnomalyCounts::from(a)).unwrap_or(Value::Null)
+}
+
+/// The JSON object of `idem run --json`: the shared [`RunReport`].
+pub fn run_json(loaded: &Loaded, choice: SinkChoice, o: &Outcome) -> Value {
+    serde_json::to_value(RunReport::new(loaded, choice, o)).unwrap_or(Value::Null)
 }
 
 /// A consumer guarantee as the CLI spells it: `at-least-once` or `at-most-once`.

@@ -7,8 +7,9 @@
 //! every boot frame, and the host keys the message ids it sends under it. Every rule is
 //! `idem_board::feed::Device`'s, and its silence is the feed's timing policy's
 //! (`idem_board::timing`): TIMER0 counts `DEVICE_SILENCE_MS` from every byte heard and
-//! every frame sent, the policy's `DeviceTimer` in hardware. This is board glue: the NVMC
-//! driver, the UART, the timer, the RNG and the reset.
+//! every wait's start, the policy's `DeviceTimer` in hardware, in the firmware library's
+//! receive loop (`idem_firmware::link`). This is board glue: the NVMC driver, the UART,
+//! the timer, the RNG and the reset.
 #![no_std]
 #![no_main]
 
@@ -17,9 +18,9 @@ use idem_board::feed::{
     DOMAIN, Device, DeviceReader, FROM_DEVICE_ENCODED, FROM_DEVICE_MAX, FeedLayout, FromDevice,
     encode,
 };
-use idem_board::timing::{DEVICE_SILENCE_MS, QEMU_EFFECT_MS};
+use idem_board::timing::QEMU_EFFECT_MS;
 use idem_core::log::IdKey;
-use idem_firmware::{IMAGE_ID, nvmc, rng, stack, timer, uart};
+use idem_firmware::{IMAGE_ID, link, nvmc, rng, stack, timer, uart};
 use panic_halt as _;
 
 /// Under QEMU, the policy's pause after each effect ([`QEMU_EFFECT_MS`]), so a reset
@@ -36,18 +37,7 @@ const PACE_MS: Option<u32> = if cfg!(feature = "qemu") {
 const CONSUMER_RAM: usize = 1024;
 
 fn send(uart: &mut uart::Uart, msg: &FromDevice) {
-    let mut scratch = [0u8; FROM_DEVICE_MAX + 4];
-    let mut out = [0u8; FROM_DEVICE_ENCODED];
-    if let Ok(bytes) = encode(msg, &mut scratch, &mut out) {
-        uart.write(bytes);
-    }
-}
-
-/// Stopped for good (storage failed): wait for a reset.
-fn halt() -> ! {
-    loop {
-        cortex_m::asm::wfi();
-    }
+    link::send::<_, { FROM_DEVICE_MAX + 4 }, FROM_DEVICE_ENCODED>(uart, encode, msg);
 }
 
 #[entry]
@@ -57,7 +47,7 @@ fn main() -> ! {
     uart.start_rx();
     let timer = timer::Timer::init();
     let Some(mut flash) = nvmc::Nvmc::take() else {
-        halt()
+        link::halt()
     };
     let layout = FeedLayout {
         start: 0,
@@ -72,30 +62,17 @@ fn main() -> ! {
         }
         Err(e) => {
             send(&mut uart, &FromDevice::Failed(e.failure()));
-            halt()
+            link::halt()
         }
     };
     let mut reader = DeviceReader::in_domain(DOMAIN);
-    timer.start_ms(DEVICE_SILENCE_MS);
     loop {
-        let Some(byte) = uart.read() else {
-            if timer.expired() {
-                if let Some(pull) = device.on_silence() {
-                    reader.reset();
-                    send(&mut uart, &pull);
-                }
-                timer.start_ms(DEVICE_SILENCE_MS);
-            }
+        let pulled = link::receive(&mut uart, &timer, &mut reader, |uart| {
+            device.on_silence().map(|pull| send(uart, &pull)).is_some()
+        });
+        let Ok(msg) = pulled else {
+            device.garbled += 1;
             continue;
-        };
-        timer.start_ms(DEVICE_SILENCE_MS);
-        let msg = match reader.push(byte) {
-            None => continue,
-            Some(Ok(msg)) => msg,
-            Some(Err(_)) => {
-                device.garbled += 1;
-                continue;
-            }
         };
         let mut pace = || {
             if let Some(ms) = PACE_MS {
@@ -111,11 +88,10 @@ fn main() -> ! {
                         send(&mut uart, &device.stats(stack::used()));
                     }
                 }
-                timer.start_ms(DEVICE_SILENCE_MS);
             }
             Err(e) => {
                 send(&mut uart, &FromDevice::Failed(e.failure()));
-                halt()
+                link::halt()
             }
         }
     }

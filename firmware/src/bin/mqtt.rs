@@ -4,8 +4,8 @@
 //! a reset applies no message twice. The host only dials, carries bytes between the UART
 //! and the broker's socket, and hangs up when the board resets. Every rule is
 //! `idem_board::modem::Modem`'s and `idem_mqtt`'s; this is board glue: the NVMC driver,
-//! the UART, the timer that asks again after a silence, and the RNG the id key comes
-//! from.
+//! the UART, the timer that asks again after a silence (the firmware library's receive
+//! loop, `idem_firmware::link`), and the RNG the id key comes from.
 #![no_std]
 #![no_main]
 
@@ -14,9 +14,9 @@ use idem_board::modem::{
     BoardReader, DOMAIN, FROM_BOARD_ENCODED, FROM_BOARD_MAX, FromBoard, Modem, encode,
 };
 use idem_board::storage::BoardLayout;
-use idem_board::timing::{DEVICE_SILENCE_MS, QEMU_EFFECT_MS};
+use idem_board::timing::QEMU_EFFECT_MS;
 use idem_core::log::IdKey;
-use idem_firmware::{IMAGE_ID, nvmc, rng, timer, uart};
+use idem_firmware::{IMAGE_ID, link, nvmc, rng, timer, uart};
 use panic_halt as _;
 
 /// Under QEMU (whose flash takes no time), the pause before each acknowledgement goes
@@ -34,18 +34,7 @@ fn is_ack(msg: &FromBoard) -> bool {
 }
 
 fn send(uart: &mut uart::Uart, msg: &FromBoard) {
-    let mut scratch = [0u8; FROM_BOARD_MAX + 4];
-    let mut out = [0u8; FROM_BOARD_ENCODED];
-    if let Ok(bytes) = encode(msg, &mut scratch, &mut out) {
-        uart.write(bytes);
-    }
-}
-
-/// Stopped for good (storage failed): wait for a reset.
-fn halt() -> ! {
-    loop {
-        cortex_m::asm::wfi();
-    }
+    link::send::<_, { FROM_BOARD_MAX + 4 }, FROM_BOARD_ENCODED>(uart, encode, msg);
 }
 
 #[entry]
@@ -54,7 +43,7 @@ fn main() -> ! {
     uart.start_rx();
     let timer = timer::Timer::init();
     let Some(mut flash) = nvmc::Nvmc::take() else {
-        halt()
+        link::halt()
     };
     let layout = BoardLayout {
         start: 0,
@@ -67,35 +56,22 @@ fn main() -> ! {
         }
         Err(e) => {
             send(&mut uart, &FromBoard::Failed(e.failure()));
-            halt()
+            link::halt()
         }
     };
     // The session (its client, receiver, packet buffer) in a static, where the size
     // test's static RAM figure counts it, not in main's frame. Taken once per boot.
     let Some(modem) = cortex_m::singleton!(: Modem = modem) else {
-        halt()
+        link::halt()
     };
     let mut reader = BoardReader::in_domain(DOMAIN);
-    timer.start_ms(DEVICE_SILENCE_MS);
     loop {
-        let Some(byte) = uart.read() else {
-            if timer.expired() {
-                if let Some(pull) = modem.on_silence() {
-                    reader.reset();
-                    send(&mut uart, &pull);
-                }
-                timer.start_ms(DEVICE_SILENCE_MS);
-            }
+        let pulled = link::receive(&mut uart, &timer, &mut reader, |uart| {
+            modem.on_silence().map(|pull| send(uart, &pull)).is_some()
+        });
+        let Ok(msg) = pulled else {
+            modem.garbled += 1;
             continue;
-        };
-        timer.start_ms(DEVICE_SILENCE_MS);
-        let msg = match reader.push(byte) {
-            None => continue,
-            Some(Ok(msg)) => msg,
-            Some(Err(_)) => {
-                modem.garbled += 1;
-                continue;
-            }
         };
         let mut emit = |f: &FromBoard| {
             if let Some(ms) = ACK_PACE_MS.filter(|_| is_ack(f)) {
@@ -105,8 +81,7 @@ fn main() -> ! {
         };
         if let Err(e) = modem.handle(&mut flash, &msg, &mut emit) {
             send(&mut uart, &FromBoard::Failed(e.failure()));
-            halt()
+            link::halt()
         }
-        timer.start_ms(DEVICE_SILENCE_MS);
     }
 }

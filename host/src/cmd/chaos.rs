@@ -19,9 +19,9 @@ use serde_json::json;
 
 use crate::cleanup;
 use crate::device::{self, Progress};
-use crate::error::usage;
 use crate::image::Image;
-use crate::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
+use idem_lab::error::usage;
+use idem_lab::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
 
 /// The longest the kill loop runs.
 const KILL_BUDGET: Duration = Duration::from_secs(120);

@@ -10,8 +10,8 @@ use clap::Args;
 
 use crate::device;
 use crate::image::{Image, SyncMode};
-use crate::render;
-use crate::select::{ScenarioKind, StoreKind, WorkloadArgs};
+use idem_lab::render;
+use idem_lab::select::{ScenarioKind, StoreKind, WorkloadArgs};
 
 /// Consume a scenario into a flash image, from its committed position to the end.
 #[derive(Debug, Args)]

@@ -8,9 +8,9 @@ use clap::Args;
 use idem_sim::check::Verdict;
 use idem_sim::run::{Action, TraceStep};
 
-use crate::render::ranges;
-use crate::select::{self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW};
 use idem_core::consumer::covers_through;
+use idem_lab::render::ranges;
+use idem_lab::select::{self, Loaded, Outcome, ScenarioArgs, ScenarioKind, StoreKind, WINDOW};
 
 /// Tell the DDIA exercise step by step. On a terminal it stops before each figure so
 /// that you can predict it first; piped, or with --no-pause, it prints straight through.
@@ -154,7 +154,7 @@ fn chapter(title: &str, o: &Outcome) -> String {
     if let (Some(crash), Some(recover)) = (after.first(), after.get(1)) {
         s += &format!(
             "  *** CRASH *** ({}) RAM is lost; flash keeps total {} and resume position {}\n",
-            crate::render::action_name(crash.action),
+            idem_lab::render::action_name(crash.action),
             recover.total,
             recover.resume_at
         );

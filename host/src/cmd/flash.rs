@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 
 use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
-use crate::select::{self, HostSinks, StoreJob};
 use idem_core::persist::sink_tag;
+use idem_lab::select::{self, HostSinks, StoreJob};
 use idem_sim::payment::Sum;
 
 /// Look inside flash images.
@@ -102,7 +102,7 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
             None,
             Some(address / PAGE as u32),
         ),
-        Err(e) => return Err(device::journal_error(image, e)),
+        Err(e) => return Err(crate::failure::journal_error(image, e)),
     };
     writeln!(
         text,
@@ -115,7 +115,7 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         let flash: &mut FileFlash = &mut image.flash;
         let s = j
             .summarize(flash, page)
-            .map_err(|e| device::journal_error(image, e))?;
+            .map_err(|e| crate::failure::journal_error(image, e))?;
         let erased = image.flash.erase_counts()[(first + page) as usize];
         page_line(text, first + page, &s, erased)?;
     }

@@ -12,7 +12,7 @@ use clap::Args;
 use idem_lab::grade::{Answer, Observed, Row, feedback_on, observe, parse, run_line};
 use idem_sim::lesson::{self, Lesson, Observe};
 
-use crate::error::usage;
+use idem_lab::error::usage;
 use sheet::sheet;
 
 /// Predict, then observe: a lesson's questions, each answered by a run.

@@ -9,12 +9,12 @@ use idem_sim::check::Verdict;
 use idem_sim::run::Report;
 use serde_json::json;
 
-use crate::render::verdict_name;
-use crate::select::{
+use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, MatrixReport, TXN_FAULTS, table};
+use idem_lab::render::verdict_name;
+use idem_lab::select::{
     self, FixArg, IsolationArg, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
     WINDOW,
 };
-use idem_lab::matrix::{FAULTS, Fault, GAUGE_FAULTS, MatrixReport, TXN_FAULTS, table};
 use idem_lab::spec::value_name;
 
 /// The width of a column of a matrix in a terminal (cells are at most 12 characters).

@@ -12,10 +12,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::error::usage;
 use anyhow::Context;
 use clap::Args;
 use idem_board::wire::{Decoder, Frame, Totals};
+use idem_lab::error::usage;
 use serde_json::{Value, json};
 
 /// Decode the device's frames and show each sink's total.

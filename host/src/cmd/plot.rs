@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use clap::Args;
 use idem_sim::run::{Action, TraceStep};
 
-use crate::error::usage;
-use crate::render::{action_name, count};
-use crate::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
+use idem_lab::error::usage;
+use idem_lab::render::{action_name, count};
+use idem_lab::select::{self, Loaded, ScenarioArgs, ScenarioKind, StoreKind};
 
 /// The most events a plot draws.
 const MAX_EVENTS: u64 = 20_000;
@@ -84,20 +84,99 @@ impl Cmd {
     }
 }
 
-fn draw(
-    loaded: &Loaded,
-    series: &[(StoreKind, Vec<TraceStep>, i64)],
-    truth: &[i64],
+/// One store's line: the store, its trace, its final total.
+type Series = (StoreKind, Vec<TraceStep>, i64);
+
+fn draw(loaded: &Loaded, series: &[Series], truth: &[i64], axis: XAxis) -> String {
+    let sc = Scales::new(loaded, series, truth, axis);
+    let mut s = String::new();
+    head(&mut s, loaded, &sc, series.len());
+    axes(&mut s, &sc);
+    replays(&mut s, &sc, series);
+    lines(&mut s, &sc, series);
+    marks(&mut s, &sc, series);
+    legend(&mut s, &sc, series);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Where a step, a total and a committed position fall on the picture.
+struct Scales<'a> {
     axis: XAxis,
-) -> String {
-    // Where each step of a trace sits on the x axis.
-    let xs_of = |trace: &[TraceStep]| -> Vec<f64> {
+    truth: &'a [i64],
+    /// The x axis's span: steps or offsets.
+    steps: f64,
+    min_y: f64,
+    max_y: f64,
+    /// The right-hand axis's span: offsets.
+    max_position: f64,
+}
+
+impl<'a> Scales<'a> {
+    fn new(loaded: &Loaded, series: &[Series], truth: &'a [i64], axis: XAxis) -> Self {
+        let steps = match axis {
+            XAxis::Step => series.iter().map(|(_, t, _)| t.len()).max().unwrap_or(1),
+            XAxis::Offset => loaded.events() as usize,
+        }
+        .max(1) as f64;
+        let totals = || {
+            series
+                .iter()
+                .flat_map(|(_, t, _)| t.iter().map(|s| s.total))
+        };
+        let max_y = totals()
+            .chain(truth.iter().copied())
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64
+            * 1.08;
+        let min_y = totals().min().unwrap_or(0).min(0) as f64;
+        // The committed position has an axis of its own, on the right: offsets.
+        let max_position = series
+            .iter()
+            .flat_map(|(_, t, _)| t.iter().map(|s| s.resume_at))
+            .max()
+            .unwrap_or(1)
+            .max(loaded.events())
+            .max(1) as f64;
+        Self {
+            axis,
+            truth,
+            steps,
+            min_y,
+            max_y,
+            max_position,
+        }
+    }
+
+    fn x(&self, i: f64) -> f64 {
+        LEFT + i / self.steps * (W - LEFT - RIGHT)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        H - BOTTOM - (v - self.min_y) / (self.max_y - self.min_y) * (H - TOP - BOTTOM)
+    }
+
+    fn y_position(&self, v: f64) -> f64 {
+        H - BOTTOM - v / self.max_position * (H - TOP - BOTTOM)
+    }
+
+    fn axis_name(&self) -> &'static str {
+        if self.axis == XAxis::Step {
+            "step"
+        } else {
+            "offset"
+        }
+    }
+
+    /// Where each step of a trace sits on the x axis.
+    fn xs(&self, trace: &[TraceStep]) -> Vec<f64> {
         let mut last = 0.0;
         trace
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                if axis == XAxis::Step {
+                if self.axis == XAxis::Step {
                     return i as f64;
                 }
                 // A delivery sits at its offset, its effect one further on (events
@@ -110,13 +189,10 @@ fn draw(
                 last
             })
             .collect()
-    };
-    let steps = match axis {
-        XAxis::Step => series.iter().map(|(_, t, _)| t.len()).max().unwrap_or(1),
-        XAxis::Offset => loaded.events() as usize,
     }
-    .max(1) as f64;
-    let truth_at = |trace: &[TraceStep]| -> Vec<i64> {
+
+    /// The true total of what has been delivered by each step of a trace.
+    fn truth_at(&self, trace: &[TraceStep]) -> Vec<i64> {
         let mut high: u64 = 0;
         trace
             .iter()
@@ -124,38 +200,51 @@ fn draw(
                 if let (Action::Deliver { .. }, Some(o)) = (t.action, t.offset) {
                     high = high.max(o + 1);
                 }
-                truth.get(high as usize).copied().unwrap_or(0)
+                self.truth.get(high as usize).copied().unwrap_or(0)
             })
             .collect()
-    };
-    let max_y = series
-        .iter()
-        .flat_map(|(_, t, _)| t.iter().map(|s| s.total))
-        .chain(truth.iter().copied())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64
-        * 1.08;
-    let min_y = series
-        .iter()
-        .flat_map(|(_, t, _)| t.iter().map(|s| s.total))
-        .min()
-        .unwrap_or(0)
-        .min(0) as f64;
-    // The committed position has an axis of its own, on the right: offsets.
-    let max_position = series
-        .iter()
-        .flat_map(|(_, t, _)| t.iter().map(|s| s.resume_at))
-        .max()
-        .unwrap_or(1)
-        .max(loaded.events())
-        .max(1) as f64;
-    let x = |i: f64| LEFT + i / steps * (W - LEFT - RIGHT);
-    let y = |v: f64| H - BOTTOM - (v - min_y) / (max_y - min_y) * (H - TOP - BOTTOM);
-    let y_position = |v: f64| H - BOTTOM - v / max_position * (H - TOP - BOTTOM);
-    let legend_rows = 2 + series.len();
+    }
+
+    /// A trace's values, each at its place on the x axis.
+    fn points(&self, trace: &[TraceStep], value: impl Fn(&TraceStep) -> f64) -> Vec<(f64, f64)> {
+        let xs = self.xs(trace);
+        trace
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (xs[i], value(st)))
+            .collect()
+    }
+
+    /// A line through `points`, its values placed by `scale` ([`Scales::y`] or
+    /// [`Scales::y_position`]).
+    fn path(
+        &self,
+        points: &[(f64, f64)],
+        scale: fn(&Self, f64) -> f64,
+        color: &str,
+        dash: &str,
+        width: f64,
+    ) -> String {
+        let mut d = String::new();
+        for (i, (px, py)) in points.iter().enumerate() {
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1}",
+                if i == 0 { "M" } else { " L" },
+                self.x(*px),
+                scale(self, *py)
+            );
+        }
+        format!(
+            r##"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/>"##
+        )
+    }
+}
+
+/// The picture's frame and title, with room under the plot for the legend's rows.
+fn head(s: &mut String, loaded: &Loaded, sc: &Scales, stores: usize) {
+    let legend_rows = 2 + stores;
     let height = H + LEGEND_ROW * legend_rows as f64 + 10.0;
-    let mut s = String::new();
     let _ = write!(
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="13">
@@ -165,42 +254,39 @@ fn draw(
         loaded.name(),
         loaded.events(),
         loaded.consumer().checkpoint_every,
-        if axis == XAxis::Step {
-            "step"
-        } else {
-            "offset"
-        }
+        sc.axis_name()
     );
-    // Axes and ticks.
+}
+
+/// The axes, their ticks and names, and the right-hand axis of the committed position.
+fn axes(s: &mut String, sc: &Scales) {
+    let bottom = sc.y(sc.min_y);
     let _ = writeln!(
         s,
-        r##"<line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="black"/>"##,
-        y(min_y),
+        r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="black"/>"##,
         W - RIGHT,
-        y(min_y)
     );
     let _ = writeln!(
         s,
-        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}" stroke="black"/>"##,
-        y(min_y)
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="black"/>"##,
     );
-    for v in nice_ticks(min_y, max_y) {
+    for v in nice_ticks(sc.min_y, sc.max_y) {
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="end">{:.0}</text><line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="#eee"/>"##,
             LEFT - 6.0,
-            y(v) + 4.0,
+            sc.y(v) + 4.0,
             v,
-            y(v),
+            sc.y(v),
             W - RIGHT,
-            y(v)
+            sc.y(v)
         );
     }
-    for i in nice_ticks(0.0, steps) {
+    for i in nice_ticks(0.0, sc.steps) {
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="middle">{:.0}</text>"##,
-            x(i),
+            sc.x(i),
             H - BOTTOM + 18.0,
             i
         );
@@ -210,13 +296,8 @@ fn draw(
         r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
         (LEFT + W - RIGHT) / 2.0,
         H - 14.0,
-        if axis == XAxis::Step {
-            "step"
-        } else {
-            "offset"
-        }
+        sc.axis_name()
     );
-    // The axes' names, and the right-hand axis of the committed position.
     let _ = writeln!(
         s,
         r##"<text x="18" y="{0:.1}" text-anchor="middle" transform="rotate(-90 18 {0:.1})">total</text>"##,
@@ -224,16 +305,15 @@ fn draw(
     );
     let _ = writeln!(
         s,
-        r##"<line x1="{0}" y1="{TOP}" x2="{0}" y2="{1}" stroke="{POSITION_COLOR}"/>"##,
+        r##"<line x1="{0}" y1="{TOP}" x2="{0}" y2="{bottom}" stroke="{POSITION_COLOR}"/>"##,
         W - RIGHT,
-        y(min_y)
     );
-    for v in nice_ticks(0.0, max_position) {
+    for v in nice_ticks(0.0, sc.max_position) {
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" fill="{POSITION_COLOR}">{:.0}</text>"##,
             W - RIGHT + 6.0,
-            y_position(v) + 4.0,
+            sc.y_position(v) + 4.0,
             v
         );
     }
@@ -243,79 +323,63 @@ fn draw(
         W - 22.0,
         (TOP + H - BOTTOM) / 2.0
     );
-    let line = |points: &[(f64, f64)],
-                scale: &dyn Fn(f64) -> f64,
-                color: &str,
-                dash: &str,
-                width: f64|
-     -> String {
-        let mut d = String::new();
-        for (i, (px, py)) in points.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1}",
-                if i == 0 { "M" } else { " L" },
-                x(*px),
-                scale(*py)
-            );
-        }
-        format!(
-            r##"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/>"##
-        )
+}
+
+/// The replay windows (the first store's redeliveries), shaded behind the lines.
+fn replays(s: &mut String, sc: &Scales, series: &[Series]) {
+    let Some((_, trace, _)) = series.first() else {
+        return;
     };
-    // The replay window (the first store's redeliveries), shaded behind the lines.
-    if let Some((_, trace, _)) = series.first() {
-        let xs = xs_of(trace);
-        for (from, to) in replay_windows(trace) {
-            let (from, to) = (xs[from].min(xs[to]), xs[from].max(xs[to]));
-            let _ = writeln!(
-                s,
-                r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#fde9c9"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#8a5a00">replay</text>"##,
-                x(from),
-                (x(to) - x(from)).max(1.0),
-                y(min_y) - TOP,
-                x(from) + 3.0,
-                y(min_y) - 6.0
-            );
-        }
-    }
-    // Each store from the widest line to the narrowest, the committed position (of the
-    // first store) on its own axis over them, and the truth last, dashed, so that lines
-    // that coincide all show.
-    let points = |trace: &[TraceStep], value: &dyn Fn(&TraceStep) -> f64| -> Vec<(f64, f64)> {
-        let xs = xs_of(trace);
-        trace
-            .iter()
-            .enumerate()
-            .map(|(i, st)| (xs[i], value(st)))
-            .collect()
-    };
-    let width = |k: usize| 2.0 + 2.5 * (series.len() - 1 - k) as f64;
-    for (k, (_, trace, _)) in series.iter().enumerate() {
-        let pts = points(trace, &|st| st.total as f64);
+    let xs = sc.xs(trace);
+    for (from, to) in replay_windows(trace) {
+        let (from, to) = (xs[from].min(xs[to]), xs[from].max(xs[to]));
         let _ = writeln!(
             s,
-            "{}",
-            line(&pts, &y, COLORS[k % COLORS.len()], "none", width(k))
+            r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#fde9c9"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#8a5a00">replay</text>"##,
+            sc.x(from),
+            (sc.x(to) - sc.x(from)).max(1.0),
+            sc.y(sc.min_y) - TOP,
+            sc.x(from) + 3.0,
+            sc.y(sc.min_y) - 6.0
         );
     }
-    // The position over the totals, so that no store's line hides it.
-    if let Some((_, trace, _)) = series.first() {
-        let c = points(trace, &|st| st.resume_at as f64);
-        let _ = writeln!(s, "{}", line(&c, &y_position, POSITION_COLOR, "2 3", 1.5));
-    }
-    if let Some((_, trace, _)) = series.first() {
-        let xs = xs_of(trace);
-        let t: Vec<(f64, f64)> = truth_at(trace)
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (xs[i], *v as f64))
-            .collect();
-        let _ = writeln!(s, "{}", line(&t, &y, "#555", "6 4", 1.5));
-    }
-    // Skipped duplicates: a ring on each store's line where it skipped an event.
+}
+
+/// Each store from the widest line to the narrowest, the committed position (of the
+/// first store) on its own axis over them, and the truth last, dashed, so that lines
+/// that coincide all show.
+fn lines(s: &mut String, sc: &Scales, series: &[Series]) {
+    let width = |k: usize| 2.0 + 2.5 * (series.len() - 1 - k) as f64;
     for (k, (_, trace, _)) in series.iter().enumerate() {
-        let xs = xs_of(trace);
+        let pts = sc.points(trace, |st| st.total as f64);
+        let color = COLORS[k % COLORS.len()];
+        let _ = writeln!(s, "{}", sc.path(&pts, Scales::y, color, "none", width(k)));
+    }
+    let Some((_, trace, _)) = series.first() else {
+        return;
+    };
+    // The position over the totals, so that no store's line hides it.
+    let c = sc.points(trace, |st| st.resume_at as f64);
+    let _ = writeln!(
+        s,
+        "{}",
+        sc.path(&c, Scales::y_position, POSITION_COLOR, "2 3", 1.5)
+    );
+    let xs = sc.xs(trace);
+    let t: Vec<(f64, f64)> = sc
+        .truth_at(trace)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (xs[i], *v as f64))
+        .collect();
+    let _ = writeln!(s, "{}", sc.path(&t, Scales::y, "#555", "6 4", 1.5));
+}
+
+/// A ring on each store's line where it skipped a duplicate, and a marker at each crash
+/// (the first store's; every store crashes at the same points).
+fn marks(s: &mut String, sc: &Scales, series: &[Series]) {
+    for (k, (_, trace, _)) in series.iter().enumerate() {
+        let xs = sc.xs(trace);
         for (i, st) in trace
             .iter()
             .enumerate()
@@ -324,35 +388,38 @@ fn draw(
             let _ = writeln!(
                 s,
                 r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="white" stroke="{}" stroke-width="1.5"/>"##,
-                x(xs[i]),
-                y(st.total as f64),
+                sc.x(xs[i]),
+                sc.y(st.total as f64),
                 COLORS[k % COLORS.len()]
             );
         }
     }
-    // Crash markers (the first store's; every store crashes at the same points).
-    if let Some((_, trace, _)) = series.first() {
-        let xs = xs_of(trace);
-        for (i, st) in trace
-            .iter()
-            .enumerate()
-            .filter(|(_, st)| matches!(st.action, Action::Crash(_)))
-        {
-            let _ = writeln!(
-                s,
-                r##"<line x1="{0:.1}" y1="{TOP}" x2="{0:.1}" y2="{1:.1}" stroke="black" stroke-dasharray="3 3"/><text x="{2:.1}" y="{3:.1}" font-size="12">{4}</text>"##,
-                x(xs[i]),
-                y(min_y),
-                x(xs[i]) + 4.0,
-                TOP + 14.0,
-                action_name(st.action)
-            );
-        }
+    let Some((_, trace, _)) = series.first() else {
+        return;
+    };
+    let xs = sc.xs(trace);
+    for (i, st) in trace
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| matches!(st.action, Action::Crash(_)))
+    {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{TOP}" x2="{0:.1}" y2="{1:.1}" stroke="black" stroke-dasharray="3 3"/><text x="{2:.1}" y="{3:.1}" font-size="12">{4}</text>"##,
+            sc.x(xs[i]),
+            sc.y(sc.min_y),
+            sc.x(xs[i]) + 4.0,
+            TOP + 14.0,
+            action_name(st.action)
+        );
     }
-    // Legend, under the plot (never over a line or the crash marker). A store whose line
-    // is another's, or the truth's, says so.
+}
+
+/// The legend, under the plot (never over a line or the crash marker). A store whose
+/// line is another's, or the truth's, says so.
+fn legend(s: &mut String, sc: &Scales, series: &[Series]) {
     let totals = |trace: &[TraceStep]| -> Vec<(f64, i64)> {
-        let xs = xs_of(trace);
+        let xs = sc.xs(trace);
         trace
             .iter()
             .enumerate()
@@ -377,7 +444,7 @@ fn draw(
         // After every effect (applied or skipped), the total is the truth's.
         let on_truth = trace
             .iter()
-            .zip(truth_at(trace))
+            .zip(sc.truth_at(trace))
             .filter(|(t, _)| matches!(t.action, Action::Apply | Action::Skip))
             .all(|(t, truth)| t.total == truth);
         if on_truth {
@@ -400,8 +467,6 @@ fn draw(
             ly + 4.0
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// The runs of steps that redeliver offsets (after a crash), as (first, last) step.
@@ -452,11 +517,7 @@ type Totals<'a> = dyn Fn(&[TraceStep]) -> Vec<(f64, i64)> + 'a;
 
 /// What store `k`'s legend says of another store's line that runs through most of its
 /// points: the same line, or which of the two is drawn over the other where they agree.
-fn agreement(
-    k: usize,
-    series: &[(StoreKind, Vec<TraceStep>, i64)],
-    totals: &Totals<'_>,
-) -> Vec<String> {
+fn agreement(k: usize, series: &[Series], totals: &Totals<'_>) -> Vec<String> {
     let trace = &series[k].1;
     let mut notes = Vec::new();
     let mine = totals(trace);

@@ -11,8 +11,8 @@ use idem_sim::run::{Action, TraceStep};
 use idem_lab::report::guarantee_name;
 use idem_lab::spec::value_name;
 
-use crate::render;
-use crate::select::{
+use idem_lab::render;
+use idem_lab::select::{
     self, FixArg, Loaded, Outcome, ProducerArg, ScenarioArgs, ScenarioKind, SinkChoice, StoreKind,
 };
 
@@ -53,7 +53,7 @@ impl Cmd {
     fn mqtt(&self) -> anyhow::Result<ExitCode> {
         let store = self
             .store
-            .ok_or_else(|| crate::error::usage("--store is required: naive or message-id"))?;
+            .ok_or_else(|| idem_lab::error::usage("--store is required: naive or message-id"))?;
         let qos = idem_mqtt::codec::QoS::from_level(self.qos.unwrap_or(2))
             .unwrap_or(idem_mqtt::codec::QoS::ExactlyOnce);
         let ram = self.session.as_deref() == Some("ram");
@@ -73,7 +73,7 @@ impl Cmd {
             return self.mqtt();
         }
         if self.qos.is_some() || self.session.is_some() {
-            return Err(crate::error::usage(
+            return Err(idem_lab::error::usage(
                 "--qos and --session apply to the mqtt scenario only",
             ));
         }
@@ -87,7 +87,7 @@ impl Cmd {
         let o = select::run(&loaded, choice, self.args.window, self.trace || self.replay)?;
         select::ensure_every_crash_happened(&loaded, &o.report)?;
         if self.json {
-            writeln!(out, "{}", render::run_json(&loaded, choice, &o))?;
+            writeln!(out, "{}", idem_lab::report::run_json(&loaded, choice, &o))?;
             out.flush()?;
             return Ok(ExitCode::SUCCESS);
         }

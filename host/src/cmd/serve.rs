@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::error::usage;
+use idem_lab::error::usage;
 
 /// Connections served at once; one more is answered 503 (RFC 9110 §15.6.4) and closed.
 pub const CONNECTIONS: usize = 64;

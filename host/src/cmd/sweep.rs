@@ -21,9 +21,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use crate::error::usage;
-use crate::render::anomalies_json;
-use crate::select::{self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, WorkloadArgs};
+use idem_lab::error::usage;
+use idem_lab::report::anomalies_json;
+use idem_lab::select::{self, FixArg, HostSinks, Job, ScenarioKind, SinkChoice, WorkloadArgs};
 
 /// Crash a scenario at every point (or at seeded random schedules) for each store.
 #[derive(Debug, Args)]

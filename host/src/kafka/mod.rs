@@ -3,6 +3,8 @@
 //! kafka` and the board's bridge (`cmd::kafka`) read and commit through librdkafka and
 //! ask these modules what it means.
 //!
+//! - [`record`]: one record: its payment, checked against the read's rules
+//!   ([`record::ReadRules`]), the message idem applies for it, why one is stepped over.
 //! - [`trust`]: which records of a partition read are trusted, stepped over or refused,
 //!   the partition as the core reads a log, and when a read has reached the broker's end
 //!   offset.
@@ -14,6 +16,7 @@
 //! - [`verdict`]: the verdict over the partitions' results.
 
 pub mod group;
+pub mod record;
 pub mod stream;
 pub mod trust;
 pub mod verdict;

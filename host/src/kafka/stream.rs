@@ -5,91 +5,14 @@
 //! independent read into the true total: each distinct key once, at its first amount.
 
 use crate::truth::FirstAmounts;
-use idem_core::log::{Event, IdKey, MessageId, Offset, Received};
+use idem_core::log::{Event, IdKey, Offset, Received};
 use idem_sim::payment::Message;
-use serde::Deserialize;
 
-use super::trust::{Keyless, OnBadRecord, ReadFacts, ReadRules, Skipped};
-use crate::error::usage;
-
-/// A record's value as idem reads it: the payer is checked to be a string and not kept.
-#[derive(Deserialize)]
-struct PaymentRef<'a> {
-    #[serde(borrow)]
-    #[allow(dead_code)] // read to check it is there, never used
-    payer: std::borrow::Cow<'a, str>,
-    amount: i64,
-}
-
-/// Reads a record's payment: whether it is keyed and its amount, or a sentence saying
-/// why it is none. The payer is checked to be a string, and not copied.
-pub fn payment_of(
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    rules: &ReadRules,
-) -> Result<(bool, i64), String> {
-    let value = value.ok_or("the record has no value (null)")?;
-    let pay: PaymentRef<'_> =
-        serde_json::from_slice(value).map_err(|e| format!("not a payment ({e})"))?;
-    let keyed = key.is_some();
-    if !keyed && rules.by_id && rules.keyless == Keyless::Refuse {
-        return Err(
-            "the record has no key, so no message id for the message-id store (--keyless offset takes its partition and offset as its id)"
-                .into(),
-        );
-    }
-    Ok((keyed, pay.amount))
-}
-
-/// A record's payment ([`payment_of`]) after payments whose |amounts| add up to `sum`:
-/// whether it is keyed, its amount and the new sum, or why it is none (one whose amount
-/// takes the sum past a 64-bit total, too).
-pub fn checked(
-    sum: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    rules: &ReadRules,
-) -> Result<(bool, i64, i64), String> {
-    let (keyed, amount) = payment_of(key, value, rules)?;
-    sum.checked_add(amount.checked_abs().unwrap_or(i64::MAX))
-        .map(|s| (keyed, amount, s))
-        .ok_or_else(|| {
-            format!("its amount {amount} takes the partition's amounts past a 64-bit total")
-        })
-}
-
-/// The bytes of a place's id: a NUL byte, the partition, `@`, the offset (no printable
-/// key spells it).
-pub fn place(partition: i32, offset: Offset) -> Vec<u8> {
-    format!("\0{partition}@{offset}").into_bytes()
-}
-
-/// The message idem applies for the record at `offset` of `partition`: its id is its
-/// key under `key` when it is keyed (`id_key`), else the hash of its place.
-pub fn message(
-    key: &IdKey,
-    partition: i32,
-    offset: Offset,
-    id_key: Option<&[u8]>,
-    amount: i64,
-) -> Message {
-    match id_key {
-        Some(k) => message_of(key, k, offset, amount),
-        None => message_of(key, &place(partition, offset), offset, amount),
-    }
-}
-
-/// The message idem applies for the record at `offset` whose id is made of `id_bytes`
-/// (its key, or its place), under `key`.
-pub fn message_of(key: &IdKey, id_bytes: &[u8], offset: Offset, amount: i64) -> Message {
-    Message {
-        id: MessageId::keyed(key, id_bytes),
-        producer: 0,
-        epoch: 0,
-        seq: offset as u32 + 1,
-        amount,
-    }
-}
+use super::record::{OnBadRecord, ReadRules, Skipped, checked, message};
+// The record's rules, where `cmd::kafka` has always found them.
+pub use super::record::place;
+use super::trust::ReadFacts;
+use idem_lab::error::usage;
 
 /// What a record is to idem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,7 +298,8 @@ impl TruthFold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idem_core::log::Log;
+    use crate::kafka::record::{Keyless, payment_of};
+    use idem_core::log::{Log, MessageId};
 
     const ADA: &[u8] = br#"{"payer":"ada","amount":5}"#;
     const BO: &[u8] = br#"{"payer":"bo","amount":3}"#;

@@ -3,117 +3,21 @@
 //! broker's end offset.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use idem_core::log::{Event, IdKey, Log, MessageId, Offset};
 use idem_sim::payment::{Message, Truth};
-use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
+use idem_lab::error::usage;
 
-/// A record's value, as `idem kafka produce` writes it.
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Payment {
-    /// Who pays.
-    pub payer: String,
-    /// How much.
-    pub amount: i64,
-}
-
-/// What to do with a record that is not a payment idem can apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnBadRecord {
-    /// Stop with exit 2, naming the partition and offset.
-    Stop,
-    /// Step over it (its offset counts as consumed), name it, and go on.
-    Skip,
-}
-
-/// What a record without a key means to the message-id store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Keyless {
-    /// It has no message id: a bad record.
-    Refuse,
-    /// Its id is its partition and offset (a resend of it is then not caught).
-    Offset,
-}
-
-/// How partitions are read.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadRules {
-    /// Keep reading until the fetches return nothing new for this long.
-    pub idle: Duration,
-    /// Give up when the end offset has not been reached after this long.
-    pub deadline: Duration,
-    /// What a record that is not a payment does to the read.
-    pub on_bad: OnBadRecord,
-    /// What a record without a key means.
-    pub keyless: Keyless,
-    /// Whether the store dedups by message id (keyless records matter to it).
-    pub by_id: bool,
-    /// `--follow`: a stop request ends a read instead of failing it.
-    pub follow: bool,
-}
-
-impl ReadRules {
-    /// The lab's: every record is a payment with a key.
-    pub const LAB: Self = Self {
-        idle: Duration::from_millis(300),
-        deadline: Duration::from_secs(30),
-        on_bad: OnBadRecord::Stop,
-        keyless: Keyless::Refuse,
-        by_id: true,
-        follow: false,
-    };
-
-    /// `kafka consume`'s: a quiet period of `idle_ms` milliseconds, and 30 s more than
-    /// that to reach the end offset.
-    pub fn consume(
-        idle_ms: u64,
-        on_bad: OnBadRecord,
-        keyless: Keyless,
-        by_id: bool,
-        follow: bool,
-    ) -> Self {
-        let idle = Duration::from_millis(idle_ms);
-        Self {
-            idle,
-            deadline: Duration::from_secs(30) + idle,
-            on_bad,
-            keyless,
-            by_id,
-            follow,
-        }
-    }
-
-    /// Whether a read whose next offset to fetch is `next` is done: it has reached the
-    /// broker's end offset `end` and nothing new came for `quiet`. An end offset alone
-    /// is not trusted (a broker can report one short of the records it serves).
-    pub fn done(&self, next: i64, end: i64, quiet: Duration) -> bool {
-        next >= end.max(0) && quiet >= self.idle
-    }
-
-    /// Whether a read that has gone on for `elapsed` without being done is given up.
-    pub fn overdue(&self, elapsed: Duration) -> bool {
-        elapsed >= self.deadline
-    }
-}
+use super::record::{checked, message, place};
+// The record's rules, where `cmd::kafka` has always found them.
+#[cfg(feature = "kafka")]
+pub use super::record::Payment;
+pub use super::record::{Keyless, OnBadRecord, ReadRules, Skipped};
 
 /// The most records idem reads from one partition (each kept in memory with its key and
 /// value for the report).
 pub const MAX_RECORDS: usize = 1 << 20;
-
-/// A record idem stepped over, and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct Skipped {
-    /// Its partition.
-    pub partition: i32,
-    /// Its offset.
-    pub offset: usize,
-    /// Why it is no payment idem applies.
-    pub why: String,
-}
 
 /// A record as read: its message, its key's bytes (none for a keyless record) and its
 /// value.
@@ -164,9 +68,9 @@ impl PartitionLog {
         MessageId::keyed(&self.key, &self.place(offset))
     }
 
-    /// The bytes of a place's id ([`super::stream::place`]).
+    /// The bytes of a place's id ([`super::record::place`]).
     fn place(&self, offset: usize) -> Vec<u8> {
-        super::stream::place(self.partition, offset as Offset)
+        place(self.partition, offset as Offset)
     }
 }
 
@@ -272,7 +176,7 @@ impl PartitionRead {
         let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         anyhow::ensure!(
             offset < MAX_RECORDS,
-            crate::error::Usage(format!(
+            idem_lab::error::Usage(format!(
                 "{topic} partition {p} has a record at offset {offset}; idem reads up to {MAX_RECORDS} records a partition"
             ))
         );
@@ -284,7 +188,7 @@ impl PartitionRead {
             return Ok(false);
         }
         self.records_read += 1;
-        match super::stream::checked(self.sum, key, value, rules) {
+        match checked(self.sum, key, value, rules) {
             Ok((keyed, amount, s)) => {
                 self.sum = s;
                 let log = &mut self.log;
@@ -293,7 +197,7 @@ impl PartitionRead {
                     let first = log.first.entry(k.to_vec()).or_insert(offset);
                     *first = (*first).min(offset);
                 }
-                let m = super::stream::message(&log.key, p, offset as Offset, id_key, amount);
+                let m = message(&log.key, p, offset as Offset, id_key, amount);
                 log.records[offset] = Some((
                     m,
                     id_key.map(<[u8]>::to_vec),
@@ -317,8 +221,9 @@ impl PartitionRead {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stream::payment_of as payment;
+    use super::super::record::payment_of as payment;
     use super::*;
+    use std::time::Duration;
 
     const ADA: &[u8] = br#"{"payer":"ada","amount":5}"#;
     const BO: &[u8] = br#"{"payer":"bo","amount":3}"#;
@@ -391,7 +296,7 @@ mod tests {
         let r = rules(OnBadRecord::Stop, Keyless::Refuse, false);
         let mut read = read();
         let e = read.ingest("t", 4, Some(b"p1"), None, &r).unwrap_err();
-        assert!(e.is::<crate::error::Usage>());
+        assert!(e.is::<idem_lab::error::Usage>());
         assert_eq!(
             e.to_string(),
             "t partition 2 offset 4: the record has no value (null) (--on-bad-record skip steps over such records)"
@@ -445,7 +350,7 @@ mod tests {
         let e = read
             .ingest("t", MAX_RECORDS as i64, Some(b"a"), Some(ADA), &r)
             .unwrap_err();
-        assert!(e.is::<crate::error::Usage>());
+        assert!(e.is::<idem_lab::error::Usage>());
         assert_eq!(
             e.to_string(),
             "t partition 2 has a record at offset 1048576; idem reads up to 1048576 records a partition"

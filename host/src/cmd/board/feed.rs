@@ -15,8 +15,8 @@ use idem_core::log::Offset;
 use idem_sim::rng::SplitMix64;
 
 use super::{Seen, Stream, StreamArgs};
-use crate::error::usage;
-use crate::render;
+use idem_lab::error::usage;
+use idem_lab::render;
 
 /// A byte link to the board.
 pub(super) trait Link: Read + Write + Send {}

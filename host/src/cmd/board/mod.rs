@@ -30,8 +30,8 @@ use idem_board::feed::StreamConfig;
 use idem_core::log::{IdKey, MessageId, Offset};
 use idem_sim::payment::Payment;
 
-use crate::select::{ProducerArg, ScenarioKind, StoreKind};
 use feed::{connect, feed};
+use idem_lab::select::{ProducerArg, ScenarioKind, StoreKind};
 use report::report;
 
 /// The board as the consumer of a stream the host feeds it.
@@ -177,7 +177,7 @@ enum Events {
     /// Every event whole: a scenario's, a log file's.
     Held(Vec<Payment>),
     /// A Kafka partition's: each offset's amount only, its event made from it and its
-    /// id's bytes as it is sent ([`crate::kafka::stream::message_of`]).
+    /// id's bytes as it is sent ([`crate::kafka::record::message_of`]).
     #[cfg(feature = "kafka")]
     Amounts(Vec<i64>),
 }
@@ -225,7 +225,7 @@ impl idem_board::feed::Source for Stream {
             #[cfg(feature = "kafka")]
             Events::Amounts(amounts) => Some(idem_core::log::Event {
                 offset,
-                payload: crate::kafka::stream::message_of(key, bytes?, offset, *amounts.get(i)?),
+                payload: crate::kafka::record::message_of(key, bytes?, offset, *amounts.get(i)?),
             }),
         }
     }

@@ -18,7 +18,7 @@ use idem_sim::rng::SplitMix64;
 use super::Qemu;
 use super::feed::{POLL, feed};
 use super::report::report;
-use crate::error::usage;
+use idem_lab::error::usage;
 
 pub(super) struct QemuRun {
     child: Child,

@@ -8,7 +8,7 @@ use idem_sim::check::Verdict;
 use serde_json::json;
 
 use super::{Seen, Stream, StreamArgs};
-use crate::render;
+use idem_lab::render;
 
 /// What the board's done frame gives: its boots, final total and durable position, and
 /// the offsets `0..n` this host did not deliver, if any.

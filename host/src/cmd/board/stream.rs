@@ -8,8 +8,8 @@ use idem_sim::registry::{self, Source};
 #[cfg(feature = "kafka")]
 use super::Bridge;
 use super::{Events, Stream, StreamArgs};
-use crate::error::usage;
-use crate::select::{self, ScenarioArgs, ScenarioKind, StoreKind};
+use idem_lab::error::usage;
+use idem_lab::select::{self, ScenarioArgs, ScenarioKind, StoreKind};
 
 fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
     StoreId::from_kind(kind).ok_or_else(|| {
