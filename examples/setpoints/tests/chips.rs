@@ -86,6 +86,12 @@ impl<F: ErrorType> ErrorType for Counted<'_, F> {
 impl<F: ReadNorFlash> ReadNorFlash for Counted<'_, F> {
     const READ_SIZE: usize = F::READ_SIZE;
     fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        // esp-storage reads whole words only (its READ_SIZE is 4): every read is one.
+        assert!(
+            offset.is_multiple_of(4) && bytes.len().is_multiple_of(4),
+            "a read of {} bytes at {offset:#x} is not whole words",
+            bytes.len()
+        );
         self.cost.reads += 1;
         self.cost.read_bytes += bytes.len() as u64;
         self.flash.read(offset, bytes)
