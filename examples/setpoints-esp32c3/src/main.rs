@@ -25,10 +25,15 @@ const _: () = assert!(
 #[main]
 fn main() -> ! {
     let p = esp_hal::init(esp_hal::Config::default());
-    let mut flash = FlashStorage::new(p.FLASH);
-    match chip::run(&mut flash, FIRST) {
-        Ok(setpoints) => defmt::info!("drive the outputs: {}", setpoints),
-        Err(_) => defmt::error!("the flash failed: the table stays as the last boot left it"),
+    let flash = FlashStorage::new(p.FLASH);
+    // The same application on sequential-storage's map (feature `map`), for its size.
+    #[cfg(feature = "map")]
+    let setpoints = chip::map::run(flash, FIRST);
+    #[cfg(not(feature = "map"))]
+    let setpoints = chip::run(&mut { flash }, FIRST).ok();
+    match setpoints {
+        Some(setpoints) => defmt::info!("drive the outputs: {}", setpoints),
+        None => defmt::error!("the flash failed: the table stays as the last boot left it"),
     }
     loop {
         core::hint::spin_loop();

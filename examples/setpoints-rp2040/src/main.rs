@@ -30,10 +30,15 @@ const _: () = assert!(
 #[entry]
 fn main() -> ! {
     let p = embassy_rp::init(Default::default());
-    let mut flash = Pico::new_blocking(p.FLASH);
-    match chip::run(&mut flash, FIRST) {
-        Ok(setpoints) => defmt::info!("drive the outputs: {}", setpoints),
-        Err(_) => defmt::error!("the flash failed: the table stays as the last boot left it"),
+    let flash = Pico::new_blocking(p.FLASH);
+    // The same application on sequential-storage's map (feature `map`), for its size.
+    #[cfg(feature = "map")]
+    let setpoints = chip::map::run(flash, FIRST);
+    #[cfg(not(feature = "map"))]
+    let setpoints = chip::run(&mut { flash }, FIRST).ok();
+    match setpoints {
+        Some(setpoints) => defmt::info!("drive the outputs: {}", setpoints),
+        None => defmt::error!("the flash failed: the table stays as the last boot left it"),
     }
     loop {
         cortex_m::asm::wfi();

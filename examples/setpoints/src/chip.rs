@@ -13,6 +13,9 @@ use idem_core::store::Outcome;
 
 use crate::{ACTUATORS, Command, Exactly, outputs, store};
 
+#[cfg(feature = "map")]
+pub mod map;
+
 /// The journals' tag on every chip.
 pub const TAG: u32 = 0x0001;
 /// Pages of the flash the application takes, the fewest two journals can have: two for
