@@ -390,3 +390,30 @@ impl<const U: usize, const P: usize> NorFlash for Unit<U, P> {
         unreachable!("the rules are constants")
     }
 }
+
+/// What the chips' examples do at every boot: the log applied once, whatever came before
+/// on the flash (a blank one, the last boot's table, pages of garbage or of zeros).
+#[test]
+fn the_chips_run_applies_the_log_once_on_any_flash() {
+    type Flash = MemFlash<4, 4096, 8>;
+    let expected = [250, -40, 0, 0, 0, 0, 0, 0];
+    let mut flash = Flash::new();
+    assert_eq!(chip::run(&mut flash, 0).ok(), Some(expected));
+    let written = flash.stats();
+    assert_eq!(
+        chip::run(&mut flash, 0).ok(),
+        Some(expected),
+        "a second boot"
+    );
+    assert_eq!(
+        flash.stats(),
+        written,
+        "a boot after the end writes nothing"
+    );
+    let mut rng = SplitMix64::new(0xBAD);
+    let garbage: Vec<u8> = (0..4 * 4096).map(|_| rng.next_u64() as u8).collect();
+    for image in [garbage, vec![0; 4 * 4096]] {
+        let mut flash = Flash::from_image(&image);
+        assert_eq!(chip::run(&mut flash, 0).ok(), Some(expected));
+    }
+}
