@@ -9,6 +9,8 @@
 //! a reset can fall between the flash write and the output.
 #![no_std]
 
+pub mod chip;
+
 use idem_core::MaxSize;
 use idem_core::log::{Event, Identified, MessageId};
 use idem_core::persist::EachEffect;

@@ -4,65 +4,20 @@
 //! models (`idem_core::testing::cuts`).
 
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig};
-use idem_core::log::Event;
 use idem_core::persist::Layout;
 use idem_core::store::OffsetStamp;
 use idem_core::testing::flash::MemFlash;
 use idem_core::testing::resets::every_reset;
-use idem_core::testing::rng::SplitMix64;
-use idem_example_setpoints::{ACTUATORS, Command, RANGE, Setpoints, Table, outputs, store};
+use idem_example_setpoints::{ACTUATORS, Setpoints, outputs, store};
+
+mod support;
+use support::{commands, truth};
 
 type Flash = MemFlash<6, 1024>;
 
-/// 1,000 commands: new ones, a retry of one of the last 5 now and then, and some that no
-/// actuator accepts.
-fn commands() -> Vec<Event<Command>> {
-    let mut rng = SplitMix64::new(7);
-    let mut sent: Vec<Command> = Vec::new();
-    (0..1_000)
-        .map(|offset| {
-            let roll = rng.next_u64() % 100;
-            let payload = match sent.len() {
-                n if roll < 12 && n > 0 => sent[n - 1 - (rng.next_u64() as usize % n.min(5))],
-                n => {
-                    let bad = roll >= 94;
-                    let c = Command {
-                        id: n as u64 + 1,
-                        actuator: (rng.next_u64() % if bad { 10 } else { 8 }) as u8,
-                        setpoint: if bad && roll.is_multiple_of(2) {
-                            5_000
-                        } else {
-                            (rng.next_u64() % 2_001) as i16 - 1_000
-                        },
-                    };
-                    sent.push(c);
-                    c
-                }
-            };
-            Event { offset, payload }
-        })
-        .collect()
-}
-
-/// The truth, without idem: each distinct command once, in order.
-fn truth(events: &[Event<Command>]) -> (Table, u32) {
-    let (mut table, mut rejected, mut seen) = (Table::default(), 0, Vec::new());
-    for c in events.iter().map(|e| e.payload) {
-        if seen.contains(&c.id) {
-            continue;
-        }
-        seen.push(c.id);
-        match usize::from(c.actuator) {
-            a if a < ACTUATORS && RANGE.contains(&c.setpoint) => table.setpoints[a] = c.setpoint,
-            _ => rejected += 1,
-        }
-    }
-    (table, rejected)
-}
-
 #[test]
 fn every_reset_of_a_thousand_commands_ends_exact() {
-    let events = commands();
+    let events = commands(1_000);
     let (table, rejected) = truth(&events);
     let distinct: std::collections::BTreeSet<u64> = events.iter().map(|e| e.payload.id).collect();
     assert_eq!(rejected, 28, "the log holds rejected commands");
@@ -98,7 +53,7 @@ struct Ended(Option<([i16; ACTUATORS], u32)>);
 fn a_power_cut_at_every_flash_operation_of_two_hundred_commands_ends_exact() {
     use idem_core::consumer::{Consumer, Step};
     use idem_core::testing::cuts::{Plan, Seen, sweep};
-    let events = commands();
+    let events = commands(1_000);
     let events = &events[..200];
     let (table, rejected) = truth(events);
     let distinct: std::collections::BTreeSet<u64> = events.iter().map(|e| e.payload.id).collect();
