@@ -182,61 +182,9 @@ impl Image {
         let file = crate::files::open_regular(path, writable, "a flash image")?;
         lock(&file, path, writable)?;
         let len = file.metadata()?.len();
-        let mut header = [0u8; HEADER as usize];
-        if len < HEADER || file.read_exact_at(&mut header, 0).is_err() || &header[..8] != MAGIC {
-            return Err(usage(format!(
-                "{name} is not an idem flash image (no idem header); it was left untouched"
-            )));
-        }
-        let word =
-            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        match word(8) {
-            VERSION => {}
-            old @ 1..VERSION => {
-                return Err(usage(format!(
-                    "{name} was written by an older idem (image format {old}, without the image's own message-id key; this one reads format {VERSION}): it was left untouched, start a new image"
-                )));
-            }
-            other => {
-                return Err(usage(format!(
-                    "{name} has image format version {other}; this idem reads version {VERSION}; it was left untouched"
-                )));
-            }
-        }
-        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
-        if crc != word(HEADER_CRC_AT) {
-            return Err(usage(format!(
-                "{name} has a damaged header (its checksum does not match); it was left untouched"
-            )));
-        }
-        let meta_len = word(20) as usize;
-        let meta: Meta = (meta_len <= META_MAX)
-            .then(|| serde_json::from_slice(&header[META_AT..META_AT + meta_len]).ok())
-            .flatten()
-            .ok_or_else(|| {
-                usage(format!(
-                    "{name} has a damaged header; it was left untouched"
-                ))
-            })?;
-        let (page, pages) = (word(12), word(16));
-        let need = meta.pages_needed().ok_or_else(|| {
-            usage(format!(
-                "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
-                meta.pages
-            ))
-        })?;
-        if page as usize != PAGE || pages != need {
-            return Err(usage(format!(
-                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
-                meta.describe()
-            )));
-        }
-        if meta.pages != pages {
-            return Err(usage(format!(
-                "{name} has a damaged header (it says both {pages} and {} pages); it was left untouched",
-                meta.pages
-            )));
-        }
+        let header = Header::read(&file, len, path)?;
+        let meta = header.meta(path)?;
+        let pages = header.word(16);
         let expected = HEADER + u64::from(pages) * PAGE as u64;
         if len != expected {
             let what = if len < expected {
@@ -245,13 +193,13 @@ impl Image {
                 "too long"
             };
             return Err(usage(format!(
-                "{name} is {what}: {len} bytes where an image of {pages} pages of {page} bytes is {expected}; it was left untouched"
+                "{name} is {what}: {len} bytes where an image of {pages} pages of {PAGE} bytes is {expected}; it was left untouched"
             )));
         }
         let mut key = [0u8; 16];
-        key.copy_from_slice(&header[KEY_AT..KEY_AT + 16]);
+        key.copy_from_slice(&header.0[KEY_AT..KEY_AT + 16]);
         let erases = (0..pages)
-            .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
+            .map(|p| header.word(COUNTERS_AT as usize + 4 * p as usize))
             .collect();
         Ok(Self {
             flash: FileFlash::new(file, pages, erases)
@@ -286,6 +234,83 @@ impl Image {
             )));
         }
         Ok(image)
+    }
+}
+
+/// An image's header as read from its file.
+struct Header([u8; HEADER as usize]);
+
+impl Header {
+    /// The header of `file` (`len` bytes long), refused unless it is an idem header of
+    /// this format with its checksum.
+    fn read(file: &File, len: u64, path: &Path) -> anyhow::Result<Self> {
+        let name = path.display();
+        let mut header = Self([0u8; HEADER as usize]);
+        if len < HEADER || file.read_exact_at(&mut header.0, 0).is_err() || &header.0[..8] != MAGIC
+        {
+            return Err(usage(format!(
+                "{name} is not an idem flash image (no idem header); it was left untouched"
+            )));
+        }
+        match header.word(8) {
+            VERSION => {}
+            old @ 1..VERSION => {
+                return Err(usage(format!(
+                    "{name} was written by an older idem (image format {old}, without the image's own message-id key; this one reads format {VERSION}): it was left untouched, start a new image"
+                )));
+            }
+            other => {
+                return Err(usage(format!(
+                    "{name} has image format version {other}; this idem reads version {VERSION}; it was left untouched"
+                )));
+            }
+        }
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header.0[..HEADER_CRC_AT]);
+        if crc != header.word(HEADER_CRC_AT) {
+            return Err(usage(format!(
+                "{name} has a damaged header (its checksum does not match); it was left untouched"
+            )));
+        }
+        Ok(header)
+    }
+
+    /// The little-endian word at byte `i`.
+    fn word(&self, i: usize) -> u32 {
+        u32::from_le_bytes([self.0[i], self.0[i + 1], self.0[i + 2], self.0[i + 3]])
+    }
+
+    /// The run the header describes, checked against the geometry it gives.
+    fn meta(&self, path: &Path) -> anyhow::Result<Meta> {
+        let name = path.display();
+        let meta_len = self.word(20) as usize;
+        let meta: Meta = (meta_len <= META_MAX)
+            .then(|| serde_json::from_slice(&self.0[META_AT..META_AT + meta_len]).ok())
+            .flatten()
+            .ok_or_else(|| {
+                usage(format!(
+                    "{name} has a damaged header; it was left untouched"
+                ))
+            })?;
+        let (page, pages) = (self.word(12), self.word(16));
+        let need = meta.pages_needed().ok_or_else(|| {
+            usage(format!(
+                "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
+                meta.pages
+            ))
+        })?;
+        if page as usize != PAGE || pages != need {
+            return Err(usage(format!(
+                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
+                meta.describe()
+            )));
+        }
+        if meta.pages != pages {
+            return Err(usage(format!(
+                "{name} has a damaged header (it says both {pages} and {} pages); it was left untouched",
+                meta.pages
+            )));
+        }
+        Ok(meta)
     }
 }
 
