@@ -15,11 +15,11 @@ use idem_sim::payment::Sum;
 use idem_sim::registry::SumStoreJob;
 
 use super::applied::AppliedLog;
+use super::identity;
 use super::link::{self, Broken, Got, Link};
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
-use crate::image::{Image, Meta};
-use crate::select::WINDOW;
+use crate::image::Image;
 use idem_mqtt::payments::Figures;
 
 /// Identifiers the receiver holds: room for a broker's real window (Mosquitto's
@@ -34,23 +34,6 @@ pub const PAGES: u32 = 4;
 /// written alone.
 const QUIET: Duration = Duration::from_millis(5);
 
-/// The image's run: the session (client id and topic) and the store.
-pub fn meta(a: &ConsumeArgs) -> Meta {
-    Meta {
-        scenario: format!(
-            "mqtt:{}@{} (identifiers in {})",
-            a.client_id,
-            a.topic,
-            if a.session_ram { "RAM" } else { "flash" }
-        ),
-        store: a.store.name().into(),
-        events: 0,
-        checkpoint_every: 0,
-        window: WINDOW,
-        pages: PAGES,
-    }
-}
-
 /// Consumes with the store `S`.
 pub struct Job<'a> {
     /// The arguments.
@@ -63,6 +46,7 @@ impl SumStoreJob for Job<'_> {
         // An image that exists is checked first; a new one is made only once the
         // broker answers, so a broker that is not there leaves no image behind, bound
         // to a session that never began.
+        identity::meta(self.args, PAGES).fits()?;
         let max = idem_mqtt::max_packet(self.args.topic.len());
         if std::fs::symlink_metadata(&self.args.flash).is_ok() {
             let session = Session::open(self.args, store)?;
@@ -93,11 +77,13 @@ struct Session<'a, S: Sum> {
     applied: AppliedLog,
     /// The image's applied count the log has reached.
     logged: u32,
+    /// The image's marks when it was opened: where earlier runs saw the promise break.
+    kept: u32,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
     fn open(a: &'a ConsumeArgs, store: S) -> anyhow::Result<Self> {
-        let meta = meta(a);
+        let meta = identity::meta(a, PAGES);
         let fresh = std::fs::symlink_metadata(&a.flash).is_err();
         let mut image = Image::open_or_create(&a.flash, &meta)?;
         let region = Region {
@@ -122,6 +108,7 @@ impl<'a, S: Sum> Session<'a, S> {
         let receiver = Receiver::open(&mut image.flash, region, tag, store, keep, release)
             .map_err(|e| journal_error(&a.flash, e))?;
         let logged = receiver.record().applied;
+        let image_marks = image.flash.marks();
         let sync = a.sync != crate::image::SyncMode::None;
         let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
         Ok(Self {
@@ -132,6 +119,7 @@ impl<'a, S: Sum> Session<'a, S> {
             records: 0,
             applied,
             logged,
+            kept: image_marks,
         })
     }
 
@@ -170,6 +158,8 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
+        self.keep_marks().map_err(|e| anyhow!("{e:?}"))?;
+        self.tally.earlier = identity::earlier(self.kept, identity::marks(&self.tally.f.broken));
         self.tally.ids = Some(match self.applied.ids() {
             Some(ids) => Ok(ids.to_vec()),
             None => Err(self.applied.lacking()),
@@ -309,6 +299,7 @@ impl<'a, S: Sum> Session<'a, S> {
     /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
     /// sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
+        self.keep_marks()?;
         self.log_applied(&outs)?;
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
         if records > 0 {
@@ -336,6 +327,16 @@ impl<'a, S: Sum> Session<'a, S> {
             .map_err(|e| Broken::Garbage(format!("encoding {send:?}: {e:?}")))?;
         link.send_bytes(&buf[..n])
             .map_err(|e| Broken::Closed(format!("{e:#}")))
+    }
+
+    /// Marks in the image, durably, each way the promise broke so far, before any
+    /// record or acknowledgement that follows it: no later run grades the image exact.
+    fn keep_marks(&mut self) -> Result<(), Broken> {
+        let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
+        let marks = identity::marks(&self.client.broken(asked, S::IDEMPOTENT));
+        let path = self.a.flash.display().to_string();
+        (self.image.flash.mark(marks))
+            .map_err(|e| Broken::Garbage(format!("marking {path}: {e:?}")))
     }
 
     fn sync(&mut self) -> Result<(), Broken> {

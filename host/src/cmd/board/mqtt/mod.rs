@@ -157,6 +157,7 @@ impl Mqtt {
             f: report.figures.clone(),
             syncs: 0,
             ids: None,
+            earlier: Vec::new(),
         };
         print(&asked, &tally, truth.as_ref().map(|t| (t, None)))?;
         Ok(ExitCode::SUCCESS)
