@@ -33,6 +33,9 @@ pub const PAGES: u32 = 4;
 /// How long the link may be quiet before the releases that wait for a record are
 /// written alone.
 const QUIET: Duration = Duration::from_millis(5);
+/// How long a CONNACK may take, from the CONNECT (the session's policy,
+/// `idem_mqtt::client::CONNACK_WAIT_S`).
+const CONNACK_WAIT: Duration = Duration::from_secs(idem_mqtt::client::CONNACK_WAIT_S as u64);
 
 /// Consumes with the store `S`.
 pub struct Job<'a> {
@@ -53,7 +56,14 @@ impl SumStoreJob for Job<'_> {
             let link = Link::connect(&self.args.broker, max)?;
             return session.run(link);
         }
-        let link = Link::connect(&self.args.broker, max)?;
+        // No image before a CONNACK: a peer that accepts TCP and never answers, or
+        // refuses, leaves none behind.
+        let mut link = Link::connect(&self.args.broker, max)?;
+        let mut connect = [0u8; 512];
+        let n = Client::<S, PLACES>::encode(&config(self.args), Send::Connect, &mut connect)
+            .map_err(|e| anyhow!("encoding CONNECT: {e:?}"))?;
+        link.handshake(&connect[..n], CONNACK_WAIT)
+            .map_err(|e| anyhow!("{}: {e:#}; no image was made", self.args.broker))?;
         Session::open(self.args, store)?.run(link)
     }
 }
@@ -171,17 +181,24 @@ impl<'a, S: Sum> Session<'a, S> {
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
         let connect = self.client.connect();
-        self.send(link, connect)?;
+        if !link.connected() {
+            self.send(link, connect)?;
+        }
+        let sent = Instant::now();
         let mut last_new = Instant::now();
         loop {
             let out = match link.read(QUIET)? {
                 Some(got) => self.batch(link, got, &mut last_new)?,
-                None if self.client.phase() == Phase::Connecting
-                    && last_new.elapsed() >= Duration::from_secs(10) =>
-                {
-                    return Err(Broken::Garbage(
-                        "the broker did not answer CONNECT within 10 s".into(),
-                    ));
+                // Counted from the CONNECT, whatever --idle-ms says: no CONNACK is no
+                // session, never an idle one.
+                None if self.client.phase() == Phase::Connecting => {
+                    if sent.elapsed() >= CONNACK_WAIT {
+                        return Err(Broken::Garbage(format!(
+                            "the broker did not answer CONNECT within {} s",
+                            CONNACK_WAIT.as_secs()
+                        )));
+                    }
+                    Vec::new()
                 }
                 None => {
                     let out = (self.client.on_quiet(&mut self.image.flash))
@@ -316,14 +333,8 @@ impl<'a, S: Sum> Session<'a, S> {
     }
 
     fn send(&mut self, link: &mut Link, send: Send) -> Result<(), Broken> {
-        let config = Config {
-            client_id: &self.a.client_id,
-            filter: &self.a.topic,
-            qos: QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce),
-            keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
-        };
         let mut buf = [0u8; 512];
-        let n = Client::<S, PLACES>::encode(&config, send, &mut buf)
+        let n = Client::<S, PLACES>::encode(&config(self.a), send, &mut buf)
             .map_err(|e| Broken::Garbage(format!("encoding {send:?}: {e:?}")))?;
         link.send_bytes(&buf[..n])
             .map_err(|e| Broken::Closed(format!("{e:#}")))
@@ -345,6 +356,16 @@ impl<'a, S: Sum> Session<'a, S> {
             .flash
             .sync()
             .map_err(|e| Broken::Garbage(format!("syncing {path}: {e:?}")))
+    }
+}
+
+/// The session's packets' settings.
+fn config(a: &ConsumeArgs) -> Config<'_> {
+    Config {
+        client_id: &a.client_id,
+        filter: &a.topic,
+        qos: QoS::from_level(a.qos).unwrap_or(QoS::ExactlyOnce),
+        keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
     }
 }
 
