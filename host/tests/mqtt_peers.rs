@@ -3,7 +3,7 @@
 //! CONNACK (whatever `--idle-ms` says: one sentence, non-zero, no image), and the lowest
 //! QoS granted over a run's subscriptions.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -12,29 +12,9 @@ use serde_json::Value;
 mod common;
 use common::idem;
 
-/// A broker that answers each connection's CONNECT with its turn's bytes, then hangs up
-/// (`true`) or reads until the client closes.
+/// The test's broker: one connection a turn (`common::turn_broker`).
 fn broker(turns: Vec<(Vec<u8>, bool)>) -> (String, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let handle = std::thread::spawn(move || {
-        for (reply, hang_up) in turns {
-            let Ok((mut s, _)) = listener.accept() else {
-                return;
-            };
-            s.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-            let mut buf = [0u8; 512];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(&reply);
-            if hang_up {
-                continue;
-            }
-            let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
-            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-        }
-    });
-    (addr, handle)
+    common::turn_broker(turns)
 }
 
 /// A QoS 2 PUBLISH of `payload` on `topic`, identifier 1.

@@ -5,10 +5,7 @@
 //! session lost after this run's first CONNACK is named even on a fresh image.
 //! The brokers are played by the test on 127.0.0.1.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::time::Duration;
 
 use assert_fs::prelude::*;
 use predicates::prelude::*;
@@ -17,32 +14,9 @@ use serde_json::Value;
 mod common;
 use common::idem;
 
-/// One connection of a test broker: the bytes it answers CONNECT with, and whether it
-/// then hangs up at once (else it reads until the client closes).
-type Turn = (Vec<u8>, bool);
-
-/// A broker that takes one connection per turn, in order.
-fn broker(turns: Vec<Turn>) -> (String, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let handle = std::thread::spawn(move || {
-        for (reply, hang_up) in turns {
-            let Ok((mut s, _)) = listener.accept() else {
-                return;
-            };
-            s.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-            let mut buf = [0u8; 512];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(&reply);
-            if hang_up {
-                continue;
-            }
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-        }
-    });
-    (addr, handle)
+/// The test's broker: one connection a turn (`common::turn_broker`).
+fn broker(turns: Vec<(Vec<u8>, bool)>) -> (String, std::thread::JoinHandle<()>) {
+    common::turn_broker(turns)
 }
 
 /// CONNACK with `session_present`.
