@@ -182,6 +182,12 @@ impl Mqtt {
                 truth.ids
             ));
         }
+        if t.reused > 0 {
+            doubts.push(format!(
+                "the broker sent {} new messages under packet identifiers the board still held (a sender reuses one only once its exchange completed, MQTT 3.1.1 §2.3.1, §4.3.3): the board took each for a resend and dropped it, a broker protocol violation",
+                t.reused
+            ));
+        }
         // What the wire showed over every boot, where the board's own list (its last
         // boot's) does not name it already.
         let named = |f: fn(&Broken) -> bool| r.figures.broken.iter().any(f);
@@ -219,6 +225,7 @@ impl Mqtt {
                 ("carried_publishes", json!(t.publishes)),
                 ("carried_dup", json!(t.dups)),
                 ("acknowledged_ids", json!(t.acknowledged.len())),
+                ("held_identifier_reused", json!(t.reused)),
                 ("connections", json!(b.connections)),
             ],
             lines: self.lines(b, r, landed),
