@@ -137,3 +137,55 @@ fn the_lowest_qos_granted_over_the_run_is_reported() {
         "{v}"
     );
 }
+
+/// A full disk: the image (written in place) has its room, but the log of applied ids
+/// beside it grows, and a burst of 300 QoS 1 payments fills a 64 KiB tmpfs (in a mount
+/// namespace of the test's own, `unshare`) while it is written. The run stops in one
+/// sentence that names the file and says that nothing of the batch was acknowledged.
+#[test]
+fn a_full_disk_names_the_file_and_what_was_sent() {
+    let burst = |n: usize| {
+        let mut out = vec![0x20, 0x02, 0x01, 0x00];
+        for i in 0..n {
+            let payload = format!(r#"{{"id": "p{i}", "payer": "ada", "amount": 1}}"#);
+            let mut p = vec![0x32, (2 + 3 + 2 + payload.len()) as u8, 0, 3];
+            p.extend_from_slice(b"pay");
+            p.extend_from_slice(&(i as u16 + 1).to_be_bytes());
+            p.extend_from_slice(payload.as_bytes());
+            out.extend_from_slice(&p);
+        }
+        out
+    };
+    let (addr, b) = broker(vec![(burst(1), false), (burst(300), false)]);
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let consume = format!(
+        "{} mqtt consume --broker {addr} --topic pay --client-id t --store naive --idle-ms 300 --flash {}/dev.img",
+        env!("CARGO_BIN_EXE_idem"),
+        disk.display()
+    );
+    let script = format!(
+        "mount -t tmpfs -o size=64k tmpfs {d} && {consume} >/dev/null && \
+         dd if=/dev/zero of={d}/fill bs=4k count=100 2>/dev/null; {consume}",
+        d = disk.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--map-root-user", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    b.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "idem: writing {}/dev.img.ids (the disk full?): No space left on device (os error 28): none of the ",
+            disk.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with(" was sent (the broker sends those messages again), and every one sent before is in the image; the connection was closed and what the image holds is kept\n"),
+        "{stderr}"
+    );
+}

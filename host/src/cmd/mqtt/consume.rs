@@ -316,11 +316,23 @@ impl<'a, S: Sum> Session<'a, S> {
     /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
     /// sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
-        self.keep_marks()?;
-        self.log_applied(&outs)?;
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
+        // A write that fails (a full disk): the batch's acknowledgements stay unsent.
+        let unsent = |e: Broken| match e {
+            Broken::Garbage(why) => Broken::Garbage(format!(
+                "{why}: none of the {} acknowledgements of the last {} packets was sent (the broker sends those messages again), and every one sent before is in the image",
+                outs.iter()
+                    .flat_map(|(o, _)| o.packets())
+                    .filter(|s| matches!(s, Send::Ack(_) | Send::Pubcomp(_)))
+                    .count(),
+                outs.len()
+            )),
+            closed => closed,
+        };
+        self.keep_marks().map_err(unsent)?;
+        self.log_applied(&outs).map_err(unsent)?;
         if records > 0 {
-            self.sync()?;
+            self.sync().map_err(unsent)?;
             self.records += records;
             if self.a.abort_before_ack.is_some_and(|n| self.records >= n) {
                 std::process::abort(); // durable, and nothing acknowledged
