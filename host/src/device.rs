@@ -38,9 +38,10 @@ pub fn scenario_of(meta: &Meta, path: &Path) -> anyhow::Result<(Loaded, StoreKin
             "{name} holds `idem kafka consume` state for topic {topic}: rerun that command (with --json) to see it"
         )));
     }
-    if let Some(session) = meta.scenario.strip_prefix("mqtt:") {
+    if let Some(m) = &meta.mqtt {
         return Err(usage(format!(
-            "{name} holds `idem mqtt consume` state for the session {session}: rerun that command (with --json) to see it"
+            "{name} holds `idem mqtt consume` state for the session of client {} on {} at {}: rerun that command (with --json) to see it",
+            m.client_id, m.filter, m.broker
         )));
     }
     let kind = ScenarioKind::from_name(&meta.scenario).ok_or_else(|| {
@@ -80,6 +81,7 @@ pub fn meta_for(loaded: &Loaded, store: StoreKind, window: usize) -> Meta {
             0
         },
         pages: crate::image::PAGES,
+        mqtt: None,
     }
 }
 

@@ -6,8 +6,11 @@
 //! ```text
 //! 0..512     header: "IDEMFLSH", format version, page size, page count, the run it
 //!            belongs to (JSON: scenario, store, events, checkpoint interval, window,
-//!            pages), the image's message-id key (16 bytes at 344), a CRC-32C of all
-//!            that (at 380), and one erase counter per page (from 384)
+//!            pages, and for `mqtt consume` the session: protocol, broker, client
+//!            id, topic filter, QoS and where the identifiers are kept), the image's
+//!            message-id key (16 bytes at 344), a CRC-32C of all that (at 380), one
+//!            erase counter per page (from 384), and a word of marks (at 508) that
+//!            runs set and none clears: where an MQTT session's promise broke
 //! 512..      the flash: page count x page size bytes, as a chip would hold them
 //! ```
 //!
@@ -36,11 +39,14 @@ pub use flash::{FileFlash, FileFlashError};
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
 const MAGIC: &[u8; 8] = b"IDEMFLSH";
-/// Version 3: the image's own message-id key in the header. Version 2 added a header
-/// checksum and journal records that carry what the recovery cross-check needs (images
-/// of version 1 hold records this idem does not read); an image of version 2 has no key,
-/// and ids hashed under a key it never had would not match the ones it remembers.
-const VERSION: u32 = 3;
+/// Version 4: an MQTT session's identity in fields of its own (version 3 joined client
+/// id and topic in one string, which two sessions could share, without the broker or
+/// the QoS), and the word of marks. Version 3 added the image's own message-id key;
+/// version 2 a header checksum and journal records that carry what the recovery
+/// cross-check needs (images of version 1 hold records this idem does not read). An
+/// older image is refused, never migrated: a version 3 MQTT image does not say which
+/// broker or QoS it was made for, nor whether a run on it saw the promise break.
+const VERSION: u32 = 4;
 /// CRC-32C of the header's bytes before it (the erase counters after it change).
 const HEADER_CRC_AT: usize = 380;
 const META_AT: usize = 24;
@@ -48,13 +54,15 @@ const META_MAX: usize = 320;
 /// The image's [`IdKey`], after the longest description.
 const KEY_AT: usize = META_AT + META_MAX;
 const COUNTERS_AT: u64 = 384;
+/// The word of marks: bits that runs set and none clears, outside the checksum.
+pub(crate) const MARKS_AT: u64 = HEADER - 4;
 /// The default page size: a micro:bit v1 (nRF51) flash page.
 pub const PAGE: usize = 1024;
 /// Pages in a scenario's image: the consumer's position journal (4) and the store's
 /// journal (4).
 pub const PAGES: u32 = 8;
 /// The most pages an image holds (one erase counter each in the header).
-pub const MAX_PAGES: u32 = ((HEADER - COUNTERS_AT) / 4) as u32;
+pub const MAX_PAGES: u32 = ((MARKS_AT - COUNTERS_AT) / 4) as u32;
 
 fn default_pages() -> u32 {
     PAGES
@@ -76,11 +84,39 @@ pub struct Meta {
     /// Pages of flash in the image.
     #[serde(default = "default_pages")]
     pub pages: u32,
+    /// The MQTT session an `mqtt consume` image belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mqtt: Option<MqttSession>,
+}
+
+/// The MQTT session an `mqtt consume` image is bound to, each part a field of its own:
+/// an image is resumed only by the same session, since the identifiers it holds are
+/// that session's packet identifiers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqttSession {
+    /// The protocol: `3.1.1`.
+    pub protocol: String,
+    /// The broker's address, as given to `--broker`.
+    pub broker: String,
+    /// The client identifier, under which the broker keeps the session.
+    pub client_id: String,
+    /// The topic filter subscribed to.
+    pub filter: String,
+    /// The QoS subscribed at.
+    pub qos: u8,
+    /// Where the QoS 2 identifiers are kept: `flash` or `ram`.
+    pub identifiers: String,
 }
 
 impl Meta {
     /// One line for messages: `the offset store of ddia (100 events, checkpoint every 10)`.
     pub fn describe(&self) -> String {
+        if let Some(m) = &self.mqtt {
+            return format!(
+                "the {} store of the MQTT session of client {} on {} at {}",
+                self.store, m.client_id, m.filter, m.broker
+            );
+        }
         let window = if StoreKind::from_name(&self.store) == Some(StoreKind::MessageId) {
             format!(", window {}", self.window)
         } else {
@@ -99,7 +135,7 @@ impl Meta {
     /// size, applied when it is created and when it is opened; `None` when that is not
     /// 2 to [`MAX_PAGES`].
     pub fn pages_needed(&self) -> Option<u32> {
-        let pages = if self.scenario.starts_with("kafka:") || self.scenario.starts_with("mqtt:") {
+        let pages = if self.scenario.starts_with("kafka:") || self.mqtt.is_some() {
             self.pages
         } else {
             PAGES
@@ -126,7 +162,47 @@ impl Meta {
         );
         field("window", self.window.to_string(), run.window.to_string());
         field("pages", self.pages.to_string(), run.pages.to_string());
+        let session = |m: &Option<MqttSession>| {
+            m.as_ref().map_or([const { String::new() }; 6], |m| {
+                [
+                    m.protocol.clone(),
+                    m.broker.clone(),
+                    m.client_id.clone(),
+                    m.filter.clone(),
+                    m.qos.to_string(),
+                    m.identifiers.clone(),
+                ]
+            })
+        };
+        let names = [
+            "protocol",
+            "broker",
+            "client id",
+            "topic filter",
+            "QoS",
+            "identifiers in",
+        ];
+        for ((name, image), run) in names
+            .iter()
+            .zip(session(&self.mqtt))
+            .zip(session(&run.mqtt))
+        {
+            field(name, image, run);
+        }
         out.join(", ")
+    }
+
+    /// Refuses a run whose description does not fit an image's header (an MQTT
+    /// session's broker, client id and filter share its 320 bytes).
+    pub fn fits(&self) -> anyhow::Result<()> {
+        let len = serde_json::to_vec(self)?.len();
+        if len > META_MAX {
+            return Err(usage(format!(
+                "{} takes {len} bytes to describe, past the {META_MAX} an image's header holds: shorten the client id or the topic filter",
+                self.describe()
+            )));
+        }
+        Ok(())
     }
 
     /// A 32-bit tag for the journals' page headers, derived from everything in `self`.
@@ -182,61 +258,9 @@ impl Image {
         let file = crate::files::open_regular(path, writable, "a flash image")?;
         lock(&file, path, writable)?;
         let len = file.metadata()?.len();
-        let mut header = [0u8; HEADER as usize];
-        if len < HEADER || file.read_exact_at(&mut header, 0).is_err() || &header[..8] != MAGIC {
-            return Err(usage(format!(
-                "{name} is not an idem flash image (no idem header); it was left untouched"
-            )));
-        }
-        let word =
-            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        match word(8) {
-            VERSION => {}
-            old @ 1..VERSION => {
-                return Err(usage(format!(
-                    "{name} was written by an older idem (image format {old}, without the image's own message-id key; this one reads format {VERSION}): it was left untouched, start a new image"
-                )));
-            }
-            other => {
-                return Err(usage(format!(
-                    "{name} has image format version {other}; this idem reads version {VERSION}; it was left untouched"
-                )));
-            }
-        }
-        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..HEADER_CRC_AT]);
-        if crc != word(HEADER_CRC_AT) {
-            return Err(usage(format!(
-                "{name} has a damaged header (its checksum does not match); it was left untouched"
-            )));
-        }
-        let meta_len = word(20) as usize;
-        let meta: Meta = (meta_len <= META_MAX)
-            .then(|| serde_json::from_slice(&header[META_AT..META_AT + meta_len]).ok())
-            .flatten()
-            .ok_or_else(|| {
-                usage(format!(
-                    "{name} has a damaged header; it was left untouched"
-                ))
-            })?;
-        let (page, pages) = (word(12), word(16));
-        let need = meta.pages_needed().ok_or_else(|| {
-            usage(format!(
-                "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
-                meta.pages
-            ))
-        })?;
-        if page as usize != PAGE || pages != need {
-            return Err(usage(format!(
-                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
-                meta.describe()
-            )));
-        }
-        if meta.pages != pages {
-            return Err(usage(format!(
-                "{name} has a damaged header (it says both {pages} and {} pages); it was left untouched",
-                meta.pages
-            )));
-        }
+        let header = Header::read(&file, len, path)?;
+        let meta = header.meta(path)?;
+        let pages = header.word(16);
         let expected = HEADER + u64::from(pages) * PAGE as u64;
         if len != expected {
             let what = if len < expected {
@@ -245,16 +269,17 @@ impl Image {
                 "too long"
             };
             return Err(usage(format!(
-                "{name} is {what}: {len} bytes where an image of {pages} pages of {page} bytes is {expected}; it was left untouched"
+                "{name} is {what}: {len} bytes where an image of {pages} pages of {PAGE} bytes is {expected}; it was left untouched"
             )));
         }
         let mut key = [0u8; 16];
-        key.copy_from_slice(&header[KEY_AT..KEY_AT + 16]);
+        key.copy_from_slice(&header.0[KEY_AT..KEY_AT + 16]);
         let erases = (0..pages)
-            .map(|p| word(COUNTERS_AT as usize + 4 * p as usize))
+            .map(|p| header.word(COUNTERS_AT as usize + 4 * p as usize))
             .collect();
+        let marks = header.word(MARKS_AT as usize);
         Ok(Self {
-            flash: FileFlash::new(file, pages, erases)
+            flash: FileFlash::new(file, pages, erases, marks)
                 .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?,
             meta,
             path: path.to_owned(),
@@ -276,6 +301,15 @@ impl Image {
             _ => {}
         }
         let image = Self::open(path, true)?;
+        if let (Some(_), Some(_)) = (&image.meta.mqtt, &meta.mqtt)
+            && image.meta != *meta
+        {
+            return Err(usage(format!(
+                "{} belongs to another MQTT session: {}; it was left untouched",
+                path.display(),
+                image.meta.differences(meta)
+            )));
+        }
         if image.meta != *meta {
             return Err(usage(format!(
                 "{} holds {}, not {}: {}; it was left untouched",
@@ -289,12 +323,91 @@ impl Image {
     }
 }
 
+/// An image's header as read from its file.
+struct Header([u8; HEADER as usize]);
+
+impl Header {
+    /// The header of `file` (`len` bytes long), refused unless it is an idem header of
+    /// this format with its checksum.
+    fn read(file: &File, len: u64, path: &Path) -> anyhow::Result<Self> {
+        let name = path.display();
+        let mut header = Self([0u8; HEADER as usize]);
+        if len < HEADER || file.read_exact_at(&mut header.0, 0).is_err() || &header.0[..8] != MAGIC
+        {
+            return Err(usage(format!(
+                "{name} is not an idem flash image (no idem header); it was left untouched"
+            )));
+        }
+        match header.word(8) {
+            VERSION => {}
+            old @ 1..VERSION => {
+                let lacking = if old < 3 {
+                    "the image's own message-id key"
+                } else {
+                    "an MQTT session's fields and the marks of where its promise broke"
+                };
+                return Err(usage(format!(
+                    "{name} was written by an older idem (image format {old}, without {lacking}; this one reads format {VERSION}): it was left untouched, start a new image"
+                )));
+            }
+            other => {
+                return Err(usage(format!(
+                    "{name} has image format version {other}; this idem reads version {VERSION}; it was left untouched"
+                )));
+            }
+        }
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header.0[..HEADER_CRC_AT]);
+        if crc != header.word(HEADER_CRC_AT) {
+            return Err(usage(format!(
+                "{name} has a damaged header (its checksum does not match); it was left untouched"
+            )));
+        }
+        Ok(header)
+    }
+
+    /// The little-endian word at byte `i`.
+    fn word(&self, i: usize) -> u32 {
+        u32::from_le_bytes([self.0[i], self.0[i + 1], self.0[i + 2], self.0[i + 3]])
+    }
+
+    /// The run the header describes, checked against the geometry it gives.
+    fn meta(&self, path: &Path) -> anyhow::Result<Meta> {
+        let name = path.display();
+        let meta_len = self.word(20) as usize;
+        let meta: Meta = (meta_len <= META_MAX)
+            .then(|| serde_json::from_slice(&self.0[META_AT..META_AT + meta_len]).ok())
+            .flatten()
+            .ok_or_else(|| {
+                usage(format!(
+                    "{name} has a damaged header; it was left untouched"
+                ))
+            })?;
+        let (page, pages) = (self.word(12), self.word(16));
+        let need = meta.pages_needed().ok_or_else(|| {
+            usage(format!(
+                "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
+                meta.pages
+            ))
+        })?;
+        if page as usize != PAGE || pages != need {
+            return Err(usage(format!(
+                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
+                meta.describe()
+            )));
+        }
+        if meta.pages != pages {
+            return Err(usage(format!(
+                "{name} has a damaged header (it says both {pages} and {} pages); it was left untouched",
+                meta.pages
+            )));
+        }
+        Ok(meta)
+    }
+}
+
 fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
+    meta.fits()?;
     let json = serde_json::to_vec(meta)?;
-    anyhow::ensure!(
-        json.len() <= META_MAX,
-        "the run's description is too long for an image header"
-    );
     anyhow::ensure!(
         meta.pages_needed() == Some(meta.pages),
         "an image of {} cannot have {} pages: idem makes images of 2 to {MAX_PAGES} pages, {PAGES} for a scenario",
@@ -372,6 +485,7 @@ mod tests {
             checkpoint_every: 10,
             window: idem_sim::registry::WINDOW,
             pages: PAGES,
+            mqtt: None,
         }
     }
 

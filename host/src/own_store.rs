@@ -98,6 +98,7 @@ fn on_image<S: Runnable + Copy>(store: S, name: &str) -> (u64, Progress) {
         checkpoint_every: EVERY.get(),
         window: 0,
         pages: crate::image::PAGES,
+        mqtt: None,
     };
     let s = scenario::ddia(100, EVERY, None).unwrap();
     let gone = Drive {

@@ -86,6 +86,48 @@ fn a_fifo_is_refused_by_every_command_that_reads_an_image() {
     }
 }
 
+/// `run --log` on a named pipe with no writer: refused in one sentence before it is
+/// opened (it used to block forever in `open`); a process substitution's pipe is still
+/// read as it arrives.
+#[test]
+fn run_log_refuses_a_named_pipe_and_reads_a_process_substitution() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let fifo = dir.path().join("events.jsonl");
+    mkfifo(&fifo);
+    let args = [
+        os("run"),
+        os("--log"),
+        fifo.as_os_str(),
+        os("--store"),
+        os("naive"),
+    ];
+    assert_eq!(
+        run_guarded(&args),
+        (
+            Some(2),
+            format!(
+                "idem: {} is a named pipe (FIFO), not an event file: give a regular file, or a process substitution (--log <(...))\n",
+                fifo.display()
+            )
+        )
+    );
+    assert!(is_fifo(&fifo));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} run --store naive --log <(printf '{{\"id\": \"p1\", \"producer\": 1, \"seq\": 0, \"amount\": 5}}\\n')",
+            env!("CARGO_BIN_EXE_idem")
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A directory is called a directory, by the readers of an image and by `plot --svg`
 /// (which used to say "no idem header" and "Not a directory").
 #[test]

@@ -30,7 +30,18 @@ fn broker_of(
     reply: fn(usize) -> Vec<u8>,
     hang_up: bool,
 ) -> (String, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    broker_at("127.0.0.1:0", sessions, reply, hang_up)
+}
+
+/// [`broker_of`] at `addr`: the address of an earlier one, whose image names it (an
+/// image belongs to one broker).
+fn broker_at(
+    addr: &str,
+    sessions: usize,
+    reply: fn(usize) -> Vec<u8>,
+    hang_up: bool,
+) -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind(addr).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let handle = std::thread::spawn(move || {
         for i in 0..sessions {
@@ -115,7 +126,7 @@ fn garbage_after_a_message_is_one_sentence_and_the_message_stays_applied() {
     broker.join().unwrap();
     // The message was made durable before its PUBREC; the image holds it and its
     // identifier. A broker that now resends it finds it held.
-    let (addr, broker) = fake_broker(1, |_| connack_and_publish());
+    let (addr, broker) = broker_at(&addr, 1, |_| connack_and_publish(), false);
     let out = consume(&addr, flash.path(), &[]).output().unwrap();
     broker.join().unwrap();
     assert!(
@@ -222,7 +233,7 @@ fn images_of_other_commands_are_refused_both_ways() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "holds `idem mqtt consume` state for the session t@pay",
+            "holds `idem mqtt consume` state for the session of client t on pay at 127.0.0.1:",
         ));
     // Another store, or another session, on the same image: refused, naming what differs.
     let mut other = consume("127.0.0.1:9", mqtt.path(), &["--store", "message-id"]);

@@ -107,8 +107,12 @@ fn a_peer_that_does_not_speak_mqtt_is_named_with_its_first_bytes() {
         .unwrap();
     peer.join().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // Before any CONNACK: no image is made.
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "idem: the peer does not speak MQTT: where a CONNACK belongs it sent \"HTTP/1.1 400 Bad Request\"; the connection was closed and what the image holds is kept\n"
+        format!(
+            "idem: {addr}: the peer does not speak MQTT: where a CONNACK belongs it sent \"HTTP/1.1 400 Bad Request\"; no image was made\n"
+        )
     );
+    assert!(!flash.exists());
 }

@@ -292,9 +292,21 @@ pub const MAX_LINE: usize = 1024;
 /// Ids become message ids under `key` (see [`run_key`]).
 pub fn load(path: &Path, mode: ProducerMode, key: &IdKey) -> anyhow::Result<Box<FileLog>> {
     let name = path.display().to_string();
-    // A pipe is read as it arrives (`--log <(...)`), a directory is named as one.
+    // A pipe is read as it arrives (`--log <(...)`), a directory is named as one. A
+    // named pipe (one with a path of its own: `realpath` finds it, where it finds no
+    // path for a process substitution's /dev/fd/N) is refused before it is opened:
+    // opening one blocks until a writer comes, which may be never.
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         return Err(usage(format!("{name} is a directory, not an event file")));
+    }
+    if std::fs::metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_fifo()
+    }) && std::fs::canonicalize(path).is_ok()
+    {
+        return Err(usage(format!(
+            "{name} is a named pipe (FIFO), not an event file: give a regular file, or a process substitution (--log <(...))"
+        )));
     }
     let file = std::fs::File::open(path)
         .with_context(|| format!("reading event file {name}"))

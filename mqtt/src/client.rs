@@ -177,6 +177,11 @@ pub struct Client<S: Store, const N: usize> {
     pub granted: Option<QoS>,
     /// CONNACKs that said session present 0.
     pub new_sessions: u32,
+    /// CONNACKs that said session present 0 for a session begun: on a record begun in
+    /// an earlier run, or after an earlier CONNACK of this one (whatever it said).
+    pub sessions_lost: u32,
+    /// A CONNACK accepted this run.
+    connected: bool,
     /// PUBLISHes on a topic outside the filter, rejected.
     pub foreign: u64,
     /// PUBLISHes (not retained) received at QoS 0, 1 and 2.
@@ -231,6 +236,8 @@ impl<S: Store, const N: usize> Client<S, N> {
             lost_identifiers: 0,
             granted: None,
             new_sessions: 0,
+            sessions_lost: 0,
+            connected: false,
             foreign: 0,
             received_at: [0; 3],
             resumed,
@@ -316,7 +323,11 @@ impl<S: Store, const N: usize> Client<S, N> {
                 self.session_present = session_present;
                 if !session_present {
                     self.new_sessions += 1;
+                    if self.resumed || self.connected {
+                        self.sessions_lost += 1;
+                    }
                 }
+                self.connected = true;
                 self.lost_identifiers += self.receiver.connected(flash, session_present)? as u64;
                 // SUBSCRIBE at every connection, the session present or not: the session
                 // may hold no subscription (a connection lost before SUBACK), or one to
@@ -337,7 +348,8 @@ impl<S: Store, const N: usize> Client<S, N> {
             Incoming::Suback {
                 granted: Some(q), ..
             } => {
-                self.granted = Some(q);
+                // The lowest granted over the run: one lower grant is a downgrade.
+                self.granted = Some(self.granted.map_or(q, |g| g.min(q)));
                 self.phase = Phase::Receiving;
             }
             Incoming::Suback { granted: None, .. } => return Err(ClientError::SubscriptionRefused),
@@ -407,7 +419,7 @@ impl<S: Store, const N: usize> Client<S, N> {
             let _ = out.push(b); // seven kinds, seven places
         };
         // A first session on a record that had not begun is no loss.
-        if self.lost_identifiers > 0 || self.new_sessions > u32::from(!self.resumed) {
+        if self.lost_identifiers > 0 || self.sessions_lost > 0 {
             note(Broken::SessionLost {
                 identifiers: self.lost_identifiers,
             });

@@ -15,7 +15,7 @@ use idem_core::journal::ZeroOver;
 use idem_sim::flash::{FlashError, NorRules};
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 
-use super::{COUNTERS_AT, HEADER, PAGE};
+use super::{COUNTERS_AT, HEADER, MARKS_AT, PAGE};
 
 /// Why a file flash operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -89,11 +89,18 @@ pub struct FileFlash {
     /// The position journals' byte ranges.
     positions: Vec<std::ops::Range<u32>>,
     syncs: u64,
+    /// The header's word of marks.
+    marks: u32,
 }
 impl FileFlash {
     /// The flash of an open image file of `pages` pages, with its erase counters; writes
     /// reach the disk at each checkpoint until told otherwise.
-    pub(super) fn new(file: File, pages: u32, erases: Vec<u32>) -> std::io::Result<Self> {
+    pub(super) fn new(
+        file: File,
+        pages: u32,
+        erases: Vec<u32>,
+        marks: u32,
+    ) -> std::io::Result<Self> {
         let mut mem = vec![0xFF; pages as usize * PAGE];
         file.read_exact_at(&mut mem, HEADER)?;
         Ok(Self {
@@ -105,6 +112,7 @@ impl FileFlash {
             sync: SyncRules::new(SyncMode::Checkpoint),
             positions: Vec::new(),
             syncs: 0,
+            marks,
         })
     }
 
@@ -163,6 +171,26 @@ impl FileFlash {
             write_unit: Self::WRITE_SIZE,
             page: Self::ERASE_SIZE,
         }
+    }
+
+    /// The header's marks: bits runs set and none clears (what they mean is the
+    /// command's).
+    pub fn marks(&self) -> u32 {
+        self.marks
+    }
+
+    /// Sets `bits` among the marks, durably (`sync_data`, whatever the mode: a mark is
+    /// rare, and a verdict rests on it; not counted in [`FileFlash::syncs`]). Writes
+    /// nothing when they are all set already.
+    pub fn mark(&mut self, bits: u32) -> Result<(), FileFlashError> {
+        if bits & !self.marks == 0 {
+            return Ok(());
+        }
+        self.marks |= bits;
+        self.file
+            .write_all_at(&self.marks.to_le_bytes(), MARKS_AT)?;
+        self.file.sync_data()?;
+        Ok(())
     }
 
     /// `sync_data` calls made so far.

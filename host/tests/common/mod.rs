@@ -99,3 +99,30 @@ pub fn in_a_terminal(args: &str, input: &[u8]) -> String {
         .unwrap();
     text
 }
+
+/// A broker played by a test on 127.0.0.1: it takes one connection a turn, in order,
+/// reads the CONNECT, answers with the turn's bytes, then hangs up (`true`) or reads
+/// until the client closes. Its address, and the thread to join.
+pub fn turn_broker(turns: Vec<(Vec<u8>, bool)>) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        for (reply, hang_up) in turns {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(&reply);
+            if hang_up {
+                continue;
+            }
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(15)));
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    (addr, handle)
+}

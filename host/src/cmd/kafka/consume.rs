@@ -137,6 +137,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         checkpoint_every: o.checkpoint_every,
         window: WINDOW,
         pages: PARTITION_PAGES * n as u32,
+        mqtt: None,
     };
     let mut image = Image::open_or_create(o.flash, &meta)?;
     let barriers = (0..n)

@@ -15,11 +15,11 @@ use idem_sim::payment::Sum;
 use idem_sim::registry::SumStoreJob;
 
 use super::applied::AppliedLog;
+use super::identity;
 use super::link::{self, Broken, Got, Link};
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
-use crate::image::{Image, Meta};
-use crate::select::WINDOW;
+use crate::image::Image;
 use idem_mqtt::payments::Figures;
 
 /// Identifiers the receiver holds: room for a broker's real window (Mosquitto's
@@ -33,23 +33,9 @@ pub const PAGES: u32 = 4;
 /// How long the link may be quiet before the releases that wait for a record are
 /// written alone.
 const QUIET: Duration = Duration::from_millis(5);
-
-/// The image's run: the session (client id and topic) and the store.
-pub fn meta(a: &ConsumeArgs) -> Meta {
-    Meta {
-        scenario: format!(
-            "mqtt:{}@{} (identifiers in {})",
-            a.client_id,
-            a.topic,
-            if a.session_ram { "RAM" } else { "flash" }
-        ),
-        store: a.store.name().into(),
-        events: 0,
-        checkpoint_every: 0,
-        window: WINDOW,
-        pages: PAGES,
-    }
-}
+/// How long a CONNACK may take, from the CONNECT (the session's policy,
+/// `idem_mqtt::client::CONNACK_WAIT_S`).
+const CONNACK_WAIT: Duration = Duration::from_secs(idem_mqtt::client::CONNACK_WAIT_S as u64);
 
 /// Consumes with the store `S`.
 pub struct Job<'a> {
@@ -63,13 +49,21 @@ impl SumStoreJob for Job<'_> {
         // An image that exists is checked first; a new one is made only once the
         // broker answers, so a broker that is not there leaves no image behind, bound
         // to a session that never began.
+        identity::meta(self.args, PAGES).fits()?;
         let max = idem_mqtt::max_packet(self.args.topic.len());
         if std::fs::symlink_metadata(&self.args.flash).is_ok() {
             let session = Session::open(self.args, store)?;
             let link = Link::connect(&self.args.broker, max)?;
             return session.run(link);
         }
-        let link = Link::connect(&self.args.broker, max)?;
+        // No image before a CONNACK: a peer that accepts TCP and never answers, or
+        // refuses, leaves none behind.
+        let mut link = Link::connect(&self.args.broker, max)?;
+        let mut connect = [0u8; 512];
+        let n = Client::<S, PLACES>::encode(&config(self.args), Send::Connect, &mut connect)
+            .map_err(|e| anyhow!("encoding CONNECT: {e:?}"))?;
+        link.handshake(&connect[..n], CONNACK_WAIT)
+            .map_err(|e| anyhow!("{}: {e:#}; no image was made", self.args.broker))?;
         Session::open(self.args, store)?.run(link)
     }
 }
@@ -93,11 +87,13 @@ struct Session<'a, S: Sum> {
     applied: AppliedLog,
     /// The image's applied count the log has reached.
     logged: u32,
+    /// The image's marks when it was opened: where earlier runs saw the promise break.
+    kept: u32,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
     fn open(a: &'a ConsumeArgs, store: S) -> anyhow::Result<Self> {
-        let meta = meta(a);
+        let meta = identity::meta(a, PAGES);
         let fresh = std::fs::symlink_metadata(&a.flash).is_err();
         let mut image = Image::open_or_create(&a.flash, &meta)?;
         let region = Region {
@@ -122,6 +118,7 @@ impl<'a, S: Sum> Session<'a, S> {
         let receiver = Receiver::open(&mut image.flash, region, tag, store, keep, release)
             .map_err(|e| journal_error(&a.flash, e))?;
         let logged = receiver.record().applied;
+        let image_marks = image.flash.marks();
         let sync = a.sync != crate::image::SyncMode::None;
         let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
         Ok(Self {
@@ -132,6 +129,7 @@ impl<'a, S: Sum> Session<'a, S> {
             records: 0,
             applied,
             logged,
+            kept: image_marks,
         })
     }
 
@@ -170,6 +168,8 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
+        self.keep_marks().map_err(|e| anyhow!("{e:?}"))?;
+        self.tally.earlier = identity::earlier(self.kept, identity::marks(&self.tally.f.broken));
         self.tally.ids = Some(match self.applied.ids() {
             Some(ids) => Ok(ids.to_vec()),
             None => Err(self.applied.lacking()),
@@ -181,17 +181,24 @@ impl<'a, S: Sum> Session<'a, S> {
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
         let connect = self.client.connect();
-        self.send(link, connect)?;
+        if !link.connected() {
+            self.send(link, connect)?;
+        }
+        let sent = Instant::now();
         let mut last_new = Instant::now();
         loop {
             let out = match link.read(QUIET)? {
                 Some(got) => self.batch(link, got, &mut last_new)?,
-                None if self.client.phase() == Phase::Connecting
-                    && last_new.elapsed() >= Duration::from_secs(10) =>
-                {
-                    return Err(Broken::Garbage(
-                        "the broker did not answer CONNECT within 10 s".into(),
-                    ));
+                // Counted from the CONNECT, whatever --idle-ms says: no CONNACK is no
+                // session, never an idle one.
+                None if self.client.phase() == Phase::Connecting => {
+                    if sent.elapsed() >= CONNACK_WAIT {
+                        return Err(Broken::Garbage(format!(
+                            "the broker did not answer CONNECT within {} s",
+                            CONNACK_WAIT.as_secs()
+                        )));
+                    }
+                    Vec::new()
                 }
                 None => {
                     let out = (self.client.on_quiet(&mut self.image.flash))
@@ -309,10 +316,23 @@ impl<'a, S: Sum> Session<'a, S> {
     /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
     /// sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
-        self.log_applied(&outs)?;
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
+        // A write that fails (a full disk): the batch's acknowledgements stay unsent.
+        let unsent = |e: Broken| match e {
+            Broken::Garbage(why) => Broken::Garbage(format!(
+                "{why}: none of the {} acknowledgements of the last {} packets was sent (the broker sends those messages again), and every one sent before is in the image",
+                outs.iter()
+                    .flat_map(|(o, _)| o.packets())
+                    .filter(|s| matches!(s, Send::Ack(_) | Send::Pubcomp(_)))
+                    .count(),
+                outs.len()
+            )),
+            closed => closed,
+        };
+        self.keep_marks().map_err(unsent)?;
+        self.log_applied(&outs).map_err(unsent)?;
         if records > 0 {
-            self.sync()?;
+            self.sync().map_err(unsent)?;
             self.records += records;
             if self.a.abort_before_ack.is_some_and(|n| self.records >= n) {
                 std::process::abort(); // durable, and nothing acknowledged
@@ -325,17 +345,21 @@ impl<'a, S: Sum> Session<'a, S> {
     }
 
     fn send(&mut self, link: &mut Link, send: Send) -> Result<(), Broken> {
-        let config = Config {
-            client_id: &self.a.client_id,
-            filter: &self.a.topic,
-            qos: QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce),
-            keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
-        };
         let mut buf = [0u8; 512];
-        let n = Client::<S, PLACES>::encode(&config, send, &mut buf)
+        let n = Client::<S, PLACES>::encode(&config(self.a), send, &mut buf)
             .map_err(|e| Broken::Garbage(format!("encoding {send:?}: {e:?}")))?;
         link.send_bytes(&buf[..n])
             .map_err(|e| Broken::Closed(format!("{e:#}")))
+    }
+
+    /// Marks in the image, durably, each way the promise broke so far, before any
+    /// record or acknowledgement that follows it: no later run grades the image exact.
+    fn keep_marks(&mut self) -> Result<(), Broken> {
+        let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
+        let marks = identity::marks(&self.client.broken(asked, S::IDEMPOTENT));
+        let path = self.a.flash.display().to_string();
+        (self.image.flash.mark(marks))
+            .map_err(|e| Broken::Garbage(format!("marking {path}: {e:?}")))
     }
 
     fn sync(&mut self) -> Result<(), Broken> {
@@ -344,6 +368,16 @@ impl<'a, S: Sum> Session<'a, S> {
             .flash
             .sync()
             .map_err(|e| Broken::Garbage(format!("syncing {path}: {e:?}")))
+    }
+}
+
+/// The session's packets' settings.
+fn config(a: &ConsumeArgs) -> Config<'_> {
+    Config {
+        client_id: &a.client_id,
+        filter: &a.topic,
+        qos: QoS::from_level(a.qos).unwrap_or(QoS::ExactlyOnce),
+        keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
     }
 }
 

@@ -63,6 +63,8 @@ pub struct Link {
     last_sent: Instant,
     /// Packets read.
     pub packets: u64,
+    /// The CONNACK [`Link::handshake`] read, still to be taken.
+    early: Option<Got>,
 }
 
 /// A number from the clock, for the backoff's jitter (no generator needed for that).
@@ -108,7 +110,50 @@ impl Link {
             max,
             last_sent: Instant::now(),
             packets: 0,
+            early: None,
         })
+    }
+
+    /// Sends `connect` (a CONNECT, encoded) and waits for the broker's CONNACK, `limit`
+    /// at most from the CONNECT (MQTT 3.1.1 §3.1.4: a client may close a connection
+    /// whose CONNACK does not come in a reasonable time), whatever else the caller
+    /// waits for. A CONNACK that accepts is kept for the caller's next read; no answer,
+    /// a refusal, a close or bytes that are not MQTT are one sentence.
+    pub fn handshake(&mut self, connect: &[u8], limit: Duration) -> anyhow::Result<()> {
+        let sent = Instant::now();
+        self.send_bytes(connect)?;
+        while self.early.is_none() {
+            let left = limit.saturating_sub(sent.elapsed());
+            match self.read(left.min(Duration::from_millis(100))) {
+                Ok(Some(got @ Got::Connack { code: 0, .. })) => self.early = Some(got),
+                Ok(Some(Got::Connack { code, .. })) => {
+                    return Err(anyhow!(
+                        "the broker refused the connection: {} (return code {code})",
+                        refusal(code)
+                    ));
+                }
+                Ok(Some(_)) => return Err(anyhow!("the broker sent a packet before its CONNACK")),
+                Ok(None) if left.is_zero() => {
+                    return Err(anyhow!(
+                        "the peer accepted the connection but did not answer CONNECT within {} s",
+                        limit.as_secs()
+                    ));
+                }
+                Ok(None) => {}
+                Err(Broken::Closed(why)) => {
+                    return Err(anyhow!(
+                        "the broker closed the connection before its CONNACK ({why})"
+                    ));
+                }
+                Err(Broken::Garbage(why)) => return Err(anyhow!("{why}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether [`Link::handshake`] sent this connection's CONNECT.
+    pub fn connected(&self) -> bool {
+        self.early.is_some()
     }
 
     /// Sends `p`.
@@ -141,6 +186,9 @@ impl Link {
 
     /// The next packet, waiting at most `wait`; `Ok(None)` when none came.
     pub fn read(&mut self, wait: Duration) -> Result<Option<Got>, Broken> {
+        if let Some(got) = self.early.take() {
+            return Ok(Some(got));
+        }
         let deadline = Instant::now() + wait;
         loop {
             if let Some(got) = self.take()? {
@@ -225,7 +273,10 @@ impl Link {
 
     /// A whole packet from the buffer, if one is there.
     fn take(&mut self) -> Result<Option<Got>, Broken> {
-        let frame = codec::next(&self.buf, self.max).map_err(|e| {
+        let Some(max) = limit(&self.buf, self.max) else {
+            return Ok(None);
+        };
+        let frame = codec::next(&self.buf, max).map_err(|e| {
             // A first packet that is not even a CONNACK's type: not an MQTT server.
             if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
                 Broken::Garbage(not_mqtt(&self.buf))
@@ -243,6 +294,24 @@ impl Link {
         self.skip = len - held;
         Ok(Some(got))
     }
+}
+
+/// The largest packet taken at the head of `buf`: `max` (sized from the filter), or for
+/// a PUBLISH, sized from the topic it arrives on, once that topic's length has arrived
+/// (`None` until then): a filter with `#` or `+` matches topics longer than itself
+/// (MQTT 3.1.1 §4.7.1), and a payload the device takes must not be refused for its
+/// topic's length.
+fn limit(buf: &[u8], max: usize) -> Option<usize> {
+    if buf.first()? >> 4 != 3 {
+        return Some(max);
+    }
+    // The remaining length: one to four bytes, the last without its top bit (§2.2.3).
+    let mut at = 1;
+    while *buf.get(at)? & 0x80 != 0 && at < 4 {
+        at += 1;
+    }
+    let topic = u16::from_be_bytes([*buf.get(at + 1)?, *buf.get(at + 2)?]);
+    Some(idem_mqtt::max_packet(usize::from(topic)).max(max))
 }
 
 /// The peer's first bytes, as a connection that does not start with a packet (an HTTP

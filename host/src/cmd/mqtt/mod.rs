@@ -10,6 +10,7 @@
 mod applied;
 mod bench;
 mod consume;
+mod identity;
 pub mod link;
 pub mod matrix;
 mod publish;
@@ -221,6 +222,9 @@ pub struct Tally {
     /// Each message the image applied, by its id (over every run on it), when its log
     /// holds them all (`Err`: how many it lacks); `None` where nothing records them.
     pub ids: Option<Result<Vec<Option<String>>, u32>>,
+    /// Where earlier runs on the image saw the promise break, and this one did not: a
+    /// sentence each.
+    pub earlier: Vec<String>,
 }
 
 impl Cmd {

@@ -159,6 +159,7 @@ fn text_head(out: &mut impl Write, a: &Asked<'_>, t: &Tally) -> std::io::Result<
 /// Prints the report, as text or JSON.
 pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<Truth<'_>>) -> anyhow::Result<()> {
     let mut broken = broken(a, t);
+    broken.extend(t.earlier.iter().cloned());
     broken.extend(a.doubts.iter().cloned());
     if truth.is_some_and(|(tr, _)| tr.unconfirmed) {
         broken.push("the truth was published at QoS 0: its lines were written as sent, and nothing confirms the broker took them".into());

@@ -157,6 +157,7 @@ impl Mqtt {
             f: report.figures.clone(),
             syncs: 0,
             ids: None,
+            earlier: Vec::new(),
         };
         print(&asked, &tally, truth.as_ref().map(|t| (t, None)))?;
         Ok(ExitCode::SUCCESS)
@@ -179,6 +180,12 @@ impl Mqtt {
                 "the board acknowledged {} of the truth's {} ids on this run's wire: the host cannot confirm the others were received (by this board: a broker that delivered them to an earlier run has nothing left to send)",
                 t.acknowledged.len(),
                 truth.ids
+            ));
+        }
+        if t.reused > 0 {
+            doubts.push(format!(
+                "the broker sent {} new messages under packet identifiers the board still held (a sender reuses one only once its exchange completed, MQTT 3.1.1 §2.3.1, §4.3.3): the board took each for a resend and dropped it, a broker protocol violation",
+                t.reused
             ));
         }
         // What the wire showed over every boot, where the board's own list (its last
@@ -218,6 +225,7 @@ impl Mqtt {
                 ("carried_publishes", json!(t.publishes)),
                 ("carried_dup", json!(t.dups)),
                 ("acknowledged_ids", json!(t.acknowledged.len())),
+                ("held_identifier_reused", json!(t.reused)),
                 ("connections", json!(b.connections)),
             ],
             lines: self.lines(b, r, landed),

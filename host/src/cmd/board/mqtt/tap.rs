@@ -1,6 +1,15 @@
 //! What the host reads of the packets it carries for the board: each PUBLISH's message
 //! id, the board's acknowledgements, and the CONNACKs, SUBACKs and QoS the broker sent
 //! over every boot.
+//!
+//! An id counts as acknowledged only by the PUBACK or PUBREC that answers its first
+//! PUBLISH under a packet identifier the board does not hold. A QoS 2 identifier is
+//! held from the board's PUBREC to its PUBCOMP (MQTT 3.1.1 §4.3.3), and the board
+//! answers a PUBLISH under a held identifier with PUBREC again without applying it: for
+//! a resend of the same message that is the rule, but a new message under it is a
+//! broker protocol violation (the sender reuses an identifier only once its exchange
+//! completed, §2.3.1), which the board drops. Such a PUBREC acknowledges nothing, and
+//! the run names each one and is never exact.
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,8 +20,14 @@ use idem_mqtt::codec::{self, Frame, Incoming};
 pub(super) struct Tap {
     /// Broker bytes carried to the board and not yet a whole packet.
     pub(super) buf: Vec<u8>,
-    /// The message id of each packet identifier's latest PUBLISH.
+    /// The message id of each packet identifier's PUBLISH not yet acknowledged, first
+    /// under an identifier the board did not hold.
     pub(super) ids: HashMap<u16, String>,
+    /// The QoS 2 identifiers the board holds (its PUBREC sent, its PUBCOMP not yet),
+    /// with the message id each was taken for.
+    pub(super) held: HashMap<u16, String>,
+    /// New messages the broker sent under an identifier the board held.
+    pub(super) reused: u64,
     /// Ids whose PUBLISH the board acknowledged (PUBACK or PUBREC).
     pub(super) acknowledged: HashSet<String>,
     pub(super) publishes: u64,
@@ -45,7 +60,14 @@ impl Tap {
                     let id =
                         idem_mqtt::payments::id_and_amount(p.payload).map(|(id, _)| id.to_string());
                     if let (Some(pid), Ok(id)) = (p.pid, id) {
-                        self.ids.insert(pid, id);
+                        match self.held.get(&pid) {
+                            // A resend of the message held: acknowledged already.
+                            Some(held) if *held == id => {}
+                            Some(_) => self.reused += 1,
+                            None => {
+                                self.ids.insert(pid, id);
+                            }
+                        }
                     }
                 }
                 Incoming::Suback { granted, .. } => {
@@ -68,6 +90,10 @@ impl Tap {
                 Incoming::Connack {
                     session_present, ..
                 } => {
+                    // A new session: the board forgets the identifiers it held.
+                    if !session_present {
+                        self.held.clear();
+                    }
                     // Session present 0 after this run's first connection: the broker
                     // lost the session the board had begun.
                     if self.connacks > 0 && !session_present {
@@ -83,17 +109,79 @@ impl Tap {
         publishes
     }
 
-    /// A packet the board sent: an acknowledgement names what it received.
+    /// A packet the board sent: a PUBACK or PUBREC acknowledges the PUBLISH that came
+    /// first under its identifier (a PUBREC then holds it), a PUBCOMP releases it.
     pub(super) fn sent(&mut self, packet: &[u8]) {
-        if let [first, 2, hi, lo] = *packet
-            && (first == 0x40 || first == 0x50)
-            && let Some(id) = self.ids.get(&u16::from_be_bytes([hi, lo]))
-        {
-            self.acknowledged.insert(id.clone());
+        let [first, 2, hi, lo] = *packet else {
+            return;
+        };
+        let pid = u16::from_be_bytes([hi, lo]);
+        match first {
+            0x40 | 0x50 => {
+                if let Some(id) = self.ids.remove(&pid) {
+                    self.acknowledged.insert(id.clone());
+                    if first == 0x50 {
+                        self.held.insert(pid, id);
+                    }
+                }
+            }
+            0x70 => {
+                self.held.remove(&pid);
+            }
+            _ => {}
         }
     }
 
     pub(super) fn connected(&mut self) {
         self.buf.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn publish(pid: u8, id: &str, dup: bool) -> Vec<u8> {
+        let payload = format!(r#"{{"id": "{id}", "amount": 1}}"#);
+        let mut p = vec![
+            0x34 | (u8::from(dup) << 3),
+            (2 + 3 + 2 + payload.len()) as u8,
+        ];
+        p.extend_from_slice(&[0, 3, b'p', b'a', b'y', 0, pid]);
+        p.extend_from_slice(payload.as_bytes());
+        p
+    }
+
+    /// p1 under identifier 1, PUBREC: acknowledged and held. Its resend (DUP) and the
+    /// PUBREC again acknowledge nothing new. zz under the held 1: a violation, and the
+    /// board's PUBREC for it does not acknowledge zz (it was counted before). After the
+    /// PUBCOMP, p2 under 1 is new and acknowledged.
+    #[test]
+    fn only_the_first_publish_under_an_identifier_not_held_is_acknowledged() {
+        let mut t = Tap {
+            asked: 2,
+            ..Tap::default()
+        };
+        t.carried(&[0x20, 2, 1, 0]);
+        t.carried(&publish(1, "p1", false));
+        t.sent(&[0x50, 2, 0, 1]);
+        t.carried(&publish(1, "p1", true));
+        t.sent(&[0x50, 2, 0, 1]);
+        assert_eq!((t.acknowledged.len(), t.reused), (1, 0));
+        t.carried(&publish(1, "zz", false));
+        t.sent(&[0x50, 2, 0, 1]);
+        assert_eq!((t.acknowledged.len(), t.reused), (1, 1));
+        assert!(!t.acknowledged.contains("zz"));
+        t.sent(&[0x70, 2, 0, 1]);
+        t.carried(&publish(1, "p2", false));
+        t.sent(&[0x50, 2, 0, 1]);
+        let mut ids: Vec<_> = t.acknowledged.iter().cloned().collect();
+        ids.sort();
+        assert_eq!((ids, t.reused), (vec!["p1".to_string(), "p2".into()], 1));
+        // Session present 0: the board forgets what it held; p3 under 1 is new.
+        t.carried(&[0x20, 2, 0, 0]);
+        t.carried(&publish(1, "p3", false));
+        t.sent(&[0x50, 2, 0, 1]);
+        assert_eq!((t.acknowledged.len(), t.reused), (3, 1));
     }
 }
