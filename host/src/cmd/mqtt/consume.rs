@@ -106,6 +106,8 @@ struct Session<'a, S: Sum> {
     logged: u32,
     /// New QoS 2 PUBLISHes waiting for a place, in the order they came ([`WAITING`]).
     waiting: VecDeque<Got>,
+    /// Ids logged since the log's last sync.
+    ids_unsynced: bool,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
@@ -146,6 +148,7 @@ impl<'a, S: Sum> Session<'a, S> {
             applied,
             logged,
             waiting: VecDeque::new(),
+            ids_unsynced: false,
         })
     }
 
@@ -348,22 +351,23 @@ impl<'a, S: Sum> Session<'a, S> {
                 None => unreachable!("every packet but an oversized PUBLISH converts"),
             },
         };
-        Ok((out.map_err(|e| client_error(e, &self.a.topic))?, id))
+        let out = out.map_err(|e| client_error(e, &self.a.topic))?;
+        if out.decided == Some(Decided::Applied) {
+            // Written at once, before a later packet of the group can put this one's
+            // record in the file (a page erase writes what the flash holds through).
+            self.logged += 1;
+            (self.applied.push(self.logged, id.as_deref()))
+                .map_err(|e| Broken::Garbage(format!("{e:#}")))?;
+            self.ids_unsynced = true;
+        }
+        Ok((out, id))
     }
 
-    /// Logs the ids `outs` applied, with one sync, before the records that apply them
-    /// are synced.
-    fn log_applied(&mut self, outs: &[Taken]) -> Result<(), Broken> {
+    /// Makes the ids logged since the last sync durable, with one sync, before the
+    /// records that apply them are synced.
+    fn sync_applied(&mut self) -> Result<(), Broken> {
         let failed = |e: anyhow::Error| Broken::Garbage(format!("{e:#}"));
-        let before = self.logged;
-        for (_, id) in outs
-            .iter()
-            .filter(|(o, _)| o.decided == Some(Decided::Applied))
-        {
-            self.logged += 1;
-            (self.applied.push(self.logged, id.as_deref())).map_err(failed)?;
-        }
-        if self.logged > before {
+        if std::mem::take(&mut self.ids_unsynced) {
             self.applied.sync().map_err(failed)?;
             if self.a.abort_after_id_log.is_some_and(|n| self.logged >= n) {
                 std::process::abort(); // the ids durable, their record not yet synced
@@ -377,10 +381,10 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(())
     }
 
-    /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
-    /// sends their packets.
+    /// Makes the ids `outs` applied durable, then what they wrote, with one sync each,
+    /// then sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
-        self.log_applied(&outs)?;
+        self.sync_applied()?;
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
         if records > 0 {
             self.sync()?;
