@@ -25,3 +25,21 @@ pub fn idem() -> Command {
     assert!(status.success(), "building idem with the kafka feature");
     Command::new(root.join("target/debug/idem"))
 }
+
+/// The processes whose command line names `needle`: their ids and command lines (the
+/// arguments joined by spaces), read from /proc.
+pub fn processes_naming(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push((pid, cmd));
+            }
+        }
+    }
+    found
+}

@@ -191,3 +191,77 @@ fn bad_bench_input_is_one_sentence() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// SIGKILL, which no handler sees: the broker's shell reads the bench's end of a pipe,
+/// and when the kernel closes it, kills tansu and the running reader and removes the
+/// folders (tansu's and the runs').
+#[test]
+fn a_sigkilled_bench_leaves_no_broker_no_reader_and_no_folder() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::{Duration, Instant};
+    let naming = idem_tests::processes_naming;
+    let dir = temp("kill");
+    let images = dir.join("images");
+    // A stand-in for kafka-python: it imports kafka (exit 0), then as the bench's second
+    // reader (after librdkafka's loop) it writes its arguments (the broker's address is
+    // one) and waits, bounded, under a name the test can find.
+    let (mark, fake) = (dir.join("reader-started"), dir.join("python"));
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$2\" = 'import kafka' ] && exit 0\necho \"$3\" > \"$IDEM_BENCH_MARK.tmp\"\nmv \"$IDEM_BENCH_MARK.tmp\" \"$IDEM_BENCH_MARK\"\nexec sh -c 'sleep 30; :' reader \"$IDEM_BENCH_MARK\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut bench = idem()
+        .args(["kafka", "bench", "--records", "20", "--partitions", "1"])
+        .args(["--runs", "1", "--tansu"])
+        .arg(tansu())
+        .arg("--kafka-python")
+        .arg(&fake)
+        .arg("--dir")
+        .arg(&images)
+        .env("IDEM_BENCH_MARK", &mark)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !mark.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the bench never ran its kafka-python reader"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("tcp://{}", std::fs::read_to_string(&mark).unwrap().trim());
+    let reader = mark.to_str().unwrap();
+    // The shell and tansu name the broker's address; the shell's folder is tansu's.
+    let broker = naming(&url);
+    assert_eq!(broker.len(), 2, "the shell and tansu: {broker:?}");
+    let tansu_dir = std::fs::read_link(format!("/proc/{}/cwd", broker[0].0)).unwrap();
+    assert!(tansu_dir.join("tansu.db").exists() || tansu_dir.join("tansu.log").exists());
+    assert_eq!(naming(reader).len(), 1, "the reader: {:?}", naming(reader));
+    assert_eq!(
+        std::fs::read_dir(&images).unwrap().count(),
+        1,
+        "one run folder"
+    );
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let killed = Instant::now();
+    let gone = || {
+        naming(&url).is_empty()
+            && naming(reader).is_empty()
+            && !tansu_dir.exists()
+            && std::fs::read_dir(&images).unwrap().count() == 0
+    };
+    while !gone() && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(naming(&url), Vec::new(), "tansu outlived the bench");
+    assert_eq!(naming(reader), Vec::new(), "the reader outlived the bench");
+    assert!(!tansu_dir.exists(), "{} was left", tansu_dir.display());
+    let left: Vec<_> = std::fs::read_dir(&images).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in {}: {left:?}", images.display());
+    let _ = std::fs::remove_dir_all(&dir);
+}

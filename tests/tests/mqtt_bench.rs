@@ -12,16 +12,10 @@ use idem_tests::mosquitto::{Scratch, mosquitto};
 
 /// Processes whose command line names `needle`.
 fn naming(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
+    idem_tests::processes_naming(needle)
+        .into_iter()
+        .map(|(_, cmd)| cmd)
+        .collect()
 }
 
 #[test]

@@ -178,24 +178,39 @@ impl Member<'_> {
     }
 }
 
+/// What a member holds as it runs: its partitions, what it took and lost, and when its
+/// assignment or its records last changed.
+struct Held<K: SumSinks> {
+    owned: BTreeMap<i32, Owned<K>>,
+    taken: Vec<Take>,
+    released: Vec<i32>,
+    /// The checkpoints whose positions the group was given a copy of.
+    commits: u64,
+    last_change: Instant,
+    last_assigned: BTreeSet<i32>,
+}
+
 impl SinksJob for SharedConsume<'_> {
     type Out = SharedOut;
     fn call<K: HostSinks>(self, sinks: K) -> anyhow::Result<SharedOut> {
         let Self { image, member } = self;
-        for p in 0..(image.meta.pages / PARTITION_PAGES) as i32 {
+        let partitions = (image.meta.pages / PARTITION_PAGES) as i32;
+        for p in 0..partitions {
             device::void_in_doubt::<K>(image, layout(image, p))?;
         }
-        let partitions = (image.meta.pages / PARTITION_PAGES) as i32;
-        let mut owned: BTreeMap<i32, Owned<K>> = BTreeMap::new();
-        let (mut taken, mut released) = (Vec::new(), Vec::new());
-        let mut commits = 0u64;
+        let mut held = Held {
+            owned: BTreeMap::new(),
+            taken: Vec::new(),
+            released: Vec::new(),
+            commits: 0,
+            last_change: Instant::now(),
+            last_assigned: BTreeSet::new(),
+        };
         member
             .group
             .subscribe(&[member.topic])
             .context("subscribing to the topic")?;
         let started = Instant::now();
-        let mut last_change = Instant::now();
-        let mut last_assigned = BTreeSet::new();
         loop {
             if crate::cleanup::stop_requested() {
                 return Err(crate::cleanup::Interrupted.into());
@@ -206,135 +221,166 @@ impl SinksJob for SharedConsume<'_> {
                 member.topic,
                 MEMBER_LIFETIME.as_secs()
             );
-            // Rebalances happen inside poll: drop what was revoked, take what is new.
-            if let Some(Err(e)) = member.group.poll(Duration::ZERO) {
-                return Err(anyhow::Error::new(e).context(format!("reading {}", member.topic)));
-            }
-            let assigned: BTreeSet<i32> = member
-                .group
-                .assignment()
-                .context("reading the group's assignment")?
-                .elements_for_topic(member.topic)
-                .iter()
-                .map(|e| e.partition())
-                .collect();
-            if assigned != last_assigned {
-                eprintln!("the group assigned this member partitions {assigned:?}");
-                last_assigned = assigned.clone();
-                last_change = Instant::now();
-            }
-            let held: BTreeSet<i32> = owned.keys().copied().collect();
-            let (revoked, new) = rebalance(&held, &assigned);
-            let changed: Vec<i32> = revoked.iter().chain(&new).copied().collect();
-            for p in revoked {
-                eprintln!("lost partition {p} to a rebalance");
-                owned.remove(&p);
-                released.push(p);
-                last_change = Instant::now();
-            }
-            for p in new {
-                let (o, take) = member.take(image, p, &sinks)?;
-                taken.push(take);
-                owned.insert(p, o);
-                last_change = Instant::now();
-            }
-            if !changed.is_empty() {
-                // The member's own reader fetches its partitions, each from where its
-                // rules left off (offset 0 when just taken); the group's consumer only
-                // keeps the membership and the commits, so it fetches nothing.
-                member.group.pause(&member.group.assignment()?).ok();
-                member.follow(&owned)?;
-            }
-            let waiting = owned.values().any(|o| o.window.len() > 0);
-            let idle = match member
-                .reader
-                .poll(if waiting { Duration::ZERO } else { POLL })
-            {
-                Some(m) => {
-                    let m = m.with_context(|| format!("reading {}", member.topic))?;
-                    if let Some(o) = owned.get_mut(&m.partition()) {
-                        let topic = member.topic;
-                        o.window.take(
-                            &mut o.judge,
-                            (topic, m.offset()),
-                            m.key(),
-                            m.payload(),
-                            &mut |_| {},
-                        )?;
-                        last_change = Instant::now();
-                    }
-                    false
-                }
-                None => {
-                    let at = positions(&member.reader, member.topic, partitions);
-                    for (&p, o) in &mut owned {
-                        if let Some(&Some(position)) = at.get(p as usize) {
-                            o.window.pass_to(position);
-                        }
-                    }
-                    true
-                }
-            };
-            let group = GroupCommit {
-                group: &member.group,
-                brokers: member.brokers,
-                topic: member.topic,
-                abort_after: member.abort_after,
-            };
-            for (&p, o) in &mut owned {
-                if o.window.len() < BATCH && (o.window.len() == 0 || !idle) {
-                    continue;
-                }
-                let at_take = o.group_at_take;
-                let drive = Drive {
-                    pace: member.pace,
-                    stop: &|| false,
-                    // A bounded number of steps between two polls, so that a rebalance
-                    // (which happens inside poll) is never kept waiting for long.
-                    steps: Some(64),
-                    // While folding up to the group's offset, the group already has it:
-                    // nothing to copy, nor to sync.
-                    reports: &|next| group_copy(next, Some(at_take)).is_some(),
-                };
-                // Idle: a checkpoint closes at the last record received.
-                let log = if idle {
-                    o.window.log_to_here()
-                } else {
-                    o.window.log()
-                };
-                drive.run(&mut o.consumer, image, &log, &mut |next, total| {
-                    commits += 1;
-                    eprintln!(
-                        "partition {p}: checkpoint: {}; total {total}",
-                        crate::render::position_text(next)
-                    );
-                    group.copy(commits, p, next)
-                })?;
-                o.window.consumed_to(o.consumer.next_offset());
-            }
+            member.reassign(image, &sinks, &mut held)?;
+            let idle = member.poll(partitions, &mut held)?;
+            member.apply(image, idle, &mut held)?;
             // Done: every owned partition applied to the end of what was read, and
             // nothing new (no record, no rebalance) for the idle period.
-            let caught_up = owned.values().all(|o| o.window.len() == 0);
+            let caught_up = held.owned.values().all(|o| o.window.len() == 0);
             if member_may_stop(
                 caught_up,
-                owned.is_empty(),
-                last_change.elapsed(),
+                held.owned.is_empty(),
+                held.last_change.elapsed(),
                 member.idle,
             ) {
                 break;
             }
         }
-        // The true total of each partition held, up to where its consumer stopped, from
-        // a read of its own.
-        let parts: Vec<(i32, Offset)> = owned
+        member.results(partitions, held)
+    }
+}
+
+impl Member<'_> {
+    /// Follows the group's assignment: rebalances happen inside poll; drops what was
+    /// revoked and takes what is new.
+    fn reassign<K: HostSinks>(
+        &self,
+        image: &mut Image,
+        sinks: &K,
+        held: &mut Held<K>,
+    ) -> anyhow::Result<()> {
+        if let Some(Err(e)) = self.group.poll(Duration::ZERO) {
+            return Err(anyhow::Error::new(e).context(format!("reading {}", self.topic)));
+        }
+        let assigned: BTreeSet<i32> = self
+            .group
+            .assignment()
+            .context("reading the group's assignment")?
+            .elements_for_topic(self.topic)
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        if assigned != held.last_assigned {
+            eprintln!("the group assigned this member partitions {assigned:?}");
+            held.last_assigned = assigned.clone();
+            held.last_change = Instant::now();
+        }
+        let mine: BTreeSet<i32> = held.owned.keys().copied().collect();
+        let (revoked, new) = rebalance(&mine, &assigned);
+        let changed = !revoked.is_empty() || !new.is_empty();
+        for p in revoked {
+            eprintln!("lost partition {p} to a rebalance");
+            held.owned.remove(&p);
+            held.released.push(p);
+            held.last_change = Instant::now();
+        }
+        for p in new {
+            let (o, take) = self.take(image, p, sinks)?;
+            held.taken.push(take);
+            held.owned.insert(p, o);
+            held.last_change = Instant::now();
+        }
+        if changed {
+            // The member's own reader fetches its partitions, each from where its
+            // rules left off (offset 0 when just taken); the group's consumer only
+            // keeps the membership and the commits, so it fetches nothing.
+            self.group.pause(&self.group.assignment()?).ok();
+            self.follow(&held.owned)?;
+        }
+        Ok(())
+    }
+
+    /// Reads one record into its partition's window, or, with none, passes each window
+    /// to its fetch position. Whether the read was idle.
+    fn poll<K: SumSinks>(&self, partitions: i32, held: &mut Held<K>) -> anyhow::Result<bool> {
+        let waiting = held.owned.values().any(|o| o.window.len() > 0);
+        let Some(m) = self
+            .reader
+            .poll(if waiting { Duration::ZERO } else { POLL })
+        else {
+            let at = positions(&self.reader, self.topic, partitions);
+            for (&p, o) in &mut held.owned {
+                if let Some(&Some(position)) = at.get(p as usize) {
+                    o.window.pass_to(position);
+                }
+            }
+            return Ok(true);
+        };
+        let m = m.with_context(|| format!("reading {}", self.topic))?;
+        if let Some(o) = held.owned.get_mut(&m.partition()) {
+            o.window.take(
+                &mut o.judge,
+                (self.topic, m.offset()),
+                m.key(),
+                m.payload(),
+                &mut |_| {},
+            )?;
+            held.last_change = Instant::now();
+        }
+        Ok(false)
+    }
+
+    /// Steps each owned partition's consumer through its window once it holds a batch,
+    /// or, `idle`, whatever it holds; the group gets a copy of each checkpoint.
+    fn apply<K: SumSinks>(
+        &self,
+        image: &mut Image,
+        idle: bool,
+        held: &mut Held<K>,
+    ) -> anyhow::Result<()> {
+        let group = GroupCommit {
+            group: &self.group,
+            brokers: self.brokers,
+            topic: self.topic,
+            abort_after: self.abort_after,
+        };
+        let commits = &mut held.commits;
+        for (&p, o) in &mut held.owned {
+            if o.window.len() < BATCH && (o.window.len() == 0 || !idle) {
+                continue;
+            }
+            let at_take = o.group_at_take;
+            let drive = Drive {
+                pace: self.pace,
+                stop: &|| false,
+                // A bounded number of steps between two polls, so that a rebalance
+                // (which happens inside poll) is never kept waiting for long.
+                steps: Some(64),
+                // While folding up to the group's offset, the group already has it:
+                // nothing to copy, nor to sync.
+                reports: &|next| group_copy(next, Some(at_take)).is_some(),
+            };
+            // Idle: a checkpoint closes at the last record received.
+            let log = if idle {
+                o.window.log_to_here()
+            } else {
+                o.window.log()
+            };
+            drive.run(&mut o.consumer, image, &log, &mut |next, total| {
+                *commits += 1;
+                eprintln!(
+                    "partition {p}: checkpoint: {}; total {total}",
+                    crate::render::position_text(next)
+                );
+                group.copy(*commits, p, next)
+            })?;
+            o.window.consumed_to(o.consumer.next_offset());
+        }
+        Ok(())
+    }
+
+    /// The end: each partition held, with its true total up to where its consumer
+    /// stopped, from a read of its own.
+    fn results<K: SumSinks>(&self, partitions: i32, held: Held<K>) -> anyhow::Result<SharedOut> {
+        let parts: Vec<(i32, Offset)> = held
+            .owned
             .iter()
             .map(|(&p, o)| (p, o.consumer.next_offset()))
             .collect();
-        let rules = member.rules;
-        let truth = truth_read(member.brokers, member.topic, &rules, &parts, member.stall)?;
-        let after = end_offsets(&member.reader, member.brokers, member.topic, partitions)?;
+        let truth = truth_read(self.brokers, self.topic, &self.rules, &parts, self.stall)?;
+        let after = end_offsets(&self.reader, self.brokers, self.topic, partitions)?;
         let mut results = Vec::new();
-        for ((p, o), fold) in owned.into_iter().zip(truth) {
+        for ((p, o), fold) in held.owned.into_iter().zip(truth) {
             results.push(PartitionResult {
                 partition: p,
                 total: o.consumer.total(),
@@ -344,11 +390,11 @@ impl SinksJob for SharedConsume<'_> {
                 group_was: None,
             });
         }
-        member.group.unsubscribe();
+        self.group.unsubscribe();
         Ok(SharedOut {
             results,
-            taken,
-            released,
+            taken: held.taken,
+            released: held.released,
         })
     }
 }

@@ -26,7 +26,7 @@ use crate::device;
 use crate::drive::Drive;
 use crate::image::Image;
 use crate::kafka::group::{CommitPacer, group_was};
-use crate::kafka::stream::{Judge, Window};
+use crate::kafka::stream::{Judge, TruthFold, Window};
 use crate::kafka::trust::{ReadFacts, ReadRules, Skipped};
 use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
@@ -82,27 +82,7 @@ impl SinksJob for Streamed<'_> {
             rules,
         } = self;
         let ends = end_offsets(&kafka, o.brokers, o.topic, n)?;
-        let config = ConsumerConfig::every(every);
-        let key = image.id_key();
-        let (mut parts, mut was) = (Vec::new(), Vec::new());
-        for p in 0..n {
-            let layout = layout(image, p);
-            device::void_in_doubt::<K>(image, layout)?;
-            // The image is the position's one truth: recovery reads it from the journals.
-            let consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
-                .map_err(|e| device::consumer_error(image, e))?;
-            let from = consumer.next_offset();
-            let committed = super::client::committed(&kafka, o.brokers, o.topic, p)?;
-            was.push(group_was(committed, from));
-            parts.push(Part {
-                judge: Judge::new(p, rules),
-                window: Window::new(p, key, from, ends[p as usize]),
-                consumer,
-                records_read: 0,
-                highest: None,
-                skipped: Vec::new(),
-            });
-        }
+        let (mut parts, was) = open_parts(o, image, &kafka, (&ends, every, rules), &sinks)?;
         // From offset 0: the rules over a partition's records (the sum of |amounts|) see
         // every record before the position too.
         assign_from_zero(&kafka, o.topic, 0..n)?;
@@ -136,41 +116,88 @@ impl SinksJob for Streamed<'_> {
             }
         };
         let after = end_offsets(&kafka, o.brokers, o.topic, n)?;
-        let mut folds = truth.map(Vec::into_iter);
-        let results = parts
-            .into_iter()
-            .zip(after.into_iter().zip(was))
-            .enumerate()
-            .map(|(p, (part, (end, was)))| {
-                let (true_total, read) = match folds.as_mut().and_then(Iterator::next) {
-                    Some(fold) => (Some(fold.total()), fold.facts(end as i64)),
-                    // Graded by the truth file: what this read fetched.
-                    None => (
-                        None,
-                        ReadFacts {
-                            records_read: part.records_read,
-                            end_offset: end as i64,
-                            highest: part.highest,
-                            skipped: part.skipped,
-                        },
-                    ),
-                };
-                PartitionResult {
-                    partition: p as i32,
-                    total: part.consumer.total(),
-                    true_total,
-                    next_offset: part.consumer.next_offset(),
-                    read,
-                    group_was: was,
-                }
-            })
-            .collect();
         Ok(SharedOut {
-            results,
+            results: results(parts, after, was, truth),
             taken: Vec::new(),
             released: Vec::new(),
         })
     }
+}
+
+/// The partitions opened, and what the group held of each where it differs from the
+/// image ([`group_was`]).
+type Opened<K> = (Vec<Part<K>>, Vec<Option<i64>>);
+
+/// Each partition's consumer opened on the image (what was in doubt voided first), its
+/// window to the end offset in `ends`; and what the group held of each, beside it.
+fn open_parts<K: HostSinks>(
+    o: &ConsumeOptions<'_>,
+    image: &mut Image,
+    kafka: &BaseConsumer,
+    (ends, every, rules): (&[Offset], CheckpointEvery, ReadRules),
+    sinks: &K,
+) -> anyhow::Result<Opened<K>> {
+    let config = ConsumerConfig::every(every);
+    let key = image.id_key();
+    let (mut parts, mut was) = (Vec::new(), Vec::new());
+    for (p, &end) in (0..).zip(ends) {
+        let layout = layout(image, p);
+        device::void_in_doubt::<K>(image, layout)?;
+        // The image is the position's one truth: recovery reads it from the journals.
+        let consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
+            .map_err(|e| device::consumer_error(image, e))?;
+        let from = consumer.next_offset();
+        let committed = super::client::committed(kafka, o.brokers, o.topic, p)?;
+        was.push(group_was(committed, from));
+        parts.push(Part {
+            judge: Judge::new(p, rules),
+            window: Window::new(p, key, from, end),
+            consumer,
+            records_read: 0,
+            highest: None,
+            skipped: Vec::new(),
+        });
+    }
+    Ok((parts, was))
+}
+
+/// Each partition's result: its total, and the truth's (a read's fold) or, graded by
+/// the truth file, what this read fetched.
+fn results<K: SumSinks>(
+    parts: Vec<Part<K>>,
+    after: Vec<Offset>,
+    was: Vec<Option<i64>>,
+    truth: Option<Vec<TruthFold>>,
+) -> Vec<PartitionResult> {
+    let mut folds = truth.map(Vec::into_iter);
+    parts
+        .into_iter()
+        .zip(after.into_iter().zip(was))
+        .enumerate()
+        .map(|(p, (part, (end, was)))| {
+            let (true_total, read) = match folds.as_mut().and_then(Iterator::next) {
+                Some(fold) => (Some(fold.total()), fold.facts(end as i64)),
+                // Graded by the truth file: what this read fetched.
+                None => (
+                    None,
+                    ReadFacts {
+                        records_read: part.records_read,
+                        end_offset: end as i64,
+                        highest: part.highest,
+                        skipped: part.skipped,
+                    },
+                ),
+            };
+            PartitionResult {
+                partition: p as i32,
+                total: part.consumer.total(),
+                true_total,
+                next_offset: part.consumer.next_offset(),
+                read,
+                group_was: was,
+            }
+        })
+        .collect()
 }
 
 /// Polls every partition's records into its window and steps its consumer through them,
@@ -187,7 +214,6 @@ fn consume_all<K: SumSinks>(
     let mut commits = 0u64;
     let mut last_record = Instant::now();
     let mut asked_ends = Instant::now();
-    let stop = || o.follow && crate::cleanup::stop_requested();
     loop {
         if crate::cleanup::stop_requested() {
             if o.follow {
@@ -195,77 +221,12 @@ fn consume_all<K: SumSinks>(
             }
             return Err(crate::cleanup::Interrupted.into());
         }
-        let waiting = parts.iter().any(|x| x.window.len() > 0);
-        let idle = match kafka.poll(if waiting { Duration::ZERO } else { POLL }) {
-            Some(Err(e)) if passing(&e) => false,
-            Some(m) => {
-                let m = m.with_context(|| format!("reading {topic}"))?;
-                let part = parts
-                    .get_mut(m.partition() as usize)
-                    .context("a record of a partition this consumer was not assigned")?;
-                let Part {
-                    judge,
-                    window,
-                    skipped,
-                    ..
-                } = part;
-                let taken =
-                    window.take(judge, (topic, m.offset()), m.key(), m.payload(), &mut |x| {
-                        skipped.push(x)
-                    })?;
-                if let Some((offset, _)) = taken {
-                    part.records_read += 1;
-                    part.highest = Some(offset);
-                }
-                last_record = Instant::now();
-                false
-            }
-            None => {
-                // The fetch position may have passed offsets with no record to deliver
-                // (transaction markers, aborted records).
-                let at = positions(kafka, topic, parts_len(parts));
-                for (part, position) in parts.iter_mut().zip(at) {
-                    if let Some(position) = position {
-                        part.window.pass_to(position);
-                    }
-                }
-                true
-            }
-        };
-        for (p, part) in parts.iter_mut().enumerate() {
-            let n = part.window.len();
-            if n >= BATCH || (n > 0 && (idle || part.window.complete())) {
-                let drive = Drive {
-                    pace: o.pace,
-                    stop: &stop,
-                    steps: None,
-                    reports: &|_| true,
-                };
-                let Part {
-                    consumer, window, ..
-                } = part;
-                drive.run(consumer, image, &window.log(), &mut |next, total| {
-                    commits += 1;
-                    if o.follow {
-                        eprintln!(
-                            "partition {p}: checkpoint: {}; total {total}",
-                            crate::render::position_text(next)
-                        );
-                    }
-                    if o.abort_after == Some(commits) {
-                        // The group holds the copy of the commit before this one.
-                        commit_positions(kafka, brokers, topic, &pacer.take(), CommitMode::Sync)?;
-                        std::process::abort(); // as a SIGKILL would: no destructor
-                    }
-                    if o.abort_behind == Some(commits) {
-                        std::process::abort();
-                    }
-                    pacer.durable(p as i32, next);
-                    Ok(())
-                })?;
-                window.consumed_to(consumer.next_offset());
-            }
+        let polled = poll_one(kafka, topic, parts)?;
+        if polled == Polled::Record {
+            last_record = Instant::now();
         }
+        let idle = polled == Polled::Idle;
+        apply(o, image, kafka, parts, (&mut pacer, &mut commits), idle)?;
         if let Some(due) = pacer.due(Instant::now()) {
             commit_positions(kafka, brokers, topic, &due, CommitMode::Async)?;
         }
@@ -294,6 +255,112 @@ fn consume_all<K: SumSinks>(
     }
     // The end: the group gets every durable position still pending.
     commit_positions(kafka, brokers, topic, &pacer.take(), CommitMode::Sync)
+}
+
+/// What one poll brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// A record, into its partition's window.
+    Record,
+    /// An error that passes (librdkafka retries it).
+    Passing,
+    /// Nothing: each window passed to its fetch position.
+    Idle,
+}
+
+/// Reads one record into its partition's window, or, with none, passes each window to
+/// its fetch position, which may have passed offsets with no record to deliver
+/// (transaction markers, aborted records).
+fn poll_one<K: SumSinks>(
+    kafka: &BaseConsumer,
+    topic: &str,
+    parts: &mut [Part<K>],
+) -> anyhow::Result<Polled> {
+    let waiting = parts.iter().any(|x| x.window.len() > 0);
+    match kafka.poll(if waiting { Duration::ZERO } else { POLL }) {
+        Some(Err(e)) if passing(&e) => Ok(Polled::Passing),
+        Some(m) => {
+            let m = m.with_context(|| format!("reading {topic}"))?;
+            let part = parts
+                .get_mut(m.partition() as usize)
+                .context("a record of a partition this consumer was not assigned")?;
+            let Part {
+                judge,
+                window,
+                skipped,
+                ..
+            } = part;
+            let taken =
+                window.take(judge, (topic, m.offset()), m.key(), m.payload(), &mut |x| {
+                    skipped.push(x)
+                })?;
+            if let Some((offset, _)) = taken {
+                part.records_read += 1;
+                part.highest = Some(offset);
+            }
+            Ok(Polled::Record)
+        }
+        None => {
+            let at = positions(kafka, topic, parts_len(parts));
+            for (part, position) in parts.iter_mut().zip(at) {
+                if let Some(position) = position {
+                    part.window.pass_to(position);
+                }
+            }
+            Ok(Polled::Idle)
+        }
+    }
+}
+
+/// Steps each partition's consumer through its window once it holds a batch, or
+/// whatever it holds when the read is idle or the window complete; each checkpoint's
+/// position goes to the pacer (`--abort-after` and `--abort-behind` abort there).
+fn apply<K: SumSinks>(
+    o: &ConsumeOptions<'_>,
+    image: &mut Image,
+    kafka: &BaseConsumer,
+    parts: &mut [Part<K>],
+    (pacer, commits): (&mut CommitPacer<Instant>, &mut u64),
+    idle: bool,
+) -> anyhow::Result<()> {
+    let stop = || o.follow && crate::cleanup::stop_requested();
+    for (p, part) in parts.iter_mut().enumerate() {
+        let n = part.window.len();
+        if n < BATCH && (n == 0 || !(idle || part.window.complete())) {
+            continue;
+        }
+        let drive = Drive {
+            pace: o.pace,
+            stop: &stop,
+            steps: None,
+            reports: &|_| true,
+        };
+        let Part {
+            consumer, window, ..
+        } = part;
+        drive.run(consumer, image, &window.log(), &mut |next, total| {
+            *commits += 1;
+            if o.follow {
+                eprintln!(
+                    "partition {p}: checkpoint: {}; total {total}",
+                    crate::render::position_text(next)
+                );
+            }
+            if o.abort_after == Some(*commits) {
+                // The group holds the copy of the commit before this one.
+                let pending = pacer.take();
+                commit_positions(kafka, o.brokers, o.topic, &pending, CommitMode::Sync)?;
+                std::process::abort(); // as a SIGKILL would: no destructor
+            }
+            if o.abort_behind == Some(*commits) {
+                std::process::abort();
+            }
+            pacer.durable(p as i32, next);
+            Ok(())
+        })?;
+        window.consumed_to(consumer.next_offset());
+    }
+    Ok(())
 }
 
 /// Each partition's end offset, numbered from partition 0.

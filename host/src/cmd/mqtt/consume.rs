@@ -3,6 +3,7 @@
 //! session, and hands each PUBLISH and PUBREL to `idem_mqtt::receiver`, whose record is
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,10 +25,20 @@ use idem_mqtt::payments::Figures;
 
 /// Identifiers the receiver holds: room for a broker's real window (Mosquitto's
 /// default `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
-/// A QoS 2 PUBLISH that finds them all taken is left unanswered and comes again at the
-/// next connection (`idem_mqtt::client::Client::resend_due`). 48 is the most whose
+/// A QoS 2 PUBLISH that finds them all taken waits ([`WAITING`]); past that, it is left
+/// unanswered and comes again at the next connection
+/// (`idem_mqtt::client::Client::resend_due`). 48 is the most whose
 /// record fits a journal slot (512 B) with the message-id store's window.
 pub const PLACES: usize = 32;
+/// New QoS 2 PUBLISHes that may wait, unanswered and undecided, in the host's memory for
+/// a place, decided in the order they came as PUBRELs free places. Mosquitto 2.0.11
+/// sends a whole window (its `max_inflight_messages`) more at each PUBCOMP, whatever is
+/// still unanswered, so a receiver with fewer places than its queue otherwise
+/// reconnects for every [`PLACES`] messages, each time sent all that is still in
+/// flight again. A waiting PUBLISH is one not yet answered: a kill loses nothing the
+/// broker does not send again (§4.4). Past this many, a PUBLISH that finds every place
+/// taken is left unanswered, as the board does.
+pub const WAITING: usize = 16_384;
 /// Pages of an `mqtt consume` image: the receiver's journal.
 pub const PAGES: u32 = 4;
 /// How long the link may be quiet before the releases that wait for a record are
@@ -89,6 +100,10 @@ struct Session<'a, S: Sum> {
     logged: u32,
     /// The image's marks when it was opened: where earlier runs saw the promise break.
     kept: u32,
+    /// New QoS 2 PUBLISHes waiting for a place, in the order they came ([`WAITING`]).
+    waiting: VecDeque<Got>,
+    /// Ids logged since the log's last sync.
+    ids_unsynced: bool,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
@@ -130,6 +145,8 @@ impl<'a, S: Sum> Session<'a, S> {
             applied,
             logged,
             kept: image_marks,
+            waiting: VecDeque::new(),
+            ids_unsynced: false,
         })
     }
 
@@ -180,6 +197,8 @@ impl<'a, S: Sum> Session<'a, S> {
     /// One connection, to the idle end, to a reconnection the session asks for, or
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
+        // What waited on the last connection comes again on this one (§4.4).
+        self.waiting.clear();
         let connect = self.client.connect();
         if !link.connected() {
             self.send(link, connect)?;
@@ -200,31 +219,46 @@ impl<'a, S: Sum> Session<'a, S> {
                     }
                     Vec::new()
                 }
-                None => {
-                    let out = (self.client.on_quiet(&mut self.image.flash))
-                        .map_err(|e| client_error(e, &self.a.topic))?;
-                    if self.client.resend_due() {
-                        // Places are free for what was left unanswered: the broker
-                        // sends it again at the next connection (§4.4).
-                        self.deliver(link, vec![(out, None)])?;
-                        self.client.resending();
-                        let _ = self.send(link, Send::Disconnect);
-                        link.wait_closed(Duration::from_secs(1));
-                        return Ok(End::Resend);
-                    }
-                    if out.is_empty() && last_new.elapsed() >= self.a.idle {
-                        let _ = self.send(link, Send::Disconnect);
-                        return Ok(End::Idle);
-                    }
-                    if out.is_empty() {
-                        link.keep_alive()
-                            .map_err(|e| Broken::Closed(format!("{e:#}")))?;
-                    }
-                    vec![(out, None)]
-                }
+                None => match self.quiet(link, &mut last_new)? {
+                    Ok(outs) => outs,
+                    Err(end) => return Ok(end),
+                },
             };
             self.deliver(link, out)?;
         }
+    }
+
+    /// The link is quiet: the releases that wait for a record, and the PUBLISHes that
+    /// waited for the places they free; or the end of this connection, for the broker's
+    /// resend of what was left unanswered or for `--idle-ms` without anything new.
+    fn quiet(
+        &mut self,
+        link: &mut Link,
+        last_new: &mut Instant,
+    ) -> Result<Result<Vec<Taken>, End>, Broken> {
+        let out = (self.client.on_quiet(&mut self.image.flash))
+            .map_err(|e| client_error(e, &self.a.topic))?;
+        let mut outs = vec![(out, None)];
+        self.take_waiting(&mut outs, last_new)?;
+        if self.client.resend_due() {
+            // Places are free for what was left unanswered: the broker sends it again
+            // at the next connection (§4.4).
+            self.deliver(link, outs)?;
+            self.client.resending();
+            let _ = self.send(link, Send::Disconnect);
+            link.wait_closed(Duration::from_secs(1));
+            return Ok(Err(End::Resend));
+        }
+        let nothing = outs.iter().all(|(o, _)| o.is_empty());
+        if nothing && last_new.elapsed() >= self.a.idle {
+            let _ = self.send(link, Send::Disconnect);
+            return Ok(Err(End::Idle));
+        }
+        if nothing {
+            link.keep_alive()
+                .map_err(|e| Broken::Closed(format!("{e:#}")))?;
+        }
+        Ok(Ok(outs))
     }
 
     /// Group commit: `got` and every packet already arrived behind it, each handed to
@@ -242,7 +276,11 @@ impl<'a, S: Sum> Session<'a, S> {
             if matches!(got, Got::Publish { .. } | Got::Oversized { .. }) {
                 *last_new = Instant::now();
             }
-            outs.push(self.take(got)?);
+            if self.may_wait(&got) {
+                self.waiting.push_back(got);
+            } else {
+                outs.push(self.take(got)?);
+            }
             if self
                 .a
                 .abort_after_packets
@@ -253,7 +291,43 @@ impl<'a, S: Sum> Session<'a, S> {
             }
             next = link.ready()?;
         }
+        self.take_waiting(&mut outs, last_new)?;
         Ok(outs)
+    }
+
+    /// Whether `got` waits for a place: a new QoS 2 PUBLISH (its identifier not held)
+    /// that finds every place taken, or others waiting before it, while fewer than
+    /// [`WAITING`] wait.
+    fn may_wait(&self, got: &Got) -> bool {
+        let Got::Publish {
+            qos: QoS::ExactlyOnce,
+            pid: Some(pid),
+            ..
+        } = got
+        else {
+            return false;
+        };
+        let r = self.client.receiver();
+        !r.held().contains(pid)
+            && (!r.has_place() || !self.waiting.is_empty())
+            && self.waiting.len() < WAITING
+    }
+
+    /// Hands the waiting PUBLISHes to the client, in order, while places are free; one
+    /// taken is news (`last_new`), as one arrived is.
+    fn take_waiting(
+        &mut self,
+        outs: &mut Vec<Taken>,
+        last_new: &mut Instant,
+    ) -> Result<(), Broken> {
+        while self.client.receiver().has_place() {
+            let Some(got) = self.waiting.pop_front() else {
+                break;
+            };
+            outs.push(self.take(got)?);
+            *last_new = Instant::now();
+        }
+        Ok(())
     }
 
     /// Hands one packet to the client; with what it did, the id of the PUBLISH it took
@@ -284,22 +358,28 @@ impl<'a, S: Sum> Session<'a, S> {
                 None => unreachable!("every packet but an oversized PUBLISH converts"),
             },
         };
-        Ok((out.map_err(|e| client_error(e, &self.a.topic))?, id))
+        let out = out.map_err(|e| client_error(e, &self.a.topic))?;
+        if out.decided == Some(Decided::Applied) {
+            // Written at once, before a later packet of the group can put this one's
+            // record in the file (a page erase writes what the flash holds through).
+            self.logged += 1;
+            // A write that fails (a full disk) ends the run before this group's
+            // acknowledgements go out.
+            (self.applied.push(self.logged, id.as_deref())).map_err(|e| {
+                Broken::Garbage(format!(
+                    "{e:#}: none of the acknowledgements of this group of packets was sent (the broker sends those messages again), and every one sent before is in the image"
+                ))
+            })?;
+            self.ids_unsynced = true;
+        }
+        Ok((out, id))
     }
 
-    /// Logs the ids `outs` applied, with one sync, before the records that apply them
-    /// are synced.
-    fn log_applied(&mut self, outs: &[Taken]) -> Result<(), Broken> {
+    /// Makes the ids logged since the last sync durable, with one sync, before the
+    /// records that apply them are synced.
+    fn sync_applied(&mut self) -> Result<(), Broken> {
         let failed = |e: anyhow::Error| Broken::Garbage(format!("{e:#}"));
-        let before = self.logged;
-        for (_, id) in outs
-            .iter()
-            .filter(|(o, _)| o.decided == Some(Decided::Applied))
-        {
-            self.logged += 1;
-            (self.applied.push(self.logged, id.as_deref())).map_err(failed)?;
-        }
-        if self.logged > before {
+        if std::mem::take(&mut self.ids_unsynced) {
             self.applied.sync().map_err(failed)?;
             if self.a.abort_after_id_log.is_some_and(|n| self.logged >= n) {
                 std::process::abort(); // the ids durable, their record not yet synced
@@ -313,8 +393,8 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(())
     }
 
-    /// Logs the ids `outs` applied, makes what they wrote durable with one sync, then
-    /// sends their packets.
+    /// Makes the ids `outs` applied durable, then what they wrote, with one sync each,
+    /// then sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
         // A write that fails (a full disk): the batch's acknowledgements stay unsent.
@@ -330,7 +410,7 @@ impl<'a, S: Sum> Session<'a, S> {
             closed => closed,
         };
         self.keep_marks().map_err(unsent)?;
-        self.log_applied(&outs).map_err(unsent)?;
+        self.sync_applied().map_err(unsent)?;
         if records > 0 {
             self.sync().map_err(unsent)?;
             self.records += records;
@@ -338,18 +418,33 @@ impl<'a, S: Sum> Session<'a, S> {
                 std::process::abort(); // durable, and nothing acknowledged
             }
         }
+        // One write for all of them: one system call and, without Nagle, one segment
+        // where a packet each took as many.
+        let mut bytes = Vec::new();
         for send in outs.iter().flat_map(|(o, _)| o.packets()) {
-            self.send(link, send)?;
+            self.encode(send, &mut bytes)?;
         }
-        Ok(())
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        link.send_bytes(&bytes)
+            .map_err(|e| Broken::Closed(format!("{e:#}")))
     }
 
     fn send(&mut self, link: &mut Link, send: Send) -> Result<(), Broken> {
+        let mut bytes = Vec::new();
+        self.encode(send, &mut bytes)?;
+        link.send_bytes(&bytes)
+            .map_err(|e| Broken::Closed(format!("{e:#}")))
+    }
+
+    /// Appends `send`, encoded, to `bytes`.
+    fn encode(&self, send: Send, bytes: &mut Vec<u8>) -> Result<(), Broken> {
         let mut buf = [0u8; 512];
         let n = Client::<S, PLACES>::encode(&config(self.a), send, &mut buf)
             .map_err(|e| Broken::Garbage(format!("encoding {send:?}: {e:?}")))?;
-        link.send_bytes(&buf[..n])
-            .map_err(|e| Broken::Closed(format!("{e:#}")))
+        bytes.extend_from_slice(&buf[..n]);
+        Ok(())
     }
 
     /// Marks in the image, durably, each way the promise broke so far, before any

@@ -1,12 +1,16 @@
 //! The bench's broker: tansu with its libSQL engine, on a free port of 127.0.0.1 only, in
-//! a temporary directory of its own; dropped, it is killed and the directory removed.
-//! Its lifetime is bounded even if the bench itself is killed: it runs under
-//! `timeout -s KILL`, in a process group of its own that the bench kills whole.
+//! a temporary directory of its own. It dies with the bench, whatever kills the bench: it
+//! runs under a shell, in a process group of its own, that reads the bench's end of a
+//! pipe; when that end closes (the bench returns, fails, is interrupted or is killed with
+//! SIGKILL, which no handler sees), the shell kills tansu and the reader then running
+//! (its process group, named in the file [`READER`] of the bench's work folder), waits
+//! for tansu and removes the folders the bench named (the broker's and the runs').
 
+use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::child::{kill_group, wait_bounded};
@@ -15,13 +19,31 @@ use crate::error::usage;
 /// The longest tansu takes to listen.
 const START_LIMIT: Duration = Duration::from_secs(20);
 
+/// The longest the shell takes to stop tansu and remove the folders, once the pipe
+/// closed; past it, its group is killed.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// The file of the work folder that names the running reader's process group.
+pub(super) const READER: &str = "reader.pgid";
+
+/// The watchdog: tansu (`$1`, listening on `$2`) in the background; at the end of its
+/// standard input, the reader's group named in `$3/reader.pgid` and tansu killed, tansu
+/// waited for, and the folders (`$3` onwards) removed.
+const WATCHDOG: &str = r#"t="$1"; u="$2"; shift 2
+"$t" broker --listener-url "$u" --advertised-listener-url "$u" --storage-engine sqlite://tansu.db & pid=$!
+while read -r _; do :; done
+g=$(cat "$1/reader.pgid" 2>/dev/null) && [ -n "$g" ] && kill -s KILL -- "-$g" 2>/dev/null
+kill -s KILL "$pid" 2>/dev/null; wait "$pid"; rm -rf -- "$@""#;
+
 /// A running tansu.
 pub(super) struct Tansu {
-    /// `timeout`, with tansu its child, both in the process group `timeout`'s id names.
+    /// The shell that owns tansu, the leader of their process group.
     child: Child,
+    /// Its standard input: closed, the shell stops tansu and removes the folders.
+    pipe: Option<ChildStdin>,
     /// Where tansu listens: `127.0.0.1:PORT`.
     pub(super) brokers: String,
-    /// The broker's working directory (its `tansu.db`), removed on drop.
+    /// The broker's working directory (its `tansu.db` and log).
     dir: tempfile::TempDir,
 }
 
@@ -52,33 +74,36 @@ pub(super) fn on_path(name: &str) -> Option<PathBuf> {
 
 impl Tansu {
     /// Starts `tansu broker` on a free port of 127.0.0.1 with `sqlite://tansu.db` (the
-    /// path is relative to the broker's working directory: its temporary one), killed
-    /// after `lifetime` at the latest; returns once it accepts connections.
-    pub(super) fn start(tansu: &Path, lifetime: Duration) -> anyhow::Result<Self> {
+    /// path is relative to the broker's working directory: its temporary one); `work`,
+    /// the bench's work folder, is removed with the broker's when it stops. Returns once
+    /// it accepts connections.
+    pub(super) fn start(tansu: &Path, work: &Path) -> anyhow::Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let dir = tempfile::Builder::new()
             .prefix("idem-bench-tansu-")
             .tempdir()?;
         let url = format!("tcp://127.0.0.1:{port}");
         let log = std::fs::File::create(dir.path().join("tansu.log"))?;
-        let child = Command::new("timeout")
-            .args(["-s", "KILL", &format!("{}s", lifetime.as_secs().max(1))])
+        let mut child = Command::new("sh")
+            .args(["-c", WATCHDOG, "sh"])
             .arg(tansu)
-            .args(["broker", "--listener-url", &url])
-            .args(["--advertised-listener-url", &url])
-            .args(["--storage-engine", "sqlite://tansu.db"])
+            .arg(&url)
+            .arg(work)
+            .arg(dir.path())
             // Nothing of the caller's reaches it through its environment variables.
             .env_remove("SCHEMA_REGISTRY")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .current_dir(dir.path())
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start `timeout` to run tansu ({e})"))?;
+            .map_err(|e| anyhow::anyhow!("cannot start sh to run tansu ({e})"))?;
+        let pipe = child.stdin.take();
         let mut broker = Self {
             child,
+            pipe,
             brokers: format!("127.0.0.1:{port}"),
             dir,
         };
@@ -113,17 +138,16 @@ impl Tansu {
             .unwrap_or_else(|| "it printed nothing".into())
     }
 
-    /// `e`, or that tansu exited (and what it said last), when it did.
+    /// `e`, or that tansu stopped listening (and what it said last), when it did.
     pub(super) fn explain(&mut self, e: anyhow::Error) -> anyhow::Error {
-        match self.child.try_wait() {
-            Ok(Some(status)) => {
-                anyhow::anyhow!(
-                    "tansu exited ({status}: {}), so {e:#}",
-                    self.last_log_line()
-                )
-            }
-            _ => e,
+        if TcpStream::connect(&self.brokers).is_ok() {
+            return e;
         }
+        anyhow::anyhow!(
+            "tansu no longer listens on {} ({}), so {e:#}",
+            self.brokers,
+            self.last_log_line()
+        )
     }
 
     /// tansu's `--version`, e.g. `tansu 0.6.0`.
@@ -142,6 +166,17 @@ impl Tansu {
 
 impl Drop for Tansu {
     fn drop(&mut self) {
-        kill_group(&mut self.child);
+        if let Some(mut pipe) = self.pipe.take() {
+            let _ = pipe.flush();
+        }
+        // The pipe closed: the shell stops tansu and removes the folders. Bounded: a
+        // shell that did not finish is killed with its group.
+        let started = Instant::now();
+        while matches!(self.child.try_wait(), Ok(None)) && started.elapsed() < STOP_LIMIT {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            kill_group(&mut self.child);
+        }
     }
 }

@@ -104,7 +104,15 @@ pub(super) fn measure(
         .stderr(std::fs::File::create(&err)?)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {GNU_TIME} for {what} ({e})"))?;
-    let (status, ended) = wait_bounded(&mut child, limit, what)?;
+    // Named for the broker's shell, which kills this group if the bench is killed.
+    let group = dir.join(super::broker::READER);
+    if let Err(e) = std::fs::write(&group, child.id().to_string()) {
+        kill_group(&mut child);
+        anyhow::bail!("cannot write {} ({e})", group.display());
+    }
+    let waited = wait_bounded(&mut child, limit, what);
+    std::fs::remove_file(&group)?;
+    let (status, ended) = waited?;
     let wall = ended - started;
     if !status.success() {
         let stderr = std::fs::read_to_string(&err).unwrap_or_default();

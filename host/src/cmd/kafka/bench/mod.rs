@@ -167,15 +167,15 @@ impl Bench {
         let file_system = file_system(&self.dir);
         let readers = readers();
         let limit = Duration::from_secs(60) + Duration::from_millis(self.records);
-        let lifetime = Duration::from_secs(120) + limit * (readers.len() as u32 * (self.runs + 1));
         // Ctrl-C, SIGTERM, SIGHUP: the running child and the broker are killed, the
-        // directories removed, and the bench exits 130.
+        // directories removed, and the bench exits 130. SIGKILL: the broker's shell
+        // does the same (broker.rs).
         crate::cleanup::defer_signals();
         let version = Tansu::version(&tansu)?;
-        let mut broker = Tansu::start(&tansu, lifetime)?;
         let work = tempfile::Builder::new()
             .prefix("run-")
             .tempdir_in(&self.dir)?;
+        let mut broker = Tansu::start(&tansu, work.path())?;
         let truth = work.path().join("sent.jsonl");
         let (sum, per_partition) = produce(&broker.brokers, self.records, self.partitions, &truth)?;
         let setup = Setup {
