@@ -46,3 +46,16 @@ pub const MAX_PAYLOAD: usize = 256;
 pub const fn max_packet(topic: usize) -> usize {
     3 + 2 + topic + 2 + MAX_PAYLOAD
 }
+
+/// Room for an MQTT 5 PUBLISH's property section (MQTT 5 §3.3.2.3): its length and up to
+/// 63 bytes of properties that a publisher or broker may add (a Message Expiry Interval,
+/// a Payload Format Indicator, a short Content Type).
+pub const PROPERTIES_ROOM: usize = 64;
+
+/// [`max_packet`] at `protocol`: at MQTT 5, with [`PROPERTIES_ROOM`].
+pub const fn max_packet_at(topic: usize, protocol: codec::Protocol) -> usize {
+    match protocol {
+        codec::Protocol::V311 => max_packet(topic),
+        codec::Protocol::V5 => max_packet(topic) + PROPERTIES_ROOM,
+    }
+}

@@ -28,6 +28,10 @@ use idem_mqtt::payments::Figures;
 /// next connection (`idem_mqtt::client::Client::resend_due`). 48 is the most whose
 /// record fits a journal slot (512 B) with the message-id store's window.
 pub const PLACES: usize = 32;
+/// The Maximum Packet Size `--protocol 5` announces (MQTT 5 §3.1.2.11.4): far above the
+/// largest PUBLISH the receiver takes, since the broker discards a larger one unsent "as
+/// if" delivered; one between the two arrives, and is acknowledged and rejected.
+pub const MAXIMUM_PACKET: u32 = 1 << 20;
 /// Pages of an `mqtt consume` image: the receiver's journal.
 pub const PAGES: u32 = 4;
 /// How long the link may be quiet before the releases that wait for a record are
@@ -63,14 +67,35 @@ impl SumStoreJob for Job<'_> {
         // An image that exists is checked first; a new one is made only once the
         // broker answers, so a broker that is not there leaves no image behind, bound
         // to a session that never began.
-        let max = idem_mqtt::max_packet(self.args.topic.len());
         if std::fs::symlink_metadata(&self.args.flash).is_ok() {
             let session = Session::open(self.args, store)?;
-            let link = Link::connect(&self.args.broker, max)?;
+            let link = connect(self.args)?;
             return session.run(link);
         }
-        let link = Link::connect(&self.args.broker, max)?;
+        let link = connect(self.args)?;
         Session::open(self.args, store)?.run(link)
+    }
+}
+
+/// A connection to the broker at `--protocol`.
+fn connect(a: &ConsumeArgs) -> anyhow::Result<Link> {
+    let max = idem_mqtt::max_packet_at(a.topic.len(), a.protocol);
+    Ok(Link::connect(&a.broker, max)?.speaking(a.protocol, MAXIMUM_PACKET))
+}
+
+/// The report's MQTT 5 figures: the protocol, and what the broker sent past the
+/// Receive Maximum.
+pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>) {
+    use serde_json::json;
+    asked.extra.push(("protocol", json!(a.protocol.name())));
+    if a.protocol == idem_mqtt::codec::Protocol::V5 {
+        let past = t.f.past_receive_maximum;
+        asked.extra.push(("past_receive_maximum", json!(past)));
+        if past > 0 {
+            asked.lines.push(format!(
+                "MQTT 5: the broker sent {past} PUBLISHes past the Receive Maximum of {PLACES} (MQTT 5 §4.9), each left unanswered and sent again; its reconnections said DISCONNECT 0x93"
+            ));
+        }
     }
 }
 
@@ -127,7 +152,7 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(Self {
             a,
             image,
-            client: Client::new(receiver),
+            client: Client::new(receiver).with_protocol(a.protocol),
             tally: Tally::default(),
             records: 0,
             applied,
@@ -136,13 +161,12 @@ impl<'a, S: Sum> Session<'a, S> {
     }
 
     fn run(mut self, first: Link) -> anyhow::Result<Tally> {
-        let max = idem_mqtt::max_packet(self.a.topic.len());
         let mut reconnects = 0;
         let mut first = Some(first);
         loop {
             let mut link = match first.take() {
                 Some(link) => link,
-                None => Link::connect(&self.a.broker, max)?,
+                None => connect(self.a)?,
             };
             match self.session(&mut link) {
                 Ok(End::Idle) => break,
@@ -200,8 +224,8 @@ impl<'a, S: Sum> Session<'a, S> {
                         // Places are free for what was left unanswered: the broker
                         // sends it again at the next connection (§4.4).
                         self.deliver(link, vec![(out, None)])?;
-                        self.client.resending();
-                        let _ = self.send(link, Send::Disconnect);
+                        let bye = self.client.resending();
+                        let _ = self.send(link, bye);
                         link.wait_closed(Duration::from_secs(1));
                         return Ok(End::Resend);
                     }
@@ -263,13 +287,10 @@ impl<'a, S: Sum> Session<'a, S> {
         };
         let out = match got {
             Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
-            Got::Connack {
-                code,
-                session_present: _,
-            } if code != 0 => {
+            Got::Connack { code, .. } if code != 0 => {
                 return Err(Broken::Garbage(format!(
                     "the broker refused the connection: {} (return code {code})",
-                    link::refusal(code)
+                    link::refusal_at(code, self.a.protocol)
                 )));
             }
             got => match incoming(&got) {
@@ -330,6 +351,8 @@ impl<'a, S: Sum> Session<'a, S> {
             filter: &self.a.topic,
             qos: QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce),
             keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
+            protocol: self.a.protocol,
+            maximum_packet_size: MAXIMUM_PACKET,
         };
         let mut buf = [0u8; 512];
         let n = Client::<S, PLACES>::encode(&config, send, &mut buf)
@@ -356,9 +379,11 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         Got::Connack {
             session_present,
             code,
+            properties,
         } => Incoming::Connack {
             session_present,
             code,
+            properties,
         },
         Got::Publish {
             qos,
@@ -383,6 +408,8 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         Got::Pubrec(pid) => Incoming::Pubrec(pid),
         Got::Pubcomp(pid) => Incoming::Pubcomp(pid),
         Got::Unsuback => Incoming::Unsuback(1),
+        Got::Disconnect(r) => Incoming::Disconnect(r),
+        Got::AckRefused { kind, pid, reason } => Incoming::AckRefused { kind, pid, reason },
     })
 }
 
@@ -395,6 +422,12 @@ fn client_error<E: core::fmt::Debug>(e: ClientError<E>, topic: &str) -> Broken {
         ),
         ClientError::SubscriptionRefused => {
             format!("the broker refused the subscription to {topic}")
+        }
+        ClientError::Disconnected(r) => {
+            return Broken::Closed(format!(
+                "the broker sent DISCONNECT {} (reason code 0x{r:02X})",
+                idem_mqtt::codec::v5::reason_name(r)
+            ));
         }
         ClientError::Unexpected(what) => {
             format!(

@@ -6,7 +6,10 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use idem_mqtt::codec::{self, Frame, Incoming, Outgoing, QoS};
+use idem_mqtt::codec::v5::{self, reason};
+use idem_mqtt::codec::{
+    self, ConnackProperties, DecodeError, Frame, Incoming, Outgoing, Protocol, QoS,
+};
 
 /// Connection attempts before giving up (the session's policy, `idem_mqtt::client`).
 pub use idem_mqtt::client::CONNECT_TRIES as TRIES;
@@ -15,8 +18,12 @@ use idem_mqtt::client::{backoff_ms, ping_due};
 /// A packet as received, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Got {
-    /// CONNACK.
-    Connack { session_present: bool, code: u8 },
+    /// CONNACK (at MQTT 5, with the broker's limits).
+    Connack {
+        session_present: bool,
+        code: u8,
+        properties: ConnackProperties,
+    },
     /// PUBLISH.
     Publish {
         qos: QoS,
@@ -42,6 +49,10 @@ pub enum Got {
     Pubcomp(u16),
     /// UNSUBACK, which nothing here asks for.
     Unsuback,
+    /// DISCONNECT from the broker, with its reason code (MQTT 5).
+    Disconnect(u8),
+    /// PUBACK, PUBREC or PUBCOMP refusing a PUBLISH (MQTT 5, reason 0x80 or more).
+    AckRefused { kind: u8, pid: u16, reason: u8 },
 }
 
 /// Why reading stopped.
@@ -60,6 +71,9 @@ pub struct Link {
     /// Bytes of an oversized PUBLISH still to discard.
     skip: usize,
     max: usize,
+    protocol: Protocol,
+    /// At MQTT 5, the Maximum Packet Size announced.
+    limit: usize,
     last_sent: Instant,
     /// Packets read.
     pub packets: u64,
@@ -106,15 +120,26 @@ impl Link {
             buf: Vec::with_capacity(2 * max),
             skip: 0,
             max,
+            protocol: Protocol::V311,
+            limit: usize::MAX,
             last_sent: Instant::now(),
             packets: 0,
         })
     }
 
+    /// The link at `protocol`; at MQTT 5, `limit` is the Maximum Packet Size the client
+    /// announces, past which a packet from the broker is a protocol error.
+    pub fn speaking(mut self, protocol: Protocol, limit: u32) -> Self {
+        self.protocol = protocol;
+        self.limit = limit as usize;
+        self
+    }
+
     /// Sends `p`.
     pub fn send(&mut self, p: &Outgoing<'_>) -> anyhow::Result<()> {
-        let mut out = vec![0u8; codec::encoded_len(p)];
-        let n = codec::encode(p, &mut out).map_err(|e| anyhow!("encoding {p:?}: {e:?}"))?;
+        let mut out = vec![0u8; codec::encoded_len_at(p, self.protocol)];
+        let n = codec::encode_at(p, self.protocol, &mut out)
+            .map_err(|e| anyhow!("encoding {p:?}: {e:?}"))?;
         self.stream
             .write_all(&out[..n])
             .map_err(|e| anyhow!("the broker's connection failed while sending: {e}"))?;
@@ -223,16 +248,33 @@ impl Link {
         self.buf.extend_from_slice(&bytes[skipped..]);
     }
 
+    /// Why the buffer's first bytes are no packet, in a sentence.
+    fn undecodable(&mut self, e: DecodeError) -> Broken {
+        // A first packet that is not even a CONNACK's type: not an MQTT server.
+        if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
+            Broken::Garbage(not_mqtt(&self.buf))
+        } else if let DecodeError::PastMaximum(_) = e {
+            // A protocol error: DISCONNECT 0x95 (Packet too large), then the connection
+            // closes (MQTT 5 §3.1.2.11.4, §4.13).
+            let _ = self.send(&Outgoing::DisconnectReason(reason::PACKET_TOO_LARGE));
+            Broken::Garbage(format!(
+                "the broker sent {e}; the receiver answered DISCONNECT 0x95 (Packet too large)"
+            ))
+        } else {
+            Broken::Garbage(format!("the broker sent {e}"))
+        }
+    }
+
     /// A whole packet from the buffer, if one is there.
     fn take(&mut self) -> Result<Option<Got>, Broken> {
-        let frame = codec::next(&self.buf, self.max).map_err(|e| {
-            // A first packet that is not even a CONNACK's type: not an MQTT server.
-            if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
-                Broken::Garbage(not_mqtt(&self.buf))
-            } else {
-                Broken::Garbage(format!("the broker sent {e}"))
-            }
-        })?;
+        let frame = match self.protocol {
+            Protocol::V311 => codec::next(&self.buf, self.max),
+            Protocol::V5 => v5::next(&self.buf, self.max, self.limit),
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => return Err(self.undecodable(e)),
+        };
         let (got, len) = match frame {
             None => return Ok(None),
             Some(Frame::Oversized { qos, pid, len }) => (Got::Oversized { qos, pid }, len),
@@ -260,9 +302,11 @@ fn own(p: Incoming<'_>) -> Got {
         Incoming::Connack {
             session_present,
             code,
+            properties,
         } => Got::Connack {
             session_present,
             code,
+            properties,
         },
         Incoming::Publish(p) => Got::Publish {
             qos: p.qos,
@@ -279,6 +323,17 @@ fn own(p: Incoming<'_>) -> Got {
         Incoming::Pubrec(pid) => Got::Pubrec(pid),
         Incoming::Pubcomp(pid) => Got::Pubcomp(pid),
         Incoming::Unsuback(_) => Got::Unsuback,
+        Incoming::Disconnect(r) => Got::Disconnect(r),
+        Incoming::AckRefused { kind, pid, reason } => Got::AckRefused { kind, pid, reason },
+    }
+}
+
+/// CONNACK's refusal codes in words at `protocol` (MQTT 3.1.1 §3.2.2.3, MQTT 5
+/// §3.2.2.2).
+pub fn refusal_at(code: u8, protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::V311 => refusal(code),
+        Protocol::V5 => v5::reason_name(code),
     }
 }
 
