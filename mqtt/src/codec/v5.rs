@@ -254,7 +254,11 @@ fn decode<'a>(kind: u8, flags: u8, body: &mut Body<'a>) -> Option<Incoming<'a>> 
             }
             let code = body.u8()?;
             let mut properties = ConnackProperties::default();
-            body.properties(&mut properties)?;
+            // A CONNACK of two bytes is an MQTT 3.1.1 server's (its refusal of level 5
+            // is return code 1, MQTT 3.1.1 §3.2.2.3): read, so that it can be named.
+            if !body.done() {
+                body.properties(&mut properties)?;
+            }
             Incoming::Connack {
                 session_present: ack_flags & 1 == 1,
                 code,

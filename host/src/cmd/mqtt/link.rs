@@ -331,9 +331,15 @@ fn own(p: Incoming<'_>) -> Got {
 /// CONNACK's refusal codes in words at `protocol` (MQTT 3.1.1 §3.2.2.3, MQTT 5
 /// §3.2.2.2).
 pub fn refusal_at(code: u8, protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::V311 => refusal(code),
-        Protocol::V5 => v5::reason_name(code),
+    match (protocol, code) {
+        (Protocol::V311, _) => refusal(code),
+        // Below 0x80 only 0x00 is a CONNACK reason at MQTT 5 (§3.2.2.2): 1 to 5 are an
+        // MQTT 3.1.1 server's return codes.
+        (Protocol::V5, 1) => {
+            "it does not speak MQTT 5, answering as an MQTT 3.1.1 server; try --protocol 3.1.1"
+        }
+        (Protocol::V5, 2..=5) => refusal(code),
+        (Protocol::V5, _) => v5::reason_name(code),
     }
 }
 
@@ -346,5 +352,19 @@ pub fn refusal(code: u8) -> &'static str {
         4 => "a bad user name or password",
         5 => "not authorised",
         _ => "a return code MQTT 3.1.1 does not define",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_named_in_the_protocol_spoken() {
+        assert_eq!(refusal_at(5, Protocol::V311), "not authorised");
+        assert_eq!(refusal_at(0x87, Protocol::V5), "Not authorized");
+        assert_eq!(refusal_at(0x95, Protocol::V5), "Packet too large");
+        // At MQTT 5, return code 1 is an MQTT 3.1.1 server refusing level 5.
+        assert!(refusal_at(1, Protocol::V5).starts_with("it does not speak MQTT 5"));
     }
 }
