@@ -15,7 +15,7 @@
 //! §3.1.2.11.2), and a Receive Maximum of the receiver's places (§3.1.2.11.3). A server
 //! must not send more unacknowledged QoS 1 and 2 PUBLISHes than that (§4.9); one that
 //! does has each such PUBLISH counted ([`Client::past_receive_maximum`]). Mosquitto
-//! 2.0.11 does (tests/tests/mosquitto.rs), and resends all of them at every
+//! 2.0.11 does (tests/tests/mqtt5.rs), and resends all of them at every
 //! reconnection, so closing at once with DISCONNECT 0x93 (§3.3.4) would repeat forever:
 //! the client keeps the MQTT 3.1.1 rule (leave it unanswered, read on, reconnect once a
 //! place is free), and that reconnection's DISCONNECT carries 0x93 (Receive Maximum
