@@ -249,18 +249,10 @@ impl Setup<'_> {
     }
 }
 
-/// The sum of the truth file's amounts.
+/// The truth file's total, read as `--truth` reads it (idem's first and end lines
+/// included).
 fn true_sum(truth: &Path) -> anyhow::Result<i64> {
-    let text = std::fs::read_to_string(truth)?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l)?;
-            v["amount"]
-                .as_i64()
-                .ok_or_else(|| anyhow!("a truth line without an amount: {l}"))
-        })
-        .sum()
+    Ok(crate::truth::TruthFile::read(truth)?.total)
 }
 
 /// A run that did not take every message once is no figure.
