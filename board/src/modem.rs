@@ -747,6 +747,9 @@ impl Modem {
             filter: config.topic.as_str(),
             qos: QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce),
             keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
+            // The board speaks MQTT 3.1.1 (the Maximum Packet Size is MQTT 5's).
+            protocol: idem_mqtt::codec::Protocol::V311,
+            maximum_packet_size: MAX_PACKET as u32,
         };
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
@@ -804,6 +807,7 @@ fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
         ClientError::Receive(_) => return Err(ModemError::Receive),
         ClientError::Refused(code) => Hangup::Refused(code),
         ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
-        ClientError::Unexpected(_) => Hangup::Unexpected,
+        // A server's DISCONNECT is MQTT 5's; the board reads MQTT 3.1.1.
+        ClientError::Unexpected(_) | ClientError::Disconnected(_) => Hangup::Unexpected,
     })
 }

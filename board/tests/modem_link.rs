@@ -587,6 +587,7 @@ fn the_largest_report_fits_its_frame() {
         broken,
         unanswered: u64::MAX,
         resend_reconnects: u32::MAX,
+        past_receive_maximum: u64::MAX,
     };
     let report = FromBoard::Report(Report {
         boots: u32::MAX,

@@ -8,12 +8,28 @@
 //! returns an [`Outbox`]: the records it made durable, and then the packets the caller
 //! may send, in order, once those records are durable on its flash (a host syncs its
 //! file first).
+//!
+//! At MQTT 5 ([`Protocol::V5`]) the session says what MQTT 3.1.1 cannot: CONNECT carries
+//! Clean Start 0, a Session Expiry Interval that never ends ([`SESSION_EXPIRY_S`]; an
+//! absent one is 0, and the server ends the session when the connection closes, MQTT 5
+//! §3.1.2.11.2), and a Receive Maximum of the receiver's places (§3.1.2.11.3). A server
+//! must not send more unacknowledged QoS 1 and 2 PUBLISHes than that (§4.9); one that
+//! does has each such PUBLISH counted ([`Client::past_receive_maximum`]). Mosquitto
+//! 2.0.11 does (tests/tests/mqtt5.rs), and resends all of them at every
+//! reconnection, so closing at once with DISCONNECT 0x93 (§3.3.4) would repeat forever:
+//! the client keeps the MQTT 3.1.1 rule (leave it unanswered, read on, reconnect once a
+//! place is free), and that reconnection's DISCONNECT carries 0x93 (Receive Maximum
+//! exceeded). A PUBREL of an identifier not held is answered PUBCOMP 0x92 (Packet
+//! Identifier not found, §3.7.2.1).
 
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 use idem_core::store::Store;
 
-use crate::codec::{self, EncodeError, Incoming, Outgoing, Publish, QoS};
+use crate::codec::v5::reason;
+use crate::codec::{
+    self, ConnackProperties, EncodeError, Incoming, Outgoing, Protocol, Publish, QoS,
+};
 use crate::receiver::{Ack, Counts, Decided, Keep, ReceiveError, Receiver, Reply};
 
 /// What the caller sends: its bytes come from [`Client::encode`].
@@ -28,11 +44,23 @@ pub enum Send {
     Ack(Ack),
     /// PUBCOMP of a released identifier.
     Pubcomp(u16),
+    /// PUBCOMP of a PUBREL whose identifier is not held: at MQTT 5 with reason 0x92
+    /// (Packet Identifier not found, §3.7.2.1).
+    PubcompUnknown(u16),
     /// PINGREQ.
     Pingreq,
     /// DISCONNECT.
     Disconnect,
+    /// DISCONNECT with a reason code at MQTT 5 (0x93, 0x95); a plain DISCONNECT at
+    /// MQTT 3.1.1.
+    DisconnectWith(u8),
 }
+
+/// The Session Expiry Interval a session asks for at MQTT 5, in seconds: 0xFFFFFFFF,
+/// "the Session does not expire" (MQTT 5 §3.1.2.11.2), as clean session 0 keeps it at
+/// MQTT 3.1.1. An absent interval is 0: the server would end the session, with what it
+/// holds in flight, when the connection closes.
+pub const SESSION_EXPIRY_S: u32 = u32::MAX;
 
 /// What a broker sends only to a client that publishes or unsubscribes, which this one
 /// never does.
@@ -123,6 +151,12 @@ pub struct Config<'a> {
     pub qos: QoS,
     /// Seconds; the caller sends PINGREQ after half of it without sending.
     pub keep_alive: u16,
+    /// The protocol spoken.
+    pub protocol: Protocol,
+    /// At MQTT 5, the Maximum Packet Size announced in CONNECT (§3.1.2.11.4): the
+    /// server discards a larger PUBLISH unsent, and a larger packet that arrives is a
+    /// protocol error. At least the largest PUBLISH the receiver takes.
+    pub maximum_packet_size: u32,
 }
 
 /// Where the session is.
@@ -150,6 +184,9 @@ pub enum ClientError<E> {
     SubscriptionRefused,
     /// A packet a subscriber does not take here, in words (`a second CONNACK`).
     Unexpected(&'static str),
+    /// The server sent DISCONNECT with this reason code (MQTT 5 §3.14.2.1) and closes
+    /// the connection.
+    Disconnected(u8),
 }
 
 impl<E> From<ReceiveError<E>> for ClientError<E> {
@@ -162,6 +199,14 @@ impl<E> From<ReceiveError<E>> for ClientError<E> {
 pub struct Client<S: Store, const N: usize> {
     receiver: Receiver<S, N>,
     phase: Phase,
+    protocol: Protocol,
+    /// PUBLISHes past the Receive Maximum on this connection.
+    past_receive_maximum_now: u32,
+    /// At MQTT 5: new QoS 2 PUBLISHes that arrived with every place (the Receive
+    /// Maximum announced) held unacknowledged, a server past its limit (§4.9), in all.
+    pub past_receive_maximum: u64,
+    /// At MQTT 5: the last CONNACK's properties.
+    pub connack: ConnackProperties,
     /// QoS 2 PUBLISHes left unanswered on this connection, every place taken.
     unanswered_now: u32,
     /// QoS 2 PUBLISHes left unanswered, every place taken, in all: each comes again.
@@ -229,6 +274,10 @@ impl<S: Store, const N: usize> Client<S, N> {
         Self {
             receiver,
             phase: Phase::Connecting,
+            protocol: Protocol::V311,
+            past_receive_maximum_now: 0,
+            past_receive_maximum: 0,
+            connack: ConnackProperties::default(),
             unanswered_now: 0,
             unanswered: 0,
             resend_reconnects: 0,
@@ -242,6 +291,17 @@ impl<S: Store, const N: usize> Client<S, N> {
             received_at: [0; 3],
             resumed,
         }
+    }
+
+    /// The session at `protocol` (MQTT 3.1.1 unless asked).
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// The protocol spoken.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
     /// The receiver.
@@ -264,6 +324,7 @@ impl<S: Store, const N: usize> Client<S, N> {
     pub fn connect(&mut self) -> Send {
         self.phase = Phase::Connecting;
         self.unanswered_now = 0;
+        self.past_receive_maximum_now = 0;
         Send::Connect
     }
 
@@ -277,14 +338,30 @@ impl<S: Store, const N: usize> Client<S, N> {
         self.unanswered_now > 0 && self.receiver.has_place()
     }
 
-    /// The caller closes the connection for [`Client::resend_due`]: counted.
-    pub fn resending(&mut self) {
+    /// The caller closes the connection for [`Client::resend_due`]: counted. The
+    /// DISCONNECT to send: at MQTT 5, with 0x93 (Receive Maximum exceeded) when the
+    /// server sent past the Receive Maximum on this connection.
+    pub fn resending(&mut self) -> Send {
         self.resend_reconnects = self.resend_reconnects.saturating_add(1);
+        if self.past_receive_maximum_now > 0 {
+            Send::DisconnectWith(reason::RECEIVE_MAXIMUM_EXCEEDED)
+        } else {
+            Send::Disconnect
+        }
     }
 
     /// Encodes `send` with `config` into `buf`; its length.
     pub fn encode(config: &Config<'_>, send: Send, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        let v5 = config.protocol == Protocol::V5;
         let p = match send {
+            Send::Connect if v5 => Outgoing::Connect5 {
+                client_id: config.client_id,
+                keep_alive: config.keep_alive,
+                clean_start: false,
+                session_expiry: SESSION_EXPIRY_S,
+                receive_maximum: u16::try_from(N).unwrap_or(u16::MAX),
+                maximum_packet_size: config.maximum_packet_size,
+            },
             Send::Connect => Outgoing::Connect {
                 client_id: config.client_id,
                 keep_alive: config.keep_alive,
@@ -298,10 +375,18 @@ impl<S: Store, const N: usize> Client<S, N> {
             Send::Ack(Ack::Puback(pid)) => Outgoing::Puback(pid),
             Send::Ack(Ack::Pubrec(pid)) => Outgoing::Pubrec(pid),
             Send::Pubcomp(pid) => Outgoing::Pubcomp(pid),
+            Send::PubcompUnknown(pid) if v5 => {
+                Outgoing::PubcompReason(pid, reason::PACKET_IDENTIFIER_NOT_FOUND)
+            }
+            Send::PubcompUnknown(pid) => Outgoing::Pubcomp(pid),
             Send::Pingreq => Outgoing::Pingreq,
-            Send::Disconnect => Outgoing::Disconnect,
+            Send::Disconnect | Send::DisconnectWith(_) if v5 => match send {
+                Send::DisconnectWith(r) => Outgoing::DisconnectReason(r),
+                _ => Outgoing::DisconnectReason(reason::SUCCESS),
+            },
+            Send::Disconnect | Send::DisconnectWith(_) => Outgoing::Disconnect,
         };
-        codec::encode(&p, buf)
+        codec::encode_at(&p, config.protocol, buf)
     }
 
     /// Takes one packet from the broker; `decode` reads the payload of a PUBLISH whose
@@ -319,8 +404,10 @@ impl<S: Store, const N: usize> Client<S, N> {
             Incoming::Connack {
                 code: 0,
                 session_present,
+                properties,
             } if self.phase == Phase::Connecting => {
                 self.session_present = session_present;
+                self.connack = properties;
                 if !session_present {
                     self.new_sessions += 1;
                     if self.resumed || self.connected {
@@ -368,7 +455,12 @@ impl<S: Store, const N: usize> Client<S, N> {
                 };
                 self.publish(flash, &p, payload, &mut out)?;
             }
-            Incoming::Pubrel(pid) => out.take(self.receiver.pubrel(flash, pid)?),
+            Incoming::Pubrel(pid) => self.pubrel(flash, pid, &mut out)?,
+            Incoming::Disconnect(code) => return Err(ClientError::Disconnected(code)),
+            Incoming::AckRefused { kind, .. } => {
+                let which = usize::from(kind).saturating_sub(4).min(2);
+                return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[which]));
+            }
             Incoming::Pingresp => {}
             Incoming::Puback(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[0])),
             Incoming::Pubrec(_) => return Err(ClientError::Unexpected(NOT_A_PUBLISHERS[1])),
@@ -445,6 +537,24 @@ impl<S: Store, const N: usize> Client<S, N> {
         out
     }
 
+    /// A PUBREL: PUBCOMP once its release is durable; for an identifier not held, at
+    /// once (at MQTT 5 with 0x92, §3.7.2.1).
+    fn pubrel<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        pid: u16,
+        out: &mut Outbox<N>,
+    ) -> Result<(), ClientError<F::Error>> {
+        let held = self.receiver.held().contains(&pid);
+        let reply = self.receiver.pubrel(flash, pid)?;
+        if held {
+            out.take(reply);
+        } else {
+            let _ = out.send.push(Send::PubcompUnknown(pid)); // the first of two
+        }
+        Ok(())
+    }
+
     fn publish<F: NorFlash>(
         &mut self,
         flash: &mut F,
@@ -455,6 +565,12 @@ impl<S: Store, const N: usize> Client<S, N> {
         let new_qos2 = p.qos == QoS::ExactlyOnce
             && p.pid
                 .is_some_and(|pid| !self.receiver.held().contains(&pid));
+        if new_qos2 && self.protocol == Protocol::V5 && self.receiver.held().len() >= N {
+            // Every identifier of the Receive Maximum held, none PUBCOMPed: the server
+            // is past its limit (MQTT 5 §4.9).
+            self.past_receive_maximum_now = self.past_receive_maximum_now.saturating_add(1);
+            self.past_receive_maximum += 1;
+        }
         if new_qos2 && !self.receiver.has_place() {
             // Unanswered and unapplied: the broker keeps it in flight and sends it again
             // at the next connection (§4.4), which `resend_due` asks for once a PUBREL

@@ -1,5 +1,5 @@
 //! MQTT 3.1.1 packets in and out of a byte buffer, through mqttrs's `decode_slice` and
-//! `encode_slice`.
+//! `encode_slice`; MQTT 5's, by hand, in [`v5`].
 //!
 //! mqttrs indexes its input without bounds checks in places (a packet identifier after
 //! a topic that used up the packet, a CONNACK shorter than two bytes) and reads a packet
@@ -11,6 +11,46 @@
 //! mqttrs stays a detail of this module.
 
 use mqttrs::{Packet, Pid, QosPid};
+
+pub mod v5;
+
+/// The protocol a session speaks: MQTT 3.1.1 (protocol level 4) or MQTT 5.0 (level 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Protocol {
+    /// MQTT 3.1.1, OASIS Standard 29 October 2014.
+    #[default]
+    V311,
+    /// MQTT 5.0, OASIS Standard 7 March 2019.
+    V5,
+}
+
+impl Protocol {
+    /// As the protocol is named: `3.1.1` or `5`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::V311 => "3.1.1",
+            Self::V5 => "5",
+        }
+    }
+}
+
+/// What an MQTT 5 CONNACK tells the client of the server's limits (§3.2.2.3); all
+/// `None` at MQTT 3.1.1, and for a property the CONNACK leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConnackProperties {
+    /// The QoS 1 and 2 PUBLISHes the server takes unacknowledged from this client
+    /// (§3.2.2.3.3); absent means 65,535.
+    pub receive_maximum: Option<u16>,
+    /// The largest packet the server takes (§3.2.2.3.6); absent means no limit beyond
+    /// the protocol's.
+    pub maximum_packet_size: Option<u32>,
+    /// The Session Expiry Interval the server uses instead of the client's
+    /// (§3.2.2.3.2).
+    pub session_expiry: Option<u32>,
+    /// The highest QoS the server supports (§3.2.2.3.4); absent means 2.
+    pub maximum_qos: Option<u8>,
+}
 
 /// A PUBLISH's quality of service (MQTT 3.1.1 §4.3).
 #[derive(
@@ -78,12 +118,15 @@ pub struct Publish<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming<'a> {
     /// CONNACK: whether the broker holds a session for the client id, and its return
-    /// code (0 accepted, 1 to 5 refused, §3.2.2.3).
+    /// code (0 accepted, 1 to 5 refused, §3.2.2.3; at MQTT 5 a reason code, 0x80 and
+    /// above refused, MQTT 5 §3.2.2.2).
     Connack {
         /// Session present (§3.2.2.2).
         session_present: bool,
         /// The return code.
         code: u8,
+        /// At MQTT 5, the server's limits.
+        properties: ConnackProperties,
     },
     /// PUBLISH.
     Publish(Publish<'a>),
@@ -107,6 +150,18 @@ pub enum Incoming<'a> {
     Unsuback(u16),
     /// PINGRESP.
     Pingresp,
+    /// DISCONNECT from the server, with its reason code (MQTT 5 only, §3.14).
+    Disconnect(u8),
+    /// PUBACK, PUBREC or PUBCOMP with a reason code of 0x80 or more (MQTT 5 only,
+    /// §3.4.2.1, §3.5.2.1, §3.7.2.1): the server did not take the PUBLISH.
+    AckRefused {
+        /// The packet type: 4 PUBACK, 5 PUBREC, 7 PUBCOMP.
+        kind: u8,
+        /// The PUBLISH's packet identifier.
+        pid: u16,
+        /// The reason code.
+        reason: u8,
+    },
 }
 
 /// What [`next`] found at the start of a buffer.
@@ -145,6 +200,9 @@ pub enum DecodeError {
     Malformed(u8),
     /// A packet other than a PUBLISH longer than the maximum packet size.
     Oversized(usize),
+    /// At MQTT 5, a packet longer than the Maximum Packet Size the client announced: a
+    /// protocol error, answered with DISCONNECT 0x95 (MQTT 5 §3.1.2.11.4).
+    PastMaximum(usize),
 }
 
 impl core::fmt::Display for DecodeError {
@@ -156,6 +214,10 @@ impl core::fmt::Display for DecodeError {
             }
             Self::Malformed(t) => write!(f, "a malformed packet of type {t}"),
             Self::Oversized(n) => write!(f, "a {n}-byte packet over the maximum size"),
+            Self::PastMaximum(n) => write!(
+                f,
+                "a {n}-byte packet past the Maximum Packet Size announced, a protocol error (MQTT 5 §3.1.2.11.4)"
+            ),
         }
     }
 }
@@ -259,6 +321,7 @@ pub fn next(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, DecodeError> {
 fn convert(p: Packet<'_>) -> Option<Incoming<'_>> {
     Some(match p {
         Packet::Connack(c) => Incoming::Connack {
+            properties: ConnackProperties::default(),
             session_present: c.session_present,
             code: match c.code {
                 mqttrs::ConnectReturnCode::Accepted => 0,
@@ -340,6 +403,27 @@ pub enum Outgoing<'a> {
     Pingreq,
     /// DISCONNECT.
     Disconnect,
+    /// CONNECT with MQTT 5 (encoded by [`v5::encode`] only).
+    Connect5 {
+        /// The client identifier.
+        client_id: &'a str,
+        /// Seconds (MQTT 5 §3.1.2.10).
+        keep_alive: u16,
+        /// Clean Start (§3.1.2.4): 0 resumes the session the server holds.
+        clean_start: bool,
+        /// The Session Expiry Interval in seconds (§3.1.2.11.2), left out when 0: the
+        /// session then ends when the connection closes.
+        session_expiry: u32,
+        /// Receive Maximum (§3.1.2.11.3): QoS 1 and 2 PUBLISHes the client takes
+        /// unacknowledged, 1 or more.
+        receive_maximum: u16,
+        /// Maximum Packet Size (§3.1.2.11.4), 1 or more.
+        maximum_packet_size: u32,
+    },
+    /// PUBCOMP with a reason code (MQTT 5 only; 0x92: the identifier is not held).
+    PubcompReason(u16, u8),
+    /// DISCONNECT with a reason code (MQTT 5 only, §3.14.2.1).
+    DisconnectReason(u8),
 }
 
 /// Why a packet could not be encoded.
@@ -365,7 +449,8 @@ const fn length_bytes(n: usize) -> usize {
     }
 }
 
-/// The encoded length of `p`, header included.
+/// The encoded length of `p` at MQTT 3.1.1, header included (0 for a packet only MQTT 5
+/// sends).
 pub fn encoded_len(p: &Outgoing<'_>) -> usize {
     let body = match p {
         Outgoing::Connect { client_id, .. } => 10 + 2 + client_id.len(),
@@ -375,11 +460,14 @@ pub fn encoded_len(p: &Outgoing<'_>) -> usize {
         }
         Outgoing::Puback(_) | Outgoing::Pubrec(_) | Outgoing::Pubrel(_) | Outgoing::Pubcomp(_) => 2,
         Outgoing::Pingreq | Outgoing::Disconnect => 0,
+        Outgoing::Connect5 { .. } | Outgoing::PubcompReason(..) | Outgoing::DisconnectReason(_) => {
+            return 0;
+        }
     };
     1 + length_bytes(body) + body
 }
 
-/// Encodes `p` at the start of `buf`; its length.
+/// Encodes `p` at MQTT 3.1.1 at the start of `buf`; its length.
 pub fn encode(p: &Outgoing<'_>, buf: &mut [u8]) -> Result<usize, EncodeError> {
     let needed = encoded_len(p);
     if buf.len() < needed {
@@ -441,6 +529,9 @@ pub fn encode(p: &Outgoing<'_>, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Outgoing::Pubcomp(n) => Packet::Pubcomp(pid(n)?),
         Outgoing::Pingreq => Packet::Pingreq,
         Outgoing::Disconnect => Packet::Disconnect,
+        Outgoing::Connect5 { .. } | Outgoing::PubcompReason(..) | Outgoing::DisconnectReason(_) => {
+            return Err(EncodeError::Invalid);
+        }
     };
     match mqttrs::encode_slice(&packet, buf) {
         Ok(n) if n == needed => Ok(n),
@@ -465,5 +556,25 @@ pub fn matches(filter: &str, topic: &str) -> bool {
             (None, None) => return true,
             _ => return false,
         }
+    }
+}
+
+/// The encoded length of `p` at `protocol`, header included.
+pub fn encoded_len_at(p: &Outgoing<'_>, protocol: Protocol) -> usize {
+    match protocol {
+        Protocol::V311 => encoded_len(p),
+        Protocol::V5 => v5::encoded_len(p),
+    }
+}
+
+/// Encodes `p` at `protocol` at the start of `buf`; its length.
+pub fn encode_at(
+    p: &Outgoing<'_>,
+    protocol: Protocol,
+    buf: &mut [u8],
+) -> Result<usize, EncodeError> {
+    match protocol {
+        Protocol::V311 => encode(p, buf),
+        Protocol::V5 => v5::encode(p, buf),
     }
 }

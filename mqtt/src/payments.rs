@@ -96,6 +96,9 @@ pub struct Figures {
     /// This run: connections the session closed itself so that the broker sends again
     /// what it left unanswered.
     pub resend_reconnects: u32,
+    /// At MQTT 5: new QoS 2 PUBLISHes the broker sent with every identifier of the
+    /// Receive Maximum unacknowledged (MQTT 5 §4.9).
+    pub past_receive_maximum: u64,
 }
 
 impl Figures {
@@ -126,6 +129,7 @@ impl Figures {
             broken: client.broken(asked, S::IDEMPOTENT),
             unanswered: client.unanswered,
             resend_reconnects: client.resend_reconnects,
+            past_receive_maximum: client.past_receive_maximum,
         }
     }
 }

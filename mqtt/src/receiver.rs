@@ -324,7 +324,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             (_, None) => return Err(ReceiveError::NoIdentifier),
         };
         let mut reply = Reply::empty();
-        let ack = match qos {
+        reply.ack = match qos {
             QoS::AtMostOnce => None,
             QoS::AtLeastOnce => Some(Ack::Puback(pid)),
             QoS::ExactlyOnce => Some(Ack::Pubrec(pid)),
@@ -332,7 +332,6 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         if qos == QoS::ExactlyOnce && self.held().contains(&pid) {
             self.counts.held_again += 1;
             reply.decided = Some(Decided::Held);
-            reply.ack = ack;
             return Ok(reply);
         }
         if qos == QoS::ExactlyOnce && !self.has_place() {
@@ -343,66 +342,79 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             // before the acknowledgement gets it again, as retained again.
             self.counts.retained += 1;
             reply.decided = Some(Decided::Retained);
-            reply.ack = ack;
             return Ok(reply);
         }
         let mut next = self.record.clone();
-        let decided = match payload {
-            None => Decided::Rejected,
-            Some(payload) => {
-                let event = Event {
-                    offset: next.decided(),
-                    payload,
-                };
-                // A store that cannot decide the message (an amount that would overflow
-                // the total) rejects it: MQTT would send it again at every reconnect and
-                // the stream would never advance.
-                match self
-                    .store
-                    .check(&next.state, &event)
-                    .unwrap_or(Outcome::Rejected)
-                {
-                    Outcome::Applied => {
-                        self.store.apply(&mut next.state, &event);
-                        Decided::Applied
-                    }
-                    Outcome::Skipped => Decided::Skipped,
-                    Outcome::Rejected => {
-                        self.store.remember(&mut next.state, &event);
-                        Decided::Rejected
-                    }
-                    // `Outcome` may grow; an outcome this receiver does not know applies
-                    // nothing.
-                    _ => Decided::Skipped,
-                }
-            }
-        };
+        let decided = self.judge(&mut next, payload);
         let count = match decided {
             Decided::Applied => &mut next.applied,
             Decided::Skipped => &mut next.skipped,
             _ => &mut next.rejected,
         };
         *count = count.checked_add(1).ok_or(ReceiveError::Count)?;
-        // The releases waiting for this record go in it.
+        let held = (qos == QoS::ExactlyOnce).then_some(pid);
+        self.commit(flash, next, held)?;
+        reply.records = 1;
+        reply.decided = Some(decided);
+        reply.completed = core::mem::take(&mut self.releasing);
+        Ok(reply)
+    }
+
+    /// What the store does with `payload` (`None`: undecodable, rejected), its effect
+    /// applied to `next`.
+    fn judge(&self, next: &mut RecordOf<S, N>, payload: Option<S::Payload>) -> Decided {
+        let Some(payload) = payload else {
+            return Decided::Rejected;
+        };
+        let event = Event {
+            offset: next.decided(),
+            payload,
+        };
+        // A store that cannot decide the message (an amount that would overflow the
+        // total) rejects it: MQTT would send it again at every reconnect and the stream
+        // would never advance.
+        match self
+            .store
+            .check(&next.state, &event)
+            .unwrap_or(Outcome::Rejected)
+        {
+            Outcome::Applied => {
+                self.store.apply(&mut next.state, &event);
+                Decided::Applied
+            }
+            Outcome::Skipped => Decided::Skipped,
+            Outcome::Rejected => {
+                self.store.remember(&mut next.state, &event);
+                Decided::Rejected
+            }
+            // `Outcome` may grow; an outcome this receiver does not know applies nothing.
+            _ => Decided::Skipped,
+        }
+    }
+
+    /// Writes `next` with the releases waiting for a record and, for a QoS 2 message,
+    /// its identifier `held`; then it is the receiver's record.
+    fn commit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        mut next: RecordOf<S, N>,
+        held: Option<u16>,
+    ) -> Result<(), ReceiveError<F::Error>> {
         for released in &self.releasing {
             next.held.retain(|h| h != released);
         }
-        if qos == QoS::ExactlyOnce && self.keep == Keep::Flash {
-            // A place is free: checked above, and releases only free more.
+        if let Some(pid) = held.filter(|_| self.keep == Keep::Flash) {
+            // A place is free: checked by the caller, and releases only free more.
             let _ = next.held.push(pid);
         }
         self.journal.append(flash, &next)?;
         self.record = next;
-        if qos == QoS::ExactlyOnce && self.keep == Keep::Ram {
+        if let Some(pid) = held.filter(|_| self.keep == Keep::Ram) {
             let _ = self.ram.push(pid);
         }
         self.counts.records += 1;
         self.counts.decided += 1;
-        reply.records = 1;
-        reply.decided = Some(decided);
-        reply.completed = core::mem::take(&mut self.releasing);
-        reply.ack = ack;
-        Ok(reply)
+        Ok(())
     }
 
     /// A PUBREL of `pid`: forgets it, durably, and allows PUBCOMP; with

@@ -27,7 +27,7 @@ use idem_sim::payment::{Message, Sum};
 
 use crate::codec::QoS;
 use crate::payments;
-use crate::receiver::{Ack, Keep, ReceiveError, Receiver, Release};
+use crate::receiver::{Ack, Keep, ReceiveError, Receiver, Release, Reply};
 
 /// A packet the broker sends the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,18 +316,7 @@ where
         setup.limit <= PLACES,
         "the broker's limit is at most the device's places"
     );
-    if let Some(Reset::Cut(cut)) = reset {
-        flash.schedule_power_cut(cut);
-    }
-    let after = match reset {
-        Some(Reset::AfterRecord(n)) => Some(n),
-        _ => None,
-    };
-    let after_message = match reset {
-        Some(Reset::AfterMessage(i)) => Some(i),
-        _ => None,
-    };
-    let key = IdKey::PUBLIC;
+    let (after, after_message) = schedule(flash, reset);
     let mut broker = Broker::new(setup.qos, setup.messages, setup.limit);
     let open = |flash: &mut Flash| {
         Receiver::<S, PLACES>::open(flash, REGION, TAG, store.clone(), setup.keep, setup.release)
@@ -335,28 +324,13 @@ where
     };
     let mut device = open(flash);
     let (mut resets, mut records, mut lost_identifiers) = (0u32, 0u64, 0);
-    let present = broker.connect();
-    device
-        .connected(flash, present)
-        .expect("no records to lose");
+    reconnect(&mut device, flash, &mut broker);
     loop {
         let before = device.counts().records;
         let packet = broker.take();
         let held = matches!(packet, Some(ToDevice::Pubrel(pid)) if device.held().contains(&pid));
-        let reply = match packet {
-            Some(ToDevice::Publish {
-                qos,
-                pid,
-                dup,
-                message,
-            }) => {
-                let pid = (qos != QoS::AtMostOnce).then_some(pid);
-                let payment = payments::parse(&payload(message), &key).ok();
-                device.decide(flash, qos, pid, dup, false, payment)
-            }
-            Some(ToDevice::Pubrel(pid)) => device.pubrel(flash, pid),
-            None if broker.done() => break,
-            None => device.flush(flash),
+        let Some(reply) = hand(&mut device, flash, packet, broker.done()) else {
+            break;
         };
         records += device.counts().records - before;
         let wrote = device.counts().records > before;
@@ -393,10 +367,7 @@ where
                 if setup.lose_session {
                     broker.lose_session();
                 }
-                let present = broker.connect();
-                lost_identifiers += device
-                    .connected(flash, present)
-                    .expect("the flash takes a record");
+                lost_identifiers += reconnect(&mut device, flash, &mut broker);
             }
             Err(e) => panic!("the device failed: {e:?}"),
         }
@@ -408,6 +379,58 @@ where
         resent: broker.resent,
         lost_identifiers,
     }
+}
+
+/// Schedules `reset` on `flash` if it is a power cut; else the record after which the
+/// device resets, or the message after whose record it does.
+fn schedule(flash: &mut Flash, reset: Option<Reset>) -> (Option<u64>, Option<usize>) {
+    match reset {
+        Some(Reset::Cut(cut)) => {
+            flash.schedule_power_cut(cut);
+            (None, None)
+        }
+        Some(Reset::AfterRecord(n)) => (Some(n), None),
+        Some(Reset::AfterMessage(i)) => (None, Some(i)),
+        None => (None, None),
+    }
+}
+
+/// The device hands `packet` to its receiver; `None` when there is none and the broker
+/// is `done`. With no packet, the releases waiting for a record are written.
+fn hand<S: Store<Payload = Message>>(
+    device: &mut Receiver<S, PLACES>,
+    flash: &mut Flash,
+    packet: Option<ToDevice>,
+    done: bool,
+) -> Option<Result<Reply<PLACES>, ReceiveError<FlashError>>> {
+    Some(match packet {
+        Some(ToDevice::Publish {
+            qos,
+            pid,
+            dup,
+            message,
+        }) => {
+            let pid = (qos != QoS::AtMostOnce).then_some(pid);
+            let payment = payments::parse(&payload(message), &IdKey::PUBLIC).ok();
+            device.decide(flash, qos, pid, dup, false, payment)
+        }
+        Some(ToDevice::Pubrel(pid)) => device.pubrel(flash, pid),
+        None if done => return None,
+        None => device.flush(flash),
+    })
+}
+
+/// The device connects to its session: the identifiers it held and forgot, for a
+/// session the broker lost.
+fn reconnect<S: Store<Payload = Message>>(
+    device: &mut Receiver<S, PLACES>,
+    flash: &mut Flash,
+    broker: &mut Broker,
+) -> usize {
+    let present = broker.connect();
+    device
+        .connected(flash, present)
+        .expect("the flash takes a record")
 }
 
 /// Every reset of a reference run of `setup`: a cut at each unit write and erase, and a

@@ -5,7 +5,7 @@
 use idem_core::journal::Region;
 use idem_core::testing::flash::MemFlash;
 use idem_mqtt::client::{Client, ClientError, Config, Phase, Send};
-use idem_mqtt::codec::{Incoming, Publish, QoS};
+use idem_mqtt::codec::{ConnackProperties, Incoming, Protocol, Publish, QoS};
 use idem_mqtt::receiver::{Ack, Decided, Keep, Receiver, Release};
 
 mod common;
@@ -43,6 +43,7 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
     let connack = Incoming::Connack {
         session_present: false,
         code: 0,
+        properties: Default::default(),
     };
     let out = c.on_packet(&mut flash, connack, "t", one).unwrap();
     assert_eq!(
@@ -69,6 +70,7 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
     let present = Incoming::Connack {
         session_present: true,
         code: 0,
+        properties: Default::default(),
     };
     let out = c.on_packet(&mut flash, present, "t", one).unwrap();
     assert_eq!(
@@ -82,6 +84,8 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
         filter: "t",
         qos: QoS::ExactlyOnce,
         keep_alive: 60,
+        protocol: Default::default(),
+        maximum_packet_size: 0,
     };
     let mut buf = [0u8; 32];
     let n = Client::<Sum, 2>::encode(&config, Send::Subscribe, &mut buf).unwrap();
@@ -93,6 +97,7 @@ fn connack(c: &mut Client<Sum, 2>, flash: &mut Flash) {
     let present = Incoming::Connack {
         session_present: true,
         code: 0,
+        properties: Default::default(),
     };
     c.on_packet(flash, present, "t", one).unwrap();
 }
@@ -177,7 +182,8 @@ fn what_a_subscriber_refuses() {
             &mut flash,
             Incoming::Connack {
                 session_present: false,
-                code: 5
+                code: 5,
+                properties: Default::default(),
             },
             "t",
             one
@@ -189,6 +195,7 @@ fn what_a_subscriber_refuses() {
         Incoming::Connack {
             session_present: false,
             code: 0,
+            properties: Default::default(),
         },
         "t",
         one,
@@ -211,6 +218,7 @@ fn what_a_subscriber_refuses() {
         Incoming::Connack {
             session_present: true,
             code: 0,
+            properties: Default::default(),
         },
         "t",
         one,
@@ -241,6 +249,7 @@ fn where_the_promise_broke_is_named() {
     let fresh = Incoming::Connack {
         session_present: false,
         code: 0,
+        properties: Default::default(),
     };
     c.on_packet(&mut flash, fresh, "t", one).unwrap();
     // A first session on a fresh record is no loss.
@@ -281,4 +290,98 @@ fn where_the_promise_broke_is_named() {
         c.broken(QoS::AtLeastOnce, false).last(),
         Some(&Broken::Qos1WithoutDedup)
     );
+}
+
+fn config_at(protocol: Protocol) -> Config<'static> {
+    Config {
+        client_id: "d",
+        filter: "t",
+        qos: QoS::ExactlyOnce,
+        keep_alive: 60,
+        protocol,
+        maximum_packet_size: 1 << 20,
+    }
+}
+
+fn bytes(protocol: Protocol, send: Send) -> Vec<u8> {
+    let mut buf = [0u8; 64];
+    let n = Client::<Sum, 2>::encode(&config_at(protocol), send, &mut buf).unwrap();
+    buf[..n].to_vec()
+}
+
+#[test]
+fn at_mqtt_5_the_receive_maximum_is_the_places_and_a_broker_past_it_is_counted() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash).with_protocol(Protocol::V5);
+    // CONNECT: Clean Start 0, Session Expiry Interval 0xFFFFFFFF (never), Receive
+    // Maximum 2 (the places), Maximum Packet Size 1 MiB (MQTT 5 §3.1.2.11).
+    assert_eq!(
+        bytes(Protocol::V5, c.connect()),
+        [
+            0x10, 27, 0, 4, b'M', b'Q', b'T', b'T', 5, 0x00, 0, 60, 13, 0x11, 0xFF, 0xFF, 0xFF,
+            0xFF, 0x21, 0, 2, 0x27, 0, 0x10, 0, 0, 0, 1, b'd'
+        ]
+    );
+    let properties = ConnackProperties {
+        receive_maximum: Some(20),
+        ..ConnackProperties::default()
+    };
+    let connack = Incoming::Connack {
+        session_present: true,
+        code: 0,
+        properties,
+    };
+    c.on_packet(&mut flash, connack, "t", one).unwrap();
+    assert_eq!(c.connack, properties);
+    for pid in [1, 2] {
+        c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+    }
+    // Both identifiers of the Receive Maximum held and none completed: 3 and 4 are past
+    // it (MQTT 5 §4.9), left unanswered as at MQTT 3.1.1, and counted.
+    for pid in [3, 4] {
+        let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+        assert_eq!((out.records, sent(&out)), (0, vec![]));
+    }
+    assert_eq!((c.past_receive_maximum, c.unanswered), (2, 2));
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(1), "t", one)
+        .unwrap();
+    assert_eq!(sent(&out), vec![Send::Pubcomp(1)]);
+    // The reconnection for the resend says why: 0x93, Receive Maximum exceeded.
+    assert!(c.resend_due());
+    let bye = c.resending();
+    assert_eq!(bye, Send::DisconnectWith(0x93));
+    assert_eq!(bytes(Protocol::V5, bye), [0xE0, 1, 0x93]);
+    assert_eq!(bytes(Protocol::V311, bye), [0xE0, 0]);
+    // A new connection starts clean: a resend for a full window alone says 0x00.
+    c.connect();
+    assert_eq!(c.resending(), Send::Disconnect);
+    assert_eq!(bytes(Protocol::V5, Send::Disconnect), [0xE0, 0]);
+}
+
+#[test]
+fn a_pubrel_of_an_identifier_not_held_gets_pubcomp_0x92_at_mqtt_5() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash).with_protocol(Protocol::V5);
+    connack(&mut c, &mut flash);
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(9), "t", one)
+        .unwrap();
+    assert_eq!(
+        (out.records, sent(&out)),
+        (0, vec![Send::PubcompUnknown(9)])
+    );
+    assert_eq!(c.counts().unknown_releases, 1);
+    // Packet Identifier not found (MQTT 5 §3.7.2.1); MQTT 3.1.1 has no reason code.
+    assert_eq!(
+        bytes(Protocol::V5, Send::PubcompUnknown(9)),
+        [0x70, 3, 0, 9, 0x92]
+    );
+    assert_eq!(
+        bytes(Protocol::V311, Send::PubcompUnknown(9)),
+        [0x70, 2, 0, 9]
+    );
+    // A server's DISCONNECT ends the connection, its reason kept.
+    let bye = c.on_packet(&mut flash, Incoming::Disconnect(0x8B), "t", one);
+    assert_eq!(bye.err(), Some(ClientError::Disconnected(0x8B)));
 }

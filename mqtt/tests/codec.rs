@@ -20,7 +20,8 @@ fn packets_as_the_specification_spells_them() {
         connack,
         Incoming::Connack {
             session_present: true,
-            code: 0
+            code: 0,
+            properties: Default::default(),
         }
     );
     // PUBREL of identifier 10: its fixed header's flags are 0b0010 (§3.6.1).

@@ -1,7 +1,8 @@
-"""An MQTT client for idem's tests, from another codebase: paho-mqtt 2.x (MQTT 3.1.1).
+"""An MQTT client for idem's tests, from another codebase: paho-mqtt 2.x (MQTT 3.1.1, and
+MQTT 5 where asked).
 
     paho_mqtt.py publish --broker HOST:PORT --topic T --qos Q --count N --seed S --truth FILE
-                         [--resends R] [--inflight K] [--timeout S]
+                         [--resends R] [--inflight K] [--timeout S] [--mqtt 3.1.1|5]
         Publishes N payments {"id": "p17", "payer": "ada", "amount": 5} (ids p0..p{N-1},
         payer and amount 1..=9 drawn from random.Random(S)), each once and in order, and R
         application resends of earlier payments (the same id, payer and amount in a new
@@ -30,6 +31,13 @@
         A small MQTT 3.1.1 client over a raw socket (not paho) that leaves the broker's QoS 2
         deliveries unanswered, or answers them only in part, over three connections, and
         prints each packet the broker sends as a JSON line; see raw_qos2_probe below.
+
+    paho_mqtt.py raw-v5-window --broker HOST:PORT --topic T --client-id ID --count N
+                               --receive-maximum R [--quiet S]
+    paho_mqtt.py raw-v5-session --broker HOST:PORT --topic T --client-id ID
+                                [--session-expiry S]
+        Raw MQTT 5 clients: the broker's sends against a Receive Maximum, and whether a
+        session outlives its connection; see raw_v5_window and raw_v5_session below.
 
 Exit codes: 0 done; 1 the broker is not there, refused the connection or closed it, or a
 PUBLISH did not complete in time (one sentence on stderr); 2 bad arguments; 3 (subscribe)
@@ -78,14 +86,14 @@ def payments(count, seed, resends):
     return pays, order
 
 
-def connected_client(broker, inflight):
+def connected_client(broker, inflight, v5=False):
     """A publishing paho client connected to `broker` with its network loop running.
 
     At most `inflight` PUBLISH unanswered (paho queues the rest, in order): Mosquitto 2.0
     closes the connection of an MQTT 3.1.1 client that has more QoS 1 or 2 PUBLISH
     unanswered than the broker's max_inflight_messages (paho's own default is 20).
     """
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311)
     client.max_inflight_messages_set(inflight)
     state = {"event": threading.Event(), "flags": None, "reason": None, "lost": None}
 
@@ -141,7 +149,7 @@ def finish(client, state=None):
 
 def publish(a):
     pays, order = payments(a.count, a.seed, a.resends)
-    client, state = connected_client(a.broker, a.inflight)
+    client, state = connected_client(a.broker, a.inflight, a.mqtt == "5")
     infos, lines = [], []
     for k in order:
         line = json.dumps(pays[k])
@@ -269,7 +277,31 @@ def subscribe(a):
 
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, DISCONNECT = 8, 9, 14
-NAMES = {2: "CONNACK", 3: "PUBLISH", 4: "PUBACK", 5: "PUBREC", 6: "PUBREL", 7: "PUBCOMP", 9: "SUBACK"}
+NAMES = {2: "CONNACK", 3: "PUBLISH", 4: "PUBACK", 5: "PUBREC", 6: "PUBREL", 7: "PUBCOMP", 9: "SUBACK",
+         14: "DISCONNECT"}
+
+
+def properties(b):
+    """The CONNACK properties idem reads (MQTT 5 §3.2.2.3), by name; the rest skipped."""
+    out, i = {}, 0
+    sizes = {0x11: 4, 0x21: 2, 0x24: 1, 0x25: 1, 0x27: 4, 0x28: 1, 0x29: 1, 0x2A: 1, 0x13: 2, 0x22: 2}
+    names = {0x11: "session_expiry_interval", 0x21: "receive_maximum", 0x24: "maximum_qos",
+             0x25: "retain_available", 0x27: "maximum_packet_size", 0x22: "topic_alias_maximum"}
+    while i < len(b):
+        pid, i = b[i], i + 1
+        if pid in sizes:
+            v = int.from_bytes(b[i:i + sizes[pid]], "big")
+            i += sizes[pid]
+            if pid in names:
+                out[names[pid]] = v
+        elif pid == 0x26:
+            for _ in range(2):
+                (n,) = struct.unpack("!H", b[i:i + 2])
+                i += 2 + n
+        else:
+            (n,) = struct.unpack("!H", b[i:i + 2])
+            i += 2 + n
+    return out
 
 
 def mqtt_string(s):
@@ -277,29 +309,57 @@ def mqtt_string(s):
     return struct.pack("!H", len(b)) + b
 
 
-def packet(kind, flags, body):
-    n, length = len(body), b""
+def varint(n):
+    """A Variable Byte Integer (MQTT 3.1.1 §2.2.3, MQTT 5 §1.5.5)."""
+    out = b""
     while True:
         byte, n = n % 128, n // 128
-        length += bytes([byte | (0x80 if n else 0)])
+        out += bytes([byte | (0x80 if n else 0)])
         if not n:
-            return bytes([kind << 4 | flags]) + length + body
+            return out
+
+
+def read_varint(b):
+    """(value, bytes it took) of the Variable Byte Integer at the start of `b`."""
+    value, i = 0, 0
+    while True:
+        value |= (b[i] & 0x7F) << (7 * i)
+        i += 1
+        if not b[i - 1] & 0x80:
+            return value, i
+
+
+def packet(kind, flags, body):
+    return bytes([kind << 4 | flags]) + varint(len(body)) + body
 
 
 class Raw:
-    def __init__(self, broker, client_id, clean):
+    """A raw-socket client. With `v5`, MQTT 5 (§3.1.2.2 protocol level 5): CONNECT carries
+    the Receive Maximum (0x21, §3.1.2.11.3) and the Session Expiry Interval (0x11,
+    §3.1.2.11.2) given, each left out when None, and the broker's packets are read with
+    their properties skipped."""
+
+    def __init__(self, broker, client_id, clean, v5=False, receive_maximum=None, session_expiry=None):
         host, port = host_port(broker)
         try:
             self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
         except OSError as e:
             fail(f"no MQTT broker at {broker}: {e.strerror or e}")
-        self.buf = b""
-        body = mqtt_string("MQTT") + bytes([4, 0x02 if clean else 0x00]) + struct.pack("!H", 30)
+        self.buf, self.v5 = b"", v5
+        body = mqtt_string("MQTT") + bytes([5 if v5 else 4, 0x02 if clean else 0x00]) + struct.pack("!H", 30)
+        if v5:
+            props = b""
+            if session_expiry is not None:
+                props += bytes([0x11]) + struct.pack("!I", session_expiry)
+            if receive_maximum is not None:
+                props += bytes([0x21]) + struct.pack("!H", receive_maximum)
+            body += varint(len(props)) + props
         self.sock.sendall(packet(CONNECT, 0, body + mqtt_string(client_id)))
         p = self.read(CONNECT_TIMEOUT)
         if p is None or p["packet"] != "CONNACK" or p["return_code"] != 0:
             fail(f"the broker at {broker} refused the connection of {client_id}: {p}")
         self.session_present = p["session_present"]
+        self.connack = p
 
     def read(self, timeout):
         """The next packet from the broker as a dict, or None if none arrives within `timeout`."""
@@ -342,6 +402,9 @@ class Raw:
         if kind == CONNACK:
             p["session_present"] = bool(body[0] & 1)
             p["return_code"] = body[1]
+            if self.v5:
+                n, i = read_varint(body[2:])
+                p["properties"] = properties(body[2 + i:2 + i + n])
         elif kind == PUBLISH:
             qos = (head >> 1) & 3
             (tlen,) = struct.unpack("!H", body[:2])
@@ -349,11 +412,22 @@ class Raw:
             rest = body[2 + tlen:]
             if qos:
                 (p["packet_id"],), rest = struct.unpack("!H", rest[:2]), rest[2:]
+            if self.v5:
+                n, i = read_varint(rest)
+                rest = rest[i + n:]
             p["payload"] = rest.decode("utf-8", "replace")
+        elif kind == DISCONNECT:
+            p["reason"] = body[0] if body else 0
         elif kind in (PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK):
             (p["packet_id"],) = struct.unpack("!H", body[:2])
             if kind == SUBACK:
-                p["granted"] = list(body[2:])
+                rest = body[2:]
+                if self.v5:
+                    n, i = read_varint(rest)
+                    rest = rest[i + n:]
+                p["granted"] = list(rest)
+            elif self.v5 and len(body) > 2:
+                p["reason"] = body[2]
             if kind == PUBREL and head & 0x0F != 0x02:
                 p["bad_flags"] = head & 0x0F
         return p
@@ -363,7 +437,8 @@ class Raw:
         self.sock.sendall(packet(kind, 0x02 if kind == PUBREL else 0, struct.pack("!H", packet_id)))
 
     def subscribe(self, topic, qos):
-        self.sock.sendall(packet(SUBSCRIBE, 0x02, struct.pack("!H", 1) + mqtt_string(topic) + bytes([qos])))
+        props = b"\x00" if self.v5 else b""
+        self.sock.sendall(packet(SUBSCRIBE, 0x02, struct.pack("!H", 1) + props + mqtt_string(topic) + bytes([qos])))
         return self.expect("SUBACK")
 
     def publish_qos2(self, topic, packet_id, payload):
@@ -481,6 +556,63 @@ def raw_burst(a):
         show("send", {"packet": "EOF"})
 
 
+def raw_v5_window(a):
+    """An MQTT 5 subscriber with Receive Maximum --receive-maximum (MQTT 5 §3.1.2.11.3)
+    leaves the broker's QoS 2 deliveries unanswered and prints each packet the broker
+    sends as a JSON line naming its phase:
+
+      connected      its CONNACK (session present, reason code, the properties read)
+      first          the PUBLISHes it receives of --count (published at QoS 2 by another
+                     connection) while it answers none
+      after-pubcomp  what the broker sends once the first is completed (PUBREC, the
+                     broker's PUBREL, PUBCOMP), the others still unanswered
+    """
+    def show(phase, p, **more):
+        print(json.dumps({"phase": phase, **p, **more}), flush=True)
+
+    def drain(phase):
+        got = []
+        while (p := sub.read(a.quiet if got else CONNECT_TIMEOUT)) is not None:
+            if p["packet"] == "PUBREL" and phase == "complete":
+                return [p]
+            show(phase, p)
+            got.append(p)
+        return got
+
+    sub = Raw(a.broker, a.client_id, clean=True, v5=True,
+              receive_maximum=a.receive_maximum, session_expiry=3600)
+    show("connected", sub.connack)
+    sub.subscribe(a.topic, 2)
+    pub = Raw(a.broker, f"{a.client_id}-pub", clean=True)
+    for i in range(a.count):
+        pub.publish_qos2(a.topic, i + 1, f"m{i}")
+    pub.disconnect()
+    first = drain("first")
+    if not first:
+        fail("the broker sent nothing of the messages")
+    sub.send(PUBREC, first[0]["packet_id"])
+    drain("complete")
+    sub.send(PUBCOMP, first[0]["packet_id"])
+    drain("after-pubcomp")
+    sub.disconnect()
+
+
+def raw_v5_session(a):
+    """An MQTT 5 client connects with Clean Start 0 (MQTT 5 §3.1.2.4) and, unless
+    --session-expiry is left out, that Session Expiry Interval (§3.1.2.11.2), subscribes,
+    disconnects, connects again the same way and prints its two CONNACKs' session present
+    flags as one JSON line."""
+    flags = []
+    for _ in range(2):
+        sub = Raw(a.broker, a.client_id, clean=False, v5=True, session_expiry=a.session_expiry)
+        flags.append(sub.session_present)
+        if not sub.session_present:
+            sub.subscribe(a.topic, 2)
+        sub.disconnect()
+        time.sleep(0.2)
+    print(json.dumps({"session_present": flags}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -498,6 +630,7 @@ def main():
     p.add_argument("--resends", type=int, default=0)
     p.add_argument("--inflight", type=int, default=4, help="PUBLISH unanswered at most (the broker's max_inflight_messages)")
     p.add_argument("--timeout", type=float, default=60.0, help="for every PUBLISH to complete")
+    p.add_argument("--mqtt", choices=["3.1.1", "5"], default="3.1.1", help="the protocol (paho's MQTTv311 or MQTTv5)")
     p.set_defaults(run=publish)
 
     p = sub.add_parser("publish-sizes")
@@ -527,6 +660,20 @@ def main():
     p.add_argument("--client-id", required=True)
     p.add_argument("--count", type=int, required=True)
     p.set_defaults(run=raw_burst)
+
+    p = sub.add_parser("raw-v5-window")
+    common(p)
+    p.add_argument("--client-id", required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--receive-maximum", type=int, required=True)
+    p.add_argument("--quiet", type=float, default=0.7, help="seconds without a packet that end a phase")
+    p.set_defaults(run=raw_v5_window)
+
+    p = sub.add_parser("raw-v5-session")
+    common(p)
+    p.add_argument("--client-id", required=True)
+    p.add_argument("--session-expiry", type=int, default=None)
+    p.set_defaults(run=raw_v5_session)
 
     a = ap.parse_args()
     a.run(a)

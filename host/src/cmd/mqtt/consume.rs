@@ -39,6 +39,10 @@ pub const PLACES: usize = 32;
 /// broker does not send again (§4.4). Past this many, a PUBLISH that finds every place
 /// taken is left unanswered, as the board does.
 pub const WAITING: usize = 16_384;
+/// The Maximum Packet Size `--protocol 5` announces (MQTT 5 §3.1.2.11.4): far above the
+/// largest PUBLISH the receiver takes, since the broker discards a larger one unsent "as
+/// if" delivered; one between the two arrives, and is acknowledged and rejected.
+pub const MAXIMUM_PACKET: u32 = 1 << 20;
 /// Pages of an `mqtt consume` image: the receiver's journal.
 pub const PAGES: u32 = 4;
 /// How long the link may be quiet before the releases that wait for a record are
@@ -61,21 +65,42 @@ impl SumStoreJob for Job<'_> {
         // broker answers, so a broker that is not there leaves no image behind, bound
         // to a session that never began.
         identity::meta(self.args, PAGES).fits()?;
-        let max = idem_mqtt::max_packet(self.args.topic.len());
         if std::fs::symlink_metadata(&self.args.flash).is_ok() {
             let session = Session::open(self.args, store)?;
-            let link = Link::connect(&self.args.broker, max)?;
+            let link = connect(self.args)?;
             return session.run(link);
         }
         // No image before a CONNACK: a peer that accepts TCP and never answers, or
         // refuses, leaves none behind.
-        let mut link = Link::connect(&self.args.broker, max)?;
+        let mut link = connect(self.args)?;
         let mut connect = [0u8; 512];
         let n = Client::<S, PLACES>::encode(&config(self.args), Send::Connect, &mut connect)
             .map_err(|e| anyhow!("encoding CONNECT: {e:?}"))?;
         link.handshake(&connect[..n], CONNACK_WAIT)
             .map_err(|e| anyhow!("{}: {e:#}; no image was made", self.args.broker))?;
         Session::open(self.args, store)?.run(link)
+    }
+}
+
+/// A connection to the broker at `--protocol`.
+fn connect(a: &ConsumeArgs) -> anyhow::Result<Link> {
+    let max = idem_mqtt::max_packet_at(a.topic.len(), a.protocol);
+    Ok(Link::connect(&a.broker, max)?.speaking(a.protocol, MAXIMUM_PACKET))
+}
+
+/// The report's MQTT 5 figures: the protocol, and what the broker sent past the
+/// Receive Maximum.
+pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>) {
+    use serde_json::json;
+    asked.extra.push(("protocol", json!(a.protocol.name())));
+    if a.protocol == idem_mqtt::codec::Protocol::V5 {
+        let past = t.f.past_receive_maximum;
+        asked.extra.push(("past_receive_maximum", json!(past)));
+        if past > 0 {
+            asked.lines.push(format!(
+                "MQTT 5: the broker sent {past} PUBLISHes past the Receive Maximum of {PLACES} (MQTT 5 §4.9), each left unanswered and sent again; its reconnections said DISCONNECT 0x93"
+            ));
+        }
     }
 }
 
@@ -139,7 +164,7 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(Self {
             a,
             image,
-            client: Client::new(receiver),
+            client: Client::new(receiver).with_protocol(a.protocol),
             tally: Tally::default(),
             records: 0,
             applied,
@@ -151,13 +176,12 @@ impl<'a, S: Sum> Session<'a, S> {
     }
 
     fn run(mut self, first: Link) -> anyhow::Result<Tally> {
-        let max = idem_mqtt::max_packet(self.a.topic.len());
         let mut reconnects = 0;
         let mut first = Some(first);
         loop {
             let mut link = match first.take() {
                 Some(link) => link,
-                None => Link::connect(&self.a.broker, max)?,
+                None => connect(self.a)?,
             };
             match self.session(&mut link) {
                 Ok(End::Idle) => break,
@@ -244,8 +268,8 @@ impl<'a, S: Sum> Session<'a, S> {
             // Places are free for what was left unanswered: the broker sends it again
             // at the next connection (§4.4).
             self.deliver(link, outs)?;
-            self.client.resending();
-            let _ = self.send(link, Send::Disconnect);
+            let bye = self.client.resending();
+            let _ = self.send(link, bye);
             link.wait_closed(Duration::from_secs(1));
             return Ok(Err(End::Resend));
         }
@@ -344,13 +368,10 @@ impl<'a, S: Sum> Session<'a, S> {
         };
         let out = match got {
             Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
-            Got::Connack {
-                code,
-                session_present: _,
-            } if code != 0 => {
+            Got::Connack { code, .. } if code != 0 => {
                 return Err(Broken::Garbage(format!(
                     "the broker refused the connection: {} (return code {code})",
-                    link::refusal(code)
+                    link::refusal_at(code, self.a.protocol)
                 )));
             }
             got => match incoming(&got) {
@@ -473,6 +494,8 @@ fn config(a: &ConsumeArgs) -> Config<'_> {
         filter: &a.topic,
         qos: QoS::from_level(a.qos).unwrap_or(QoS::ExactlyOnce),
         keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
+        protocol: a.protocol,
+        maximum_packet_size: MAXIMUM_PACKET,
     }
 }
 
@@ -485,9 +508,11 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         Got::Connack {
             session_present,
             code,
+            properties,
         } => Incoming::Connack {
             session_present,
             code,
+            properties,
         },
         Got::Publish {
             qos,
@@ -512,6 +537,8 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         Got::Pubrec(pid) => Incoming::Pubrec(pid),
         Got::Pubcomp(pid) => Incoming::Pubcomp(pid),
         Got::Unsuback => Incoming::Unsuback(1),
+        Got::Disconnect(r) => Incoming::Disconnect(r),
+        Got::AckRefused { kind, pid, reason } => Incoming::AckRefused { kind, pid, reason },
     })
 }
 
@@ -524,6 +551,12 @@ fn client_error<E: core::fmt::Debug>(e: ClientError<E>, topic: &str) -> Broken {
         ),
         ClientError::SubscriptionRefused => {
             format!("the broker refused the subscription to {topic}")
+        }
+        ClientError::Disconnected(r) => {
+            return Broken::Closed(format!(
+                "the broker sent DISCONNECT {} (reason code 0x{r:02X})",
+                idem_mqtt::codec::v5::reason_name(r)
+            ));
         }
         ClientError::Unexpected(what) => {
             format!(

@@ -10,9 +10,6 @@ use super::ConsumeArgs;
 use crate::image::{Meta, MqttSession};
 use crate::select::WINDOW;
 
-/// The protocol an `mqtt consume` session speaks.
-pub const PROTOCOL: &str = "3.1.1";
-
 /// The image's run: the session, field by field, and the store.
 pub fn meta(a: &ConsumeArgs, pages: u32) -> Meta {
     Meta {
@@ -23,7 +20,7 @@ pub fn meta(a: &ConsumeArgs, pages: u32) -> Meta {
         window: WINDOW,
         pages,
         mqtt: Some(MqttSession {
-            protocol: PROTOCOL.into(),
+            protocol: a.protocol.name().into(),
             broker: a.broker.clone(),
             client_id: a.client_id.clone(),
             filter: a.topic.clone(),

@@ -6,7 +6,10 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use idem_mqtt::codec::{self, Frame, Incoming, Outgoing, QoS};
+use idem_mqtt::codec::v5::{self, reason};
+use idem_mqtt::codec::{
+    self, ConnackProperties, DecodeError, Frame, Incoming, Outgoing, Protocol, QoS,
+};
 
 /// Connection attempts before giving up (the session's policy, `idem_mqtt::client`).
 pub use idem_mqtt::client::CONNECT_TRIES as TRIES;
@@ -15,8 +18,12 @@ use idem_mqtt::client::{backoff_ms, ping_due};
 /// A packet as received, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Got {
-    /// CONNACK.
-    Connack { session_present: bool, code: u8 },
+    /// CONNACK (at MQTT 5, with the broker's limits).
+    Connack {
+        session_present: bool,
+        code: u8,
+        properties: ConnackProperties,
+    },
     /// PUBLISH.
     Publish {
         qos: QoS,
@@ -42,6 +49,10 @@ pub enum Got {
     Pubcomp(u16),
     /// UNSUBACK, which nothing here asks for.
     Unsuback,
+    /// DISCONNECT from the broker, with its reason code (MQTT 5).
+    Disconnect(u8),
+    /// PUBACK, PUBREC or PUBCOMP refusing a PUBLISH (MQTT 5, reason 0x80 or more).
+    AckRefused { kind: u8, pid: u16, reason: u8 },
 }
 
 /// Why reading stopped.
@@ -60,6 +71,9 @@ pub struct Link {
     /// Bytes of an oversized PUBLISH still to discard.
     skip: usize,
     max: usize,
+    protocol: Protocol,
+    /// At MQTT 5, the Maximum Packet Size announced.
+    limit: usize,
     last_sent: Instant,
     /// Packets read.
     pub packets: u64,
@@ -108,6 +122,8 @@ impl Link {
             buf: Vec::with_capacity(2 * max),
             skip: 0,
             max,
+            protocol: Protocol::V311,
+            limit: usize::MAX,
             last_sent: Instant::now(),
             packets: 0,
             early: None,
@@ -129,7 +145,7 @@ impl Link {
                 Ok(Some(Got::Connack { code, .. })) => {
                     return Err(anyhow!(
                         "the broker refused the connection: {} (return code {code})",
-                        refusal(code)
+                        refusal_at(code, self.protocol)
                     ));
                 }
                 Ok(Some(_)) => return Err(anyhow!("the broker sent a packet before its CONNACK")),
@@ -156,10 +172,19 @@ impl Link {
         self.early.is_some()
     }
 
+    /// The link at `protocol`; at MQTT 5, `limit` is the Maximum Packet Size the client
+    /// announces, past which a packet from the broker is a protocol error.
+    pub fn speaking(mut self, protocol: Protocol, limit: u32) -> Self {
+        self.protocol = protocol;
+        self.limit = limit as usize;
+        self
+    }
+
     /// Sends `p`.
     pub fn send(&mut self, p: &Outgoing<'_>) -> anyhow::Result<()> {
-        let mut out = vec![0u8; codec::encoded_len(p)];
-        let n = codec::encode(p, &mut out).map_err(|e| anyhow!("encoding {p:?}: {e:?}"))?;
+        let mut out = vec![0u8; codec::encoded_len_at(p, self.protocol)];
+        let n = codec::encode_at(p, self.protocol, &mut out)
+            .map_err(|e| anyhow!("encoding {p:?}: {e:?}"))?;
         self.stream
             .write_all(&out[..n])
             .map_err(|e| anyhow!("the broker's connection failed while sending: {e}"))?;
@@ -271,19 +296,36 @@ impl Link {
         self.buf.extend_from_slice(&bytes[skipped..]);
     }
 
+    /// Why the buffer's first bytes are no packet, in a sentence.
+    fn undecodable(&mut self, e: DecodeError) -> Broken {
+        // A first packet that is not even a CONNACK's type: not an MQTT server.
+        if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
+            Broken::Garbage(not_mqtt(&self.buf))
+        } else if let DecodeError::PastMaximum(_) = e {
+            // A protocol error: DISCONNECT 0x95 (Packet too large), then the connection
+            // closes (MQTT 5 §3.1.2.11.4, §4.13).
+            let _ = self.send(&Outgoing::DisconnectReason(reason::PACKET_TOO_LARGE));
+            Broken::Garbage(format!(
+                "the broker sent {e}; the receiver answered DISCONNECT 0x95 (Packet too large)"
+            ))
+        } else {
+            Broken::Garbage(format!("the broker sent {e}"))
+        }
+    }
+
     /// A whole packet from the buffer, if one is there.
     fn take(&mut self) -> Result<Option<Got>, Broken> {
-        let Some(max) = limit(&self.buf, self.max) else {
+        let Some(max) = limit(&self.buf, self.max, self.protocol) else {
             return Ok(None);
         };
-        let frame = codec::next(&self.buf, max).map_err(|e| {
-            // A first packet that is not even a CONNACK's type: not an MQTT server.
-            if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
-                Broken::Garbage(not_mqtt(&self.buf))
-            } else {
-                Broken::Garbage(format!("the broker sent {e}"))
-            }
-        })?;
+        let frame = match self.protocol {
+            Protocol::V311 => codec::next(&self.buf, max),
+            Protocol::V5 => v5::next(&self.buf, max, self.limit),
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => return Err(self.undecodable(e)),
+        };
         let (got, len) = match frame {
             None => return Ok(None),
             Some(Frame::Oversized { qos, pid, len }) => (Got::Oversized { qos, pid }, len),
@@ -301,7 +343,7 @@ impl Link {
 /// (`None` until then): a filter with `#` or `+` matches topics longer than itself
 /// (MQTT 3.1.1 §4.7.1), and a payload the device takes must not be refused for its
 /// topic's length.
-fn limit(buf: &[u8], max: usize) -> Option<usize> {
+fn limit(buf: &[u8], max: usize, protocol: Protocol) -> Option<usize> {
     if buf.first()? >> 4 != 3 {
         return Some(max);
     }
@@ -311,7 +353,7 @@ fn limit(buf: &[u8], max: usize) -> Option<usize> {
         at += 1;
     }
     let topic = u16::from_be_bytes([*buf.get(at + 1)?, *buf.get(at + 2)?]);
-    Some(idem_mqtt::max_packet(usize::from(topic)).max(max))
+    Some(idem_mqtt::max_packet_at(usize::from(topic), protocol).max(max))
 }
 
 /// The peer's first bytes, as a connection that does not start with a packet (an HTTP
@@ -329,9 +371,11 @@ fn own(p: Incoming<'_>) -> Got {
         Incoming::Connack {
             session_present,
             code,
+            properties,
         } => Got::Connack {
             session_present,
             code,
+            properties,
         },
         Incoming::Publish(p) => Got::Publish {
             qos: p.qos,
@@ -348,6 +392,23 @@ fn own(p: Incoming<'_>) -> Got {
         Incoming::Pubrec(pid) => Got::Pubrec(pid),
         Incoming::Pubcomp(pid) => Got::Pubcomp(pid),
         Incoming::Unsuback(_) => Got::Unsuback,
+        Incoming::Disconnect(r) => Got::Disconnect(r),
+        Incoming::AckRefused { kind, pid, reason } => Got::AckRefused { kind, pid, reason },
+    }
+}
+
+/// CONNACK's refusal codes in words at `protocol` (MQTT 3.1.1 §3.2.2.3, MQTT 5
+/// §3.2.2.2).
+pub fn refusal_at(code: u8, protocol: Protocol) -> &'static str {
+    match (protocol, code) {
+        (Protocol::V311, _) => refusal(code),
+        // Below 0x80 only 0x00 is a CONNACK reason at MQTT 5 (§3.2.2.2): 1 to 5 are an
+        // MQTT 3.1.1 server's return codes.
+        (Protocol::V5, 1) => {
+            "it does not speak MQTT 5, answering as an MQTT 3.1.1 server; try --protocol 3.1.1"
+        }
+        (Protocol::V5, 2..=5) => refusal(code),
+        (Protocol::V5, _) => v5::reason_name(code),
     }
 }
 
@@ -360,5 +421,19 @@ pub fn refusal(code: u8) -> &'static str {
         4 => "a bad user name or password",
         5 => "not authorised",
         _ => "a return code MQTT 3.1.1 does not define",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_named_in_the_protocol_spoken() {
+        assert_eq!(refusal_at(5, Protocol::V311), "not authorised");
+        assert_eq!(refusal_at(0x87, Protocol::V5), "Not authorized");
+        assert_eq!(refusal_at(0x95, Protocol::V5), "Packet too large");
+        // At MQTT 5, return code 1 is an MQTT 3.1.1 server refusing level 5.
+        assert!(refusal_at(1, Protocol::V5).starts_with("it does not speak MQTT 5"));
     }
 }

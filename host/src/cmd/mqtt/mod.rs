@@ -26,6 +26,7 @@ use clap::{Args, Subcommand};
 use crate::error::usage;
 use crate::image::SyncMode;
 use crate::select::{StoreKind, WINDOW};
+use idem_mqtt::codec::Protocol;
 use idem_sim::registry::{self, Source};
 
 /// Receive and publish on an MQTT broker.
@@ -51,9 +52,13 @@ enum Action {
 /// `idem mqtt consume`'s arguments.
 #[derive(Debug, Args)]
 pub struct ConsumeArgs {
-    /// The broker (MQTT 3.1.1, no TLS, no authentication).
+    /// The broker (no TLS, no authentication).
     #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
     broker: String,
+    /// The protocol: MQTT 3.1.1, or MQTT 5 (Receive Maximum, Session Expiry Interval,
+    /// reason codes).
+    #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = parse_protocol)]
+    protocol: Protocol,
     /// The topic, or a filter with `+` or `#` (then order holds per topic only).
     #[arg(long)]
     topic: String,
@@ -105,6 +110,15 @@ pub struct ConsumeArgs {
     /// image, before the record that applies it is synced.
     #[arg(long, hide = true)]
     abort_after_id_log: Option<u32>,
+}
+
+/// `--protocol`: `3.1.1` or `5` (also `311`, `5.0`).
+pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    match s {
+        "3.1.1" | "311" | "4" => Ok(Protocol::V311),
+        "5" | "5.0" => Ok(Protocol::V5),
+        _ => Err(format!("MQTT 3.1.1 or 5, not {s:?}")),
+    }
 }
 
 /// Refuses a broker address that is not `HOST:PORT`, before anything is tried.
@@ -253,7 +267,9 @@ impl Cmd {
                     .ok_or_else(|| usage("that store does not run on MQTT"))?
                     .map_err(|e| usage(format!("{e:?}")))??;
                 let truth = truth.as_ref().map(|(t, ids)| (t, Some(ids)));
-                report::print(&a.asked(), &tally, truth)?;
+                let mut asked = a.asked();
+                consume::protocol_figures(&a, &tally, &mut asked);
+                report::print(&asked, &tally, truth)?;
                 Ok(ExitCode::SUCCESS)
             }
             Action::Publish(p) => {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::Args;
-use idem_mqtt::codec::{Outgoing, Publish, QoS};
+use idem_mqtt::codec::v5::reason_name;
+use idem_mqtt::codec::{ConnackProperties, Outgoing, Protocol, Publish, QoS};
 use idem_sim::rng::SplitMix64;
 
 use super::link::{Broken, Got, Link};
@@ -29,6 +30,10 @@ pub struct PublishArgs {
     /// The broker.
     #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
     pub broker: String,
+    /// The protocol: MQTT 3.1.1, or MQTT 5 (the broker's Receive Maximum and Maximum
+    /// Packet Size honoured, its reason codes named).
+    #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = super::parse_protocol)]
+    protocol: Protocol,
     /// The topic.
     #[arg(long)]
     topic: String,
@@ -91,7 +96,13 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
     let broken = |e: Broken| match e {
         Broken::Closed(why) | Broken::Garbage(why) => anyhow!("publishing to {}: {why}", a.broker),
     };
-    let mut link = connect(a)?;
+    let (mut link, limits) = connect(a)?;
+    // At MQTT 5 the broker's Receive Maximum bounds what may be unacknowledged (MQTT 5
+    // §3.3.4), and its Maximum Packet Size what may be sent (§3.2.2.3.6).
+    let window = IN_FLIGHT.min(usize::from(limits.receive_maximum.unwrap_or(u16::MAX)).max(1));
+    let largest = limits
+        .maximum_packet_size
+        .map_or(usize::MAX, |m| m as usize);
     // Only once the broker took the connection: a run that cannot connect leaves the
     // truth file as it was.
     let mut truth = TruthWriter::create(&a.truth, "mqtt publish", Some(a.qos))?;
@@ -100,22 +111,14 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
     let mut waiting: VecDeque<(u16, &str)> = VecDeque::new();
     let mut next_pid = 0u16;
     for line in &lines {
-        while waiting.len() >= IN_FLIGHT {
+        while waiting.len() >= window {
             complete(&mut link, &mut waiting, &mut truth).map_err(broken)??;
         }
         let pid = (qos != QoS::AtMostOnce).then(|| {
             next_pid = next_pid % u16::MAX + 1;
             next_pid
         });
-        let p = Publish {
-            dup: false,
-            qos,
-            pid,
-            retain: a.retain,
-            topic: &a.topic,
-            payload: line.as_bytes(),
-        };
-        link.send(&Outgoing::Publish(p))?;
+        send(&mut link, a, qos, pid, line, largest)?;
         match pid {
             Some(pid) => waiting.push_back((pid, line)),
             // QoS 0 has no acknowledgement: sent is all a publisher ever knows.
@@ -140,16 +143,69 @@ pub fn run(a: &PublishArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Connects with clean session 1 and waits for CONNACK.
-fn connect(a: &PublishArgs) -> anyhow::Result<Link> {
-    let mut link = Link::connect(&a.broker, 64 * 1024)?;
-    link.send(&Outgoing::Connect {
-        client_id: &a.client_id,
-        keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
-        clean_session: true,
+/// Sends one PUBLISH of `line`, unless it is past the broker's Maximum Packet Size
+/// `largest` (MQTT 5 §3.2.2.3.6: the client must not send it).
+fn send(
+    link: &mut Link,
+    a: &PublishArgs,
+    qos: QoS,
+    pid: Option<u16>,
+    line: &str,
+    largest: usize,
+) -> anyhow::Result<()> {
+    let p = Outgoing::Publish(Publish {
+        dup: false,
+        qos,
+        pid,
+        retain: a.retain,
+        topic: &a.topic,
+        payload: line.as_bytes(),
+    });
+    let size = idem_mqtt::codec::encoded_len_at(&p, a.protocol);
+    if size > largest {
+        return Err(anyhow!(
+            "a {size}-byte PUBLISH is past the broker's Maximum Packet Size of {largest} bytes (MQTT 5 §3.2.2.3.6): it was not sent, and no truth file was written at {}",
+            a.truth.display()
+        ));
+    }
+    link.send(&p)
+}
+
+/// The Maximum Packet Size the publisher announces at MQTT 5: what it reads is small.
+const PUBLISHER_MAXIMUM_PACKET: u32 = 64 * 1024;
+
+/// Connects with clean session 1 (at MQTT 5, Clean Start 1 and no Session Expiry
+/// Interval: the session ends with the connection) and waits for CONNACK.
+fn connect(a: &PublishArgs) -> anyhow::Result<(Link, ConnackProperties)> {
+    let mut link =
+        Link::connect(&a.broker, 64 * 1024)?.speaking(a.protocol, PUBLISHER_MAXIMUM_PACKET);
+    let keep_alive = idem_mqtt::client::KEEP_ALIVE_S;
+    link.send(&match a.protocol {
+        Protocol::V311 => Outgoing::Connect {
+            client_id: &a.client_id,
+            keep_alive,
+            clean_session: true,
+        },
+        Protocol::V5 => Outgoing::Connect5 {
+            client_id: &a.client_id,
+            keep_alive,
+            clean_start: true,
+            session_expiry: 0,
+            receive_maximum: u16::MAX,
+            maximum_packet_size: PUBLISHER_MAXIMUM_PACKET,
+        },
     })?;
     match link.read(Duration::from_secs(10)) {
-        Ok(Some(Got::Connack { code: 0, .. })) => Ok(link),
+        Ok(Some(Got::Connack {
+            code: 0,
+            properties,
+            ..
+        })) => Ok((link, properties)),
+        Ok(Some(Got::Connack { code, .. })) => Err(anyhow!(
+            "the broker at {} refused the connection: {} (return code {code})",
+            a.broker,
+            super::link::refusal_at(code, a.protocol)
+        )),
         Ok(other) => Err(anyhow!(
             "the broker at {} did not accept the connection: {other:?}",
             a.broker
@@ -180,6 +236,14 @@ fn complete(
         }
         Some(Got::Pubrec(pid)) => link.send(&Outgoing::Pubrel(pid)).map_err(closed).map(Ok),
         Some(Got::Pingresp) => Ok(Ok(())),
+        Some(Got::AckRefused { pid, reason, .. }) => Ok(Err(anyhow!(
+            "the broker refused the PUBLISH of packet identifier {pid}: {} (reason code 0x{reason:02X}); its payment is not in the truth",
+            reason_name(reason)
+        ))),
+        Some(Got::Disconnect(reason)) => Err(Broken::Closed(format!(
+            "the broker sent DISCONNECT {} (reason code 0x{reason:02X})",
+            reason_name(reason)
+        ))),
         Some(other) => Err(Broken::Garbage(format!(
             "the broker sent a publisher {other:?}"
         ))),

@@ -46,6 +46,10 @@ pub struct BenchArgs {
     /// Pass --release-with-next to idem's consume (one record a message).
     #[arg(long)]
     release_with_next: bool,
+    /// The protocol idem's consume speaks: 3.1.1, or 5 (its Receive Maximum, the
+    /// receiver's places); paho's subscriber speaks 3.1.1.
+    #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = super::parse_protocol)]
+    protocol: idem_mqtt::codec::Protocol,
     /// The Mosquitto binary [default: $IDEM_MOSQUITTO, else /usr/sbin/mosquitto].
     #[arg(long, value_name = "PATH")]
     mosquitto: Option<PathBuf>,
@@ -213,6 +217,7 @@ impl Setup<'_> {
                 if self.a.release_with_next {
                     c.arg("--release-with-next");
                 }
+                c.args(["--protocol", self.a.protocol.name()]);
                 c
             }
         };
@@ -244,7 +249,8 @@ impl Setup<'_> {
     }
 }
 
-/// The sum of the truth file's amounts (each id's first), as the consumers grade it.
+/// The truth file's total, read as `--truth` reads it (idem's first and end lines
+/// included).
 fn true_sum(truth: &Path) -> anyhow::Result<i64> {
     Ok(crate::truth::TruthFile::read(truth)?.total)
 }
