@@ -141,6 +141,10 @@ impl Door {
             filter: &self.filter,
             qos: self.qos,
             keep_alive: self.keep_alive,
+            // MQTT 5 is refused at open (IDEM_E_PROTOCOL) until the door passes its
+            // properties through; at 3.1.1 the maximum is not sent.
+            protocol: idem_mqtt::codec::Protocol::V311,
+            maximum_packet_size: u32::MAX,
         }
     }
 
