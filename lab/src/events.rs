@@ -285,6 +285,21 @@ fn quote(id: &str) -> String {
 /// The longest line an event file may have, in bytes.
 pub const MAX_LINE: usize = 1024;
 
+/// Whether `path` is a FIFO with a path of its own (not a process substitution's
+/// /dev/fd/N, for which `realpath` finds no path).
+#[cfg(unix)]
+fn is_named_pipe(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+        && std::fs::canonicalize(path).is_ok()
+}
+
+/// No FIFOs outside Unix (the playground reads no files).
+#[cfg(not(unix))]
+fn is_named_pipe(_: &Path) -> bool {
+    false
+}
+
 /// Reads and parses the file at `path` as it is read: a line longer than [`MAX_LINE`],
 /// text that is not UTF-8, or more lines than a log holds events stop the read, so
 /// `/dev/zero` or a huge file is refused after at most one log's worth of input.
@@ -299,11 +314,7 @@ pub fn load(path: &Path, mode: ProducerMode, key: &IdKey) -> anyhow::Result<Box<
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         return Err(usage(format!("{name} is a directory, not an event file")));
     }
-    if std::fs::metadata(path).is_ok_and(|m| {
-        use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_fifo()
-    }) && std::fs::canonicalize(path).is_ok()
-    {
+    if is_named_pipe(path) {
         return Err(usage(format!(
             "{name} is a named pipe (FIFO), not an event file: give a regular file, or a process substitution (--log <(...))"
         )));

@@ -98,7 +98,7 @@ pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>
         asked.extra.push(("past_receive_maximum", json!(past)));
         if past > 0 {
             asked.lines.push(format!(
-                "MQTT 5: the broker sent {past} PUBLISHes past the Receive Maximum of {PLACES} (MQTT 5 §4.9), each left unanswered and sent again; its reconnections said DISCONNECT 0x93"
+                "MQTT 5: the broker sent {past} PUBLISHes past the Receive Maximum of {PLACES} (MQTT 5 §4.9); each waited, unanswered, for a place (past {WAITING} waiting, one is left unanswered and comes again after a DISCONNECT 0x93)"
             ));
         }
     }
@@ -301,6 +301,13 @@ impl<'a, S: Sum> Session<'a, S> {
                 *last_new = Instant::now();
             }
             if self.may_wait(&got) {
+                if self.a.protocol == idem_mqtt::codec::Protocol::V5
+                    && !self.client.receiver().has_place()
+                {
+                    // Past the Receive Maximum announced (MQTT 5 §4.9): it waits as at
+                    // MQTT 3.1.1, and the report names the broker's breach.
+                    self.client.past_receive_maximum += 1;
+                }
                 self.waiting.push_back(got);
             } else {
                 outs.push(self.take(got)?);
