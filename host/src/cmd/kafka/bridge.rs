@@ -22,7 +22,7 @@ use crate::kafka::trust::ReadRules;
 pub struct BoardSource {
     /// The partition's amounts, by offset (0 where no payment is): each offset's event is
     /// its amount with an id of `id_bytes` under the board's own key
-    /// ([`crate::kafka::stream::message_of`]), 8 bytes an offset besides its id's.
+    /// ([`crate::kafka::record::message_of`]), 8 bytes an offset besides its id's.
     pub amounts: Vec<i64>,
     /// The bytes each event's message id is made of: its record's key, or for a keyless
     /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
