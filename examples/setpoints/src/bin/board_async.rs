@@ -1,7 +1,7 @@
 //! The setpoint table on a Cortex-M0 as an async firmware has it: `setpoints` with the
 //! consumer's async steps (`open_async`, `step_async`, idem-core's feature `async`) over
 //! the async face of the same RAM flash, polled by `embassy_futures::block_on` where an
-//! embassy firmware would run an executor (BENCHMARKS.md, "Blocking and async").
+//! embassy firmware would run an executor (BENCHMARKS.md, "An adopter's store").
 //!
 //! Everything but the consumer's calls is `setpoints`'s own (src/board/common.rs).
 #![no_std]
