@@ -267,6 +267,32 @@ fn publish_head(
     }
 }
 
+/// A packet of `len` bytes (kind `kind`, `body` after its fixed header) against the
+/// caller's largest, `max`: a PUBLISH past it is [`Frame::Oversized`], named by its QoS
+/// and identifier so that it can be answered, as soon as they have arrived; any other
+/// packet past it is an error. `Ok(Some(None))`: it fits; `Ok(None)`: the PUBLISH's head
+/// has not all arrived.
+fn past_max(
+    kind: u8,
+    flags: u8,
+    body: &[u8],
+    body_len: usize,
+    len: usize,
+    max: usize,
+) -> Result<Option<Option<Frame<'static>>>, DecodeError> {
+    if kind == 3 {
+        let Some((qos, pid)) = publish_head(flags, body, body_len)? else {
+            return Ok(None);
+        };
+        if len > max {
+            return Ok(Some(Some(Frame::Oversized { qos, pid, len })));
+        }
+    } else if len > max {
+        return Err(DecodeError::Oversized(len));
+    }
+    Ok(Some(None))
+}
+
 /// The first packet in `buf`, or `Ok(None)` until it has all arrived. `max` is the
 /// largest packet the caller takes, header included; a PUBLISH over it is
 /// [`Frame::Oversized`] as soon as its identifier has arrived.
@@ -297,15 +323,10 @@ pub fn next(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, DecodeError> {
         return Err(DecodeError::Malformed(kind));
     }
     let body = &buf[header..];
-    if kind == 3 {
-        let Some((qos, pid)) = publish_head(flags, body, body_len)? else {
-            return Ok(None);
-        };
-        if len > max {
-            return Ok(Some(Frame::Oversized { qos, pid, len }));
-        }
-    } else if len > max {
-        return Err(DecodeError::Oversized(len));
+    match past_max(kind, flags, body, body_len, len, max)? {
+        None => return Ok(None),
+        Some(Some(oversized)) => return Ok(Some(oversized)),
+        Some(None) => {}
     }
     let Some(packet) = buf.get(..len) else {
         return Ok(None);

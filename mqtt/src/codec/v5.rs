@@ -24,8 +24,8 @@
 //! [`DecodeError::PastMaximum`]: the client closes with DISCONNECT 0x95.
 
 use super::{
-    ConnackProperties, DecodeError, EncodeError, Frame, Incoming, Outgoing, Publish, QoS,
-    publish_head, remaining_length,
+    ConnackProperties, DecodeError, EncodeError, Frame, Incoming, Outgoing, Publish, QoS, past_max,
+    remaining_length,
 };
 
 /// DISCONNECT's and PUBCOMP's reason codes idem sends or names (MQTT 5 §2.4).
@@ -222,15 +222,10 @@ pub fn next(buf: &[u8], max: usize, limit: usize) -> Result<Option<Frame<'_>>, D
     if len > limit {
         return Err(DecodeError::PastMaximum(len));
     }
-    if kind == 3 {
-        let Some((qos, pid)) = publish_head(flags, &buf[header..], body_len)? else {
-            return Ok(None);
-        };
-        if len > max {
-            return Ok(Some(Frame::Oversized { qos, pid, len }));
-        }
-    } else if len > max {
-        return Err(DecodeError::Oversized(len));
+    match past_max(kind, flags, &buf[header..], body_len, len, max)? {
+        None => return Ok(None),
+        Some(Some(oversized)) => return Ok(Some(oversized)),
+        Some(None) => {}
     }
     let Some(packet) = buf.get(header..len) else {
         return Ok(None);
