@@ -13,8 +13,13 @@
 // MQTT 3.1.1 (its protocol level, §3.1.2.2).
 #define IDEM_MQTT_3_1_1 4
 
-// MQTT 5 (its protocol level): refused by this build, whose receiver is MQTT 3.1.1.
+// MQTT 5 (its protocol level, MQTT 5 §3.1.2.2): CONNECT carries Clean Start 0, the
+// configuration's Session Expiry Interval, and a Receive Maximum of `IDEM_PLACES`.
 #define IDEM_MQTT_5 5
+
+// The Session Expiry Interval that never ends (MQTT 5 §3.1.2.11.2): the broker keeps
+// the session as clean session 0 keeps it at MQTT 3.1.1.
+#define IDEM_SESSION_NEVER UINT32_MAX
 
 // The receiver's storage in 8-byte words.
 #define IDEM_RECEIVER_WORDS 512
@@ -108,6 +113,12 @@
 // A callback called the library on the receiver that called it.
 #define IDEM_E_REENTERED -18
 
+// At MQTT 5, a Session Expiry Interval of 0: the session would end at every disconnect.
+#define IDEM_E_SESSION_EXPIRY -19
+
+// The broker sent DISCONNECT (MQTT 5) and closes the connection: `idem_reason` names why.
+#define IDEM_E_DISCONNECTED -20
+
 // A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
 // never reads or writes itself.
 typedef struct idem_receiver {
@@ -117,9 +128,10 @@ typedef struct idem_receiver {
   uint64_t _storage[IDEM_RECEIVER_WORDS];
 } idem_receiver;
 
-// The session: its protocol, client identifier, topic filter, QoS and keep-alive.
+// The session: its protocol, client identifier, topic filter, QoS, keep-alive and, at
+// MQTT 5, its Session Expiry Interval.
 typedef struct idem_config {
-  // `IDEM_MQTT_3_1_1`.
+  // `IDEM_MQTT_3_1_1` or `IDEM_MQTT_5`.
   uint8_t protocol;
   // The QoS to subscribe at: 0, 1 or 2.
   uint8_t qos;
@@ -129,6 +141,11 @@ typedef struct idem_config {
   const char *client_id;
   // The topic filter, NUL-terminated.
   const char *topic;
+  // At MQTT 5, the Session Expiry Interval in seconds: how long the broker keeps the
+  // session, with the QoS 2 messages in flight, after a connection closes. Above 0
+  // (0 is refused: `IDEM_E_SESSION_EXPIRY`); `IDEM_SESSION_NEVER` for ever. Not read
+  // at MQTT 3.1.1, where clean session 0 keeps the session.
+  uint32_t session_expiry_s;
 } idem_config;
 
 // Reads `len` bytes at byte address `addr` into `buf`; 0 once done, anything else a
@@ -230,6 +247,17 @@ typedef struct idem_stats {
   uint8_t resumed;
   // 1 once the broker has answered this connection's SUBSCRIBE.
   uint8_t subscribed;
+  // The reason code of this connection's refusal or DISCONNECT from the broker
+  // (CONNACK, SUBACK or, at MQTT 5, DISCONNECT), 0 if none: `idem_reason` names it.
+  uint8_t reason;
+  // At MQTT 5, the Session Expiry Interval in force: the CONNACK's if it set one,
+  // else the configuration's; 0 at MQTT 3.1.1.
+  uint32_t session_expiry_s;
+  // Connections the receiver asked to close (`IDEM_RECONNECT`) since open.
+  uint32_t resend_reconnects;
+  // At MQTT 5, new QoS 2 PUBLISHes the broker sent with every place of the Receive
+  // Maximum held (past its limit, MQTT 5 §4.9), since open.
+  uint64_t past_receive_maximum;
 } idem_stats;
 
 #ifdef __cplusplus
@@ -250,7 +278,8 @@ int idem_open(struct idem_receiver *rx,
               const struct idem_app *app);
 
 // Starts a connection the C side has just opened: drops what was left of the last
-// one and queues CONNECT (clean session 0) as the output.
+// one and queues CONNECT as the output (clean session 0 at MQTT 3.1.1; at MQTT 5 Clean
+// Start 0, the Session Expiry Interval and a Receive Maximum of `IDEM_PLACES`).
 //
 // # Safety
 // `rx` is NULL or storage for a receiver.
@@ -259,8 +288,9 @@ int idem_connect(struct idem_receiver *rx);
 // Hands the receiver `len` bytes received from the broker. It takes what its buffer
 // holds (`*taken`; give the rest again after sending the output), decides every whole
 // packet, writes their records through the flash callbacks, syncs once, and only then
-// adds their answers to the output. After `IDEM_E_MALFORMED`, `IDEM_E_REFUSED` or
-// `IDEM_E_BROKER` close the connection; after a flash error open the receiver again.
+// adds their answers to the output. After `IDEM_E_MALFORMED`, `IDEM_E_REFUSED`,
+// `IDEM_E_DISCONNECTED` or `IDEM_E_BROKER` close the connection (`idem_reason` names a
+// refusal's or DISCONNECT's reason code); after a flash error open the receiver again.
 //
 // # Safety
 // `rx` is NULL or storage for a receiver; `bytes` NULL or `len` bytes; `taken` NULL or
@@ -283,7 +313,8 @@ int idem_sent(struct idem_receiver *rx, size_t n);
 // Says that nothing has arrived for a while. Returns `IDEM_RECONNECT` when the C side
 // should send the output (it ends with DISCONNECT), close the connection and connect
 // again, so that the broker resends the PUBLISHes the receiver left unanswered while
-// every place was taken (MQTT 3.1.1 §4.4); else `IDEM_OK`.
+// every place was taken (MQTT 3.1.1 §4.4; at MQTT 5 that DISCONNECT carries 0x93,
+// Receive Maximum exceeded, when the broker sent past `IDEM_PLACES`); else `IDEM_OK`.
 //
 // # Safety
 // `rx` is NULL or storage for a receiver.
@@ -295,7 +326,8 @@ int idem_idle(struct idem_receiver *rx);
 // `rx` is NULL or storage for a receiver.
 int idem_ping(struct idem_receiver *rx);
 
-// Queues DISCONNECT (the broker keeps the session: clean session 0).
+// Queues DISCONNECT (the broker keeps the session: clean session 0, or at MQTT 5 for
+// the Session Expiry Interval).
 //
 // # Safety
 // `rx` is NULL or storage for a receiver.
@@ -312,6 +344,16 @@ int idem_get_stats(struct idem_receiver *rx, struct idem_stats *stats);
 // # Safety
 // `rx` is NULL or storage for a receiver; `buf` NULL or `len` writable bytes.
 int idem_get_state(struct idem_receiver *rx, uint8_t *buf, size_t len);
+
+// Writes this connection's refusal or DISCONNECT from the broker in words into `buf`
+// (`len` bytes, NUL-terminated): its packet, reason code and name as MQTT names it
+// (`CONNACK 0x87 Not authorized`), or an empty string if there was none. Returns
+// `IDEM_E_ARGUMENT` when the words do not fit (`buf` then holds what did); 64 bytes
+// always do.
+//
+// # Safety
+// `rx` is NULL or storage for a receiver; `buf` NULL or `len` writable bytes.
+int idem_reason(struct idem_receiver *rx, char *buf, size_t len);
 
 // Closes the receiver: any later call but `idem_open` returns `IDEM_E_NOT_OPEN`.
 //

@@ -5,7 +5,7 @@
 use heapless::Vec;
 use idem_core::journal::JournalError;
 use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send};
-use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::codec::{self, Frame, Outgoing, Protocol, QoS};
 use idem_mqtt::receiver::{ReceiveError, Receiver};
 
 use crate::app::{Bytes, CStore};
@@ -21,8 +21,14 @@ pub const IDEM_MAX_TOPIC: usize = 128;
 /// §3.1.3.1, and may take more).
 pub const IDEM_MAX_CLIENT_ID: usize = 64;
 
-/// The largest packet taken whole: a PUBLISH of the longest topic and payload.
-const IN_CAP: usize = idem_mqtt::max_packet(IDEM_MAX_TOPIC);
+/// The largest packet taken whole: a PUBLISH of the longest topic and payload, with room
+/// for MQTT 5's properties (at MQTT 3.1.1 a longer payload is rejected all the same).
+const IN_CAP: usize = idem_mqtt::max_packet_at(IDEM_MAX_TOPIC, Protocol::V5);
+/// The Maximum Packet Size announced at MQTT 5 (MQTT 5 §3.1.2.11.4): none below the
+/// protocol's own, since the door takes a PUBLISH of any length (one past `IN_CAP` is
+/// acknowledged and rejected, counted), where a smaller maximum would have the broker
+/// drop it unsent and uncounted.
+const MAXIMUM_PACKET_SIZE: u32 = u32::MAX;
 /// Bytes waiting to be sent.
 const OUT_CAP: usize = 1024;
 /// What one packet's answer may take: every place's PUBCOMP, and a SUBSCRIBE.
@@ -39,6 +45,10 @@ pub struct Door {
     flash: idem_flash,
     unit: Unit,
     client: Client<CStore, IDEM_PLACES>,
+    /// At MQTT 5, the Session Expiry Interval asked in CONNECT.
+    session_expiry: u32,
+    /// The last refusal or DISCONNECT: its packet type and reason code.
+    reason: Option<(u8, u8)>,
     client_id: heapless::String<IDEM_MAX_CLIENT_ID>,
     filter: heapless::String<IDEM_MAX_TOPIC>,
     qos: QoS,
@@ -76,6 +86,10 @@ pub struct Opening {
     pub qos: QoS,
     /// Keep-alive seconds.
     pub keep_alive: u16,
+    /// The protocol spoken.
+    pub protocol: Protocol,
+    /// At MQTT 5, the Session Expiry Interval (above 0).
+    pub session_expiry: u32,
 }
 
 /// The status for a journal error.
@@ -94,8 +108,56 @@ fn client_status(e: &ClientError<Failed>) -> i32 {
     match e {
         ClientError::Receive(ReceiveError::Journal(j)) => journal_status(j),
         ClientError::Refused(_) | ClientError::SubscriptionRefused => IDEM_E_REFUSED,
+        ClientError::Disconnected(_) => IDEM_E_DISCONNECTED,
         _ => IDEM_E_BROKER,
     }
+}
+
+/// The packet type and reason code an error carries from the broker, if it does;
+/// `suback` is the reason code of the SUBACK being read (its last byte: one filter).
+fn reason_of(e: &ClientError<Failed>, suback: u8) -> Option<(u8, u8)> {
+    match e {
+        ClientError::Refused(code) => Some((2, *code)),
+        ClientError::SubscriptionRefused => Some((9, suback)),
+        ClientError::Disconnected(code) => Some((14, *code)),
+        _ => None,
+    }
+}
+
+/// MQTT 3.1.1's CONNACK return codes (§3.2.2.3, Table 3.1) and SUBACK's failure
+/// (§3.9.3); idem-mqtt names only MQTT 5's (`codec::v5::reason_name`).
+fn return_code_name(code: u8) -> &'static str {
+    match code {
+        1 => "Connection Refused, unacceptable protocol version",
+        2 => "Connection Refused, identifier rejected",
+        3 => "Connection Refused, Server unavailable",
+        4 => "Connection Refused, bad user name or password",
+        5 => "Connection Refused, not authorized",
+        0x80 => "Failure",
+        _ => "a return code MQTT 3.1.1 does not define",
+    }
+}
+
+/// A reason in words: `CONNACK 0x87 Not authorized`.
+pub fn reason_words(
+    kind: u8,
+    code: u8,
+    protocol: Protocol,
+    out: &mut impl core::fmt::Write,
+) -> core::fmt::Result {
+    let packet = match kind {
+        2 => "CONNACK",
+        9 => "SUBACK",
+        _ => "DISCONNECT",
+    };
+    let name = match (protocol, kind, code) {
+        (Protocol::V311, ..) => return_code_name(code),
+        // Below 0x80 only 0x00 is a CONNACK reason at MQTT 5 (§3.2.2.2): 1 to 5 are an
+        // MQTT 3.1.1 server's, which does not take level 5 (return code 1).
+        (Protocol::V5, 2, 1..=5) => return_code_name(code),
+        (Protocol::V5, ..) => codec::v5::reason_name(code),
+    };
+    write!(out, "{packet} 0x{code:02X} {name}")
 }
 
 impl Door {
@@ -112,7 +174,9 @@ impl Door {
         Ok(Self {
             flash: o.flash,
             unit: o.unit,
-            client: Client::new(receiver),
+            client: Client::new(receiver).with_protocol(o.protocol),
+            session_expiry: o.session_expiry,
+            reason: None,
             client_id: o.client_id,
             filter: o.filter,
             qos: o.qos,
@@ -141,18 +205,32 @@ impl Door {
             filter: &self.filter,
             qos: self.qos,
             keep_alive: self.keep_alive,
-            // MQTT 5 is refused at open (IDEM_E_PROTOCOL) until the door passes its
-            // properties through; at 3.1.1 the maximum is not sent.
-            protocol: idem_mqtt::codec::Protocol::V311,
-            maximum_packet_size: u32::MAX,
+            protocol: self.client.protocol(),
+            maximum_packet_size: MAXIMUM_PACKET_SIZE,
         }
     }
 
     /// Encodes `send` after the output; a full output is a bug (room is kept).
     fn queue(&mut self, send: Send) -> Result<(), i32> {
-        let mut buf = [0u8; 8 + IDEM_MAX_TOPIC + IDEM_MAX_CLIENT_ID];
-        let n = Client::<CStore, IDEM_PLACES>::encode(&self.config(), send, &mut buf)
-            .map_err(|_| IDEM_E_BUSY)?;
+        let mut buf = [0u8; 32 + IDEM_MAX_TOPIC + IDEM_MAX_CLIENT_ID];
+        let config = self.config();
+        let n = match send {
+            // The session's own Session Expiry Interval, which `Client::encode` fixes
+            // at `SESSION_EXPIRY_S`; the rest of CONNECT as it makes it.
+            Send::Connect if config.protocol == Protocol::V5 => {
+                let connect = Outgoing::Connect5 {
+                    client_id: config.client_id,
+                    keep_alive: config.keep_alive,
+                    clean_start: false,
+                    session_expiry: self.session_expiry,
+                    receive_maximum: IDEM_PLACES as u16,
+                    maximum_packet_size: config.maximum_packet_size,
+                };
+                codec::encode_at(&connect, Protocol::V5, &mut buf)
+            }
+            _ => Client::<CStore, IDEM_PLACES>::encode(&config, send, &mut buf),
+        }
+        .map_err(|_| IDEM_E_BUSY)?;
         self.output
             .extend_from_slice(&buf[..n])
             .map_err(|_| IDEM_E_BUSY)
@@ -184,6 +262,7 @@ impl Door {
             return Err(self.stopped);
         }
         self.stopped = 0;
+        self.reason = None;
         self.input.clear();
         self.discard = 0;
         self.output.clear();
@@ -231,13 +310,22 @@ impl Door {
     fn packet<const W: usize>(&mut self) -> Result<Option<u8>, i32> {
         let mut flash = CFlash::<W> { table: &self.flash };
         let decode = |p: &[u8]| crate::app::Raw::new(p);
-        let (out, used) = match codec::next(&self.input, IN_CAP) {
+        let frame = match self.client.protocol() {
+            Protocol::V311 => codec::next(&self.input, IN_CAP),
+            Protocol::V5 => codec::v5::next(&self.input, IN_CAP, MAXIMUM_PACKET_SIZE as usize),
+        };
+        let (out, used) = match frame {
             Ok(None) => return Ok(None),
+            // At MQTT 5 no packet is past the maximum announced (the protocol's own).
             Err(_) => return Err(IDEM_E_MALFORMED),
             Ok(Some(Frame::Packet { packet, len })) => {
+                let last = self.input.get(len.wrapping_sub(1)).copied().unwrap_or(0);
                 let out = self
                     .client
                     .on_packet(&mut flash, packet, &self.filter, decode);
+                if let Err(e) = &out {
+                    self.reason = reason_of(e, last).or(self.reason);
+                }
                 (out, len)
             }
             Ok(Some(Frame::Oversized { qos, pid, len })) => {
@@ -298,8 +386,9 @@ impl Door {
         self.queue_outbox(&out)?;
         let again = self.client.resend_due();
         if again {
-            self.client.resending();
-            self.queue(Send::Disconnect)?;
+            // At MQTT 5, DISCONNECT 0x93 when the broker sent past the Receive Maximum.
+            let disconnect = self.client.resending();
+            self.queue(disconnect)?;
         }
         self.sendable = self.output.len();
         Ok(again)
@@ -319,6 +408,25 @@ impl Door {
     /// The client.
     pub fn client(&self) -> &Client<CStore, IDEM_PLACES> {
         &self.client
+    }
+
+    /// The last refusal or DISCONNECT of this connection: its packet type and reason
+    /// code.
+    pub fn reason(&self) -> Option<(u8, u8)> {
+        self.reason
+    }
+
+    /// At MQTT 5, the Session Expiry Interval in force: the CONNACK's if it set one
+    /// (§3.2.2.3.2), else the one asked; 0 at MQTT 3.1.1.
+    pub fn session_expiry(&self) -> u32 {
+        match self.client.protocol() {
+            Protocol::V311 => 0,
+            Protocol::V5 => self
+                .client
+                .connack
+                .session_expiry
+                .unwrap_or(self.session_expiry),
+        }
     }
 
     /// The durable state as the application sees it.

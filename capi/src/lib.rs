@@ -24,7 +24,7 @@ pub mod status;
 use core::ffi::{CStr, c_char, c_int};
 
 use idem_mqtt::client::Send;
-use idem_mqtt::codec::QoS;
+use idem_mqtt::codec::{Protocol, QoS};
 
 pub use app::{IDEM_APPLIED, IDEM_DUPLICATE, IDEM_REJECTED, IDEM_STATE_MAX, idem_app};
 use door::{Door, Opening};
@@ -34,8 +34,12 @@ pub use status::*;
 
 /// MQTT 3.1.1 (its protocol level, §3.1.2.2).
 pub const IDEM_MQTT_3_1_1: u8 = 4;
-/// MQTT 5 (its protocol level): refused by this build, whose receiver is MQTT 3.1.1.
+/// MQTT 5 (its protocol level, MQTT 5 §3.1.2.2): CONNECT carries Clean Start 0, the
+/// configuration's Session Expiry Interval, and a Receive Maximum of `IDEM_PLACES`.
 pub const IDEM_MQTT_5: u8 = 5;
+/// The Session Expiry Interval that never ends (MQTT 5 §3.1.2.11.2): the broker keeps
+/// the session as clean session 0 keeps it at MQTT 3.1.1.
+pub const IDEM_SESSION_NEVER: u32 = u32::MAX;
 
 /// The receiver's storage in 8-byte words.
 pub const IDEM_RECEIVER_WORDS: usize = 512;
@@ -63,12 +67,13 @@ pub struct idem_receiver {
     pub _storage: [u64; IDEM_RECEIVER_WORDS],
 }
 
-/// The session: its protocol, client identifier, topic filter, QoS and keep-alive.
+/// The session: its protocol, client identifier, topic filter, QoS, keep-alive and, at
+/// MQTT 5, its Session Expiry Interval.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 #[allow(non_camel_case_types)]
 pub struct idem_config {
-    /// `IDEM_MQTT_3_1_1`.
+    /// `IDEM_MQTT_3_1_1` or `IDEM_MQTT_5`.
     pub protocol: u8,
     /// The QoS to subscribe at: 0, 1 or 2.
     pub qos: u8,
@@ -78,6 +83,11 @@ pub struct idem_config {
     pub client_id: *const c_char,
     /// The topic filter, NUL-terminated.
     pub topic: *const c_char,
+    /// At MQTT 5, the Session Expiry Interval in seconds: how long the broker keeps the
+    /// session, with the QoS 2 messages in flight, after a connection closes. Above 0
+    /// (0 is refused: `IDEM_E_SESSION_EXPIRY`); `IDEM_SESSION_NEVER` for ever. Not read
+    /// at MQTT 3.1.1, where clean session 0 keeps the session.
+    pub session_expiry_s: u32,
 }
 
 /// What the receiver holds and did.
@@ -109,6 +119,17 @@ pub struct idem_stats {
     pub resumed: u8,
     /// 1 once the broker has answered this connection's SUBSCRIBE.
     pub subscribed: u8,
+    /// The reason code of this connection's refusal or DISCONNECT from the broker
+    /// (CONNACK, SUBACK or, at MQTT 5, DISCONNECT), 0 if none: `idem_reason` names it.
+    pub reason: u8,
+    /// At MQTT 5, the Session Expiry Interval in force: the CONNACK's if it set one,
+    /// else the configuration's; 0 at MQTT 3.1.1.
+    pub session_expiry_s: u32,
+    /// Connections the receiver asked to close (`IDEM_RECONNECT`) since open.
+    pub resend_reconnects: u32,
+    /// At MQTT 5, new QoS 2 PUBLISHes the broker sent with every place of the Receive
+    /// Maximum held (past its limit, MQTT 5 §4.9), since open.
+    pub past_receive_maximum: u64,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -195,10 +216,12 @@ unsafe fn opening(
     else {
         return Err(IDEM_E_NULL);
     };
-    match config.protocol {
-        IDEM_MQTT_3_1_1 => {}
+    let protocol = match config.protocol {
+        IDEM_MQTT_3_1_1 => Protocol::V311,
+        IDEM_MQTT_5 if config.session_expiry_s == 0 => return Err(IDEM_E_SESSION_EXPIRY),
+        IDEM_MQTT_5 => Protocol::V5,
         _ => return Err(IDEM_E_PROTOCOL),
-    }
+    };
     let qos = QoS::from_level(config.qos).ok_or(IDEM_E_CONFIG)?;
     // SAFETY: NULL or NUL-terminated, the caller's contract.
     let client_id = unsafe { text::<IDEM_MAX_CLIENT_ID>(config.client_id) }?;
@@ -230,6 +253,8 @@ unsafe fn opening(
         filter,
         qos,
         keep_alive: config.keep_alive_s,
+        protocol,
+        session_expiry: config.session_expiry_s,
     })
 }
 
@@ -280,7 +305,8 @@ pub unsafe extern "C" fn idem_open(
 }
 
 /// Starts a connection the C side has just opened: drops what was left of the last
-/// one and queues CONNECT (clean session 0) as the output.
+/// one and queues CONNECT as the output (clean session 0 at MQTT 3.1.1; at MQTT 5 Clean
+/// Start 0, the Session Expiry Interval and a Receive Maximum of `IDEM_PLACES`).
 ///
 /// # Safety
 /// `rx` is NULL or storage for a receiver.
@@ -292,8 +318,9 @@ pub unsafe extern "C" fn idem_connect(rx: *mut idem_receiver) -> c_int {
 /// Hands the receiver `len` bytes received from the broker. It takes what its buffer
 /// holds (`*taken`; give the rest again after sending the output), decides every whole
 /// packet, writes their records through the flash callbacks, syncs once, and only then
-/// adds their answers to the output. After `IDEM_E_MALFORMED`, `IDEM_E_REFUSED` or
-/// `IDEM_E_BROKER` close the connection; after a flash error open the receiver again.
+/// adds their answers to the output. After `IDEM_E_MALFORMED`, `IDEM_E_REFUSED`,
+/// `IDEM_E_DISCONNECTED` or `IDEM_E_BROKER` close the connection (`idem_reason` names a
+/// refusal's or DISCONNECT's reason code); after a flash error open the receiver again.
 ///
 /// # Safety
 /// `rx` is NULL or storage for a receiver; `bytes` NULL or `len` bytes; `taken` NULL or
@@ -355,7 +382,8 @@ pub unsafe extern "C" fn idem_sent(rx: *mut idem_receiver, n: usize) -> c_int {
 /// Says that nothing has arrived for a while. Returns `IDEM_RECONNECT` when the C side
 /// should send the output (it ends with DISCONNECT), close the connection and connect
 /// again, so that the broker resends the PUBLISHes the receiver left unanswered while
-/// every place was taken (MQTT 3.1.1 §4.4); else `IDEM_OK`.
+/// every place was taken (MQTT 3.1.1 §4.4; at MQTT 5 that DISCONNECT carries 0x93,
+/// Receive Maximum exceeded, when the broker sent past `IDEM_PLACES`); else `IDEM_OK`.
 ///
 /// # Safety
 /// `rx` is NULL or storage for a receiver.
@@ -376,7 +404,8 @@ pub unsafe extern "C" fn idem_ping(rx: *mut idem_receiver) -> c_int {
     with_door(rx, |d| d.send(Send::Pingreq).map(|()| IDEM_OK))
 }
 
-/// Queues DISCONNECT (the broker keeps the session: clean session 0).
+/// Queues DISCONNECT (the broker keeps the session: clean session 0, or at MQTT 5 for
+/// the Session Expiry Interval).
 ///
 /// # Safety
 /// `rx` is NULL or storage for a receiver.
@@ -411,6 +440,10 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             granted_qos: c.granted.map_or(-1, |q| q.level() as i8),
             resumed: u8::from(c.resumed),
             subscribed: u8::from(c.phase() == idem_mqtt::client::Phase::Receiving),
+            reason: d.reason().map_or(0, |(_, code)| code),
+            session_expiry_s: d.session_expiry(),
+            resend_reconnects: c.resend_reconnects,
+            past_receive_maximum: c.past_receive_maximum,
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };
@@ -435,6 +468,48 @@ pub unsafe extern "C" fn idem_get_state(rx: *mut idem_receiver, buf: *mut u8, le
         // SAFETY: `buf` holds at most `len` bytes, and at least the state's (checked).
         unsafe { core::ptr::copy_nonoverlapping(state.as_ptr(), buf, state.len()) };
         Ok(IDEM_OK)
+    })
+}
+
+/// Writes this connection's refusal or DISCONNECT from the broker in words into `buf`
+/// (`len` bytes, NUL-terminated): its packet, reason code and name as MQTT names it
+/// (`CONNACK 0x87 Not authorized`), or an empty string if there was none. Returns
+/// `IDEM_E_ARGUMENT` when the words do not fit (`buf` then holds what did); 64 bytes
+/// always do.
+///
+/// # Safety
+/// `rx` is NULL or storage for a receiver; `buf` NULL or `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn idem_reason(
+    rx: *mut idem_receiver,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    if buf.is_null() {
+        return IDEM_E_NULL;
+    }
+    if len == 0 {
+        return IDEM_E_ARGUMENT;
+    }
+    with_door(rx, |d| {
+        let mut words = heapless::String::<64>::new();
+        let fits = match d.reason() {
+            Some((kind, code)) => {
+                door::reason_words(kind, code, d.client().protocol(), &mut words).is_ok()
+            }
+            None => true,
+        };
+        let n = words.len().min(len - 1);
+        // SAFETY: `buf` holds `len` bytes (the caller's contract), and `n < len`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(words.as_ptr(), buf.cast::<u8>(), n);
+            buf.add(n).write(0);
+        }
+        if fits && n == words.len() {
+            Ok(IDEM_OK)
+        } else {
+            Err(IDEM_E_ARGUMENT)
+        }
     })
 }
 

@@ -43,6 +43,10 @@ pub const IDEM_E_ARGUMENT: c_int = -16;
 pub const IDEM_E_PANIC: c_int = -17;
 /// A callback called the library on the receiver that called it.
 pub const IDEM_E_REENTERED: c_int = -18;
+/// At MQTT 5, a Session Expiry Interval of 0: the session would end at every disconnect.
+pub const IDEM_E_SESSION_EXPIRY: c_int = -19;
+/// The broker sent DISCONNECT (MQTT 5) and closes the connection: `idem_reason` names why.
+pub const IDEM_E_DISCONNECTED: c_int = -20;
 
 /// Errors after which the receiver must be opened again: what RAM holds may be ahead of
 /// the flash.
@@ -66,7 +70,7 @@ pub fn sentence(code: c_int) -> &'static CStr {
         IDEM_RECONNECT => c"send the output, close the connection and connect again: the broker then resends what was left unanswered",
         IDEM_E_NULL => c"a pointer argument was NULL",
         IDEM_E_NOT_OPEN => c"the receiver was not opened by idem_open (or its open failed)",
-        IDEM_E_PROTOCOL => c"the protocol level must be IDEM_MQTT_3_1_1 (4): this build's receiver does not take MQTT 5 yet",
+        IDEM_E_PROTOCOL => c"the protocol level must be IDEM_MQTT_3_1_1 (4) or IDEM_MQTT_5 (5)",
         IDEM_E_CONFIG => c"the client identifier (1 to 64 bytes) or the topic filter (1 to 128 bytes) is empty, too long or not UTF-8, or the QoS is over 2",
         IDEM_E_GEOMETRY => c"the flash cannot hold the journal: read, write and erase callbacks are required; the write size a power of two up to 32; the erase size a power of two from it up to 4096; the region whole 4096-byte pages, at least two, inside the capacity",
         IDEM_E_STATE_SIZE => c"the state size is over IDEM_STATE_MAX, or differs from the size of the state the flash holds",
@@ -76,12 +80,14 @@ pub fn sentence(code: c_int) -> &'static CStr {
         IDEM_E_FLASH_SYNC => c"the flash's sync callback failed: nothing it would have allowed was acknowledged; open the receiver again",
         IDEM_E_JOURNAL => c"the region holds a journal of another state tag or format, or a damaged one: it was left untouched",
         IDEM_E_MALFORMED => c"the bytes from the broker are not an MQTT packet a subscriber takes: close the connection and connect again",
-        IDEM_E_REFUSED => c"the broker refused the connection or the subscription",
+        IDEM_E_REFUSED => c"the broker refused the connection or the subscription: idem_reason names its reason code",
         IDEM_E_BROKER => c"the broker sent a packet a subscriber does not take here: close the connection and connect again",
         IDEM_E_BUSY => c"the output is full: send it (idem_output, idem_sent) first",
         IDEM_E_ARGUMENT => c"an argument is out of range",
         IDEM_E_PANIC => c"idem failed inside (a bug, please report it): the receiver is closed; open it again",
         IDEM_E_REENTERED => c"a callback called the library on the receiver that called it: callbacks must not call idem",
+        IDEM_E_SESSION_EXPIRY => c"at MQTT 5 the session expiry interval must be above 0: at 0 the broker ends the session, with the QoS 2 messages in flight, when the connection closes (MQTT 5 3.1.2.11.2); IDEM_SESSION_NEVER keeps it as clean session 0 does at MQTT 3.1.1",
+        IDEM_E_DISCONNECTED => c"the broker sent DISCONNECT and closes the connection (idem_reason names its reason code): close it and connect again",
         _ => c"not a status code of idem",
     }
 }

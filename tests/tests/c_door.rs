@@ -1,10 +1,11 @@
 //! The C door (capi/, idem-mqtt-c) from C: its header is cbindgen's output and compiles
 //! as C99 and C++17 with every warning an error; the C consumer
 //! (capi/examples/consumer: receive.c with posix.c), built with the system's C compiler,
-//! consumes 2,000 payments that paho-mqtt publishes at QoS 2 through Mosquitto, is
-//! SIGKILLed 30 times at seeded instants and resumed from its flash file, and ends with
-//! every id applied once and the naive total exact; the same receive.c links for a
-//! Cortex-M4 with arm-none-eabi-gcc and newlib (with cortex_m.c's stub transports).
+//! consumes 2,000 payments that paho-mqtt publishes at QoS 2 through Mosquitto at its
+//! stock in-flight limit (20), at MQTT 3.1.1 and at MQTT 5, is SIGKILLed 30 times at
+//! each at seeded instants and resumed from its flash file, and ends with every id
+//! applied once and the naive total exact; the same receive.c links for a Cortex-M4 with
+//! arm-none-eabi-gcc and newlib (with cortex_m.c's stub transports).
 //!
 //! The tools come from `.ci/setup`: cbindgen 0.29.4 (`$IDEM_CBINDGEN`, else `cbindgen` on
 //! the `PATH`), gcc-arm-none-eabi and libnewlib-arm-none-eabi, Mosquitto and paho-mqtt.
@@ -14,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use idem_sim::rng::SplitMix64;
-use idem_tests::mosquitto::{Broker, Scratch, paho_publish_at};
+use idem_tests::mosquitto::{Broker, Scratch, paho};
 use serde_json::Value;
 
 const MESSAGES: usize = 2_000;
@@ -60,15 +61,17 @@ fn cbindgen() -> PathBuf {
 const USES: &str = r#"#include "idem_mqtt.h"
 static idem_receiver rx;
 int main(void) {
-    idem_config c = {IDEM_MQTT_3_1_1, 2, 60, "dev", "t"};
+    idem_config c = {IDEM_MQTT_5, 2, 60, "dev", "t", IDEM_SESSION_NEVER};
     idem_stats s;
+    char why[64];
     const uint8_t *out;
     size_t n = 0;
     uint8_t st[IDEM_STATE_MAX];
     int rc = idem_open(&rx, &c, (const idem_flash *)0, (const idem_app *)0);
     rc |= idem_connect(&rx) | idem_input(&rx, st, 0, &n) | idem_output(&rx, &out, &n);
     rc |= idem_sent(&rx, 0) | idem_idle(&rx) | idem_ping(&rx) | idem_disconnect(&rx);
-    rc |= idem_get_stats(&rx, &s) | idem_get_state(&rx, st, sizeof st) | idem_close(&rx);
+    rc |= idem_get_stats(&rx, &s) | idem_get_state(&rx, st, sizeof st);
+    rc |= idem_reason(&rx, why, sizeof why) | idem_close(&rx);
     return idem_strerror(rc)[0] == 'x';
 }
 "#;
@@ -117,6 +120,7 @@ fn the_header_is_cbindgens_output_documents_every_function_and_compiles_as_c99_a
             "disconnect",
             "get_stats",
             "get_state",
+            "reason",
             "close",
             "strerror"
         ]
@@ -170,6 +174,7 @@ fn consumer(s: &Scratch) -> PathBuf {
 
 struct Run<'a> {
     bin: &'a Path,
+    protocol: &'a str,
     port: String,
     flash: PathBuf,
 }
@@ -177,7 +182,9 @@ struct Run<'a> {
 impl Run<'_> {
     fn command(&self, idle_ms: &str) -> Command {
         let mut c = Command::new(self.bin);
-        c.args(["127.0.0.1", &self.port, "c-dev", "payments"])
+        let client_id = format!("c-dev-{}", self.protocol);
+        c.args(["--protocol", self.protocol, "127.0.0.1", &self.port])
+            .args([&client_id, "payments"])
             .arg(&self.flash)
             .arg(idle_ms);
         c
@@ -259,55 +266,123 @@ fn id_counts(truth: &[(String, i64)], applied: &[String]) -> (u64, u64, u64) {
     (missing as u64, twice, foreign)
 }
 
+impl Run<'_> {
+    /// Kills the consumer `KILLS` times at seeded instants (in 60 runs at most): how
+    /// many kills found messages still to apply (fewer than `MESSAGES` ids logged).
+    fn kill_loop(&self, seed: u64) -> u32 {
+        let mut rng = SplitMix64::new(seed);
+        let (mut kills, mut runs, mut mid_stream) = (0, 0, 0);
+        let log = PathBuf::from(format!("{}.ids", self.flash.display()));
+        while kills < KILLS && runs < 2 * KILLS {
+            runs += 1;
+            kills += u32::from(self.kill_after(rng.range(20, 300)));
+            let logged = std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
+            mid_stream += u32::from(logged < MESSAGES);
+        }
+        assert_eq!(
+            kills, KILLS,
+            "{}: the stream ended after {kills} kills",
+            self.protocol
+        );
+        mid_stream
+    }
+
+    /// The last run, to the stream's end: graded by the id-set verdict and the total.
+    fn graded(&self, truth: &[(String, i64)]) -> Value {
+        let end = self.report("1000");
+        let applied = end["applied"].as_u64().unwrap() as usize;
+        let ids = applied_ids(
+            &PathBuf::from(format!("{}.ids", self.flash.display())),
+            applied,
+        );
+        assert_eq!(
+            id_counts(truth, &ids),
+            (0, 0, 0),
+            "{}: {end}",
+            self.protocol
+        );
+        let true_total: i64 = truth.iter().map(|(_, a)| a).sum();
+        assert_eq!(
+            (
+                end["total"].as_i64(),
+                applied,
+                end["duplicates"].as_u64(),
+                end["rejected"].as_u64()
+            ),
+            (Some(true_total), MESSAGES, Some(0), Some(0)),
+            "{}: {end}",
+            self.protocol
+        );
+        assert_eq!(
+            (end["held"].as_u64(), end["session_present"].as_bool()),
+            (Some(0), Some(true)),
+            "{}: {end}",
+            self.protocol
+        );
+        end
+    }
+}
+
 #[test]
-fn the_c_consumer_is_exact_at_qos_2_with_a_naive_total_across_30_sigkills() {
+fn the_c_consumer_is_exact_at_qos_2_with_a_naive_total_across_30_sigkills_at_3_1_1_and_at_5() {
     let s = Scratch::new("c-door");
     let bin = consumer(&s);
-    // One in flight, as tests/tests/mqtt.rs's kill loops (see there why).
-    let b = Broker::start_with(&s.join("broker"), &[("max_inflight_messages", "1")]);
-    let c = Run {
+    // Mosquitto's stock in-flight limit, 20 (tests/mosquitto/idem.conf.in).
+    let b = Broker::start(&s.join("broker"));
+    let runs = ["3.1.1", "5"].map(|protocol| Run {
         bin: &bin,
+        protocol,
         port: b.port().to_string(),
-        flash: s.join("c-dev.flash"),
-    };
-    // Subscribed before paho publishes: Mosquitto queues only for a session that has.
-    let first = c.report("100");
-    assert_eq!(
-        (first["applied"].as_u64(), first["granted_qos"].as_i64()),
-        (Some(0), Some(2))
-    );
-    let truth_path = s.join("truth.jsonl");
-    paho_publish_at(&b.addr(), "payments", "2", MESSAGES, &truth_path, 1);
-    let truth = truth(&truth_path);
-    let mut rng = SplitMix64::new(49);
-    let (mut kills, mut runs) = (0, 0);
-    while kills < KILLS && runs < 2 * KILLS {
-        runs += 1;
-        kills += u32::from(c.kill_after(rng.range(20, 300)));
+        flash: s.join(&format!("c-dev-{protocol}.flash")),
+    });
+    for c in &runs {
+        // Subscribed before paho publishes: Mosquitto queues only for a session that has.
+        let first = c.report("100");
+        let expiry = if c.protocol == "5" { u32::MAX } else { 0 };
+        assert_eq!(
+            (
+                first["applied"].as_u64(),
+                first["granted_qos"].as_i64(),
+                first["session_expiry_s"].as_u64()
+            ),
+            (Some(0), Some(2), Some(u64::from(expiry)))
+        );
     }
-    assert_eq!(kills, KILLS, "the stream ended after {kills} kills");
-    let end = c.report("1000");
-    let applied = end["applied"].as_u64().unwrap() as usize;
-    let ids = applied_ids(
-        &PathBuf::from(format!("{}.ids", c.flash.display())),
-        applied,
+    // One stream for both sessions, published at MQTT 5 with 20 in flight.
+    let truth_path = s.join("truth.jsonl");
+    let published = paho(&[
+        "publish",
+        "--broker",
+        &b.addr(),
+        "--topic",
+        "payments",
+        "--qos",
+        "2",
+        "--count",
+        &MESSAGES.to_string(),
+        "--seed",
+        "29",
+        "--truth",
+        truth_path.to_str().unwrap(),
+        "--inflight",
+        "20",
+        "--mqtt",
+        "5",
+    ]);
+    assert!(
+        published.status.success(),
+        "paho publish: {}",
+        String::from_utf8_lossy(&published.stderr)
     );
-    assert_eq!(id_counts(&truth, &ids), (0, 0, 0), "{end}");
-    let true_total: i64 = truth.iter().map(|(_, a)| a).sum();
-    assert_eq!(
-        (
-            end["total"].as_i64(),
-            applied,
-            end["duplicates"].as_u64(),
-            end["rejected"].as_u64()
-        ),
-        (Some(true_total), MESSAGES, Some(0), Some(0)),
-        "{end}"
-    );
-    assert_eq!(
-        (end["held"].as_u64(), end["session_present"].as_bool()),
-        (Some(0), Some(true))
-    );
+    let truth = truth(&truth_path);
+    for (seed, c) in (49..).zip(&runs) {
+        let mid_stream = c.kill_loop(seed);
+        let end = c.graded(&truth);
+        println!(
+            "MQTT {}: {KILLS} kills, {mid_stream} with messages left to apply; the last run: {} resend reconnections, {} PUBLISHes past the Receive Maximum",
+            c.protocol, end["resend_reconnects"], end["past_receive_maximum"]
+        );
+    }
 }
 
 /// A broker of the test's own on 127.0.0.1 that answers each of `connections` CONNECTs
@@ -337,18 +412,48 @@ fn garbage_or_a_refusal_from_the_broker_ends_the_c_consumer_with_a_sentence_not_
     let refused = vec![0x20, 2, 0, 5]; // CONNACK: not authorized (MQTT 3.1.1 §3.2.2.3)
     let mut after_connack = vec![0x20, 2, 0, 0];
     after_connack.extend_from_slice(&garbage);
-    for (answer, connections, says) in [
-        (garbage, 5, "not an MQTT packet a subscriber takes"),
-        (after_connack, 5, "not an MQTT packet a subscriber takes"),
+    // MQTT 5: a CONNACK (no properties), then a PUBLISH whose property section holds an
+    // identifier MQTT 5 does not define (0x7F), or runs past the packet (40 bytes).
+    let publish5 = |props: &[u8]| {
+        let mut p = vec![0x20, 3, 0, 0, 0, 0x34, (2 + 8 + 2 + props.len() + 1) as u8];
+        p.extend_from_slice(b"\0\x08payments\0\x01");
+        p.extend_from_slice(props);
+        p.push(b'7');
+        p
+    };
+    let not_mqtt = "not an MQTT packet a subscriber takes";
+    let refusal = "the broker refused the connection or the subscription";
+    for (protocol, answer, connections, says) in [
+        ("3.1.1", garbage, 5, [not_mqtt, ""]),
+        ("3.1.1", after_connack, 5, [not_mqtt, ""]),
         (
+            "3.1.1",
             refused,
             1,
-            "the broker refused the connection or the subscription",
+            [refusal, "CONNACK 0x05 Connection Refused, not authorized"],
+        ),
+        ("5", publish5(&[2, 0x7F, 0]), 5, [not_mqtt, ""]),
+        ("5", publish5(&[40, 0x01, 1]), 5, [not_mqtt, ""]),
+        (
+            "5",
+            vec![0x20, 3, 0, 0x87, 0],
+            1,
+            [refusal, "CONNACK 0x87 Not authorized"],
+        ),
+        (
+            "5",
+            vec![0x20, 3, 0, 0, 0, 0xE0, 1, 0x8E],
+            5,
+            [
+                "the broker sent DISCONNECT",
+                "DISCONNECT 0x8E Session taken over",
+            ],
         ),
     ] {
         let (port, broker) = fake_broker(connections, answer);
         let out = Command::new(&bin)
-            .args(["127.0.0.1", &port.to_string(), "c-dev", "payments"])
+            .args(["--protocol", protocol, "127.0.0.1", &port.to_string()])
+            .args(["c-dev", "payments"])
             .arg(s.join(&format!("garbage-{port}.flash")))
             .arg("300")
             .output()
@@ -356,10 +461,20 @@ fn garbage_or_a_refusal_from_the_broker_ends_the_c_consumer_with_a_sentence_not_
         broker.join().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains(says), "{err}");
+        assert!(says.iter().all(|s| err.contains(s)), "{err}");
         let closings = err.matches("closing the connection").count();
         assert_eq!(closings, if connections == 5 { 5 } else { 0 }, "{err}");
     }
+    // A protocol the consumer does not speak: its usage, exit 2.
+    let out = Command::new(&bin)
+        .args(["--protocol", "4", "127.0.0.1", "1", "c", "t", "f"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (out.status.code(), err.trim()),
+        (Some(2), "consumer: --protocol takes 3.1.1 or 5, not 4")
+    );
 }
 
 #[test]

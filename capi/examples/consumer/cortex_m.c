@@ -73,6 +73,6 @@ void plat_report(const idem_stats *s, int64_t total) {
 
 int main(void) {
     memset(nor, 0xFF, sizeof nor);
-    struct session s = {"dev-1", "payments", 2, 1000};
+    struct session s = {IDEM_MQTT_5, "dev-1", "payments", 2, 1000};
     return consume(&s);
 }

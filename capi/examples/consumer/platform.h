@@ -11,6 +11,8 @@
 
 /* The session the receive path runs. */
 struct session {
+    /* IDEM_MQTT_3_1_1 or IDEM_MQTT_5. */
+    uint8_t protocol;
     const char *client_id;
     const char *topic;
     uint8_t qos;

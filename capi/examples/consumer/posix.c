@@ -3,8 +3,9 @@
  * allows goes out), and the ids log beside it (FLASH.ids, the lines `idem mqtt consume`
  * writes: {"n":3,"id":"p2"}).
  *
- *     consumer HOST PORT CLIENT_ID TOPIC FLASH [IDLE_MS]
+ *     consumer [--protocol 3.1.1|5] HOST PORT CLIENT_ID TOPIC FLASH [IDLE_MS]
  *
+ * MQTT 3.1.1 unless --protocol 5 is given.
  * Prints one JSON line of figures at the end. Exit codes: 0 done, 1 failure, 2 usage. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -159,11 +160,14 @@ void plat_applied_keep(uint32_t applied) {
 void plat_report(const idem_stats *s, int64_t total) {
     printf("{\"total\":%lld,\"applied\":%u,\"duplicates\":%u,\"rejected\":%u,\"held\":%u,"
            "\"records\":%llu,\"redeliveries\":%llu,\"held_again\":%llu,\"unanswered\":%llu,"
-           "\"session_present\":%s,\"granted_qos\":%d,\"resumed\":%s}\n",
+           "\"session_present\":%s,\"granted_qos\":%d,\"resumed\":%s,\"reason\":%u,"
+           "\"session_expiry_s\":%lu,\"resend_reconnects\":%u,\"past_receive_maximum\":%llu}\n",
            (long long)total, s->applied, s->duplicates, s->rejected, s->held,
            (unsigned long long)s->records, (unsigned long long)s->redeliveries,
            (unsigned long long)s->held_again, (unsigned long long)s->unanswered,
-           s->session_present ? "true" : "false", s->granted_qos, s->resumed ? "true" : "false");
+           s->session_present ? "true" : "false", s->granted_qos, s->resumed ? "true" : "false",
+           s->reason, (unsigned long)s->session_expiry_s, s->resend_reconnects,
+           (unsigned long long)s->past_receive_maximum);
 }
 
 /* Opens the flash file, made blank (0xFF) when new. */
@@ -187,8 +191,20 @@ static int open_flash(void) {
 }
 
 int main(int argc, char **argv) {
+    uint8_t protocol = IDEM_MQTT_3_1_1;
+    if (argc > 1 && strcmp(argv[1], "--protocol") == 0) {
+        const char *p = argc > 2 ? argv[2] : "";
+        if (strcmp(p, "5") == 0) {
+            protocol = IDEM_MQTT_5;
+        } else if (strcmp(p, "3.1.1") != 0) {
+            fprintf(stderr, "consumer: --protocol takes 3.1.1 or 5, not %s\n", *p ? p : "nothing");
+            return 2;
+        }
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 6 || argc > 7) {
-        fprintf(stderr, "usage: consumer HOST PORT CLIENT_ID TOPIC FLASH [IDLE_MS]\n");
+        fprintf(stderr, "usage: consumer [--protocol 3.1.1|5] HOST PORT CLIENT_ID TOPIC FLASH [IDLE_MS]\n");
         return 2;
     }
     host = argv[1];
@@ -205,6 +221,6 @@ int main(int argc, char **argv) {
                 flash_path, strerror(errno));
         return 1;
     }
-    struct session s = {argv[3], argv[4], 2, (uint32_t)idle};
+    struct session s = {protocol, argv[3], argv[4], 2, (uint32_t)idle};
     return consume(&s);
 }

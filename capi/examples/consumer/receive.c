@@ -115,6 +115,14 @@ static int subscribed(idem_receiver *rx) {
     return idem_get_stats(rx, &s) == IDEM_OK && s.subscribed;
 }
 
+/* Names the broker's reason code for a refusal or DISCONNECT, if it gave one. */
+static void say_reason(idem_receiver *rx) {
+    char words[64];
+    if (idem_reason(rx, words, sizeof words) == IDEM_OK && words[0] != '\0') {
+        plat_say("the broker's reason", words);
+    }
+}
+
 /* One connection: until the broker is quiet for idle_ms, the receiver asks for a new
  * connection, or the connection breaks. */
 static enum end connection(idem_receiver *rx, const struct session *s) {
@@ -152,12 +160,14 @@ static enum end connection(idem_receiver *rx, const struct session *s) {
             if (rc == IDEM_OK && flush(rx) != 0) return END_AGAIN;
         }
         if (rc == CLOSED) return END_AGAIN;
-        if (rc == IDEM_E_MALFORMED || rc == IDEM_E_BROKER) {
+        if (rc == IDEM_E_MALFORMED || rc == IDEM_E_BROKER || rc == IDEM_E_DISCONNECTED) {
             plat_say("closing the connection", idem_strerror(rc));
+            say_reason(rx);
             return END_AGAIN;
         }
         if (rc != IDEM_OK) {
             plat_say("stopping", idem_strerror(rc));
+            say_reason(rx);
             return END_FATAL;
         }
     }
@@ -166,7 +176,8 @@ static enum end connection(idem_receiver *rx, const struct session *s) {
 int consume(const struct session *s) {
     static idem_receiver rx;
     static struct app app;
-    idem_config config = {IDEM_MQTT_3_1_1, s->qos, 60, s->client_id, s->topic};
+    /* At MQTT 5 the session never expires, as clean session 0 keeps it at 3.1.1. */
+    idem_config config = {s->protocol, s->qos, 60, s->client_id, s->topic, IDEM_SESSION_NEVER};
     idem_app application = {&app, effect, NULL, STATE_SIZE, STATE_TAG};
     int rc = idem_open(&rx, &config, plat_flash(), &application);
     if (rc != IDEM_OK) {
