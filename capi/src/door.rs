@@ -138,13 +138,14 @@ fn return_code_name(code: u8) -> &'static str {
     }
 }
 
-/// A reason in words: `CONNACK 0x87 Not authorized`.
-pub fn reason_words(
+/// A reason in words, `CONNACK 0x87 Not authorized`, into `out`: `Err` when it does
+/// not fit. Without `core::fmt`, which would add about 1 KB of flash to a device.
+pub fn reason_words<const M: usize>(
     kind: u8,
     code: u8,
     protocol: Protocol,
-    out: &mut impl core::fmt::Write,
-) -> core::fmt::Result {
+    out: &mut heapless::String<M>,
+) -> Result<(), heapless::CapacityError> {
     let packet = match kind {
         2 => "CONNACK",
         9 => "SUBACK",
@@ -157,7 +158,13 @@ pub fn reason_words(
         (Protocol::V5, 2, 1..=5) => return_code_name(code),
         (Protocol::V5, ..) => codec::v5::reason_name(code),
     };
-    write!(out, "{packet} 0x{code:02X} {name}")
+    let hex = |n: u8| char::from(b"0123456789ABCDEF"[usize::from(n & 0xF)]);
+    out.push_str(packet)?;
+    out.push_str(" 0x")?;
+    out.push(hex(code >> 4))?;
+    out.push(hex(code))?;
+    out.push(' ')?;
+    out.push_str(name)
 }
 
 impl Door {
