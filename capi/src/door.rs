@@ -152,11 +152,12 @@ pub fn reason_words<const M: usize>(
         _ => "DISCONNECT",
     };
     let name = match (protocol, kind, code) {
-        (Protocol::V311, ..) => return_code_name(code),
+        (Protocol::V311, 2 | 9, _) => return_code_name(code),
         // Below 0x80 only 0x00 is a CONNACK reason at MQTT 5 (§3.2.2.2): 1 to 5 are an
         // MQTT 3.1.1 server's, which does not take level 5 (return code 1).
         (Protocol::V5, 2, 1..=5) => return_code_name(code),
-        (Protocol::V5, ..) => codec::v5::reason_name(code),
+        // DISCONNECT: a server sends one only at MQTT 5 (§3.14).
+        _ => codec::v5::reason_name(code),
     };
     let hex = |n: u8| char::from(b"0123456789ABCDEF"[usize::from(n & 0xF)]);
     out.push_str(packet)?;

@@ -770,3 +770,28 @@ fn at_mqtt_5_garbage_properties_and_a_refusal_get_a_code_and_a_sentence_never_a_
     ];
     assert_eq!(codes, want.into_iter().collect(), "{codes:?}");
 }
+
+#[test]
+fn every_reason_in_words_fits_the_64_bytes_idem_reason_promises() {
+    use idem_mqtt::codec::Protocol;
+    let mut longest = String::new();
+    for protocol in [Protocol::V311, Protocol::V5] {
+        for kind in [2, 9, 14] {
+            for code in 0..=255 {
+                let mut words = heapless::String::<63>::new();
+                let fits = idem_mqtt_c::door::reason_words(kind, code, protocol, &mut words);
+                assert!(fits.is_ok(), "{kind} {code} at {}", protocol.name());
+                if words.len() > longest.len() {
+                    longest = words.to_string();
+                }
+            }
+        }
+    }
+    assert_eq!(
+        (longest.len(), longest.as_str()),
+        (
+            62,
+            "CONNACK 0x01 Connection Refused, unacceptable protocol version"
+        )
+    );
+}
