@@ -181,9 +181,13 @@ fn boot(
 #[test]
 fn every_payment_is_applied_once_across_resets_over_the_adapter() {
     let scratch = Scratch::new("embassy-net");
-    // The broker sends at most the session's places unanswered (its places, PLACES = 8):
-    // the publisher keeps under it too, or Mosquitto closes its connection.
-    let broker = Broker::start_with(&scratch.join("broker"), &[("max_inflight_messages", "8")]);
+    // One QoS 2 message in flight at a time, as tests/tests/mqtt.rs's kills run: at 8
+    // (the session's places), Mosquitto 2.0.11 sent a PUBLISH again (m74, DUP 1) after it
+    // had received its PUBREC and sent its PUBREL, once a connection had ended "due to out
+    // of memory" in its log, which MQTT 3.1.1 §4.3.3 forbids, and the receiver, which had
+    // completed that identifier, applied it again (2 of 6 runs). The publisher keeps
+    // under the broker's limit, or Mosquitto closes its connection.
+    let broker = Broker::start_with(&scratch.join("broker"), &[("max_inflight_messages", "1")]);
     let addr = broker.addr();
     let mut flash = Box::new(Flash::new());
     flash.seed_noise(48);
@@ -197,7 +201,7 @@ fn every_payment_is_applied_once_across_resets_over_the_adapter() {
         "{first:?}"
     );
     let truth = scratch.join("truth.jsonl");
-    paho_publish_at(&addr, TOPIC, "2", 400, &truth, 8);
+    paho_publish_at(&addr, TOPIC, "2", 400, &truth, 1);
 
     let schedule = cuts(24, 48);
     let started = Instant::now();
