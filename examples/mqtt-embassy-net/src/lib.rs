@@ -9,9 +9,8 @@
 //!   the host test's is a std `TcpStream` (tests/mosquitto.rs), against Mosquitto.
 //!
 //! **Durable, then sent.** Every record the receiver writes is on the flash when
-//! [`NorFlash::write`] returns: embassy-nrf's `Nvmc` is blocking, and the nRF52840's CPU
-//! waits for each word (nRF52840 Product Specification v1.7, §4.3.9.1, "the CPU is halted
-//! while the NVMC is writing"). So the acknowledgements that a call allows
+//! [`NorFlash::write`] returns: embassy-nrf's `Nvmc` is blocking, and waits for the NVMC
+//! to be ready after each word and each page erase. So the acknowledgements that a call allows
 //! ([`idem_mqtt::client::Outbox::packets`]) are written to the connection after that
 //! call returns, and the connection is flushed once each batch of bytes read has been
 //! handled. The flash path is blocking: idem-mqtt's `Client` takes a blocking

@@ -2,7 +2,7 @@
 //! writes into one timeline, so that every acknowledgement is seen after the record that
 //! allows it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use embassy_futures::block_on;
@@ -27,10 +27,36 @@ const REGION: Region = Region {
 /// their first byte.
 type Timeline = Rc<RefCell<Vec<&'static str>>>;
 
-/// The strict test flash, its writes noted in the timeline.
+/// What the flash was asked for since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Asked {
+    reads: u64,
+    read_bytes: u64,
+    words: u64,
+    erases: u64,
+}
+
+/// The strict test flash, its writes noted in the timeline, every call counted.
 struct Logged {
     flash: MemFlash<4, 4096>,
     timeline: Timeline,
+    asked: Rc<Cell<Asked>>,
+}
+
+impl Logged {
+    fn new(timeline: &Timeline) -> Self {
+        Self {
+            flash: MemFlash::new(),
+            timeline: timeline.clone(),
+            asked: Rc::default(),
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Asked)) {
+        let mut a = self.asked.get();
+        f(&mut a);
+        self.asked.set(a);
+    }
 }
 
 impl ErrorType for Logged {
@@ -40,6 +66,7 @@ impl ErrorType for Logged {
 impl ReadNorFlash for Logged {
     const READ_SIZE: usize = 1;
     fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), FlashError> {
+        self.count(|a| (a.reads, a.read_bytes) = (a.reads + 1, a.read_bytes + bytes.len() as u64));
         self.flash.read(offset, bytes)
     }
     fn capacity(&self) -> usize {
@@ -51,10 +78,12 @@ impl NorFlash for Logged {
     const WRITE_SIZE: usize = 4;
     const ERASE_SIZE: usize = 4096;
     fn erase(&mut self, from: u32, to: u32) -> Result<(), FlashError> {
+        self.count(|a| a.erases += 1);
         self.timeline.borrow_mut().push("erase");
         self.flash.erase(from, to)
     }
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
+        self.count(|a| a.words += bytes.len() as u64 / 4);
         let mut t = self.timeline.borrow_mut();
         if t.last() != Some(&"record") {
             t.push("record");
@@ -68,6 +97,24 @@ struct Script {
     chunks: Vec<Vec<u8>>,
     timeline: Timeline,
     sent: Vec<u8>,
+    /// The flash's counts, at the last packet sent.
+    asked: Rc<Cell<Asked>>,
+    last: Asked,
+    /// The most erases and words written between two packets sent.
+    worst: (u64, u64),
+}
+
+impl Script {
+    fn new(chunks: Vec<Vec<u8>>, flash: &Logged) -> Self {
+        Self {
+            chunks,
+            timeline: flash.timeline.clone(),
+            sent: Vec::new(),
+            asked: flash.asked.clone(),
+            last: Asked::default(),
+            worst: (0, 0),
+        }
+    }
 }
 
 impl Transport for Script {
@@ -92,6 +139,10 @@ impl Transport for Script {
         };
         self.timeline.borrow_mut().push(name);
         self.sent.extend_from_slice(bytes);
+        let now = self.asked.get();
+        let step = (now.erases - self.last.erases, now.words - self.last.words);
+        self.worst = self.worst.max(step);
+        self.last = now;
         Ok(())
     }
 
@@ -122,26 +173,20 @@ fn publish(pid: u16, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn each_acknowledgement_leaves_after_its_record() {
     let timeline = Timeline::default();
-    let mut flash = Logged {
-        flash: MemFlash::new(),
-        timeline: timeline.clone(),
-    };
+    let mut flash = Logged::new(&timeline);
     let mut session = Session::open(&mut flash, REGION, SETTINGS).unwrap();
     let first = publish(7, br#"{"id": "p1", "amount": 5}"#);
     // The PUBLISH split across two reads, a PUBREL and a second PUBLISH in one.
     let mut second = vec![0x62, 2, 0, 7];
     second.extend(publish(8, br#"{"id": "p2", "amount": 3}"#));
-    let mut link = Script {
-        chunks: vec![
-            vec![0x20, 2, 0, 0, 0x90, 3, 0, 1, 2],
-            first[..10].to_vec(),
-            first[10..].to_vec(),
-            second,
-            vec![0x62, 2, 0, 8],
-        ],
-        timeline: timeline.clone(),
-        sent: Vec::new(),
-    };
+    let chunks = vec![
+        vec![0x20, 2, 0, 0, 0x90, 3, 0, 1, 2],
+        first[..10].to_vec(),
+        first[10..].to_vec(),
+        second,
+        vec![0x62, 2, 0, 8],
+    ];
+    let mut link = Script::new(chunks, &flash);
     let mut decided = Vec::new();
     let end =
         block_on(session.connection(&mut flash, &mut link, &mut |p, d| decided.push((p.pid, d))));
@@ -174,4 +219,42 @@ fn each_acknowledgement_leaves_after_its_record() {
     let again = Session::open(&mut flash, REGION, SETTINGS).unwrap();
     assert_eq!((again.total(), again.figures().applied), (8, 2));
     assert!(again.client().receiver().held().is_empty());
+}
+
+/// The counts a reset costs on the nRF52840's geometry (4-byte words, 4 KiB pages, the
+/// 4-page journal), for its README's times: 300 QoS 2 payments, each PUBLISH and PUBREL
+/// a read of its own, then a boot on the journal they leave.
+#[test]
+fn what_a_step_and_a_boot_ask_of_the_flash() {
+    let timeline = Timeline::default();
+    let mut flash = Logged::new(&timeline);
+    let mut session = Session::open(&mut flash, REGION, SETTINGS).unwrap();
+    let mut chunks = vec![vec![0x20, 2, 0, 0, 0x90, 3, 0, 1, 2]];
+    for i in 0..300u16 {
+        let pid = i % 64 + 1;
+        chunks.push(publish(
+            pid,
+            format!(r#"{{"id": "p{i}", "amount": 1}}"#).as_bytes(),
+        ));
+        chunks.push(vec![0x62, 2, 0, pid as u8]);
+    }
+    let mut link = Script::new(chunks, &flash);
+    let end = block_on(session.connection(&mut flash, &mut link, &mut |_, _| {}));
+    assert_eq!(end, End::Closed);
+    assert_eq!(session.total(), 300);
+    let run = flash.asked.get();
+    assert_eq!((run.words, run.erases), (8445, 9));
+    assert_eq!(link.worst, (1, 19));
+    let before = flash.asked.get();
+    let again = Session::open(&mut flash, REGION, SETTINGS).unwrap();
+    let boot = flash.asked.get();
+    assert_eq!(again.total(), 300);
+    assert_eq!(
+        (
+            boot.reads - before.reads,
+            boot.read_bytes - before.read_bytes,
+            boot.words - before.words
+        ),
+        (297, 16344, 0)
+    );
 }
