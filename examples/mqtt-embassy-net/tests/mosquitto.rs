@@ -185,7 +185,7 @@ fn every_payment_is_applied_once_across_resets_over_the_adapter() {
     // (the session's places), Mosquitto 2.0.11 sent a PUBLISH again (m74, DUP 1) after it
     // had received its PUBREC and sent its PUBREL, once a connection had ended "due to out
     // of memory" in its log, which MQTT 3.1.1 §4.3.3 forbids, and the receiver, which had
-    // completed that identifier, applied it again (2 of 6 runs). The publisher keeps
+    // completed that identifier, applied it again (4 runs of 10). The publisher keeps
     // under the broker's limit, or Mosquitto closes its connection.
     let broker = Broker::start_with(&scratch.join("broker"), &[("max_inflight_messages", "1")]);
     let addr = broker.addr();
