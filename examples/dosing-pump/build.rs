@@ -1,4 +1,5 @@
-//! The nRF52840 binary links with cortex-m-rt's link.x and the chip's memory map.
+//! The nRF52840 binaries link with cortex-m-rt's link.x, defmt's defmt.x and the chip's
+//! memory map.
 use std::{env, fs, path::PathBuf};
 
 fn main() {
@@ -6,7 +7,9 @@ fn main() {
         let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
         fs::copy("memory.x", out.join("memory.x")).expect("memory.x is next to build.rs");
         println!("cargo:rustc-link-search={}", out.display());
-        println!("cargo:rustc-link-arg-bins=-Tlink.x");
+        for script in ["-Tlink.x", "-Tdefmt.x"] {
+            println!("cargo:rustc-link-arg-bins={script}");
+        }
     }
     println!("cargo:rerun-if-changed=memory.x");
 }

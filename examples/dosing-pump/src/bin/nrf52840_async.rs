@@ -7,13 +7,14 @@
 #![no_main]
 
 use cortex_m_rt::entry;
+use defmt::{error, info};
 use embassy_embedded_hal::adapter::BlockingAsync;
 use embassy_futures::block_on;
 use embassy_nrf::nvmc::Nvmc;
 use idem_core::log::Received;
 use idem_example_dosing_pump::Controller;
 use idem_example_dosing_pump::demo::{Counter, FIRST_PAGE, LOG};
-use panic_halt as _;
+use {defmt_rtt as _, panic_probe as _};
 
 #[entry]
 fn main() -> ! {
@@ -22,8 +23,19 @@ fn main() -> ! {
     let mut motor = Counter::default();
     let log = Received::new(&LOG, Some(LOG.len() as u64));
     block_on(async {
-        if let Ok(mut pump) = Controller::boot_async(&mut flash, &mut motor, FIRST_PAGE).await {
-            let _ = pump.run_async(&mut flash, &mut motor, &log).await;
+        match Controller::boot_async(&mut flash, &mut motor, FIRST_PAGE).await {
+            Ok(mut pump) => {
+                let s = pump.state();
+                info!(
+                    "boot: {} ml commanded, {} doses, rate {}",
+                    s.commanded_ml, s.doses, s.rate
+                );
+                match pump.run_async(&mut flash, &mut motor, &log).await {
+                    Ok(()) => info!("the log done: {} ml pumped", motor.dispensed),
+                    Err(e) => error!("the pump stopped: {}", e),
+                }
+            }
+            Err(e) => error!("the pump does not boot: {}", e),
         }
     });
     loop {
