@@ -157,8 +157,8 @@ fn observed_json(step: &lesson::LessonStep, o: &Observed) -> Value {
         "table": o.table.as_ref().map(|t| t.iter().map(row_json).collect::<Vec<_>>()),
         "run": o.run,
         "command": grade::run_line(&step.run),
-        // The playground runs the simulator's scenarios; an MQTT run is the CLI's.
-        "spec": (step.run.scenario != "mqtt").then(|| RunSpec::from(&step.run)),
+        // The playground runs the simulator's scenarios; an MQTT or pump run is the CLI's.
+        "spec": (!matches!(step.run.scenario, "mqtt" | "pump")).then(|| RunSpec::from(&step.run)),
     })
 }
 

@@ -1,5 +1,7 @@
 //! `idem run`: one scenario, one store, with a summary, a trace, or JSON.
 
+mod pump;
+
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -46,6 +48,11 @@ pub struct Cmd {
     /// mqtt only: where the QoS 2 identifiers are kept, flash (with the effect) or ram.
     #[arg(long, value_name = "flash|ram", value_parser = ["flash", "ram"])]
     session: Option<String>,
+    /// pump only: what the controller does about a dose a reset may cut: after (drive
+    /// the motor after the step), reassert (and pump the newest dose again at boot) or
+    /// effects (intent, done, and at boot ask the motor's counter).
+    #[arg(long, value_name = "after|reassert|effects", value_parser = ["after", "reassert", "effects"])]
+    way: Option<String>,
 }
 
 impl Cmd {
@@ -71,6 +78,14 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         if self.scenario == Some(ScenarioKind::Mqtt) {
             return self.mqtt();
+        }
+        if self.scenario == Some(ScenarioKind::Pump) {
+            return self.pump();
+        }
+        if self.way.is_some() {
+            return Err(idem_lab::error::usage(
+                "--way applies to the pump scenario only",
+            ));
         }
         if self.qos.is_some() || self.session.is_some() {
             return Err(idem_lab::error::usage(
