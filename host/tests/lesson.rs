@@ -424,3 +424,27 @@ fn at_80_columns_every_line_fits() {
         assert!(wide.is_empty(), "{name}: {wide:#?}");
     }
 }
+
+/// The pump story's commands, as docs/lessons.md prints them, each run: the motor's
+/// counter each ends at.
+#[test]
+fn the_pump_storys_commands_run() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/lessons.md"))
+        .unwrap();
+    let commands: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("cargo run --release -- run pump "))
+        .collect();
+    let counters: Vec<String> = commands
+        .iter()
+        .map(|c| {
+            let mut args = vec!["run", "pump"];
+            args.extend(c.split(' '));
+            let text = stdout(&args);
+            let end = text.lines().find(|l| l.starts_with("way ")).unwrap();
+            let shown = end.split(" ml,").next().unwrap();
+            shown.rsplit(' ').next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(counters, ["95", "105", "100", "100"], "{commands:?}");
+}
