@@ -316,4 +316,12 @@ mod tests {
         let u = parse(&grade("ddia", 0, "forty"));
         assert_eq!(u["unreadable"], "\"forty\" is not a whole number");
     }
+
+    #[test]
+    fn a_pump_step_names_its_cli_run_and_offers_no_playground_run() {
+        let g = parse(&grade("pump", 1, "110"));
+        assert_eq!(g["ok"]["observed"], "105");
+        assert_eq!(g["ok"]["command"], "idem run pump --way reassert --trace");
+        assert!(g["ok"]["spec"].is_null(), "{g}");
+    }
 }
