@@ -74,23 +74,25 @@ impl Cmd {
         crate::cmd::mqtt::run::run(r)
     }
 
+    /// The scenarios with a run of their own (mqtt, pump), and the flags only they
+    /// take; `None` for the others.
+    fn own_run(&self) -> Option<anyhow::Result<ExitCode>> {
+        let refuse = |why: &str| Some(Err(idem_lab::error::usage(why)));
+        match self.scenario {
+            Some(ScenarioKind::Mqtt) => Some(self.mqtt()),
+            Some(ScenarioKind::Pump) => Some(self.pump()),
+            _ if self.qos.is_some() || self.session.is_some() => {
+                refuse("--qos and --session apply to the mqtt scenario only")
+            }
+            _ if self.way.is_some() => refuse("--way applies to the pump scenario only"),
+            _ => None,
+        }
+    }
+
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        if self.scenario == Some(ScenarioKind::Mqtt) {
-            return self.mqtt();
-        }
-        if self.scenario == Some(ScenarioKind::Pump) {
-            return self.pump();
-        }
-        if self.way.is_some() {
-            return Err(idem_lab::error::usage(
-                "--way applies to the pump scenario only",
-            ));
-        }
-        if self.qos.is_some() || self.session.is_some() {
-            return Err(idem_lab::error::usage(
-                "--qos and --session apply to the mqtt scenario only",
-            ));
+        if let Some(done) = self.own_run() {
+            return done;
         }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let choice = select::choose(self.scenario, self.store, self.fix)?;
