@@ -5,7 +5,7 @@ mod common;
 use common::idem;
 
 /// Each lesson with every answer right, and every answer wrong.
-const LESSONS: [(&str, &str, &str, usize); 4] = [
+const LESSONS: [(&str, &str, &str, usize); 5] = [
     (
         "ddia",
         "40;40..49;110;100;40..49;100;40;100;100;10;40;yes;no",
@@ -20,6 +20,7 @@ const LESSONS: [(&str, &str, &str, usize); 4] = [
     ),
     ("guarantees", "3;13;8;8;15;12", "8;8;13;13;12;15", 6),
     ("mqtt", "66;147;141;147;141;60", "141;141;147;141;147;30", 6),
+    ("pump", "95;105;100;100", "100;100;105;102", 4),
 ];
 
 fn stdout(args: &[&str]) -> String {
@@ -234,6 +235,7 @@ fn worksheets_give_nothing_away_and_keys_fill_in_all_three() {
             "ddia" => 9,
             "payments" => 8,
             "guarantees" => 6,
+            "pump" => 4,
             _ => 5,
         };
         assert_eq!(
@@ -421,4 +423,28 @@ fn at_80_columns_every_line_fits() {
             .collect();
         assert!(wide.is_empty(), "{name}: {wide:#?}");
     }
+}
+
+/// The pump story's commands, as docs/lessons.md prints them, each run: the motor's
+/// counter each ends at.
+#[test]
+fn the_pump_storys_commands_run() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/lessons.md"))
+        .unwrap();
+    let commands: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("cargo run --release -- run pump "))
+        .collect();
+    let counters: Vec<String> = commands
+        .iter()
+        .map(|c| {
+            let mut args = vec!["run", "pump"];
+            args.extend(c.split(' '));
+            let text = stdout(&args);
+            let end = text.lines().find(|l| l.starts_with("way ")).unwrap();
+            let shown = end.split(" ml,").next().unwrap();
+            shown.rsplit(' ').next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(counters, ["95", "105", "100", "100"], "{commands:?}");
 }

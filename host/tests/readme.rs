@@ -322,6 +322,42 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "run ddia --store producer-seq --json",
         "/flash/bytes_written",
     ),
+    // 7. An effect that moves hardware (docs/teachers.md).
+    (
+        "Driving the motor after the step loses offset 6's dose: the counter ends at **95**",
+        "run pump --way after --json",
+        "/pumped_ml",
+    ),
+    (
+        "gives it back, and doubles offset 13's: **105**",
+        "run pump --way reassert --json",
+        "/pumped_ml",
+    ),
+    (
+        "(offset 13's dose got 10",
+        "run pump --way reassert --json",
+        "/per_dose_ml/13",
+    ),
+    (
+        "The effects API asks the counter at each boot and ends exact at **100**",
+        "run pump --way effects --json",
+        "/pumped_ml",
+    ),
+    (
+        "it pumps the missing 3 and ends at **100** too",
+        "run pump --way effects --schedule crash@pump:17/2 --json",
+        "/pumped_ml",
+    ),
+    (
+        "where `after` ends at 97",
+        "run pump --way after --schedule crash@pump:17/2 --json",
+        "/pumped_ml",
+    ),
+    (
+        "and `reassert` at 102",
+        "run pump --way reassert --schedule crash@pump:17/2 --json",
+        "/pumped_ml",
+    ),
     // Reference.
     (
         "the next offset to read: 40 for ddia",

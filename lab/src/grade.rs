@@ -224,6 +224,9 @@ pub fn observe(step: &LessonStep) -> anyhow::Result<Observed> {
     if run.scenario == "mqtt" {
         return observe_mqtt(step.observe, run.store, run.qos, run.session);
     }
+    if run.scenario == "pump" {
+        return observe_pump(step.observe, run);
+    }
     let (kind, args) = scenario_args(run)?;
     let loaded = select::load(Some(kind), &args)?;
     let choice = match (run.store, args.fix) {
@@ -337,6 +340,25 @@ fn observe_mqtt(
         Observe::FinalTotal => Answer::Number(o.end.state),
         Observe::FlashRecords => Answer::Number(o.end.records as i64),
         other => anyhow::bail!("an mqtt run has no offsets to observe {other:?} on"),
+    };
+    Ok(Observed {
+        value,
+        table: None,
+        run: None,
+    })
+}
+
+/// A step of the `pump` scenario: `idem run pump`'s run ([`crate::pump`]), which
+/// answers the millilitres on the motor's own counter.
+fn observe_pump(observe: Observe, run: &LessonRun) -> anyhow::Result<Observed> {
+    let r = crate::pump::PumpRun {
+        way: crate::pump::way(run.way)?,
+        schedule: crate::pump::schedule(run.schedule, false)?,
+    };
+    let o = crate::pump::run(&r)?;
+    let value = match observe {
+        Observe::FinalTotal => Answer::Number(o.end.motor.pumped_ml as i64),
+        other => anyhow::bail!("a pump run answers the millilitres pumped, not {other:?}"),
     };
     Ok(Observed {
         value,

@@ -55,6 +55,10 @@ pub struct RunSpec {
     /// Where `mqtt`'s receiver keeps its packet identifiers: `flash` or `ram`.
     #[serde(default)]
     pub session: Option<String>,
+    /// What `pump`'s controller does about a dose a reset may cut: `after`,
+    /// `reassert` or `effects`.
+    #[serde(default)]
+    pub way: Option<String>,
     /// Keep every step (and the producer's sends) in the report.
     #[serde(default)]
     pub trace: bool,
@@ -150,6 +154,7 @@ impl RunSpec {
         flag("window", self.window.map(|w| w.to_string()));
         flag("qos", self.qos.map(|q| q.to_string()));
         flag("session", self.session.clone());
+        flag("way", self.way.clone());
         match self.schedule.as_deref().map(str::trim) {
             None => {}
             Some("" | "none") => line += " --no-crash",
@@ -175,6 +180,7 @@ impl From<&LessonRun> for RunSpec {
             isolation: Some(r.isolation.into()),
             qos: r.qos,
             session: r.session.map(Into::into),
+            way: r.way.map(Into::into),
             ..Self::default()
         }
     }

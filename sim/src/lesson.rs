@@ -6,7 +6,8 @@
 /// What a step's run shows, and so what kind of answer it asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Observe {
-    /// The store's total (or value) at the end: a number.
+    /// The store's total (or value) at the end, or for the `pump` scenario the
+    /// millilitres on the motor's own counter: a number.
     FinalTotal,
     /// Where the restart after the crash resumed (the next offset to read): a number.
     ResumeAt,
@@ -52,6 +53,9 @@ pub struct LessonRun {
     /// Where the `mqtt` receiver keeps its QoS 2 packet identifiers: `flash` (in the
     /// effect's record) or `ram`.
     pub session: Option<&'static str>,
+    /// What the `pump` scenario's controller does about a dose a reset may have cut
+    /// (`after`, `reassert`, `effects`: [`crate::pump::Way`]).
+    pub way: Option<&'static str>,
 }
 
 impl LessonRun {
@@ -67,6 +71,16 @@ impl LessonRun {
             every: None,
             qos: None,
             session: None,
+            way: None,
+        }
+    }
+
+    /// The `pump` scenario, its controller doing `way` about a dose a reset may cut.
+    const fn pump(way: &'static str) -> Self {
+        Self {
+            store: None,
+            way: Some(way),
+            ..Self::store("pump", "")
         }
     }
 
@@ -978,8 +992,136 @@ since reused, and would take the new message for a resend and never apply it.",
     ],
 };
 
+/// An effect that moves hardware: a dosing pump's dose against a reset between its
+/// record and its last millilitre ([`crate::pump`]).
+pub const PUMP: Lesson = Lesson {
+    name: "pump",
+    title: "A dosing pump: a dose lost, a dose doubled",
+    intro: "A dosing pump's controller reads 20 commands from a gateway's log, each \
+Dispense 5 ml with a command id of its own: 100 ml in all. It applies each command to a \
+state in flash (the millilitres commanded), in one record with the command's id, so a \
+command replayed after a reset is skipped. Then the motor pumps the dose, a millilitre at \
+a time, and counts every millilitre on a counter of its own, which no reset clears. The \
+controller resets twice: right after the record of the command at offset 6 is durable, \
+before the motor starts; and right after the motor has pumped the last millilitre of the \
+dose at offset 13, before anything else happens.",
+    steps: &[
+        step(
+            "drive after the step",
+            "The controller drives the motor after each command's record, and does nothing \
+about the motor at boot. How many millilitres does the motor's counter show at the end?",
+            LessonRun::pump("after"),
+            Observe::FinalTotal,
+            "The first reset came after the record of offset 6, before the motor started. \
+The record says the command was applied, so the replay after the boot skips it, and \
+nothing else pumps it: 5 ml lost, 95 of the 100. The second reset came after offset 13's \
+dose was pumped in full, and costs nothing. Nothing is pumped twice, and a dose can be \
+lost: at most once.",
+            &[
+                tempt(
+                    "100",
+                    &[100],
+                    "100 would need something to pump offset 6's dose after the reset. Its \
+record says it was applied, so the replay skips it, and this controller does nothing at \
+boot.",
+                ),
+                tempt(
+                    "90",
+                    &[100, -5, -5],
+                    "90 = 100 - 5 - 5 loses a dose at each reset, but offset 13's dose had \
+been pumped in full before the second one: only offset 6's is lost.",
+                ),
+            ],
+        ),
+        step(
+            "re-assert at boot",
+            "Now the controller does what is right for a setpoint: it drives the motor \
+after each command, and at every boot it pumps the newest dose in its state again, to be \
+sure. The counter at the end?",
+            LessonRun::pump("reassert"),
+            Observe::FinalTotal,
+            "At the first boot the newest dose is offset 6's, never pumped: pumping it at \
+boot is its only time, as it should be. At the second boot the newest is offset 13's, \
+pumped to its last millilitre before the reset: pumped again, 5 ml twice, 105. A setpoint \
+set twice is set once; a dose pumped twice is two doses. Nothing is lost, and a dose can \
+be doubled: at least once.",
+            &[
+                tempt(
+                    "100",
+                    &[100],
+                    "100 holds at the first reset, where the motor had not started. At the \
+second, offset 13's dose had been pumped in full, and the boot pumps it again.",
+                ),
+                tempt(
+                    "110",
+                    &[100, 5, 5],
+                    "110 = 100 + 5 + 5 doubles a dose at each reset, but at the first the \
+motor had not started: the boot pumps offset 6's dose for the first time.",
+                ),
+            ],
+        ),
+        step(
+            "the effects API",
+            "Now with idem's effects API: the command's record also holds the dose's \
+intent; after the motor's last millilitre the controller writes a done for it in a ledger \
+of its own; and at boot, for an intent without its done, it asks the motor's counter \
+whether the millilitres the state commanded were pumped, and pumps only what is missing. \
+The counter at the end?",
+            LessonRun::pump("effects"),
+            Observe::FinalTotal,
+            "At the first boot, offset 6's intent has no done and the counter is 5 ml short \
+of what the state commanded: the controller pumps them. At the second, offset 13's intent \
+has no done, but the counter shows every millilitre commanded: the controller writes the \
+done and pumps nothing. Each dose once, 100 ml: exactly once, because the pump can be \
+asked. Redoing the action at boot without asking is at least once; marking it done \
+without acting, at most once.",
+            &[
+                tempt(
+                    "105",
+                    &[100, 5],
+                    "105 = 100 + 5 redoes offset 13's dose, but the boot asks the counter \
+first, and it shows that dose pumped: only the done is written.",
+                ),
+                tempt(
+                    "95",
+                    &[100, -5],
+                    "95 = 100 - 5 drops offset 6's dose, but its intent had no done and the \
+counter was short of it, so the boot pumps it.",
+                ),
+            ],
+        ),
+        step(
+            "a dose cut half way",
+            "A different reset, and only this one: the power fails when the motor has \
+pumped 2 ml of the dose at offset 17. The controller uses the effects API as before. The \
+counter at the end?",
+            LessonRun::pump("effects").schedule("crash@pump:17/2"),
+            Observe::FinalTotal,
+            "At the boot, offset 17's intent has no done, and the counter is 3 ml short of \
+what the state commanded: the controller pumps those 3 and writes the done, 100. The \
+decision says whether to act; how much is left is for the pump's own counter to say. \
+Driving after the step would end 3 ml short, re-asserting 2 ml over.",
+            &[
+                tempt(
+                    "102",
+                    &[100, 2],
+                    "102 = 100 + 2 pumps the whole dose again after its first 2 ml. The \
+counter says what is missing, and only that is pumped.",
+                ),
+                tempt(
+                    "97",
+                    &[100, -3],
+                    "97 = 100 - 3 leaves the dose at 2 of its 5 ml, as marking it done at \
+boot would. The intent had no done, so the boot asks the counter and pumps the missing 3 \
+ml.",
+                ),
+            ],
+        ),
+    ],
+};
+
 /// Every lesson, in teaching order.
-pub static LESSONS: [Lesson; 4] = [DDIA, PAYMENTS, GUARANTEES, MQTT];
+pub static LESSONS: [Lesson; 5] = [DDIA, PAYMENTS, GUARANTEES, MQTT, PUMP];
 
 /// The lesson named `name`.
 pub fn lesson(name: &str) -> Option<&'static Lesson> {

@@ -14,7 +14,8 @@
 //! the [`cost`] of a run in flash, the seeded [`rng`], the [`dual`] writes problem, the
 //! [`lesson`]s that ask questions the simulator answers, [`producer`]s (retries,
 //! idempotent and transactional sends), Kafka's transactions as a consumer reads them
-//! ([`txn`]) and when a host's flash file reaches the disk ([`sync`]).
+//! ([`txn`]), when a host's flash file reaches the disk ([`sync`]), and a dosing
+//! [`pump`] whose doses a reset loses, doubles, or (with the effects API) neither.
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(missing_docs)]
 
@@ -35,6 +36,8 @@ pub use idem_core::testing::{flash, rng};
 pub mod lesson;
 #[cfg(feature = "simulator")]
 pub mod producer;
+#[cfg(feature = "simulator")]
+pub mod pump;
 #[cfg(feature = "simulator")]
 pub mod run;
 #[cfg(feature = "simulator")]

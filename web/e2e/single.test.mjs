@@ -52,7 +52,7 @@ test('the single file runs every step of every lesson from file://, fetching not
   const { page, context, errors, requests } = await open('?view=lessons&lesson=ddia');
   assert.equal(await page.evaluate(() => location.protocol), 'file:');
   const names = await page.$$eval('#lesson-name option', (os) => os.map((o) => o.value));
-  assert.deepEqual(names, ['ddia', 'payments', 'guarantees', 'mqtt']);
+  assert.deepEqual(names, ['ddia', 'payments', 'guarantees', 'mqtt', 'pump']);
   for (const name of names) {
     await page.selectOption('#lesson-name', name);
     const steps = await page.locator('#lesson-steps > li').count();

@@ -157,8 +157,8 @@ fn observed_json(step: &lesson::LessonStep, o: &Observed) -> Value {
         "table": o.table.as_ref().map(|t| t.iter().map(row_json).collect::<Vec<_>>()),
         "run": o.run,
         "command": grade::run_line(&step.run),
-        // The playground runs the simulator's scenarios; an MQTT run is the CLI's.
-        "spec": (step.run.scenario != "mqtt").then(|| RunSpec::from(&step.run)),
+        // The playground runs the simulator's scenarios; an MQTT or pump run is the CLI's.
+        "spec": (!matches!(step.run.scenario, "mqtt" | "pump")).then(|| RunSpec::from(&step.run)),
     })
 }
 
@@ -315,5 +315,13 @@ mod tests {
         assert_eq!(g["ok"]["right"], true);
         let u = parse(&grade("ddia", 0, "forty"));
         assert_eq!(u["unreadable"], "\"forty\" is not a whole number");
+    }
+
+    #[test]
+    fn a_pump_step_names_its_cli_run_and_offers_no_playground_run() {
+        let g = parse(&grade("pump", 1, "110"));
+        assert_eq!(g["ok"]["observed"], "105");
+        assert_eq!(g["ok"]["command"], "idem run pump --way reassert --trace");
+        assert!(g["ok"]["spec"].is_null(), "{g}");
     }
 }

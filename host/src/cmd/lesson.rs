@@ -18,7 +18,7 @@ use sheet::sheet;
 /// Predict, then observe: a lesson's questions, each answered by a run.
 #[derive(Debug, Args)]
 pub struct Cmd {
-    /// The lesson: ddia, payments, guarantees or mqtt.
+    /// The lesson: ddia, payments, guarantees, mqtt or pump.
     name: String,
     /// Your predictions, in order, separated by `;` (offset lists as `3..7` or
     /// `3, 5` or `3 5`; yes or no). Without it, a terminal asks for each; otherwise each question

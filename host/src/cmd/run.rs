@@ -1,5 +1,7 @@
 //! `idem run`: one scenario, one store, with a summary, a trace, or JSON.
 
+mod pump;
+
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -46,6 +48,11 @@ pub struct Cmd {
     /// mqtt only: where the QoS 2 identifiers are kept, flash (with the effect) or ram.
     #[arg(long, value_name = "flash|ram", value_parser = ["flash", "ram"])]
     session: Option<String>,
+    /// pump only: what the controller does about a dose a reset may cut: after (drive
+    /// the motor after the step), reassert (and pump the newest dose again at boot) or
+    /// effects (intent, done, and at boot ask the motor's counter).
+    #[arg(long, value_name = "after|reassert|effects", value_parser = ["after", "reassert", "effects"])]
+    way: Option<String>,
 }
 
 impl Cmd {
@@ -67,15 +74,25 @@ impl Cmd {
         crate::cmd::mqtt::run::run(r)
     }
 
+    /// The scenarios with a run of their own (mqtt, pump), and the flags only they
+    /// take; `None` for the others.
+    fn own_run(&self) -> Option<anyhow::Result<ExitCode>> {
+        let refuse = |why: &str| Some(Err(idem_lab::error::usage(why)));
+        match self.scenario {
+            Some(ScenarioKind::Mqtt) => Some(self.mqtt()),
+            Some(ScenarioKind::Pump) => Some(self.pump()),
+            _ if self.qos.is_some() || self.session.is_some() => {
+                refuse("--qos and --session apply to the mqtt scenario only")
+            }
+            _ if self.way.is_some() => refuse("--way applies to the pump scenario only"),
+            _ => None,
+        }
+    }
+
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        if self.scenario == Some(ScenarioKind::Mqtt) {
-            return self.mqtt();
-        }
-        if self.qos.is_some() || self.session.is_some() {
-            return Err(idem_lab::error::usage(
-                "--qos and --session apply to the mqtt scenario only",
-            ));
+        if let Some(done) = self.own_run() {
+            return done;
         }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let choice = select::choose(self.scenario, self.store, self.fix)?;

@@ -41,6 +41,9 @@ pub enum ScenarioKind {
     /// MQTT: 30 payments to a subscriber that resets once, after p14's record and
     /// before its acknowledgement (`idem run mqtt --qos 0|1|2 --session flash|ram`).
     Mqtt,
+    /// A dosing pump: 20 doses of 5 ml, resets between a dose's record and its last
+    /// millilitre (`idem run pump --way after|reassert|effects`).
+    Pump,
 }
 
 impl ScenarioKind {
@@ -58,6 +61,7 @@ impl ScenarioKind {
             Self::Gauge => "gauge",
             Self::LateReading => "late-reading",
             Self::Mqtt => "mqtt",
+            Self::Pump => "pump",
         }
     }
 

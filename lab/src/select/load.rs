@@ -155,6 +155,11 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 "mqtt has no log of offsets: `idem run mqtt` and `idem matrix --source mqtt` run it",
             ));
         }
+        (Some(ScenarioKind::Pump), None) => {
+            return Err(usage(
+                "pump has no payments to sum: `idem run pump --way after|reassert|effects` runs it",
+            ));
+        }
         (Some(ScenarioKind::Ddia), None) => {
             let events = a.events.unwrap_or(ddia::EVENTS);
             check_events(events)?;
@@ -193,7 +198,8 @@ pub fn load(kind: Option<ScenarioKind>, a: &ScenarioArgs) -> anyhow::Result<Load
                 | ScenarioKind::WorkedExample
                 | ScenarioKind::Gauge
                 | ScenarioKind::LateReading
-                | ScenarioKind::Mqtt => scenario::worked_example(),
+                | ScenarioKind::Mqtt
+                | ScenarioKind::Pump => scenario::worked_example(),
             }
             .map_err(|e| usage(e.to_string()))?;
             let default = match (kind, a.fix) {
