@@ -34,7 +34,9 @@ use idem_core::log::IdKey;
 use idem_sim::registry::StoreKind;
 
 mod flash;
+mod pages;
 pub use flash::{FileFlash, FileFlashError};
+pub use pages::Pages;
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;

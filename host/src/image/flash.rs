@@ -91,6 +91,11 @@ pub struct FileFlash {
     syncs: u64,
     /// The header's word of marks.
     marks: u32,
+    /// The page a journal on this flash sees ([`super::Pages`]), whose header the sync
+    /// rules know by its end.
+    journal_page: usize,
+    /// Bytes put in the file's flash: programmed, and erased (a page of `0xFF` each).
+    written: u64,
 }
 impl FileFlash {
     /// The flash of an open image file of `pages` pages, with its erase counters; writes
@@ -113,6 +118,8 @@ impl FileFlash {
             positions: Vec::new(),
             syncs: 0,
             marks,
+            journal_page: PAGE,
+            written: 0,
         })
     }
 
@@ -121,6 +128,7 @@ impl FileFlash {
         for (at, len) in std::mem::take(&mut self.unwritten) {
             let bytes = &self.mem[at as usize..(at + len) as usize];
             self.file.write_all_at(bytes, HEADER + u64::from(at))?;
+            self.written += u64::from(len);
         }
         Ok(())
     }
@@ -139,6 +147,12 @@ impl FileFlash {
     pub fn set_sync(&mut self, mode: SyncMode, positions: Vec<std::ops::Range<u32>>) {
         self.sync = SyncRules::new(mode);
         self.positions = positions;
+    }
+
+    /// The page a journal on this flash sees, a whole number of the image's
+    /// ([`super::Pages`]).
+    pub(super) fn set_journal_page(&mut self, bytes: usize) {
+        self.journal_page = bytes;
     }
 
     /// Puts every write so far in the file and makes it durable (`sync_data`), unless the
@@ -191,6 +205,11 @@ impl FileFlash {
             .write_all_at(&self.marks.to_le_bytes(), MARKS_AT)?;
         self.file.sync_data()?;
         Ok(())
+    }
+
+    /// Bytes put in the file's flash so far: programmed, and erased.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// `sync_data` calls made so far.
@@ -250,6 +269,7 @@ impl NorFlash for FileFlash {
             self.mem[at..at + PAGE].fill(0xFF);
             self.file
                 .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
+            self.written += PAGE as u64;
             // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
             self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
             let count = self.erases[page as usize].to_le_bytes();
@@ -294,7 +314,7 @@ impl FileFlash {
             Some((last, n)) if *last + *n == offset => *n += len,
             _ => self.unwritten.push((offset, len)),
         }
-        if self.sync.after_write(area, offset, bytes.len(), PAGE) {
+        if (self.sync).after_write(area, offset, bytes.len(), self.journal_page) {
             self.sync()?;
         }
         Ok(())

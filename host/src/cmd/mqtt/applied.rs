@@ -27,6 +27,10 @@ pub struct AppliedLog {
     ids: Vec<Option<String>>,
     lacking: u32,
     sync: bool,
+    /// `sync_data` calls made since it was opened.
+    pub syncs: u64,
+    /// Bytes written since it was opened.
+    pub written: u64,
 }
 
 impl AppliedLog {
@@ -69,6 +73,8 @@ impl AppliedLog {
             ids,
             lacking,
             sync,
+            syncs: 0,
+            written: 0,
         })
     }
 
@@ -84,6 +90,7 @@ impl AppliedLog {
         self.file
             .write_all(line.as_bytes())
             .with_context(|| format!("writing {} (the disk full?)", self.path.display()))?;
+        self.written += line.len() as u64;
         self.ids.push(id.map(str::to_owned));
         Ok(())
     }
@@ -92,6 +99,7 @@ impl AppliedLog {
     pub fn sync(&mut self) -> anyhow::Result<()> {
         if self.sync {
             (self.file.sync_data()).with_context(|| format!("syncing {}", self.path.display()))?;
+            self.syncs += 1;
         }
         Ok(())
     }
