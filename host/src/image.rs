@@ -35,7 +35,7 @@ use idem_sim::registry::StoreKind;
 
 mod flash;
 mod pages;
-pub use flash::{FileFlash, FileFlashError};
+pub use flash::{FileFlash, FileFlashError, SyncBefore};
 pub use pages::Pages;
 
 /// Bytes of the header before the flash.

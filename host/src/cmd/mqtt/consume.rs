@@ -174,6 +174,11 @@ impl<'a, S: Sum> Session<'a, S> {
         let image_marks = image.flash.marks();
         let sync = a.sync != crate::image::SyncMode::None;
         let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
+        if let Some(before) = applied.before() {
+            // A sync the journal takes inside a group makes the ids logged so far durable
+            // first: no record is ever durable before the line of the id it applies.
+            image.flash.sync_before(before);
+        }
         Ok(Self {
             a,
             image,
@@ -222,7 +227,7 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
-        self.tally.ids_syncs = self.applied.syncs;
+        self.tally.ids_syncs = self.applied.syncs();
         self.tally.bytes = self.image.flash.written() + self.applied.written;
         self.keep_marks().map_err(|e| anyhow!("{e:?}"))?;
         self.tally.earlier = identity::earlier(self.kept, identity::marks(&self.tally.f.broken));
