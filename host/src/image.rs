@@ -34,7 +34,9 @@ use idem_core::log::IdKey;
 use idem_sim::registry::StoreKind;
 
 mod flash;
-pub use flash::{FileFlash, FileFlashError};
+mod pages;
+pub use flash::{FileFlash, FileFlashError, SyncBefore};
+pub use pages::Pages;
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
@@ -304,6 +306,16 @@ impl Image {
         if let (Some(_), Some(_)) = (&image.meta.mqtt, &meta.mqtt)
             && image.meta != *meta
         {
+            if image.meta.mqtt == meta.mqtt && image.meta.pages != meta.pages {
+                // The session's own image, laid out by an idem whose journal had
+                // another geometry (4 pages of 1 KiB before its pages grew to 8 KiB).
+                return Err(usage(format!(
+                    "{} was laid out by another version of idem ({} pages of {PAGE} bytes, where this one lays out {}); it was left untouched: start a new image",
+                    path.display(),
+                    image.meta.pages,
+                    meta.pages
+                )));
+            }
             return Err(usage(format!(
                 "{} belongs to another MQTT session: {}; it was left untouched",
                 path.display(),

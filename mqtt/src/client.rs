@@ -503,6 +503,18 @@ impl<S: Store, const N: usize> Client<S, N> {
         Ok(out)
     }
 
+    /// The packets one read brought are all taken: the releases waiting for a record
+    /// are written now if the broker waits for their PUBCOMPs
+    /// ([`Receiver::group_end`]), in the group's one sync.
+    pub fn on_group_end<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+    ) -> Result<Outbox<N>, ClientError<F::Error>> {
+        let mut out = Outbox::default();
+        out.take(self.receiver.group_end(flash)?);
+        Ok(out)
+    }
+
     /// Where the promise did not hold for this session, asked at `asked` into a store
     /// that skips a resent message (`idempotent`) or not.
     pub fn broken(&self, asked: QoS, idempotent: bool) -> Vec<Broken, 7> {

@@ -20,9 +20,15 @@
 //!   held still gets PUBCOMP.
 //!
 //! With [`Release::WithNext`] the forgetting shares the record of the next message, and
-//! its PUBCOMP waits for that record: one record a message, the floor. The caller flushes
-//! the waiting releases ([`Receiver::flush`]) when the link is idle, and the receiver does
-//! so itself once every place is waiting, since the broker then has nothing it may send.
+//! its PUBCOMP waits for that record: one record a message, the floor. A caller that
+//! takes packets in groups (every packet one read brought, their records made durable by
+//! one sync before any of their acknowledgements goes out: group commit) ends each group
+//! with [`Receiver::group_end`], which writes the waiting releases in the group's last
+//! record when no identifier held still waits for its PUBREL: the broker then waits for
+//! those PUBCOMPs before it may send more, and the group's one sync covers that record
+//! too. The caller also flushes them ([`Receiver::flush`]) when the link is idle, and the
+//! receiver does so itself once every place is waiting, since the broker then has nothing
+//! it may send.
 
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
@@ -466,6 +472,23 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         reply.records = 1;
         reply.completed = core::mem::take(&mut self.releasing);
         Ok(reply)
+    }
+
+    /// The end of a group of packets taken together, whose records the caller makes
+    /// durable with one sync before it sends any of their acknowledgements: with
+    /// [`Release::WithNext`], the releases waiting for a record are written now (one
+    /// record, the group's last) when every identifier held is waiting for its
+    /// PUBCOMP, since the broker, which has sent every PUBREL it owes, may then send
+    /// nothing more until those PUBCOMPs come. Otherwise they wait for the next
+    /// message's record, or for [`Receiver::flush`] when the link goes quiet.
+    pub fn group_end<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+    ) -> Result<Reply<N>, ReceiveError<F::Error>> {
+        if self.keep == Keep::Flash && self.releasing.len() == self.record.held.len() {
+            return self.flush(flash);
+        }
+        Ok(Reply::empty())
     }
 
     /// Whether a new QoS 2 identifier has a place (counting the places that releases

@@ -156,6 +156,41 @@ fn a_release_shares_the_next_record_and_its_pubcomp_waits_for_it() {
 }
 
 #[test]
+fn a_group_ends_with_its_releases_written_only_when_the_broker_waits_for_them() {
+    let mut flash = Flash::new();
+    let mut r = open(&mut flash, Keep::Flash, Release::WithNext);
+    for pid in 1..=3 {
+        qos2(&mut r, &mut flash, pid, Some(1));
+    }
+    // A group that released 1 and 2 while 3 still waits for its PUBREL: the broker owes
+    // a packet, and the next message's record will carry the releases.
+    r.pubrel(&mut flash, 1).unwrap();
+    r.pubrel(&mut flash, 2).unwrap();
+    let before = flash.stats();
+    let reply = r.group_end(&mut flash).unwrap();
+    assert_eq!(
+        (reply.completed.as_slice(), reply.records, flash.stats()),
+        (&[][..], 0, before)
+    );
+    // 3 released too: every identifier held waits for its PUBCOMP, and the broker for
+    // them. One record, in the group's sync, completes all three.
+    r.pubrel(&mut flash, 3).unwrap();
+    let reply = r.group_end(&mut flash).unwrap();
+    assert_eq!(
+        (reply.completed.as_slice(), reply.records),
+        (&[1, 2, 3][..], 1)
+    );
+    assert_eq!(
+        (r.record().held.as_slice(), r.counts().records),
+        (&[][..], 4)
+    );
+    // Nothing waiting: nothing written.
+    let before = flash.stats();
+    assert_eq!(r.group_end(&mut flash).unwrap().records, 0);
+    assert_eq!(flash.stats(), before);
+}
+
+#[test]
 fn poison_retained_and_dup_messages() {
     let mut flash = Flash::new();
     let mut r = open(&mut flash, Keep::Flash, Release::Now);

@@ -979,8 +979,8 @@ the 30 payments?",
             Observe::FlashRecords,
             "Two a payment: one with the effect and the identifier, durable before PUBREC \
 goes out, and one that forgets the identifier at PUBREL, durable before PUBCOMP. The resent \
-p14 adds none. `idem mqtt consume --release-with-next` writes the forgetting with the next \
-payment's record instead.",
+p14 adds none. `idem mqtt consume` writes the forgetting with the next payment's record \
+instead, unless asked `--release-now`.",
             &[tempt(
                 "30",
                 &[30],

@@ -5,7 +5,8 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use embedded_storage::nor_flash::{
@@ -91,6 +92,55 @@ pub struct FileFlash {
     syncs: u64,
     /// The header's word of marks.
     marks: u32,
+    /// The page a journal on this flash sees ([`super::Pages`]), whose header the sync
+    /// rules know by its end.
+    journal_page: usize,
+    /// Bytes put in the file's flash: programmed, and erased (a page of `0xFF` each).
+    written: u64,
+    /// A file made durable before each of this one's syncs ([`SyncBefore`]).
+    before: Option<Arc<SyncBefore>>,
+}
+
+/// A file that must be durable before an image's writes are: whenever it was written
+/// since its last sync, each sync of the image syncs it first, the syncs the journal
+/// takes inside a group (before a page erase, after a page header) as well as the
+/// group's own. The log of applied ids beside an `mqtt consume` image is one: its lines
+/// must be durable before the records that apply them.
+#[derive(Debug)]
+pub struct SyncBefore {
+    file: File,
+    pending: AtomicBool,
+    syncs: AtomicU64,
+}
+
+impl SyncBefore {
+    /// `file` (a handle to it), nothing written yet.
+    pub fn new(file: File) -> Arc<Self> {
+        Arc::new(Self {
+            file,
+            pending: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
+        })
+    }
+
+    /// Notes a write since the last sync.
+    pub fn written(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+    }
+
+    /// Makes the writes since the last sync durable (`sync_data`), if there are any.
+    pub fn sync(&self) -> std::io::Result<()> {
+        if self.pending.swap(false, Ordering::SeqCst) {
+            self.file.sync_data()?;
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// `sync_data` calls made so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
+    }
 }
 impl FileFlash {
     /// The flash of an open image file of `pages` pages, with its erase counters; writes
@@ -113,6 +163,9 @@ impl FileFlash {
             positions: Vec::new(),
             syncs: 0,
             marks,
+            journal_page: PAGE,
+            written: 0,
+            before: None,
         })
     }
 
@@ -121,6 +174,7 @@ impl FileFlash {
         for (at, len) in std::mem::take(&mut self.unwritten) {
             let bytes = &self.mem[at as usize..(at + len) as usize];
             self.file.write_all_at(bytes, HEADER + u64::from(at))?;
+            self.written += u64::from(len);
         }
         Ok(())
     }
@@ -141,11 +195,25 @@ impl FileFlash {
         self.positions = positions;
     }
 
+    /// Makes `before` durable first at each sync of this flash ([`SyncBefore`]).
+    pub fn sync_before(&mut self, before: Arc<SyncBefore>) {
+        self.before = Some(before);
+    }
+
+    /// The page a journal on this flash sees, a whole number of the image's
+    /// ([`super::Pages`]).
+    pub(super) fn set_journal_page(&mut self, bytes: usize) {
+        self.journal_page = bytes;
+    }
+
     /// Puts every write so far in the file and makes it durable (`sync_data`), unless the
     /// mode is `none`. Call it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
         self.write_through()?;
         if self.sync.pending() {
+            if let Some(before) = &self.before {
+                before.sync()?;
+            }
             let started = Instant::now();
             self.file.sync_data()?;
             SYNC_TIMES.record(started.elapsed());
@@ -191,6 +259,11 @@ impl FileFlash {
             .write_all_at(&self.marks.to_le_bytes(), MARKS_AT)?;
         self.file.sync_data()?;
         Ok(())
+    }
+
+    /// Bytes put in the file's flash so far: programmed, and erased.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// `sync_data` calls made so far.
@@ -250,6 +323,7 @@ impl NorFlash for FileFlash {
             self.mem[at..at + PAGE].fill(0xFF);
             self.file
                 .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
+            self.written += PAGE as u64;
             // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
             self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
             let count = self.erases[page as usize].to_le_bytes();
@@ -294,7 +368,7 @@ impl FileFlash {
             Some((last, n)) if *last + *n == offset => *n += len,
             _ => self.unwritten.push((offset, len)),
         }
-        if self.sync.after_write(area, offset, bytes.len(), PAGE) {
+        if (self.sync).after_write(area, offset, bytes.len(), self.journal_page) {
             self.sync()?;
         }
         Ok(())
@@ -373,6 +447,41 @@ impl SyncTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file to sync first is synced before each sync of the image that finds it
+    /// written: the one before a page erase inside a group too, not only the group's.
+    #[test]
+    fn a_file_written_since_its_sync_is_synced_before_each_of_the_images() {
+        use crate::image::{Image, Meta};
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Meta {
+            scenario: "kafka:before".into(),
+            store: "naive".into(),
+            events: 0,
+            checkpoint_every: 0,
+            window: 32,
+            pages: 2,
+            mqtt: None,
+        };
+        let mut image = Image::open_or_create(&dir.path().join("b.img"), &meta).unwrap();
+        let journal = 0..2 * PAGE as u32;
+        image.flash.set_sync(SyncMode::Checkpoint, vec![journal]);
+        let log = SyncBefore::new(File::create(dir.path().join("b.img.ids")).unwrap());
+        image.flash.sync_before(log.clone());
+        let f = &mut image.flash;
+        // A record, its id logged, then a page erase inside the same group: the log is
+        // synced, then the image, before the erase.
+        f.write(64, &[0; 4]).unwrap();
+        log.written();
+        f.erase(1024, 2048).unwrap();
+        assert_eq!((log.syncs(), f.syncs()), (1, 1));
+        // The group's own sync: the log has nothing new, the image has the erase.
+        f.sync().unwrap();
+        assert_eq!((log.syncs(), f.syncs()), (1, 2));
+        // Nothing written anywhere: no sync of either.
+        f.sync().unwrap();
+        assert_eq!((log.syncs(), f.syncs()), (1, 2));
+    }
 
     #[test]
     fn a_latency_lands_in_a_bucket_whose_middle_is_within_1_32_of_it() {

@@ -11,7 +11,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use anyhow::Context;
+
+use crate::image::SyncBefore;
 
 /// One line of the log.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -26,7 +30,11 @@ pub struct AppliedLog {
     path: PathBuf,
     ids: Vec<Option<String>>,
     lacking: u32,
-    sync: bool,
+    /// Its syncs, shared with the image, which makes it durable before each of its own
+    /// (`None` under `--sync none`).
+    before: Option<Arc<SyncBefore>>,
+    /// Bytes written since it was opened.
+    pub written: u64,
 }
 
 impl AppliedLog {
@@ -63,12 +71,17 @@ impl AppliedLog {
         } else {
             applied.saturating_sub(ids.len() as u32)
         };
+        let before = match sync {
+            true => Some(SyncBefore::new(file.try_clone()?)),
+            false => None,
+        };
         Ok(Self {
             file,
             path,
             ids,
             lacking,
-            sync,
+            before,
+            written: 0,
         })
     }
 
@@ -84,16 +97,30 @@ impl AppliedLog {
         self.file
             .write_all(line.as_bytes())
             .with_context(|| format!("writing {} (the disk full?)", self.path.display()))?;
+        self.written += line.len() as u64;
+        if let Some(before) = &self.before {
+            before.written();
+        }
         self.ids.push(id.map(str::to_owned));
         Ok(())
     }
 
     /// Makes the lines pushed durable (unless the image is not synced either).
     pub fn sync(&mut self) -> anyhow::Result<()> {
-        if self.sync {
-            (self.file.sync_data()).with_context(|| format!("syncing {}", self.path.display()))?;
+        if let Some(before) = &self.before {
+            (before.sync()).with_context(|| format!("syncing {}", self.path.display()))?;
         }
         Ok(())
+    }
+
+    /// What the image syncs before each of its own syncs (`None` under `--sync none`).
+    pub fn before(&self) -> Option<Arc<SyncBefore>> {
+        self.before.clone()
+    }
+
+    /// `sync_data` calls made since it was opened, by it or by the image before its own.
+    pub fn syncs(&self) -> u64 {
+        self.before.as_ref().map_or(0, |b| b.syncs())
     }
 
     /// Each applied message's id, in order; `None` when the log lacks some the image

@@ -4,12 +4,11 @@
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use idem_core::journal::Region;
-use idem_mqtt::client::{Client, ClientError, Config, Outbox, Phase, Send};
+use idem_mqtt::client::{Client, Config, Outbox, Phase, Send};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
 use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -20,8 +19,11 @@ use super::identity;
 use super::link::{self, Broken, Got, Link};
 use super::{ConsumeArgs, Tally};
 use crate::error::usage;
-use crate::image::Image;
+use crate::image::{Image, Pages};
+use fail::{client_error, journal_error};
 use idem_mqtt::payments::Figures;
+
+mod fail;
 
 /// Identifiers the receiver holds: room for a broker's real window (Mosquitto's
 /// default `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
@@ -43,8 +45,17 @@ pub const WAITING: usize = 16_384;
 /// largest PUBLISH the receiver takes, since the broker discards a larger one unsent "as
 /// if" delivered; one between the two arrives, and is acknowledged and rejected.
 pub const MAXIMUM_PACKET: u32 = 1 << 20;
-/// Pages of an `mqtt consume` image: the receiver's journal.
-pub const PAGES: u32 = 4;
+/// The receiver journal's page on the host: 8 KiB, eight of the image's 1 KiB pages
+/// ([`Pages`]). Each page the journal enters costs a sync before its erase and one after
+/// its header; at 1 KiB that was two syncs every 7 records of the naive store (every
+/// record of the message-id store, whose slot is 512 bytes), against one a group.
+pub const JOURNAL_PAGE: usize = 8 * 1024;
+/// The image's flash as the receiver's journal sees it.
+type Flash<'a> = Pages<'a, JOURNAL_PAGE>;
+/// The journal's pages (three: room for a group's records past the newest durable one).
+pub const JOURNAL_PAGES: u32 = 3;
+/// Pages of an `mqtt consume` image (of 1 KiB): the receiver's journal.
+pub const PAGES: u32 = JOURNAL_PAGES * (JOURNAL_PAGE / crate::image::PAGE) as u32;
 /// How long the link may be quiet before the releases that wait for a record are
 /// written alone.
 const QUIET: Duration = Duration::from_millis(5);
@@ -88,11 +99,13 @@ fn connect(a: &ConsumeArgs) -> anyhow::Result<Link> {
     Ok(Link::connect(&a.broker, max)?.speaking(a.protocol, MAXIMUM_PACKET))
 }
 
-/// The report's MQTT 5 figures: the protocol, and what the broker sent past the
-/// Receive Maximum.
+/// The report's figures beyond the session's: the protocol, the log of ids' syncs, the
+/// bytes written, and at MQTT 5 what the broker sent past the Receive Maximum.
 pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>) {
     use serde_json::json;
     asked.extra.push(("protocol", json!(a.protocol.name())));
+    asked.extra.push(("ids_log_syncs", json!(t.ids_syncs)));
+    asked.extra.push(("bytes_written", json!(t.bytes)));
     if a.protocol == idem_mqtt::codec::Protocol::V5 {
         let past = t.f.past_receive_maximum;
         asked.extra.push(("past_receive_maximum", json!(past)));
@@ -138,29 +151,34 @@ impl<'a, S: Sum> Session<'a, S> {
         let mut image = Image::open_or_create(&a.flash, &meta)?;
         let region = Region {
             start: 0,
-            pages: PAGES,
+            pages: JOURNAL_PAGES,
         };
         // Every record is a commit: synced before its acknowledgement goes out.
-        image
-            .flash
-            .set_sync(a.sync, vec![crate::image::bytes(region)]);
+        let journal = 0..JOURNAL_PAGES * JOURNAL_PAGE as u32;
+        image.flash.set_sync(a.sync, vec![journal]);
         let keep = if a.session_ram {
             Keep::Ram
         } else {
             Keep::Flash
         };
-        let release = if a.release_with_next {
-            Release::WithNext
-        } else {
+        let release = if a.release_now {
             Release::Now
+        } else {
+            Release::WithNext
         };
         let tag = meta.tag() ^ S::TAG;
-        let receiver = Receiver::open(&mut image.flash, region, tag, store, keep, release)
+        let flash = &mut Flash::new(&mut image.flash);
+        let receiver = Receiver::open(flash, region, tag, store, keep, release)
             .map_err(|e| journal_error(&a.flash, e))?;
         let logged = receiver.record().applied;
         let image_marks = image.flash.marks();
         let sync = a.sync != crate::image::SyncMode::None;
         let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
+        if let Some(before) = applied.before() {
+            // A sync the journal takes inside a group makes the ids logged so far durable
+            // first: no record is ever durable before the line of the id it applies.
+            image.flash.sync_before(before);
+        }
         Ok(Self {
             a,
             image,
@@ -209,6 +227,8 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
+        self.tally.ids_syncs = self.applied.syncs();
+        self.tally.bytes = self.image.flash.written() + self.applied.written;
         self.keep_marks().map_err(|e| anyhow!("{e:?}"))?;
         self.tally.earlier = identity::earlier(self.kept, identity::marks(&self.tally.f.broken));
         self.tally.ids = Some(match self.applied.ids() {
@@ -260,7 +280,7 @@ impl<'a, S: Sum> Session<'a, S> {
         link: &mut Link,
         last_new: &mut Instant,
     ) -> Result<Result<Vec<Taken>, End>, Broken> {
-        let out = (self.client.on_quiet(&mut self.image.flash))
+        let out = (self.client.on_quiet(&mut Flash::new(&mut self.image.flash)))
             .map_err(|e| client_error(e, &self.a.topic))?;
         let mut outs = vec![(out, None)];
         self.take_waiting(&mut outs, last_new)?;
@@ -323,6 +343,9 @@ impl<'a, S: Sum> Session<'a, S> {
             next = link.ready()?;
         }
         self.take_waiting(&mut outs, last_new)?;
+        let flash = &mut Flash::new(&mut self.image.flash);
+        let end = (self.client.on_group_end(flash)).map_err(|e| client_error(e, &self.a.topic))?;
+        outs.push((end, None));
         Ok(outs)
     }
 
@@ -366,7 +389,7 @@ impl<'a, S: Sum> Session<'a, S> {
     fn take(&mut self, got: Got) -> Result<Taken, Broken> {
         let key = self.image.id_key();
         let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
-        let flash = &mut self.image.flash;
+        let flash = &mut Flash::new(&mut self.image.flash);
         let id = match &got {
             Got::Publish { payload, .. } => idem_mqtt::payments::id_and_amount(payload)
                 .ok()
@@ -547,51 +570,6 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         Got::Disconnect(r) => Incoming::Disconnect(r),
         Got::AckRefused { kind, pid, reason } => Incoming::AckRefused { kind, pid, reason },
     })
-}
-
-fn client_error<E: core::fmt::Debug>(e: ClientError<E>, topic: &str) -> Broken {
-    Broken::Garbage(match e {
-        ClientError::Receive(e) => return fatal(e),
-        ClientError::Refused(code) => format!(
-            "the broker refused the connection: {} (return code {code})",
-            link::refusal(code)
-        ),
-        ClientError::SubscriptionRefused => {
-            format!("the broker refused the subscription to {topic}")
-        }
-        ClientError::Disconnected(r) => {
-            return Broken::Closed(format!(
-                "the broker sent DISCONNECT {} (reason code 0x{r:02X})",
-                idem_mqtt::codec::v5::reason_name(r)
-            ));
-        }
-        ClientError::Unexpected(what) => {
-            format!(
-                "the broker sent {what}, which a subscriber that publishes nothing never gets here"
-            )
-        }
-    })
-}
-
-fn fatal<E: core::fmt::Debug>(e: idem_mqtt::receiver::ReceiveError<E>) -> Broken {
-    use idem_mqtt::receiver::ReceiveError as R;
-    Broken::Garbage(match e {
-        R::Full { pid, places } => format!(
-            "the receiver was handed a new QoS 2 identifier {pid} with all {places} places held"
-        ),
-        R::NoIdentifier => "the broker sent a QoS 1 or 2 PUBLISH without an identifier".into(),
-        other => format!("the receiver stopped: {other:?}"),
-    })
-}
-
-fn journal_error<E: core::fmt::Debug>(
-    path: &Path,
-    e: idem_core::journal::JournalError<E>,
-) -> anyhow::Error {
-    usage(format!(
-        "{} does not hold a receiver's journal this idem reads ({e:?}); it was left untouched",
-        path.display()
-    ))
 }
 
 /// Refuses a QoS the receiver does not take.

@@ -80,10 +80,14 @@ pub struct ConsumeArgs {
     session: String,
     #[arg(skip)]
     session_ram: bool,
-    /// Write each PUBREL's release in the next message's record, its PUBCOMP waiting for
-    /// it, rather than in a record of its own: one record a message where the broker
-    /// keeps several in flight (Mosquitto's stock limit is 20).
-    #[arg(long)]
+    /// Write each PUBREL's release in a record of its own before its PUBCOMP, rather
+    /// than in the next message's record (the default: one record a message where the
+    /// broker keeps several in flight, and a group's releases in its last record when
+    /// the broker waits for them).
+    #[arg(long, conflicts_with = "release_with_next")]
+    release_now: bool,
+    /// The default, kept for scripts written when it was not.
+    #[arg(long, hide = true)]
     release_with_next: bool,
     /// When the image's writes reach the disk.
     #[arg(long, value_enum, default_value_t = SyncMode::Checkpoint)]
@@ -233,6 +237,11 @@ pub struct Tally {
     pub f: idem_mqtt::payments::Figures,
     /// This run: syncs of the image (none on a board).
     pub syncs: u64,
+    /// This run: syncs of the log of applied ids beside the image.
+    pub ids_syncs: u64,
+    /// This run: bytes written to the image's flash (programmed and erased) and to the
+    /// log of applied ids.
+    pub bytes: u64,
     /// Each message the image applied, by its id (over every run on it), when its log
     /// holds them all (`Err`: how many it lacks); `None` where nothing records them.
     pub ids: Option<Result<Vec<Option<String>>, u32>>,

@@ -43,9 +43,9 @@ pub struct BenchArgs {
     /// naive or message-id.
     #[arg(long, default_value = "naive")]
     store: crate::select::StoreKind,
-    /// Pass --release-with-next to idem's consume (one record a message).
+    /// Pass --release-now to idem's consume (each release in a record of its own).
     #[arg(long)]
-    release_with_next: bool,
+    release_now: bool,
     /// The protocol idem's consume speaks: 3.1.1, or 5 (its Receive Maximum, the
     /// receiver's places); paho's subscriber speaks 3.1.1.
     #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = super::parse_protocol)]
@@ -214,8 +214,8 @@ impl Setup<'_> {
                     })
                     .arg("--flash")
                     .arg(self.image(r, inflight));
-                if self.a.release_with_next {
-                    c.arg("--release-with-next");
+                if self.a.release_now {
+                    c.arg("--release-now");
                 }
                 c.args(["--protocol", self.a.protocol.name()]);
                 c
@@ -281,14 +281,16 @@ fn median(runs: &[Run], reader: Reader, inflight: u16) -> Option<&Run> {
     mine.get(mine.len() / 2).copied()
 }
 
-/// idem's figures per message: records, syncs, bytes, and reconnections per 1,000.
-fn per_message(r: &Run, messages: u32) -> (f64, f64, f64) {
+/// idem's figures per message: records, syncs (the image's and its log of ids'),
+/// bytes written (both), and reconnections per 1,000.
+fn per_message(r: &Run, messages: u32) -> [f64; 4] {
     let per = |k: &str| r.report[k].as_f64().unwrap_or(0.0) / f64::from(messages);
-    (
+    [
         per("records"),
-        per("syncs"),
+        per("syncs") + per("ids_log_syncs"),
+        per("bytes_written"),
         1000.0 * per("resend_reconnects"),
-    )
+    ]
 }
 
 fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
@@ -301,15 +303,17 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
             };
             let rate = f64::from(a.messages) / r.time.as_secs_f64().max(1e-9);
             let ratio = base.map(|b| b / r.time.as_secs_f64().max(1e-9));
-            let (records, syncs, reconnects) = per_message(r, a.messages);
+            let [records, syncs, bytes, reconnects] = per_message(r, a.messages);
+            let idem = |x: f64| (reader != Reader::Paho).then_some(x);
             rows.push(json!({
                 "reader": reader.name(),
                 "inflight": inflight,
                 "messages_per_s": rate.round() as u64,
                 "vs_paho": ratio,
-                "records_per_message": (reader != Reader::Paho).then_some(records),
-                "syncs_per_message": (reader != Reader::Paho).then_some(syncs),
-                "reconnects_per_1000": (reader != Reader::Paho).then_some(reconnects),
+                "records_per_message": idem(records),
+                "syncs_per_message": idem(syncs),
+                "bytes_per_message": idem(bytes),
+                "reconnects_per_1000": idem(reconnects),
                 "unanswered": r.report.get("unanswered"),
             }));
         }
@@ -328,7 +332,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
         a.runs
     );
     println!(
-        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | reconnects/1000"
+        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000"
     );
     for row in &rows {
         let f = |k: &str| {
@@ -337,13 +341,14 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 .map_or("-".to_string(), |x| format!("{x:.2}"))
         };
         println!(
-            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>15}",
+            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15}",
             row["inflight"].to_string(),
             row["reader"].as_str().unwrap_or_default(),
             row["messages_per_s"].to_string(),
             f("vs_paho"),
             f("records_per_message"),
             f("syncs_per_message"),
+            f("bytes_per_message"),
             f("reconnects_per_1000")
         );
     }
