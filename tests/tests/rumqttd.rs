@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use idem_sim::rng::SplitMix64;
 use idem_tests::idem;
 use idem_tests::mosquitto::{Scratch, paho_publish};
 use idem_tests::rumqttd::Rumqttd;
@@ -343,6 +344,34 @@ fn idem_s_own_publisher_at_mqtt_5_is_graded_exact_on_rumqttd() {
         String::from_utf8_lossy(&out.stderr)
     );
     exact(&c.graded(&truth), 500);
+}
+
+/// Kills that land after a packet is read and before it is decided leave no identifier
+/// held that rumqttd has not seen acknowledged: its resend under new identifiers then
+/// finds nothing to collide with. 1,000 payments, 5 SIGKILL-like aborts a store at
+/// seeded packets (1 to 200), then a graded run: exact for both stores.
+#[test]
+fn kills_after_a_packet_on_rumqttd_end_exact() {
+    let s = Scratch::new("rumqttd-kills");
+    let b = Rumqttd::start(&s.join("broker"));
+    let sessions = [
+        Session::new(b.addr(), &s, "3.1.1", "naive"),
+        Session::new(b.addr(), &s, "3.1.1", "message-id"),
+    ];
+    for c in &sessions {
+        c.subscribe();
+    }
+    let truth = s.join("truth.jsonl");
+    paho_publish(&b.addr(), TOPIC, "2", 1_000, &truth);
+    let mut rng = SplitMix64::new(3);
+    for c in &sessions {
+        for i in 0..5 {
+            let n = rng.range(1, 200).to_string();
+            let killed = c.run(&["--abort-after-packets", &n]);
+            assert_eq!(killed.status.code(), None, "{}: run {i} killed", c.client);
+        }
+        exact(&c.graded(&truth), 1_000);
+    }
 }
 
 /// A kill before PUBREC, on rumqttd. The first run applies what arrives (a group commit
