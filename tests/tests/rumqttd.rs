@@ -247,7 +247,7 @@ fn frame(first: u8, body: &[u8]) -> Vec<u8> {
 /// DUP 0, and gives an identifier whose PUBREL it has just resent, not yet completed, to
 /// another message. A receiver that holds that identifier durably takes the new message
 /// for the one it holds: idem answers it PUBREC and applies it never (see
-/// [`a_kill_before_pubrec_on_rumqttd_is_named_not_exact`]).
+/// [`a_kill_before_pubrec_on_rumqttd_stalls_the_session_and_grades_under_naming_the_missing_ids`]).
 #[test]
 fn rumqttd_resends_under_new_identifiers_and_reuses_one_whose_pubrel_is_outstanding() {
     let s = Scratch::new("rumqttd-resend");
@@ -387,7 +387,7 @@ fn kills_after_a_packet_on_rumqttd_end_exact() {
 /// missing named, never exact. (PUBRECs in the order of their PUBLISHes are a client's
 /// duty too, MQTT 3.1.1 §4.6; idem's held-again answer does not wait its turn.)
 #[test]
-fn a_kill_before_pubrec_on_rumqttd_is_named_not_exact() {
+fn a_kill_before_pubrec_on_rumqttd_stalls_the_session_and_grades_under_naming_the_missing_ids() {
     let s = Scratch::new("rumqttd-kill");
     let b = Rumqttd::start(&s.join("broker"));
     let sessions = [
