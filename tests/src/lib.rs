@@ -1,6 +1,7 @@
 //! End-to-end tests of idem live in `tests/tests/`; what several of them share lives here.
 
 pub mod mosquitto;
+pub mod rumqttd;
 
 use std::path::Path;
 use std::process::Command;
