@@ -151,6 +151,24 @@ fn ids_applied_are_compared_with_the_truths_by_each_id() {
 }
 
 #[test]
+fn the_grade_is_the_ids_where_they_differ_else_the_totals() {
+    let mut t = FirstAmounts::default();
+    for id in ["p17", "zz"] {
+        t.add(Some(id.as_bytes()), 3).unwrap();
+    }
+    let applied = [Some("p17".to_string()), Some("p18".to_string())];
+    let c = IdCounts::of(&t, &applied);
+    assert_eq!(IdCounts::grade(Some(&c), 6, 6, false), "over and under");
+    let exact = IdCounts::of(&t, &[Some("zz".into()), Some("p17".into())]);
+    assert_eq!(IdCounts::grade(Some(&exact), 6, 6, false), "exact");
+    // The same ids at another amount: the totals say so.
+    assert_eq!(IdCounts::grade(Some(&exact), 7, 6, false), "over");
+    assert_eq!(IdCounts::grade(None, 5, 6, false), "under");
+    assert_eq!(IdCounts::grade(None, 6, 6, true), "unproven");
+    assert_eq!(IdCounts::grade(None, 6, 6, false), "exact");
+}
+
+#[test]
 fn each_id_counts_once_at_its_first_amount() {
     let mut t = FirstAmounts::default();
     assert_eq!(t.add(Some(b"p17"), 5), Ok(true));
