@@ -29,6 +29,12 @@
 //! written again (kept ids, then a new `run` line) under a temporary name and renamed.
 //! A record no line names (a log removed, an image from before it) counts as lacking,
 //! and a lacking log grades on totals only, at best unproven.
+//!
+//! It lives here, beside the image, not in the engine's records: a store's record is
+//! one fixed-size flash record (a board's too), and a run's set of ids grows with it.
+//! The engine already hands the drive what the log needs: each step as it returns,
+//! the count of records appended (`Consumer::records_written`), and each journal's
+//! newest record's number.
 #![cfg_attr(not(feature = "kafka"), allow(dead_code))]
 
 use std::fs::File;
