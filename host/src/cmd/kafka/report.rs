@@ -167,16 +167,8 @@ fn ids_text(out: &mut impl Write, ids: &Ids) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The report as text; `figures`: the total, the true total, the verdict and what the true
-/// total counts.
-fn text(
-    out: &mut impl Write,
-    topic: &str,
-    store: StoreKind,
-    consumed: &SharedOut,
-    skipped: &[&Skipped],
-    (total, truth, verdict, graded, ids): (i64, i64, &str, Graded<'_>, &Ids),
-) -> anyhow::Result<()> {
+/// The partitions a group's member took (and how) and lost, as text.
+fn rebalances(out: &mut impl Write, consumed: &SharedOut) -> anyhow::Result<()> {
     for t in &consumed.taken {
         writeln!(
             out,
@@ -194,6 +186,20 @@ fn text(
     for p in &consumed.released {
         writeln!(out, "lost partition {p} to a rebalance")?;
     }
+    Ok(())
+}
+
+/// The report as text; `figures`: the total, the true total, the verdict and what the true
+/// total counts.
+fn text(
+    out: &mut impl Write,
+    topic: &str,
+    store: StoreKind,
+    consumed: &SharedOut,
+    skipped: &[&Skipped],
+    (total, truth, verdict, graded, ids): (i64, i64, &str, Graded<'_>, &Ids),
+) -> anyhow::Result<()> {
+    rebalances(out, consumed)?;
     for r in &consumed.results {
         let p = r.partition;
         writeln!(
