@@ -457,6 +457,10 @@ impl TruthWriter {
         };
         let head = serde_json::to_string(&head)?;
         w.put(&head)?;
+        // In the file at once: a writer killed before its first payment leaves a file
+        // that says whose it is, refused for its missing end line, not an empty one
+        // that reads as a truth of nothing sent.
+        w.flush()?;
         Ok(w)
     }
 

@@ -969,17 +969,26 @@ fn a_killed_producers_truth_is_refused_and_kafka_pythons_is_taken() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // Killed once its temporary file holds its first line (within 30 s).
+    let started = Instant::now();
+    let tmp = loop {
+        let left: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if let [only] = &left[..]
+            && std::fs::metadata(only).unwrap().len() > 0
+        {
+            break only.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(child.try_wait().unwrap().is_none(), "the producer finished");
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!truth.exists(), "no truth under its name");
-    let left: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(left.len(), 1, "{left:?}");
-    let tmp = left[0].to_str().unwrap();
+    let tmp = tmp.to_str().unwrap();
     assert!(tmp.ends_with(".idem-tmp"), "{tmp}");
     let flash = dir.join("big.bin");
     refused(

@@ -44,6 +44,13 @@ fn idem_writes_a_truth_whole_or_leaves_none_under_its_name() {
     drop(w);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     let mut w = TruthWriter::create(&path, "kafka produce", None).unwrap();
+    // Its first line is in the file at once: a SIGKILL now leaves a file that says
+    // whose it is (refused for its missing end line), never an empty one.
+    let tmp: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(
+        std::fs::read_to_string(tmp[0].as_ref().unwrap().path()).unwrap(),
+        "{\"idem_truth\":1,\"writer\":\"kafka produce\"}\n"
+    );
     for (id, amount) in [("p1", 5), ("p2", 3), ("p1", 5)] {
         w.payment(id, "ada", amount).unwrap();
     }
