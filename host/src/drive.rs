@@ -29,6 +29,10 @@ pub struct Drive<'a> {
     pub reports: &'a dyn Fn(Offset) -> bool,
 }
 
+/// What [`Drive::run_watched`] shows after each step: the step, the journal records
+/// the consumer appended since it was opened, and the image.
+pub type Watch<'w, P> = &'w mut dyn FnMut(&Step<P>, u64, &mut Image) -> anyhow::Result<()>;
+
 /// Why [`Drive::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -60,6 +64,21 @@ impl Drive<'_> {
         log: &L,
         on_commit: &mut dyn FnMut(Offset, i64) -> anyhow::Result<()>,
     ) -> anyhow::Result<Ended> {
+        self.run_watched(c, image, log, on_commit, &mut |_, _, _| Ok(()))
+    }
+
+    /// [`Drive::run`], showing `watch` each step as it returns, with the journal records
+    /// the consumer appended since it was opened, before anything else is done with it
+    /// (a commit's sync included): `kafka consume --truth` logs each delivered id there
+    /// before the step that writes its record.
+    pub fn run_watched<K: SumSinks, L: Log<K::Payload>>(
+        &self,
+        c: &mut Consumer<K>,
+        image: &mut Image,
+        log: &L,
+        on_commit: &mut dyn FnMut(Offset, i64) -> anyhow::Result<()>,
+        watch: Watch<'_, K::Payload>,
+    ) -> anyhow::Result<Ended> {
         let mut taken = 0;
         loop {
             if (self.stop)() {
@@ -69,10 +88,11 @@ impl Drive<'_> {
                 return Ok(Ended::Paused);
             }
             taken += 1;
-            match c
+            let step = c
                 .step(&mut image.flash, log)
-                .map_err(|e| consumer_error(image, e))?
-            {
+                .map_err(|e| consumer_error(image, e))?;
+            watch(&step, c.records_written(), image)?;
+            match step {
                 Step::Done => return Ok(Ended::Done),
                 Step::Effect(..) if !self.pace.is_zero() => std::thread::sleep(self.pace),
                 Step::Commit { next } if (self.reports)(next) => {

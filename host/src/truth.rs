@@ -140,6 +140,22 @@ impl IdCounts {
         }
     }
 
+    /// The verdict of a run whose total is `total` against a truth of `truth`, with the
+    /// ids compared (`ids`, none where a side lacks them): the ids' verdict where they
+    /// differ; else the totals', `exact` only when `doubted` is not (a doubt about the
+    /// run, or ids that could not be compared), `unproven` then.
+    pub fn grade(ids: Option<&Self>, total: i64, truth: i64, doubted: bool) -> &'static str {
+        if let Some(v) = ids.and_then(Self::verdict) {
+            return v;
+        }
+        match total.cmp(&truth) {
+            std::cmp::Ordering::Equal if doubted => "unproven",
+            std::cmp::Ordering::Equal => "exact",
+            std::cmp::Ordering::Greater => "over",
+            std::cmp::Ordering::Less => "under",
+        }
+    }
+
     /// The differences in words: `1 missing (p1); 1 not in the truth (zz)`.
     pub fn words(&self) -> String {
         let part = |(n, shown): &(u64, Vec<String>), what: &str| {
@@ -441,6 +457,10 @@ impl TruthWriter {
         };
         let head = serde_json::to_string(&head)?;
         w.put(&head)?;
+        // In the file at once: a writer killed before its first payment leaves a file
+        // that says whose it is, refused for its missing end line, not an empty one
+        // that reads as a truth of nothing sent.
+        w.flush()?;
         Ok(w)
     }
 

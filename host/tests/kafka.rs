@@ -386,3 +386,131 @@ fn a_truth_file_grades_the_consume() {
     refuses(&args, "cannot be used with");
     assert!(!f.path().exists(), "nothing refused made an image");
 }
+
+/// `--truth` grades the set of ids applied: on p17 (5), p17 again and p18 (3), the
+/// message-id store's 8 against p17 (5) and zz (3) names zz and p18; the naive store's
+/// 13 against p17, p18 and p19 (5) names p19 and p17. Then a consume killed right after
+/// it logged an id, before the step that writes the record holding it
+/// (`--abort-after-ids`), 6 times a store, and run to the end: the ids the image
+/// applied add up to its total (ddia: 100 events e0..e99 of +1).
+#[test]
+fn the_truth_grades_ids_across_kills_between_an_id_and_its_record() {
+    let mock = Mock::start();
+    let dir = assert_fs::TempDir::new().unwrap();
+    let path = |name: &str| dir.child(name).path().to_str().unwrap().to_string();
+    let b = mock.brokers.as_str();
+    for (topic, scenario) in [("pay", "payments"), ("ddia", "ddia")] {
+        let t = path(&format!("{topic}.jsonl"));
+        succeeds(&[
+            "kafka",
+            "produce",
+            topic,
+            "--scenario",
+            scenario,
+            "--brokers",
+            b,
+            "--truth",
+            &t,
+        ]);
+    }
+    dir.child("zz.jsonl")
+        .write_str("{\"id\":\"p17\",\"payer\":\"a\",\"amount\":5}\n{\"id\":\"zz\",\"payer\":\"b\",\"amount\":3}\n")
+        .unwrap();
+    dir.child("p19.jsonl")
+        .write_str("{\"id\":\"p17\",\"payer\":\"a\",\"amount\":5}\n{\"id\":\"p18\",\"payer\":\"b\",\"amount\":3}\n{\"id\":\"p19\",\"payer\":\"b\",\"amount\":5}\n")
+        .unwrap();
+    let consume = |topic: &str, store: &str, flash: &str, extra: &[&str]| {
+        let mut a = vec![
+            "kafka", "consume", topic, "--group", flash, "--store", store,
+        ];
+        let f = path(flash);
+        a.extend(["--flash", &f, "--brokers", b]);
+        a.extend(extra);
+        idem().args(&a).output().unwrap()
+    };
+    let graded = |topic: &str, store: &str, flash: &str, truth: &str, extra: &[&str]| {
+        let t = path(truth);
+        let mut a = vec!["--json", "--truth", &t];
+        a.extend(extra);
+        let out = consume(topic, store, flash, &a);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = graded("pay", "message-id", "m.bin", "zz.jsonl", &[]);
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&8.into(), &8.into(), &"over and under".into())
+    );
+    assert_eq!(
+        (&v["ids"]["missing_first"], &v["ids"]["not_in_truth_first"]),
+        (&serde_json::json!(["zz"]), &serde_json::json!(["p18"]))
+    );
+    let v = graded("pay", "naive", "n.bin", "p19.jsonl", &[]);
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&13.into(), &13.into(), &"over and under".into())
+    );
+    assert_eq!(
+        (&v["ids"]["missing_first"], &v["ids"]["applied_again_first"]),
+        (&serde_json::json!(["p19"]), &serde_json::json!(["p17"]))
+    );
+    let mut rng = SplitMix64::new(0x1d5);
+    let mut replayed = 0;
+    for (store, sync) in [
+        ("message-id", "checkpoint"),
+        ("atomic", "checkpoint"),
+        ("offset", "every-write"),
+        ("naive", "every-write"),
+    ] {
+        let flash = format!("{store}-{sync}.bin");
+        let t = path("ddia.jsonl");
+        let args = ["--truth", &t, "--sync", sync, "--checkpoint-every", "7"];
+        for _ in 0..6 {
+            let n = rng.range(1, 16).to_string();
+            let mut a = args.to_vec();
+            a.extend(["--abort-after-ids", &n]);
+            let out = consume("ddia", store, &flash, &a);
+            assert_eq!(out.status.code(), None, "{store}: it was not aborted");
+        }
+        let v = graded("ddia", store, &flash, "ddia.jsonl", &args[2..]);
+        let count = |k: &str| v["ids"][k].as_i64().unwrap();
+        let total = v["total"].as_i64().unwrap();
+        assert_eq!(
+            total,
+            100 - count("missing") + count("applied_again") + count("not_in_truth"),
+            "{store}: {v}"
+        );
+        if store == "naive" {
+            replayed = count("applied_again");
+            assert_eq!(
+                v["verdict"],
+                if total == 100 { "exact" } else { "over" },
+                "{v}"
+            );
+        } else {
+            assert_eq!(
+                (total, &v["verdict"]),
+                (100, &"exact".into()),
+                "{store}: {v}"
+            );
+        }
+    }
+    // Written through at each write, the naive store's records outlive the kills, and
+    // the replays apply ids again, which the ids name.
+    assert!(replayed > 0, "no kill replayed an id");
+}
+
+/// Runs `idem args`, which must succeed.
+fn succeeds(args: &[&str]) {
+    let out = idem().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

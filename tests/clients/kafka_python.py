@@ -1,6 +1,6 @@
 """A second Kafka client for idem's tests, from another codebase: kafka-python.
 
-    kafka_python.py BROKERS produce TOPIC KIND   # creates a 1-partition topic, sends KIND's records in batches
+    kafka_python.py BROKERS produce TOPIC KIND [TRUTH]  # creates a 1-partition topic, sends KIND's records in batches
     kafka_python.py BROKERS read TOPIC           # prints each record as JSON: partition, offset, key, value
     kafka_python.py BROKERS committed TOPIC GROUP  # prints the group's committed offset of partition 0
 
@@ -9,6 +9,11 @@ KIND is one of:
     keyless   two payments without a key: (a, 5) and (b, 3)
     mixed     good and bad records: p0 (5), not JSON, amount "five", a null value, p4 (3)
     overflow  two payments of amount 2**63 - 1
+
+With TRUTH, each keyed payment is written there as a JSON line (`{"id": "p0", "payer": "a",
+"amount": 1}`, the truth format `idem kafka consume --truth` reads) once the broker
+acknowledged it, and only then: a killed producer leaves out what it never saw
+acknowledged. The file has no first or end line, as a truth from a writer other than idem.
 """
 import json
 import sys
@@ -35,15 +40,34 @@ RECORDS = {
 }
 
 
+def acknowledged(truth, key, value, _metadata):
+    """Writes the payment the broker acknowledged to the truth file (kept out: a value
+    that is not a payment)."""
+    try:
+        pay = json.loads(value)
+        line = {"id": key.decode(), "payer": pay["payer"], "amount": pay["amount"]}
+    except (TypeError, ValueError, KeyError):
+        return
+    if not isinstance(line["amount"], int) or not isinstance(line["payer"], str):
+        return
+    truth.write(json.dumps(line) + "\n")
+    truth.flush()
+
+
 def main():
     brokers, action, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if action == "produce":
         records = RECORDS[sys.argv[4]]
         KafkaAdminClient(bootstrap_servers=brokers).create_topics([NewTopic(topic, 1, 1)])
         producer = KafkaProducer(bootstrap_servers=brokers, linger_ms=50)
+        truth = open(sys.argv[5], "w") if len(sys.argv) > 5 else None
         for key, value in records:
-            producer.send(topic, key=key, value=value)
+            future = producer.send(topic, key=key, value=value)
+            if truth is not None and key is not None:
+                future.add_callback(acknowledged, truth, key, value)
         producer.flush()
+        if truth is not None:
+            truth.close()
         print(json.dumps({"sent": len(records)}))
     elif action == "read":
         consumer = KafkaConsumer(

@@ -212,20 +212,9 @@ fn batched_payments_on_three_partitions_with_kills() {
     let topic = "shop";
     let dir = temp("shop");
     let sent = dir.join("sent.jsonl");
-    let produced = idem()
-        .args(["kafka", "produce", topic, "--scenario", "shop"])
-        .args(["--partitions", "3", "--brokers", &broker.brokers])
-        .arg("--truth")
-        .arg(&sent)
-        .output()
-        .unwrap();
-    assert!(
-        produced.status.success(),
-        "{}",
-        String::from_utf8_lossy(&produced.stderr)
-    );
+    let produced = produce_with_truth(&broker, (topic, "shop"), &["--partitions", "3"], &sent);
     assert_eq!(
-        String::from_utf8_lossy(&produced.stdout),
+        produced,
         format!(
             "produced 344 records to shop\nwhat was sent is in {}\n",
             sent.display()
@@ -246,6 +235,7 @@ fn batched_payments_on_three_partitions_with_kills() {
         |r| r["key"] == "p0" && r["value"] == serde_json::json!({"payer": "ada", "amount": 1})
     ));
     let mut rng = SplitMix64::new(0x5409);
+    let truth = sent.to_str().unwrap();
     for (store, want) in [
         ("message-id", 1197),
         ("offset", 1197 + 176),
@@ -256,9 +246,9 @@ fn batched_payments_on_three_partitions_with_kills() {
         let mut landed = 0;
         for _ in 0..4 {
             // The consumer streams from its first poll: 344 records at 20 ms each outlast
-            // the four kills.
+            // the four kills. Graded by the truth file, it logs the ids it applies.
             let mut child = broker
-                .consume(topic, store, &flash, &["--pace-ms", "20"])
+                .consume(topic, store, &flash, &["--pace-ms", "20", "--truth", truth])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -268,6 +258,16 @@ fn batched_payments_on_three_partitions_with_kills() {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Graded by the producer's truth file: the ids applied across the kills.
+        let by_file = report(
+            &mut broker.consume(topic, store, &flash, &["--json", "--truth", truth]),
+            0,
+        );
+        assert_eq!(
+            by_file["truth"],
+            serde_json::json!({"file": truth, "ids": 300, "sent": 344})
+        );
+        // Then by a read of its own (which ends the log of ids): the same verdict.
         let v = report(&mut broker.consume(topic, store, &flash, &["--json"]), 0);
         assert_eq!(v["true_total"], 1197, "{store}: {v}");
         let parts = v["partitions"].as_array().unwrap();
@@ -280,12 +280,6 @@ fn batched_payments_on_three_partitions_with_kills() {
             assert_eq!(p["short_read"], false, "{store}: {p}");
             assert_eq!(p["end_offset"], p["next_offset"], "{store}: {p}");
         }
-        // Graded by the producer's truth file instead of a read of its own: the same.
-        let truth = sent.to_str().unwrap();
-        let by_file = report(
-            &mut broker.consume(topic, store, &flash, &["--json", "--truth", truth]),
-            0,
-        );
         assert_eq!(
             (
                 &by_file["total"],
@@ -295,16 +289,23 @@ fn batched_payments_on_three_partitions_with_kills() {
             (&v["total"], &v["true_total"], &v["verdict"]),
             "{store}: {by_file}"
         );
-        assert_eq!(
-            by_file["truth"],
-            serde_json::json!({"file": truth, "ids": 300, "sent": 344})
-        );
         let total = v["total"].as_i64().unwrap();
+        let ids = &by_file["ids"];
+        assert_eq!(
+            (&ids["missing"], &ids["not_in_truth"]),
+            (&0.into(), &0.into())
+        );
+        let again = ids["applied_again"].as_i64().unwrap();
         if store == "naive" {
             // Over by the resends, and by whatever the kills replayed.
             assert!(total >= want, "naive: {v}");
+            assert!(again >= 44, "naive: {by_file}");
         } else {
             assert_eq!(total, want, "{store}: {v}");
+            // The resends, each applied again under a new offset (none by the
+            // message-id store); nothing the kills replayed.
+            let resends = if store == "message-id" { 0 } else { 44 };
+            assert_eq!(again, resends, "{store}: {by_file}");
         }
         assert!(
             landed >= 3,
@@ -819,4 +820,226 @@ fn a_topic_fed_to_the_board_under_qemu_with_resets_and_a_restarted_bridge() {
     let _ = qemu.kill();
     let _ = qemu.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `idem kafka produce TOPIC --scenario SCENARIO --truth TRUTH` on `broker`, with
+/// `extra` arguments; what it printed.
+fn produce_with_truth(
+    broker: &Tansu,
+    (topic, scenario): (&str, &str),
+    extra: &[&str],
+    truth: &Path,
+) -> String {
+    let out = idem()
+        .args(["kafka", "produce", topic, "--scenario", scenario])
+        .args(["--brokers", &broker.brokers])
+        .args(extra)
+        .arg("--truth")
+        .arg(truth)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A consume refused with exit 2 and one sentence holding `message`.
+fn refused(c: &mut Command, message: &str) {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(message), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// `--truth` grades the set of ids applied, not only their total: the topic holds p17
+/// (5), p17 again and p18 (3).
+#[test]
+fn the_truth_grades_the_ids_applied_not_their_total() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let dir = temp("ids");
+    produce_with_truth(&broker, ("pay", "payments"), &[], &dir.join("sent.jsonl"));
+    let truth = |name: &str, lines: &[(&str, i64)]| {
+        let path = dir.join(name);
+        let text: String = lines
+            .iter()
+            .map(|(id, amount)| {
+                format!("{{\"id\":\"{id}\",\"payer\":\"ada\",\"amount\":{amount}}}\n")
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let grade = |store: &str, flash: &str, truth: &str| {
+        report(
+            &mut broker.consume(
+                "pay",
+                store,
+                &dir.join(flash),
+                &["--json", "--truth", truth],
+            ),
+            0,
+        )
+    };
+    // The case: p17, p18 (3) against a truth of p17, zz (3). The totals agree.
+    let zz = truth("zz.jsonl", &[("p17", 5), ("zz", 3)]);
+    let v = grade("message-id", "m1.bin", &zz);
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&8.into(), &8.into(), &"over and under".into()),
+        "{v}"
+    );
+    assert_eq!(
+        v["ids"],
+        serde_json::json!({"missing": 1, "missing_first": ["zz"], "applied_again": 0,
+            "applied_again_first": [], "not_in_truth": 1, "not_in_truth_first": ["p18"]})
+    );
+    let out = broker
+        .consume("pay", "message-id", &dir.join("m2.bin"), &["--truth", &zz])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "pay with the message-id store: total 8, true total 8 of the 2 distinct ids in {zz}: over and under\nids against the truth: 1 missing (zz); 1 not in the truth (p18)\n"
+        )),
+        "{text}"
+    );
+    // A duplicate that offsets a loss: the naive store applies p17 twice (13), against
+    // p17 (5), p18 (3) and p19 (5), never delivered (13).
+    let p19 = truth("p19.jsonl", &[("p17", 5), ("p18", 3), ("p19", 5)]);
+    let v = grade("naive", "n1.bin", &p19);
+    assert_eq!(
+        (&v["total"], &v["true_total"], &v["verdict"]),
+        (&13.into(), &13.into(), &"over and under".into()),
+        "{v}"
+    );
+    assert_eq!(
+        (&v["ids"]["missing_first"], &v["ids"]["applied_again_first"]),
+        (&serde_json::json!(["p19"]), &serde_json::json!(["p17"]))
+    );
+    // The producer's own truth: each id applied once by the message-id store.
+    let sent = dir.join("sent.jsonl");
+    let v = grade("message-id", "m3.bin", sent.to_str().unwrap());
+    assert_eq!(v["verdict"], "exact", "{v}");
+    assert_eq!(
+        (&v["ids"]["missing"], &v["ids"]["applied_again"]),
+        (&0.into(), &0.into())
+    );
+    // Consumed once without --truth, the image's ids are not known: graded on totals,
+    // at best unproven.
+    report(
+        &mut broker.consume("pay", "message-id", &dir.join("m3.bin"), &["--json"]),
+        0,
+    );
+    let v = grade("message-id", "m3.bin", sent.to_str().unwrap());
+    assert_eq!(
+        (&v["verdict"], &v["ids"], &v["ids_lacking"]),
+        (&"unproven".into(), &Value::Null, &2.into()),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `kafka produce --truth` killed before it finished leaves nothing under the truth's
+/// name, and its temporary file, without the end line, is refused in one sentence.
+/// kafka-python's truth, written only for the sends the broker acknowledged, has no
+/// first or end line, and grades as any other.
+#[test]
+fn a_killed_producers_truth_is_refused_and_kafka_pythons_is_taken() {
+    let broker = Tansu::start(Engine::Sqlite);
+    let dir = temp("killedtruth");
+    let truth = dir.join("t.jsonl");
+    let mut child = idem()
+        .args(["kafka", "produce", "big", "--scenario", "stream"])
+        .args([
+            "--count",
+            "1000000",
+            "--one-at-a-time",
+            "--brokers",
+            &broker.brokers,
+        ])
+        .arg("--truth")
+        .arg(&truth)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once its temporary file holds its first line (within 30 s).
+    let started = Instant::now();
+    let tmp = loop {
+        let left: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if let [only] = &left[..]
+            && std::fs::metadata(only).unwrap().len() > 0
+        {
+            break only.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(child.try_wait().unwrap().is_none(), "the producer finished");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!truth.exists(), "no truth under its name");
+    let tmp = tmp.to_str().unwrap();
+    assert!(tmp.ends_with(".idem-tmp"), "{tmp}");
+    let flash = dir.join("big.bin");
+    refused(
+        &mut broker.consume("big", "offset", &flash, &["--truth", tmp]),
+        &format!("{tmp} was written by idem kafka produce and has no end line"),
+    );
+    refused(
+        &mut broker.consume(
+            "big",
+            "offset",
+            &flash,
+            &["--truth", truth.to_str().unwrap()],
+        ),
+        "t.jsonl",
+    );
+    assert!(!flash.exists(), "nothing refused made an image");
+    // kafka-python's truth: 20 payments p0..p19 of 1, each once.
+    let py = dir.join("py.jsonl");
+    let out = kafka_python()
+        .args([
+            &broker.brokers,
+            "produce",
+            "py20",
+            "batch20",
+            py.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = report(
+        &mut broker.consume(
+            "py20",
+            "message-id",
+            &dir.join("py.bin"),
+            &["--json", "--truth", py.to_str().unwrap()],
+        ),
+        0,
+    );
+    assert_eq!(
+        (
+            &v["total"],
+            &v["verdict"],
+            &v["truth"]["ids"],
+            &v["truth"]["sent"]
+        ),
+        (&20.into(), &"exact".into(), &20.into(), &20.into()),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

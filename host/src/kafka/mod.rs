@@ -14,7 +14,10 @@
 //!   records a consumer has not yet passed, and the true total folded from a read of its
 //!   own.
 //! - [`verdict`]: the verdict over the partitions' results.
+//! - [`applied`]: the ids a `--truth` run applied, in a log beside the image, reconciled
+//!   with the image's store records at each open.
 
+pub mod applied;
 pub mod group;
 pub mod record;
 pub mod stream;

@@ -5,6 +5,8 @@
 //! independent read into the true total: each distinct key once, at its first amount.
 
 use crate::truth::FirstAmounts;
+
+use super::applied::Id;
 use idem_core::log::{Event, IdKey, Offset, Received};
 use idem_sim::payment::Message;
 
@@ -101,6 +103,9 @@ pub struct Window {
     partition: i32,
     key: IdKey,
     events: Vec<Event<Message>>,
+    /// Each event's id as the record carries it, beside `events`, when they are kept
+    /// ([`Window::keeping_ids`]).
+    ids: Option<Vec<Id>>,
     /// The offset after the last one held (or passed).
     next: Offset,
     end: Offset,
@@ -115,9 +120,26 @@ impl Window {
             partition,
             key,
             events: Vec::new(),
+            ids: None,
             next: from,
             end,
         }
+    }
+
+    /// The same window, keeping each event's id as its record carries it (its key, as
+    /// bytes), for a log of the ids applied.
+    pub fn keeping_ids(self) -> Self {
+        Self {
+            ids: Some(Vec::new()),
+            ..self
+        }
+    }
+
+    /// The id of the event held at `offset` as its record carries it, when ids are kept.
+    pub fn id_at(&self, offset: Offset) -> Option<&Id> {
+        let first = self.events.first()?.offset;
+        let i = usize::try_from(offset.checked_sub(first)?).ok()?;
+        self.ids.as_ref()?.get(i)
     }
 
     /// The events held.
@@ -148,11 +170,17 @@ impl Window {
             return;
         }
         self.pass_to(offset);
-        let payload = match judged {
-            Judged::Payment(k, amount) => message(&self.key, self.partition, offset, k, amount),
-            Judged::Skipped => self.placeholder(offset),
+        let (payload, id) = match judged {
+            Judged::Payment(k, amount) => (
+                message(&self.key, self.partition, offset, k, amount),
+                Id::of(k),
+            ),
+            Judged::Skipped => (self.placeholder(offset), Id::Gap),
         };
         self.events.push(Event { offset, payload });
+        if let Some(ids) = self.ids.as_mut() {
+            ids.push(id);
+        }
         self.next = offset + 1;
     }
 
@@ -185,6 +213,9 @@ impl Window {
             let offset = self.next;
             let payload = self.placeholder(offset);
             self.events.push(Event { offset, payload });
+            if let Some(ids) = self.ids.as_mut() {
+                ids.push(Id::Gap);
+            }
             self.next += 1;
         }
     }
@@ -209,6 +240,9 @@ impl Window {
     pub fn consumed_to(&mut self, next: Offset) {
         let done = self.events.partition_point(|e| e.offset < next);
         self.events.drain(..done);
+        if let Some(ids) = self.ids.as_mut() {
+            ids.drain(..done);
+        }
     }
 }
 
@@ -387,6 +421,29 @@ mod tests {
     }
 
     #[test]
+    fn a_window_keeps_each_events_id_when_asked() {
+        let mut w = Window::new(0, IdKey::PUBLIC, 3, 8).keeping_ids();
+        w.push(3, Judged::Payment(Some(b"a"), 5));
+        w.push(5, Judged::Payment(None, 4));
+        w.push(6, Judged::Skipped);
+        let ids: Vec<Option<&Id>> = (2..8).map(|o| w.id_at(o)).collect();
+        let a = Id::Key("a".into());
+        assert_eq!(
+            ids,
+            [
+                None,
+                Some(&a),
+                Some(&Id::Gap),
+                Some(&Id::Keyless),
+                Some(&Id::Gap),
+                None
+            ]
+        );
+        w.consumed_to(5);
+        assert_eq!((w.id_at(4), w.id_at(5)), (None, Some(&Id::Keyless)));
+    }
+
+    #[test]
     fn a_window_fills_gaps_and_stops_at_its_end() {
         let mut w = Window::new(1, IdKey::PUBLIC, 3, 8);
         w.push(2, Judged::Payment(Some(b"old"), 9)); // before the consumer's position
@@ -416,6 +473,7 @@ mod tests {
         );
         w.consumed_to(6);
         assert_eq!(w.len(), 2);
+        assert_eq!(w.id_at(6), None, "ids are not kept unless asked");
         assert_eq!(w.log().get(6).map(|e| e.offset), Some(6));
         assert_eq!(w.log().get(5), None);
     }

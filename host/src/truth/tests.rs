@@ -44,6 +44,13 @@ fn idem_writes_a_truth_whole_or_leaves_none_under_its_name() {
     drop(w);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     let mut w = TruthWriter::create(&path, "kafka produce", None).unwrap();
+    // Its first line is in the file at once: a SIGKILL now leaves a file that says
+    // whose it is (refused for its missing end line), never an empty one.
+    let tmp: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(
+        std::fs::read_to_string(tmp[0].as_ref().unwrap().path()).unwrap(),
+        "{\"idem_truth\":1,\"writer\":\"kafka produce\"}\n"
+    );
     for (id, amount) in [("p1", 5), ("p2", 3), ("p1", 5)] {
         w.payment(id, "ada", amount).unwrap();
     }
@@ -148,6 +155,24 @@ fn ids_applied_are_compared_with_the_truths_by_each_id() {
         c.words(),
         "3 missing (p1, p2, p3); 9 not in the truth (x0, x1, x2, x3, x4, ...)"
     );
+}
+
+#[test]
+fn the_grade_is_the_ids_where_they_differ_else_the_totals() {
+    let mut t = FirstAmounts::default();
+    for id in ["p17", "zz"] {
+        t.add(Some(id.as_bytes()), 3).unwrap();
+    }
+    let applied = [Some("p17".to_string()), Some("p18".to_string())];
+    let c = IdCounts::of(&t, &applied);
+    assert_eq!(IdCounts::grade(Some(&c), 6, 6, false), "over and under");
+    let exact = IdCounts::of(&t, &[Some("zz".into()), Some("p17".into())]);
+    assert_eq!(IdCounts::grade(Some(&exact), 6, 6, false), "exact");
+    // The same ids at another amount: the totals say so.
+    assert_eq!(IdCounts::grade(Some(&exact), 7, 6, false), "over");
+    assert_eq!(IdCounts::grade(None, 5, 6, false), "under");
+    assert_eq!(IdCounts::grade(None, 6, 6, true), "unproven");
+    assert_eq!(IdCounts::grade(None, 6, 6, false), "exact");
 }
 
 #[test]

@@ -18,6 +18,7 @@ use super::shared::{SharedConsume, SharedOut};
 use super::streamed::Streamed;
 use crate::error::usage;
 use crate::image::{Image, Meta, PAGE, SyncMode};
+use crate::kafka::applied::AppliedLog;
 use crate::kafka::trust::{ReadFacts, ReadRules};
 use crate::select::dispatch::with_sinks;
 use crate::select::{StoreKind, WINDOW};
@@ -108,6 +109,9 @@ pub(super) struct ConsumeOptions<'a> {
     pub(super) stall: Duration,
     /// What the producer sent (`--truth`): the grade's truth, instead of a second read.
     pub(super) truth: Option<&'a TruthFile>,
+    /// Test hook: abort right after this many ids are logged (`--truth`), before the
+    /// step that writes the last one's record.
+    pub(super) abort_after_ids: Option<u64>,
 }
 
 /// Consumes every partition of the topic into the image; one result per partition.
@@ -139,7 +143,13 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         pages: PARTITION_PAGES * n as u32,
         mqtt: None,
     };
+    let fresh = crate::files::regular_or_missing(o.flash, "a flash image")?.is_none();
     let mut image = Image::open_or_create(o.flash, &meta)?;
+    if o.truth.is_none() {
+        // Only a graded run keeps the log of ids applied: one left beside the image
+        // would be out of step with what this run applies.
+        AppliedLog::remove(o.flash)?;
+    }
     let barriers = (0..n)
         .map(|p| crate::image::bytes(layout(&image, p).positions))
         .collect();
@@ -164,6 +174,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         partitions: n,
         every,
         rules,
+        fresh,
     };
     with_sinks(store.into(), WINDOW, job)
 }

@@ -142,6 +142,7 @@ fn consume_each(brokers: &str, topic: &str) -> anyhow::Result<BTreeMap<&'static 
             abort_behind: None,
             stall: ReadRules::LAB.deadline,
             truth: None,
+            abort_after_ids: None,
         })?
         .results;
         anyhow::ensure!(

@@ -13,6 +13,7 @@ mod bench;
 mod bridge;
 mod client;
 mod consume;
+mod ids;
 mod lab;
 mod produce;
 mod read;
@@ -177,6 +178,10 @@ struct ConsumeArgs {
     /// its delayed commits gave it.
     #[arg(long, hide = true, value_name = "N")]
     abort_with_group_behind: Option<u64>,
+    /// Test hook (`--truth`): abort right after the N-th id is logged, before the step
+    /// that writes its record.
+    #[arg(long, hide = true, value_name = "N")]
+    abort_after_ids: Option<u64>,
 }
 
 impl ConsumeArgs {
@@ -190,7 +195,8 @@ impl ConsumeArgs {
             by_id,
             self.follow,
         );
-        let truth = self.truth.as_deref().map(TruthFile::read).transpose()?;
+        let truth = self.truth.as_deref().map(TruthFile::read_ids).transpose()?;
+        let file = truth.as_ref().map(|(t, _)| t);
         let results = consume::consume(&consume::ConsumeOptions {
             brokers: &self.broker.brokers,
             topic: &self.topic,
@@ -206,7 +212,8 @@ impl ConsumeArgs {
             abort_after: self.abort_after_flash_commit,
             abort_behind: self.abort_with_group_behind,
             stall: Duration::from_millis(self.stall_ms),
-            truth: truth.as_ref(),
+            truth: file,
+            abort_after_ids: self.abort_after_ids,
         })?;
         let truth = report::Graded::new(truth.as_ref(), self.truth.as_deref());
         report::report(out, &self.topic, self.store, &results, truth, self.json)

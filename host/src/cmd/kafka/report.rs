@@ -14,17 +14,37 @@ use crate::kafka::trust::Skipped;
 use crate::kafka::verdict::{self, UNVERIFIED, verdict};
 use crate::render::count;
 use crate::select::StoreKind;
-use crate::truth::TruthFile;
+use crate::truth::{FirstAmounts, IdCounts, TruthFile};
 
-/// What a consume is graded against: a truth file (`--truth`), or each partition's read
-/// of its own.
+/// What a consume is graded against: a truth file (`--truth`) and its ids, or each
+/// partition's read of its own.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Graded<'a>(Option<(&'a TruthFile, &'a Path)>);
+pub(super) struct Graded<'a>(Option<(&'a TruthFile, &'a Path)>, Option<&'a FirstAmounts>);
+
+/// The ids applied against a truth file's.
+enum Ids {
+    /// Graded by a read of the topic: no ids compared.
+    Read,
+    /// Compared.
+    Compared(IdCounts),
+    /// The log of ids beside the image lacks the ids of this many of its records.
+    Lacking(u64),
+}
 
 impl<'a> Graded<'a> {
-    /// Against `file` (read from `path`) when there is one.
-    pub(super) fn new(file: Option<&'a TruthFile>, path: Option<&'a Path>) -> Self {
-        Self(file.zip(path))
+    /// Against `file` and its ids (read from `path`) when there is one.
+    pub(super) fn new(file: Option<&'a (TruthFile, FirstAmounts)>, path: Option<&'a Path>) -> Self {
+        Self(file.map(|(f, _)| f).zip(path), file.map(|(_, ids)| ids))
+    }
+
+    /// The ids `applied` (in order), or the records whose ids the log lacks, against
+    /// the truth's.
+    fn compare(self, applied: Option<&Result<Vec<Option<String>>, u64>>) -> Ids {
+        match (self.1, applied) {
+            (Some(truth), Some(Ok(applied))) => Ids::Compared(IdCounts::of(truth, applied)),
+            (Some(_), Some(Err(n))) => Ids::Lacking(*n),
+            _ => Ids::Read,
+        }
     }
 
     /// What the true total counts, in words.
@@ -71,7 +91,13 @@ pub(super) fn report(
         None => verdict::sum(results.iter().map(|r| r.true_total.unwrap_or(0)))
             .ok_or_else(past_64_bits)?,
     };
-    let verdict = verdict(results.iter().map(|r| r.read.short_read()), total, truth);
+    let ids = graded.compare(consumed.applied.as_ref());
+    let verdict = match &ids {
+        _ if results.iter().any(|r| r.read.short_read()) => UNVERIFIED,
+        Ids::Read => verdict(std::iter::empty(), total, truth),
+        Ids::Compared(c) => IdCounts::grade(Some(c), total, truth, false),
+        Ids::Lacking(_) => IdCounts::grade(None, total, truth, true),
+    };
     let skipped: Vec<&Skipped> = results.iter().flat_map(|r| &r.read.skipped).collect();
     if json_out {
         let syncs = crate::image::FileFlash::process_syncs();
@@ -95,6 +121,14 @@ pub(super) fn report(
                 "group_offset_was": r.group_was,
             })).collect::<Vec<_>>(),
             "skipped_records": skipped,
+            "ids": match &ids {
+                Ids::Compared(c) => c.json(),
+                _ => json!(null),
+            },
+            "ids_lacking": match ids {
+                Ids::Lacking(n) => json!(n),
+                _ => json!(null),
+            },
             "taken": consumed.taken,
             "released": consumed.released,
             "syncs": syncs.count,
@@ -108,7 +142,7 @@ pub(super) fn report(
             store,
             consumed,
             &skipped,
-            (total, truth, verdict, graded),
+            (total, truth, verdict, graded, &ids),
         )?;
     }
     Ok(if verdict == UNVERIFIED {
@@ -118,16 +152,23 @@ pub(super) fn report(
     })
 }
 
-/// The report as text; `figures`: the total, the true total, the verdict and what the true
-/// total counts.
-fn text(
-    out: &mut impl Write,
-    topic: &str,
-    store: StoreKind,
-    consumed: &SharedOut,
-    skipped: &[&Skipped],
-    (total, truth, verdict, graded): (i64, i64, &str, Graded<'_>),
-) -> anyhow::Result<()> {
+/// What the ids say, as text: how they differ from the truth's, or why they were not
+/// compared.
+fn ids_text(out: &mut impl Write, ids: &Ids) -> anyhow::Result<()> {
+    match ids {
+        Ids::Compared(c) if !c.exact() => writeln!(out, "ids against the truth: {}", c.words())?,
+        Ids::Lacking(n) => writeln!(
+            out,
+            "the log of applied ids beside the image lacks the ids of {} (an image consumed without --truth, or the log removed): graded on totals only",
+            count(*n, "store record")
+        )?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The partitions a group's member took (and how) and lost, as text.
+fn rebalances(out: &mut impl Write, consumed: &SharedOut) -> anyhow::Result<()> {
     for t in &consumed.taken {
         writeln!(
             out,
@@ -145,6 +186,20 @@ fn text(
     for p in &consumed.released {
         writeln!(out, "lost partition {p} to a rebalance")?;
     }
+    Ok(())
+}
+
+/// The report as text; `figures`: the total, the true total, the verdict and what the true
+/// total counts.
+fn text(
+    out: &mut impl Write,
+    topic: &str,
+    store: StoreKind,
+    consumed: &SharedOut,
+    skipped: &[&Skipped],
+    (total, truth, verdict, graded, ids): (i64, i64, &str, Graded<'_>, &Ids),
+) -> anyhow::Result<()> {
+    rebalances(out, consumed)?;
     for r in &consumed.results {
         let p = r.partition;
         writeln!(
@@ -194,6 +249,7 @@ fn text(
         store.name(),
         graded.counts()
     )?;
+    ids_text(out, ids)?;
     writeln!(
         out,
         "(read with isolation.level={ISOLATION_LEVEL}, librdkafka's default; the Java client and kafka-python default to read_uncommitted)"

@@ -74,6 +74,9 @@ pub(super) struct SharedOut {
     pub(super) results: Vec<PartitionResult>,
     pub(super) taken: Vec<Take>,
     pub(super) released: Vec<i32>,
+    /// With `--truth`: the ids applied, in order (`None`: keyless), or how many records
+    /// of the image the log of ids lacks.
+    pub(super) applied: Option<Result<Vec<Option<String>>, u64>>,
 }
 
 /// The longest a member runs.
@@ -395,6 +398,7 @@ impl Member<'_> {
             results,
             taken: held.taken,
             released: held.released,
+            applied: None,
         })
     }
 }

@@ -11,13 +11,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
+use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::Offset;
-use idem_sim::payment::{SumSinks, Total};
+use idem_sim::payment::{Message, SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, CommitMode};
 use rdkafka::message::Message as _;
 
 use super::consume::{ConsumeOptions, PartitionResult, layout};
+use super::ids;
 use super::read::{
     assign_from_zero, commit_positions, end_offsets, passing, positions, truth_read,
 };
@@ -25,6 +26,7 @@ use super::shared::SharedOut;
 use crate::device;
 use crate::drive::Drive;
 use crate::image::Image;
+use crate::kafka::applied::AppliedLog;
 use crate::kafka::group::{CommitPacer, group_was};
 use crate::kafka::stream::{Judge, TruthFold, Window};
 use crate::kafka::trust::{ReadFacts, ReadRules, Skipped};
@@ -49,6 +51,8 @@ pub(super) struct Streamed<'a> {
     pub(super) partitions: i32,
     pub(super) every: CheckpointEvery,
     pub(super) rules: ReadRules,
+    /// The image was just made (`--truth`: a log of ids left beside it is emptied).
+    pub(super) fresh: bool,
 }
 
 /// One partition being consumed.
@@ -62,6 +66,8 @@ struct Part<K: SumSinks> {
     records_read: u64,
     highest: Option<Offset>,
     skipped: Vec<Skipped>,
+    /// The journal records its consumer had appended at its last step.
+    written: u64,
 }
 
 impl<K: SumSinks> Part<K> {
@@ -80,9 +86,15 @@ impl SinksJob for Streamed<'_> {
             partitions: n,
             every,
             rules,
+            fresh,
         } = self;
         let ends = end_offsets(&kafka, o.brokers, o.topic, n)?;
         let (mut parts, was) = open_parts(o, image, &kafka, (&ends, every, rules), &sinks)?;
+        // Graded by a truth file: the ids applied, logged beside the image.
+        let mut ids = match o.truth {
+            Some(_) => Some(ids::open_log(image, o.store, n, fresh, o.sync)?),
+            None => None,
+        };
         // From offset 0: the rules over a partition's records (the sum of |amounts|) see
         // every record before the position too.
         assign_from_zero(&kafka, o.topic, 0..n)?;
@@ -92,7 +104,7 @@ impl SinksJob for Streamed<'_> {
             let truth = reads_truth.then(|| {
                 s.spawn(|| truth_read(o.brokers, o.topic, &rules, &numbered(&ends), o.stall))
             });
-            let consumed = consume_all(o, image, &kafka, &mut parts);
+            let consumed = consume_all(o, image, &kafka, &mut parts, ids.as_mut());
             let truth = truth.map(|t| {
                 t.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("the read of the true total failed")))
@@ -120,6 +132,7 @@ impl SinksJob for Streamed<'_> {
             results: results(parts, after, was, truth),
             taken: Vec::new(),
             released: Vec::new(),
+            applied: ids.map(|log| log.applied()),
         })
     }
 }
@@ -149,13 +162,18 @@ fn open_parts<K: HostSinks>(
         let from = consumer.next_offset();
         let committed = super::client::committed(kafka, o.brokers, o.topic, p)?;
         was.push(group_was(committed, from));
+        let window = Window::new(p, key, from, end);
         parts.push(Part {
             judge: Judge::new(p, rules),
-            window: Window::new(p, key, from, end),
+            window: match o.truth {
+                Some(_) => window.keeping_ids(),
+                None => window,
+            },
             consumer,
             records_read: 0,
             highest: None,
             skipped: Vec::new(),
+            written: 0,
         });
     }
     Ok((parts, was))
@@ -208,10 +226,11 @@ fn consume_all<K: SumSinks>(
     image: &mut Image,
     kafka: &BaseConsumer,
     parts: &mut [Part<K>],
+    mut ids: Option<&mut AppliedLog>,
 ) -> anyhow::Result<()> {
     let (topic, brokers) = (o.topic, o.brokers);
     let mut pacer = CommitPacer::new(Instant::now());
-    let mut commits = 0u64;
+    let (mut commits, mut logged) = (0u64, 0u64);
     let mut last_record = Instant::now();
     let mut asked_ends = Instant::now();
     loop {
@@ -226,7 +245,8 @@ fn consume_all<K: SumSinks>(
             last_record = Instant::now();
         }
         let idle = polled == Polled::Idle;
-        apply(o, image, kafka, parts, (&mut pacer, &mut commits), idle)?;
+        let counts = (&mut pacer, &mut commits, &mut logged);
+        apply(o, image, (kafka, ids.as_deref_mut()), parts, counts, idle)?;
         if let Some(due) = pacer.due(Instant::now()) {
             commit_positions(kafka, brokers, topic, &due, CommitMode::Async)?;
         }
@@ -314,13 +334,14 @@ fn poll_one<K: SumSinks>(
 
 /// Steps each partition's consumer through its window once it holds a batch, or
 /// whatever it holds when the read is idle or the window complete; each checkpoint's
-/// position goes to the pacer (`--abort-after` and `--abort-behind` abort there).
+/// position goes to the pacer (`--abort-after` and `--abort-behind` abort there), and
+/// with `--truth` each step's ids to the log of ids applied.
 fn apply<K: SumSinks>(
     o: &ConsumeOptions<'_>,
     image: &mut Image,
-    kafka: &BaseConsumer,
+    (kafka, mut ids): (&BaseConsumer, Option<&mut AppliedLog>),
     parts: &mut [Part<K>],
-    (pacer, commits): (&mut CommitPacer<Instant>, &mut u64),
+    (pacer, commits, logged): (&mut CommitPacer<Instant>, &mut u64, &mut u64),
     idle: bool,
 ) -> anyhow::Result<()> {
     let stop = || o.follow && crate::cleanup::stop_requested();
@@ -336,30 +357,59 @@ fn apply<K: SumSinks>(
             reports: &|_| true,
         };
         let Part {
-            consumer, window, ..
+            consumer,
+            window,
+            written,
+            ..
         } = part;
-        drive.run(consumer, image, &window.log(), &mut |next, total| {
+        let mut watched = ids::Watched {
+            p: p as i32,
+            store: o.store,
+            batched: K::BATCHED,
+            window,
+            written,
+            abort_after: o.abort_after_ids,
+            logged: &mut *logged,
+        };
+        let mut watch = |step: &Step<Message>, n: u64, image: &mut Image| match ids.as_deref_mut() {
+            Some(log) => watched.step(log, step, n, image),
+            None => Ok(()),
+        };
+        let mut on_commit = |next, total| {
             *commits += 1;
-            if o.follow {
-                eprintln!(
-                    "partition {p}: checkpoint: {}; total {total}",
-                    crate::render::position_text(next)
-                );
-            }
-            if o.abort_after == Some(*commits) {
-                // The group holds the copy of the commit before this one.
-                let pending = pacer.take();
-                commit_positions(kafka, o.brokers, o.topic, &pending, CommitMode::Sync)?;
-                std::process::abort(); // as a SIGKILL would: no destructor
-            }
-            if o.abort_behind == Some(*commits) {
-                std::process::abort();
-            }
-            pacer.durable(p as i32, next);
-            Ok(())
-        })?;
+            checkpointed(o, kafka, pacer, (*commits, p as i32), (next, total))
+        };
+        drive.run_watched(consumer, image, &window.log(), &mut on_commit, &mut watch)?;
         window.consumed_to(consumer.next_offset());
     }
+    Ok(())
+}
+
+/// Checkpoint number `commits` of partition `p` made `next` durable, at `total`: to the
+/// pacer, or (test hooks) an abort.
+fn checkpointed(
+    o: &ConsumeOptions<'_>,
+    kafka: &BaseConsumer,
+    pacer: &mut CommitPacer<Instant>,
+    (commits, p): (u64, i32),
+    (next, total): (Offset, i64),
+) -> anyhow::Result<()> {
+    if o.follow {
+        eprintln!(
+            "partition {p}: checkpoint: {}; total {total}",
+            crate::render::position_text(next)
+        );
+    }
+    if o.abort_after == Some(commits) {
+        // The group holds the copy of the commit before this one.
+        let pending = pacer.take();
+        commit_positions(kafka, o.brokers, o.topic, &pending, CommitMode::Sync)?;
+        std::process::abort(); // as a SIGKILL would: no destructor
+    }
+    if o.abort_behind == Some(commits) {
+        std::process::abort();
+    }
+    pacer.durable(p, next);
     Ok(())
 }
 

@@ -62,15 +62,7 @@ fn compare(t: &Tally, truth: Truth<'_>, broken: &mut Vec<String>) -> Option<IdCo
 
 /// The verdict: the ids' where they differ, else the totals'.
 fn verdict(t: &Tally, tr: &TruthFile, ids: Option<&IdCounts>, broken: &[String]) -> &'static str {
-    if let Some(v) = ids.and_then(IdCounts::verdict) {
-        return v;
-    }
-    match t.f.total.cmp(&tr.total) {
-        std::cmp::Ordering::Equal if broken.is_empty() => "exact",
-        std::cmp::Ordering::Equal => "unproven",
-        std::cmp::Ordering::Greater => "over",
-        std::cmp::Ordering::Less => "under",
-    }
+    IdCounts::grade(ids, t.f.total, tr.total, !broken.is_empty())
 }
 
 /// The report as one JSON object.
