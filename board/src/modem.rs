@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use idem_core::log::IdKey;
 use idem_core::store::Store;
-use idem_mqtt::client::{Client, ClientError, Config, Send};
+use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
 use idem_mqtt::codec::{self, Frame, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
@@ -61,9 +61,18 @@ pub const TOPIC_MAX: usize = 32;
 /// The largest PUBLISH the board takes: a longer one is acknowledged and rejected.
 pub const MAX_PACKET: usize = idem_mqtt::max_packet(TOPIC_MAX);
 
-/// QoS 2 identifiers the board holds: the host's `idem mqtt consume`'s (twice the test
-/// broker's `max_inflight_messages`).
+/// QoS 2 identifiers the board holds.
 pub const PLACES: usize = 8;
+
+/// New QoS 2 PUBLISHes that may wait for a place, decoded and unanswered, in the
+/// client's queue (`idem_mqtt::client::Client::with_waiting`): 48 bytes each of the
+/// board's RAM. With [`PLACES`], more than a broker's stock window (Mosquitto's
+/// `max_inflight_messages` is 20) is in the board's hands; one past them is left
+/// unanswered and comes again at the next connection.
+pub const WAITING: usize = 24;
+
+/// The client's slots for PUBLISHes waiting for a place.
+type Slots = [Option<Waiting<idem_sim::payment::Message>>; WAITING];
 
 /// How long the host waits for the broker's bytes before it answers a pull with none,
 /// in milliseconds: the board counts those answers as its clock for the keep-alive.
@@ -406,8 +415,8 @@ impl<E> From<idem_core::journal::JournalError<E>> for ModemError<E> {
 // which the size test's static RAM figure counts.
 #[allow(clippy::large_enum_variant)]
 enum Session {
-    Naive(Client<idem_sim::payment::stores::Naive, PLACES>),
-    MessageId(Client<MessageIdStore, PLACES>),
+    Naive(Client<idem_sim::payment::stores::Naive, PLACES, Slots>),
+    MessageId(Client<MessageIdStore, PLACES, Slots>),
 }
 
 /// Runs `$body` with `$c` bound to the session's client, whichever its store.
@@ -688,8 +697,45 @@ impl Modem {
             let rest = self.rx.len() - dropped;
             self.rx.copy_within(dropped.., 0);
             self.rx.truncate(rest);
-            let out = match out {
-                Ok(out) => out,
+            if let Some(why) = self.answer(out, flash, emit)? {
+                return Ok(Some(why));
+            }
+        }
+    }
+
+    /// Sends what the client's call wrote the records for, then what the PUBLISHes
+    /// that waited for a place ask (a PUBREL frees one); `Some` when the client stops.
+    fn answer<F: NorFlash>(
+        &mut self,
+        out: Result<Outbox<PLACES>, ClientError<F::Error>>,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return hangup(e).map(Some),
+        };
+        for s in out.packets() {
+            self.send(s, emit);
+        }
+        self.take_waiting(flash, emit)
+    }
+
+    /// Has the client decide the PUBLISHes that wait, in order, while places are free,
+    /// and sends each one's acknowledgement after its record; `Some` when the client
+    /// stops.
+    fn take_waiting<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
+        loop {
+            let Some((_, session)) = &mut self.session else {
+                return Ok(None);
+            };
+            let out = match with_client!(session, c => c.take_waiting(flash)) {
+                Ok(Some(out)) => out,
+                Ok(None) => return Ok(None),
                 Err(e) => return hangup(e).map(Some),
             };
             for s in out.packets() {
@@ -718,23 +764,19 @@ impl Modem {
         let Some((_, session)) = &mut self.session else {
             return Ok(None);
         };
-        match with_client!(session, c => c.on_quiet(flash)) {
-            Ok(out) => {
-                let resend = with_client!(session, c => c.resend_due());
-                if resend {
-                    with_client!(session, c => c.resending());
-                }
-                for s in out.packets() {
-                    self.send(s, emit);
-                }
-                if resend {
-                    self.send(Send::Disconnect, emit);
-                    return Ok(Some(Hangup::Resend));
-                }
-                Ok(None)
-            }
-            Err(e) => hangup(e).map(Some),
+        let out = with_client!(session, c => c.on_quiet(flash));
+        if let Some(why) = self.answer(out, flash, emit)? {
+            return Ok(Some(why));
         }
+        let Some((_, session)) = &mut self.session else {
+            return Ok(None);
+        };
+        if !with_client!(session, c => c.resend_due()) {
+            return Ok(None);
+        }
+        with_client!(session, c => c.resending());
+        self.send(Send::Disconnect, emit);
+        Ok(Some(Hangup::Resend))
     }
 
     fn send(&mut self, send: Send, emit: &mut impl FnMut(&FromBoard)) {
@@ -786,18 +828,24 @@ impl Modem {
 // Inlined into both arms, as the code it replaced was: out of line, idem-mqtt's text grew
 // by 324 B (36,576 to 36,900 B).
 #[inline(always)]
-fn client<S: Store, F: NorFlash>(
+fn client<S, F: NorFlash>(
     flash: &mut F,
     region: idem_core::journal::Region,
     tag: u32,
     store: S,
     keep: Keep,
-) -> Result<Client<S, PLACES>, ModemError<F::Error>> {
+) -> Result<Client<S, PLACES, Slots>, ModemError<F::Error>>
+where
+    S: Store<Payload = idem_sim::payment::Message>,
+{
     let receiver = Receiver::open(flash, region, tag ^ S::TAG, store, keep, Release::Now)?;
-    Ok(Client::new(receiver))
+    Ok(Client::with_waiting(receiver, [const { None }; WAITING]))
 }
 
-fn total_of<S: Sum, const N: usize>(c: &Client<S, N>) -> i64 {
+fn total_of<S: Sum, const N: usize, Q>(c: &Client<S, N, Q>) -> i64
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
     S::total(&c.receiver().record().state)
 }
 
