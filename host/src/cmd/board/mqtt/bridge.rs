@@ -36,6 +36,8 @@ pub(super) struct Bridge {
     pub(super) last_empty: bool,
     pub(super) finishing: bool,
     pub(super) connections: u32,
+    /// Connections the board closed for the broker's resend, over every boot.
+    pub(super) resends: u32,
     /// The boot the board last announced.
     pub(super) boot: Option<u32>,
     /// A hello went out after a silence: the board's answer may find it unconfigured.
@@ -71,6 +73,7 @@ impl Bridge {
             last_empty: false,
             finishing: false,
             connections: 0,
+            resends: 0,
             boot: None,
             hello_after_silence: false,
             strikes: 0,
@@ -219,6 +222,7 @@ impl Bridge {
             // unanswered with every place taken (idem_mqtt::client::Client::resend_due).
             FromBoard::Hangup(idem_board::modem::Hangup::Resend) => {
                 self.last_new = Instant::now();
+                self.resends += 1;
                 self.closed_by_broker();
                 self.hang_up();
             }

@@ -227,6 +227,7 @@ impl Mqtt {
                 ("acknowledged_ids", json!(t.acknowledged.len())),
                 ("held_identifier_reused", json!(t.reused)),
                 ("connections", json!(b.connections)),
+                ("connections_for_resend", json!(b.resends)),
             ],
             lines: self.lines(b, r, landed),
             doubts,
