@@ -1,5 +1,5 @@
 //! The board as an MQTT subscriber whose modem is the host: the board speaks MQTT 3.1.1
-//! itself ([`idem_mqtt::client`]) and keeps the session in its own flash, and the host
+//! or 5 itself ([`idem_mqtt::client`]) and keeps the session in its own flash, and the host
 //! only carries bytes between the link and one TCP connection to the broker, as a
 //! cellular modem's socket does. Both ends of the modem protocol are here without I/O:
 //! [`Modem`] is the board's, and the host's is a loop over [`ToBoard`] and
@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use idem_core::log::IdKey;
 use idem_core::store::Store;
 use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
-use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::codec::{self, Frame, Protocol, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -38,8 +38,9 @@ use idem_sim::registry::MessageIdStore;
 use crate::feed::{DeviceKey, Failure};
 use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
 
-/// The link's protocol version, the feed's ([`crate::feed::VERSION`]).
-pub const VERSION: u16 = crate::feed::VERSION;
+/// The link's protocol version: the feed's ([`crate::feed::VERSION`], 3) and one, since
+/// a session's configuration says its MQTT protocol ([`SessionConfig::mqtt5`]).
+pub const VERSION: u16 = crate::feed::VERSION + 1;
 
 /// The modem protocol's CRC domain: its frames fail the feed's and the demo's readers.
 pub const DOMAIN: &[u8] = b"idem-modem";
@@ -58,8 +59,15 @@ pub const CLIENT_ID_MAX: usize = 23;
 /// The longest topic or filter.
 pub const TOPIC_MAX: usize = 32;
 
-/// The largest PUBLISH the board takes: a longer one is acknowledged and rejected.
-pub const MAX_PACKET: usize = idem_mqtt::max_packet(TOPIC_MAX);
+/// The largest PUBLISH the board takes, at MQTT 5 (with room for its properties; at
+/// MQTT 3.1.1 the same bytes): a longer one is acknowledged and rejected.
+pub const MAX_PACKET: usize = idem_mqtt::max_packet_at(TOPIC_MAX, Protocol::V5);
+
+/// The Maximum Packet Size the board announces at MQTT 5 (§3.1.2.11.4), as the host's
+/// `mqtt consume` does: far above [`MAX_PACKET`], since a broker discards a larger
+/// PUBLISH unsent, as if delivered; one between the two arrives, and is acknowledged and
+/// rejected (the board skips its bytes).
+pub const MAXIMUM_PACKET_5: u32 = 1 << 20;
 
 /// QoS 2 identifiers the board holds.
 pub const PLACES: usize = 8;
@@ -118,9 +126,20 @@ pub struct SessionConfig {
     pub store: ModemStore,
     /// The QoS 2 identifiers in flash with the effect (`true`) or in RAM only.
     pub identifiers_in_flash: bool,
+    /// MQTT 5 (`true`) or MQTT 3.1.1.
+    pub mqtt5: bool,
 }
 
 impl SessionConfig {
+    /// The MQTT protocol the session speaks.
+    pub fn protocol(&self) -> Protocol {
+        if self.mqtt5 {
+            Protocol::V5
+        } else {
+            Protocol::V311
+        }
+    }
+
     /// The tag of the receiver's journal for this session: another session's journal
     /// does not open as this one's.
     fn tag(&self, image: u32) -> u32 {
@@ -135,6 +154,7 @@ impl SessionConfig {
             self.qos,
             self.store as u8,
             u8::from(self.identifiers_in_flash),
+            u8::from(self.mqtt5),
         ]) {
             h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
         }
@@ -173,7 +193,7 @@ pub enum ToBoard {
 }
 
 /// The most bytes a [`ToBoard`] body takes.
-pub const TO_BOARD_MAX: usize = 1 + 3 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 4 + 8 + CHUNK;
+pub const TO_BOARD_MAX: usize = 1 + 3 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 5 + 8 + CHUNK;
 
 /// The most bytes a [`ToBoard`] frame takes on the wire: the board's receive buffer.
 pub const TO_BOARD_ENCODED: usize = super::wire::encoded_len(TO_BOARD_MAX);
@@ -215,6 +235,9 @@ pub enum Hangup {
     Resend,
     /// Not one byte from the broker within the wait for CONNACK.
     Silent,
+    /// At MQTT 5, the broker sent DISCONNECT with this reason code (§3.14.2.1), and
+    /// closes the connection.
+    Disconnected(u8),
     /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
     /// topic too long for [`MAX_PACKET`] and one [`CHUNK`] (a filter with `+` or `#`).
     TooLong,
@@ -524,7 +547,8 @@ impl Modem {
         let session = match config.store {
             ModemStore::Naive => {
                 let store = idem_sim::payment::stores::Naive;
-                Session::Naive(client(flash, region, tag, store, keep)?)
+                let c = client(flash, region, tag, store, keep)?;
+                Session::Naive(c.with_protocol(config.protocol()))
             }
             ModemStore::MessageId => {
                 let store = MessageIdStore::new(
@@ -532,7 +556,8 @@ impl Modem {
                     idem_sim::registry::WINDOW,
                 )
                 .map_err(|_| ModemError::Receive)?;
-                Session::MessageId(client(flash, region, tag, store, keep)?)
+                let c = client(flash, region, tag, store, keep)?;
+                Session::MessageId(c.with_protocol(config.protocol()))
             }
         };
         self.session = Some((config, session));
@@ -672,7 +697,11 @@ impl Modem {
             let Some((config, session)) = &mut self.session else {
                 return Ok(None);
             };
-            let (len, out) = match codec::next(&self.rx, MAX_PACKET) {
+            let next = match config.protocol() {
+                Protocol::V311 => codec::next(&self.rx, MAX_PACKET),
+                Protocol::V5 => codec::v5::next(&self.rx, MAX_PACKET, MAXIMUM_PACKET_5 as usize),
+            };
+            let (len, out) = match next {
                 // A packet still incomplete in a full buffer: a PUBLISH on a topic too
                 // long to reach its identifier (a filter with `+` or `#` takes any),
                 // which the board can neither take nor acknowledge.
@@ -789,9 +818,8 @@ impl Modem {
             filter: config.topic.as_str(),
             qos: QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce),
             keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
-            // The board speaks MQTT 3.1.1 (the Maximum Packet Size is MQTT 5's).
-            protocol: idem_mqtt::codec::Protocol::V311,
-            maximum_packet_size: MAX_PACKET as u32,
+            protocol: config.protocol(),
+            maximum_packet_size: MAXIMUM_PACKET_5,
         };
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
@@ -855,7 +883,7 @@ fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
         ClientError::Receive(_) => return Err(ModemError::Receive),
         ClientError::Refused(code) => Hangup::Refused(code),
         ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
-        // A server's DISCONNECT is MQTT 5's; the board reads MQTT 3.1.1.
-        ClientError::Unexpected(_) | ClientError::Disconnected(_) => Hangup::Unexpected,
+        ClientError::Unexpected(_) => Hangup::Unexpected,
+        ClientError::Disconnected(reason) => Hangup::Disconnected(reason),
     })
 }

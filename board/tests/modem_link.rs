@@ -189,6 +189,7 @@ fn receive(
         qos: qos.level(),
         store,
         identifiers_in_flash: in_flash,
+        mqtt5: false,
     };
     let mut server = Server {
         broker: Broker::new(qos, messages, 4),
@@ -610,6 +611,7 @@ fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
         qos: 2,
         store: ModemStore::Naive,
         identifiers_in_flash: true,
+        mqtt5: false,
     };
     let configure = ToBoard::Configure {
         version: VERSION,

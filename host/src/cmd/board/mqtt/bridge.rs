@@ -63,6 +63,7 @@ impl Bridge {
             relay: Relay::default(),
             tap: Tap {
                 asked: a.qos,
+                protocol: a.protocol,
                 ..Tap::default()
             },
             targets: targets.into_iter().peekable(),
