@@ -1,5 +1,5 @@
 //! The board as an MQTT subscriber whose modem is the host: the board speaks MQTT 3.1.1
-//! itself ([`idem_mqtt::client`]) and keeps the session in its own flash, and the host
+//! or 5 itself ([`idem_mqtt::client`]) and keeps the session in its own flash, and the host
 //! only carries bytes between the link and one TCP connection to the broker, as a
 //! cellular modem's socket does. Both ends of the modem protocol are here without I/O:
 //! [`Modem`] is the board's, and the host's is a loop over [`ToBoard`] and
@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 
 use idem_core::log::IdKey;
 use idem_core::store::Store;
-use idem_mqtt::client::{Client, ClientError, Config, Send};
-use idem_mqtt::codec::{self, Frame, QoS};
+use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
+use idem_mqtt::codec::{self, Frame, Protocol, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -38,8 +38,9 @@ use idem_sim::registry::MessageIdStore;
 use crate::feed::{DeviceKey, Failure};
 use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
 
-/// The link's protocol version, the feed's ([`crate::feed::VERSION`]).
-pub const VERSION: u16 = crate::feed::VERSION;
+/// The link's protocol version: the feed's ([`crate::feed::VERSION`], 3) and one, since
+/// a session's configuration says its MQTT protocol ([`SessionConfig::mqtt5`]).
+pub const VERSION: u16 = crate::feed::VERSION + 1;
 
 /// The modem protocol's CRC domain: its frames fail the feed's and the demo's readers.
 pub const DOMAIN: &[u8] = b"idem-modem";
@@ -58,12 +59,28 @@ pub const CLIENT_ID_MAX: usize = 23;
 /// The longest topic or filter.
 pub const TOPIC_MAX: usize = 32;
 
-/// The largest PUBLISH the board takes: a longer one is acknowledged and rejected.
-pub const MAX_PACKET: usize = idem_mqtt::max_packet(TOPIC_MAX);
+/// The largest PUBLISH the board takes, at MQTT 5 (with room for its properties; at
+/// MQTT 3.1.1 the same bytes): a longer one is acknowledged and rejected.
+pub const MAX_PACKET: usize = idem_mqtt::max_packet_at(TOPIC_MAX, Protocol::V5);
 
-/// QoS 2 identifiers the board holds: the host's `idem mqtt consume`'s (twice the test
-/// broker's `max_inflight_messages`).
+/// The Maximum Packet Size the board announces at MQTT 5 (§3.1.2.11.4), as the host's
+/// `mqtt consume` does: far above [`MAX_PACKET`], since a broker discards a larger
+/// PUBLISH unsent, as if delivered; one between the two arrives, and is acknowledged and
+/// rejected (the board skips its bytes).
+pub const MAXIMUM_PACKET_5: u32 = 1 << 20;
+
+/// QoS 2 identifiers the board holds.
 pub const PLACES: usize = 8;
+
+/// New QoS 2 PUBLISHes that may wait for a place, decoded and unanswered, in the
+/// client's queue (`idem_mqtt::client::Client::with_waiting`): 48 bytes each of the
+/// board's RAM. With [`PLACES`], more than a broker's stock window (Mosquitto's
+/// `max_inflight_messages` is 20) is in the board's hands; one past them is left
+/// unanswered and comes again at the next connection.
+pub const WAITING: usize = 24;
+
+/// The client's slots for PUBLISHes waiting for a place.
+type Slots = [Option<Waiting<idem_sim::payment::Message>>; WAITING];
 
 /// How long the host waits for the broker's bytes before it answers a pull with none,
 /// in milliseconds: the board counts those answers as its clock for the keep-alive.
@@ -109,9 +126,20 @@ pub struct SessionConfig {
     pub store: ModemStore,
     /// The QoS 2 identifiers in flash with the effect (`true`) or in RAM only.
     pub identifiers_in_flash: bool,
+    /// MQTT 5 (`true`) or MQTT 3.1.1.
+    pub mqtt5: bool,
 }
 
 impl SessionConfig {
+    /// The MQTT protocol the session speaks.
+    pub fn protocol(&self) -> Protocol {
+        if self.mqtt5 {
+            Protocol::V5
+        } else {
+            Protocol::V311
+        }
+    }
+
     /// The tag of the receiver's journal for this session: another session's journal
     /// does not open as this one's.
     fn tag(&self, image: u32) -> u32 {
@@ -126,6 +154,7 @@ impl SessionConfig {
             self.qos,
             self.store as u8,
             u8::from(self.identifiers_in_flash),
+            u8::from(self.mqtt5),
         ]) {
             h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
         }
@@ -164,7 +193,7 @@ pub enum ToBoard {
 }
 
 /// The most bytes a [`ToBoard`] body takes.
-pub const TO_BOARD_MAX: usize = 1 + 3 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 4 + 8 + CHUNK;
+pub const TO_BOARD_MAX: usize = 1 + 3 + 1 + CLIENT_ID_MAX + 1 + TOPIC_MAX + 5 + 8 + CHUNK;
 
 /// The most bytes a [`ToBoard`] frame takes on the wire: the board's receive buffer.
 pub const TO_BOARD_ENCODED: usize = super::wire::encoded_len(TO_BOARD_MAX);
@@ -206,6 +235,9 @@ pub enum Hangup {
     Resend,
     /// Not one byte from the broker within the wait for CONNACK.
     Silent,
+    /// At MQTT 5, the broker sent DISCONNECT with this reason code (§3.14.2.1), and
+    /// closes the connection.
+    Disconnected(u8),
     /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
     /// topic too long for [`MAX_PACKET`] and one [`CHUNK`] (a filter with `+` or `#`).
     TooLong,
@@ -406,8 +438,8 @@ impl<E> From<idem_core::journal::JournalError<E>> for ModemError<E> {
 // which the size test's static RAM figure counts.
 #[allow(clippy::large_enum_variant)]
 enum Session {
-    Naive(Client<idem_sim::payment::stores::Naive, PLACES>),
-    MessageId(Client<MessageIdStore, PLACES>),
+    Naive(Client<idem_sim::payment::stores::Naive, PLACES, Slots>),
+    MessageId(Client<MessageIdStore, PLACES, Slots>),
 }
 
 /// Runs `$body` with `$c` bound to the session's client, whichever its store.
@@ -515,7 +547,8 @@ impl Modem {
         let session = match config.store {
             ModemStore::Naive => {
                 let store = idem_sim::payment::stores::Naive;
-                Session::Naive(client(flash, region, tag, store, keep)?)
+                let c = client(flash, region, tag, store, keep)?;
+                Session::Naive(c.with_protocol(config.protocol()))
             }
             ModemStore::MessageId => {
                 let store = MessageIdStore::new(
@@ -523,7 +556,8 @@ impl Modem {
                     idem_sim::registry::WINDOW,
                 )
                 .map_err(|_| ModemError::Receive)?;
-                Session::MessageId(client(flash, region, tag, store, keep)?)
+                let c = client(flash, region, tag, store, keep)?;
+                Session::MessageId(c.with_protocol(config.protocol()))
             }
         };
         self.session = Some((config, session));
@@ -663,7 +697,11 @@ impl Modem {
             let Some((config, session)) = &mut self.session else {
                 return Ok(None);
             };
-            let (len, out) = match codec::next(&self.rx, MAX_PACKET) {
+            let next = match config.protocol() {
+                Protocol::V311 => codec::next(&self.rx, MAX_PACKET),
+                Protocol::V5 => codec::v5::next(&self.rx, MAX_PACKET, MAXIMUM_PACKET_5 as usize),
+            };
+            let (len, out) = match next {
                 // A packet still incomplete in a full buffer: a PUBLISH on a topic too
                 // long to reach its identifier (a filter with `+` or `#` takes any),
                 // which the board can neither take nor acknowledge.
@@ -688,8 +726,45 @@ impl Modem {
             let rest = self.rx.len() - dropped;
             self.rx.copy_within(dropped.., 0);
             self.rx.truncate(rest);
-            let out = match out {
-                Ok(out) => out,
+            if let Some(why) = self.answer(out, flash, emit)? {
+                return Ok(Some(why));
+            }
+        }
+    }
+
+    /// Sends what the client's call wrote the records for, then what the PUBLISHes
+    /// that waited for a place ask (a PUBREL frees one); `Some` when the client stops.
+    fn answer<F: NorFlash>(
+        &mut self,
+        out: Result<Outbox<PLACES>, ClientError<F::Error>>,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return hangup(e).map(Some),
+        };
+        for s in out.packets() {
+            self.send(s, emit);
+        }
+        self.take_waiting(flash, emit)
+    }
+
+    /// Has the client decide the PUBLISHes that wait, in order, while places are free,
+    /// and sends each one's acknowledgement after its record; `Some` when the client
+    /// stops.
+    fn take_waiting<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        emit: &mut impl FnMut(&FromBoard),
+    ) -> Result<Option<Hangup>, ModemError<F::Error>> {
+        loop {
+            let Some((_, session)) = &mut self.session else {
+                return Ok(None);
+            };
+            let out = match with_client!(session, c => c.take_waiting(flash)) {
+                Ok(Some(out)) => out,
+                Ok(None) => return Ok(None),
                 Err(e) => return hangup(e).map(Some),
             };
             for s in out.packets() {
@@ -718,23 +793,19 @@ impl Modem {
         let Some((_, session)) = &mut self.session else {
             return Ok(None);
         };
-        match with_client!(session, c => c.on_quiet(flash)) {
-            Ok(out) => {
-                let resend = with_client!(session, c => c.resend_due());
-                if resend {
-                    with_client!(session, c => c.resending());
-                }
-                for s in out.packets() {
-                    self.send(s, emit);
-                }
-                if resend {
-                    self.send(Send::Disconnect, emit);
-                    return Ok(Some(Hangup::Resend));
-                }
-                Ok(None)
-            }
-            Err(e) => hangup(e).map(Some),
+        let out = with_client!(session, c => c.on_quiet(flash));
+        if let Some(why) = self.answer(out, flash, emit)? {
+            return Ok(Some(why));
         }
+        let Some((_, session)) = &mut self.session else {
+            return Ok(None);
+        };
+        if !with_client!(session, c => c.resend_due()) {
+            return Ok(None);
+        }
+        with_client!(session, c => c.resending());
+        self.send(Send::Disconnect, emit);
+        Ok(Some(Hangup::Resend))
     }
 
     fn send(&mut self, send: Send, emit: &mut impl FnMut(&FromBoard)) {
@@ -747,9 +818,8 @@ impl Modem {
             filter: config.topic.as_str(),
             qos: QoS::from_level(config.qos).unwrap_or(QoS::ExactlyOnce),
             keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
-            // The board speaks MQTT 3.1.1 (the Maximum Packet Size is MQTT 5's).
-            protocol: idem_mqtt::codec::Protocol::V311,
-            maximum_packet_size: MAX_PACKET as u32,
+            protocol: config.protocol(),
+            maximum_packet_size: MAXIMUM_PACKET_5,
         };
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
@@ -786,18 +856,24 @@ impl Modem {
 // Inlined into both arms, as the code it replaced was: out of line, idem-mqtt's text grew
 // by 324 B (36,576 to 36,900 B).
 #[inline(always)]
-fn client<S: Store, F: NorFlash>(
+fn client<S, F: NorFlash>(
     flash: &mut F,
     region: idem_core::journal::Region,
     tag: u32,
     store: S,
     keep: Keep,
-) -> Result<Client<S, PLACES>, ModemError<F::Error>> {
+) -> Result<Client<S, PLACES, Slots>, ModemError<F::Error>>
+where
+    S: Store<Payload = idem_sim::payment::Message>,
+{
     let receiver = Receiver::open(flash, region, tag ^ S::TAG, store, keep, Release::Now)?;
-    Ok(Client::new(receiver))
+    Ok(Client::with_waiting(receiver, [const { None }; WAITING]))
 }
 
-fn total_of<S: Sum, const N: usize>(c: &Client<S, N>) -> i64 {
+fn total_of<S: Sum, const N: usize, Q>(c: &Client<S, N, Q>) -> i64
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
     S::total(&c.receiver().record().state)
 }
 
@@ -807,7 +883,7 @@ fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
         ClientError::Receive(_) => return Err(ModemError::Receive),
         ClientError::Refused(code) => Hangup::Refused(code),
         ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
-        // A server's DISCONNECT is MQTT 5's; the board reads MQTT 3.1.1.
-        ClientError::Unexpected(_) | ClientError::Disconnected(_) => Hangup::Unexpected,
+        ClientError::Unexpected(_) => Hangup::Unexpected,
+        ClientError::Disconnected(reason) => Hangup::Disconnected(reason),
     })
 }

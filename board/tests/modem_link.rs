@@ -189,6 +189,7 @@ fn receive(
         qos: qos.level(),
         store,
         identifiers_in_flash: in_flash,
+        mqtt5: false,
     };
     let mut server = Server {
         broker: Broker::new(qos, messages, 4),
@@ -479,8 +480,9 @@ fn lossy_lines_resets_and_power_cuts_leave_qos_2_in_flash_exact() {
         }
     }
     println!("16 runs of 200 QoS 2 messages: {resets} resets, {cuts} of them power cuts");
-    // The model is deterministic: these seeds make these faults.
-    assert_eq!((resets, cuts), (175, 48));
+    // The model is deterministic: these seeds make these faults (175 and 48 before the
+    // client's waiting queue and the board's MQTT 5, which change the bytes exchanged).
+    assert_eq!((resets, cuts), (182, 49));
 }
 
 #[test]
@@ -610,6 +612,7 @@ fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
         qos: 2,
         store: ModemStore::Naive,
         identifiers_in_flash: true,
+        mqtt5: false,
     };
     let configure = ToBoard::Configure {
         version: VERSION,

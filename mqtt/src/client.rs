@@ -1,9 +1,13 @@
 //! The subscriber's session around the [`Receiver`], without I/O: what to send after
 //! CONNACK (SUBSCRIBE, at every connection), which packets a subscriber refuses, and
-//! what it does with a QoS 2 PUBLISH that finds every place for an identifier taken:
-//! leaves it unanswered and unapplied, reads on (the PUBRELs behind it free places),
-//! and asks for a new connection once places are free, at which the broker sends it
-//! again (MQTT 3.1.1 §4.4). So any broker's in-flight limit is taken in bounded memory. The host's
+//! what it does with a new QoS 2 PUBLISH that finds every place for an identifier taken:
+//! it waits, unanswered and undecided, in a queue whose room the caller gives
+//! ([`Client::with_waiting`]), and is decided in the order it came once a PUBREL frees
+//! a place ([`Client::take_waiting`]); with the queue full, it is left unanswered and
+//! unapplied ([`Left::Unanswered`]), the client reads on (the PUBRELs behind it free
+//! places), and asks for a new connection once the queue is empty and a place free, at
+//! which the broker sends it again (MQTT 3.1.1 §4.4). So any broker's in-flight limit is
+//! taken in bounded memory. The host's
 //! `idem mqtt consume` drives it over TCP; a board drives it over its link. Each call
 //! returns an [`Outbox`]: the records it made durable, and then the packets the caller
 //! may send, in order, once those records are durable on its flash (a host syncs its
@@ -111,7 +115,44 @@ pub struct Outbox<const N: usize> {
     pub send: Vec<Send, 2>,
     /// What was done with the PUBLISH this call took, if it took one.
     pub decided: Option<Decided>,
+    /// The packet identifier of the PUBLISH this call decided, if it had one: from a
+    /// waiting PUBLISH ([`Client::take_waiting`]), the caller's way to know which.
+    pub pid: Option<u16>,
+    /// What became of the PUBLISH this call took and did not decide.
+    pub left: Option<Left>,
 }
+
+/// A new QoS 2 PUBLISH that found every place taken: not decided, not answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Left {
+    /// It waits in the client's queue, decided in the order it came once a place is
+    /// free ([`Client::take_waiting`]).
+    Waiting,
+    /// The queue was full: left unanswered and unapplied, counted
+    /// ([`Client::unanswered`]); the broker sends it again at the next connection,
+    /// which [`Client::resend_due`] asks for.
+    Unanswered,
+}
+
+/// A new QoS 2 PUBLISH waiting in a [`Client`]'s queue for a place: what deciding it
+/// takes, its payload decoded (`None`: undecodable, outside the filter or over the
+/// maximum size, rejected when decided).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting<P> {
+    /// Its packet identifier.
+    pub pid: u16,
+    /// DUP.
+    pub dup: bool,
+    /// RETAIN.
+    pub retain: bool,
+    /// The payload, decoded.
+    pub payload: Option<P>,
+}
+
+/// The room of a client without a queue: a PUBLISH that finds every place taken is
+/// left unanswered at once.
+pub type NoWaiting<P> = [Option<Waiting<P>>; 0];
 
 impl<const N: usize> Outbox<N> {
     /// The packets to send, in order: the PUBCOMPs, then the rest.
@@ -137,6 +178,48 @@ impl<const N: usize> Outbox<N> {
         if reply.decided.is_some() {
             self.decided = reply.decided;
         }
+    }
+}
+
+/// A first-in first-out queue over the caller's slots. Written here, not heapless's
+/// `Deque`, because that one refuses a capacity of 0 (a client without a queue) and
+/// keeps its room inline, where a host's thousands of slots belong on its heap.
+struct Queue<P, Q> {
+    slots: Q,
+    item: core::marker::PhantomData<fn() -> P>,
+    head: usize,
+    len: usize,
+}
+
+impl<P, Q: AsRef<[Option<Waiting<P>>]> + AsMut<[Option<Waiting<P>>]>> Queue<P, Q> {
+    fn capacity(&self) -> usize {
+        self.slots.as_ref().len()
+    }
+
+    fn push(&mut self, w: Waiting<P>) -> bool {
+        let cap = self.capacity();
+        if self.len == cap {
+            return false;
+        }
+        self.slots.as_mut()[(self.head + self.len) % cap] = Some(w);
+        self.len += 1;
+        true
+    }
+
+    fn pop(&mut self) -> Option<Waiting<P>> {
+        if self.len == 0 {
+            return None;
+        }
+        let cap = self.capacity();
+        let w = self.slots.as_mut()[self.head].take();
+        self.head = (self.head + 1) % cap;
+        self.len -= 1;
+        w
+    }
+
+    fn clear(&mut self) {
+        while self.pop().is_some() {}
+        self.head = 0;
     }
 }
 
@@ -195,9 +278,16 @@ impl<E> From<ReceiveError<E>> for ClientError<E> {
     }
 }
 
-/// A subscriber over the store `S`, with `N` places for QoS 2 identifiers.
-pub struct Client<S: Store, const N: usize> {
+/// A subscriber over the store `S`, with `N` places for QoS 2 identifiers and the
+/// slots `Q` for new QoS 2 PUBLISHes waiting for a place (none unless given:
+/// [`Client::with_waiting`]).
+pub struct Client<S: Store, const N: usize, Q = NoWaiting<<S as Store>::Payload>> {
     receiver: Receiver<S, N>,
+    waiting: Queue<S::Payload, Q>,
+    /// New QoS 2 PUBLISHes that waited in the queue for a place, in all.
+    pub waited: u64,
+    /// The most that waited at once.
+    pub most_waiting: usize,
     phase: Phase,
     protocol: Protocol,
     /// PUBLISHes past the Receive Maximum on this connection.
@@ -267,12 +357,32 @@ pub enum Broken {
 }
 
 impl<S: Store, const N: usize> Client<S, N> {
-    /// A session around `receiver`, about to connect.
+    /// A session around `receiver`, about to connect, without a queue.
     pub fn new(receiver: Receiver<S, N>) -> Self {
+        Self::with_waiting(receiver, [])
+    }
+}
+
+impl<S: Store, const N: usize, Q> Client<S, N, Q>
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
+    /// A session around `receiver`, about to connect, whose new QoS 2 PUBLISHes wait
+    /// in `slots` (as many as it has, each empty) while every place is taken: an array
+    /// on a board, a boxed slice on a host.
+    pub fn with_waiting(receiver: Receiver<S, N>, slots: Q) -> Self {
         let record = receiver.record();
         let resumed = record.decided() > 0 || !record.held.is_empty();
         Self {
             receiver,
+            waiting: Queue {
+                slots,
+                item: core::marker::PhantomData,
+                head: 0,
+                len: 0,
+            },
+            waited: 0,
+            most_waiting: 0,
             phase: Phase::Connecting,
             protocol: Protocol::V311,
             past_receive_maximum_now: 0,
@@ -319,23 +429,64 @@ impl<S: Store, const N: usize> Client<S, N> {
         self.phase
     }
 
-    /// A new connection: the first packet to send. What was left unanswered on the old
-    /// one the broker sends again.
+    /// PUBLISHes waiting for a place now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len
+    }
+
+    /// The queue's room.
+    pub fn waiting_room(&self) -> usize {
+        self.waiting.capacity()
+    }
+
+    /// A new connection: the first packet to send. What was left unanswered or waited
+    /// on the old one the broker sends again (MQTT 3.1.1 §4.4): the queue is emptied.
     pub fn connect(&mut self) -> Send {
         self.phase = Phase::Connecting;
+        self.waiting.clear();
         self.unanswered_now = 0;
         self.past_receive_maximum_now = 0;
         Send::Connect
     }
 
     /// Whether the caller should close this connection and connect again: it left a
-    /// PUBLISH unanswered and a place is free now. A broker sends every unacknowledged
+    /// PUBLISH unanswered, nothing waits, and a place is free now. A broker sends every unacknowledged
     /// PUBLISH again when a session resumes (MQTT 3.1.1 §4.4); MQTT 3.1.1 has no other
     /// way to ask for it. The caller asks when the link is quiet (the broker has
     /// stopped sending), sends DISCONNECT (the session is kept: clean session 0) and
     /// counts it with [`Client::resending`].
     pub fn resend_due(&self) -> bool {
-        self.unanswered_now > 0 && self.receiver.has_place()
+        self.unanswered_now > 0 && self.waiting.len == 0 && self.receiver.has_place()
+    }
+
+    /// Decides the PUBLISH that waited longest, if one waits and a place is free: its
+    /// record written, its PUBREC to send once that is durable ([`Outbox::pid`] names
+    /// it). The caller calls it after each call until it returns `None`, one decision
+    /// (one record) at a time.
+    pub fn take_waiting<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+    ) -> Result<Option<Outbox<N>>, ClientError<F::Error>> {
+        if !self.receiver.has_place() {
+            return Ok(None);
+        }
+        let Some(w) = self.waiting.pop() else {
+            return Ok(None);
+        };
+        let before = self.receiver.counts().records;
+        let mut out = Outbox::default();
+        let reply = (self.receiver).decide(
+            flash,
+            QoS::ExactlyOnce,
+            Some(w.pid),
+            w.dup,
+            w.retain,
+            w.payload,
+        )?;
+        out.take(reply);
+        out.pid = Some(w.pid);
+        out.records = (self.receiver.counts().records - before) as u8;
+        Ok(Some(out))
     }
 
     /// The caller closes the connection for [`Client::resend_due`]: counted. The
@@ -577,24 +728,45 @@ impl<S: Store, const N: usize> Client<S, N> {
         let new_qos2 = p.qos == QoS::ExactlyOnce
             && p.pid
                 .is_some_and(|pid| !self.receiver.held().contains(&pid));
-        if new_qos2 && self.protocol == Protocol::V5 && self.receiver.held().len() >= N {
-            // Every identifier of the Receive Maximum held, none PUBCOMPed: the server
-            // is past its limit (MQTT 5 §4.9).
+        let in_flight = self.receiver.held().len() + self.waiting.len;
+        if new_qos2 && self.protocol == Protocol::V5 && in_flight >= N {
+            // Every identifier of the Receive Maximum held or waiting, none PUBCOMPed:
+            // the server is past its limit (MQTT 5 §4.9).
             self.past_receive_maximum_now = self.past_receive_maximum_now.saturating_add(1);
             self.past_receive_maximum += 1;
         }
-        if new_qos2 && !self.receiver.has_place() {
-            // Unanswered and unapplied: the broker keeps it in flight and sends it again
-            // at the next connection (§4.4), which `resend_due` asks for once a PUBREL
-            // frees a place. Nothing is written, so a reset here loses nothing.
-            self.unanswered_now = self.unanswered_now.saturating_add(1);
-            self.unanswered += 1;
+        if let Some(pid) = p.pid.filter(|_| new_qos2)
+            && (!self.receiver.has_place() || self.waiting.len > 0)
+        {
+            // Not decided, not answered: nothing is written, so a reset here loses
+            // nothing, and the broker sends it again at the next connection (§4.4).
+            let waits = self.waiting.push(Waiting {
+                pid,
+                dup: p.dup,
+                retain: p.retain,
+                payload,
+            });
+            if waits {
+                // Behind the others, decided in the order it came.
+                self.waited += 1;
+                self.most_waiting = self.most_waiting.max(self.waiting.len);
+                out.left = Some(Left::Waiting);
+            } else {
+                // The queue is full: `resend_due` asks for the next connection once it
+                // is empty and a PUBREL frees a place.
+                self.unanswered_now = self.unanswered_now.saturating_add(1);
+                self.unanswered += 1;
+                out.left = Some(Left::Unanswered);
+            }
             return Ok(());
         }
         out.take(
             self.receiver
                 .decide(flash, p.qos, p.pid, p.dup, p.retain, payload)?,
         );
+        if out.decided.is_some() {
+            out.pid = p.pid;
+        }
         Ok(())
     }
 }

@@ -103,10 +103,14 @@ pub struct Figures {
 
 impl Figures {
     /// The figures of `client`'s session, subscribed at `asked`.
-    pub fn of<S: idem_sim::payment::Sum, const N: usize>(
-        client: &crate::client::Client<S, N>,
+    pub fn of<S: idem_sim::payment::Sum, const N: usize, Q>(
+        client: &crate::client::Client<S, N, Q>,
         asked: crate::codec::QoS,
-    ) -> Self {
+    ) -> Self
+    where
+        Q: AsRef<[Option<crate::client::Waiting<S::Payload>>]>
+            + AsMut<[Option<crate::client::Waiting<S::Payload>>]>,
+    {
         let record = client.receiver().record();
         let counts = client.counts();
         Self {

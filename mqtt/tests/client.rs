@@ -4,7 +4,7 @@
 
 use idem_core::journal::Region;
 use idem_core::testing::flash::MemFlash;
-use idem_mqtt::client::{Client, ClientError, Config, Phase, Send};
+use idem_mqtt::client::{Client, ClientError, Config, Left, Phase, Send, Waiting};
 use idem_mqtt::codec::{ConnackProperties, Incoming, Protocol, Publish, QoS};
 use idem_mqtt::receiver::{Ack, Decided, Keep, Receiver, Release};
 
@@ -384,4 +384,111 @@ fn a_pubrel_of_an_identifier_not_held_gets_pubcomp_0x92_at_mqtt_5() {
     // A server's DISCONNECT ends the connection, its reason kept.
     let bye = c.on_packet(&mut flash, Incoming::Disconnect(0x8B), "t", one);
     assert_eq!(bye.err(), Some(ClientError::Disconnected(0x8B)));
+}
+
+/// Two places and two slots to wait in.
+fn waiting_client(flash: &mut Flash) -> Client<Sum, 2, [Option<Waiting<i64>>; 2]> {
+    let region = Region { start: 0, pages: 3 };
+    let r = Receiver::open(flash, region, 0x7E57_0400, Sum, Keep::Flash, Release::Now).unwrap();
+    Client::with_waiting(r, [const { None }; 2])
+}
+
+#[test]
+fn a_publish_past_the_places_waits_in_the_callers_slots_and_past_them_is_left_unanswered() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    c.connect();
+    let connack = Incoming::Connack {
+        session_present: false,
+        code: 0,
+        properties: ConnackProperties::default(),
+    };
+    c.on_packet(&mut flash, connack, "t", one).unwrap();
+    for pid in [1, 2] {
+        let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+        assert_eq!(
+            (out.decided, out.pid, out.left),
+            (Some(Decided::Applied), Some(pid), None)
+        );
+    }
+    // Both places taken: 3 and 4 wait, undecided and unanswered, nothing written; 5
+    // finds the slots full and is left unanswered.
+    let mut left = Vec::new();
+    for pid in [3, 4, 5] {
+        let out = c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+        assert_eq!((out.records, out.is_empty(), out.decided), (0, true, None));
+        left.push(out.left);
+    }
+    assert_eq!(
+        left,
+        [
+            Some(Left::Waiting),
+            Some(Left::Waiting),
+            Some(Left::Unanswered)
+        ]
+    );
+    assert_eq!((c.waiting(), c.waited, c.unanswered), (2, 2, 1));
+    assert_eq!(*c.receiver().state(), 2);
+    // No place: nothing is taken from the queue.
+    assert_eq!(c.take_waiting(&mut flash).unwrap(), None);
+    // PUBREL 1 frees a place: 3, the oldest waiting, takes it.
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(1), "t", one)
+        .unwrap();
+    assert_eq!(sent(&out), vec![Send::Pubcomp(1)]);
+    let out = c.take_waiting(&mut flash).unwrap().unwrap();
+    assert_eq!(
+        (out.records, sent(&out), out.decided, out.pid),
+        (
+            1,
+            vec![Send::Ack(Ack::Pubrec(3))],
+            Some(Decided::Applied),
+            Some(3)
+        )
+    );
+    assert_eq!(c.take_waiting(&mut flash).unwrap(), None);
+    // Something waits: no reconnection yet, though 5 was left unanswered.
+    assert!(!c.resend_due());
+    c.on_packet(&mut flash, Incoming::Pubrel(2), "t", one)
+        .unwrap();
+    let out = c.take_waiting(&mut flash).unwrap().unwrap();
+    assert_eq!((out.pid, c.waiting()), (Some(4), 0));
+    // The queue is empty, but 3 and 4 hold both places.
+    assert!(!c.resend_due());
+    c.on_packet(&mut flash, Incoming::Pubrel(3), "t", one)
+        .unwrap();
+    assert!(c.resend_due());
+    assert_eq!(*c.receiver().state(), 4);
+    // 6 takes the free place, 7 waits; PUBREL 4 frees a place, and 8, new with a
+    // place free, waits behind 7, in the order they came. A new connection empties
+    // the queue (the broker sends both again, §4.4).
+    let out = c.on_packet(&mut flash, publish(6), "t", one).unwrap();
+    assert_eq!((out.decided, out.left), (Some(Decided::Applied), None));
+    let out = c.on_packet(&mut flash, publish(7), "t", one).unwrap();
+    assert_eq!(out.left, Some(Left::Waiting));
+    c.on_packet(&mut flash, Incoming::Pubrel(4), "t", one)
+        .unwrap();
+    let out = c.on_packet(&mut flash, publish(8), "t", one).unwrap();
+    assert_eq!((out.left, c.waiting()), (Some(Left::Waiting), 2));
+    c.connect();
+    assert_eq!(
+        (c.waiting(), c.take_waiting(&mut flash).unwrap()),
+        (0, None)
+    );
+    assert_eq!((*c.receiver().state(), c.waited, c.most_waiting), (5, 4, 2));
+}
+
+#[test]
+fn a_client_without_slots_leaves_a_publish_past_the_places_unanswered_at_once() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    connack(&mut c, &mut flash);
+    for pid in [1, 2] {
+        c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+    }
+    let out = c.on_packet(&mut flash, publish(3), "t", one).unwrap();
+    assert_eq!(
+        (out.left, c.waiting_room(), c.waited),
+        (Some(Left::Unanswered), 0, 0)
+    );
 }

@@ -3,12 +3,14 @@
 //! session, and hands each PUBLISH and PUBREL to `idem_mqtt::receiver`, whose record is
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use idem_core::journal::Region;
-use idem_mqtt::client::{Client, Config, Outbox, Phase, Send};
+use idem_core::store::Store;
+use idem_mqtt::client::{Client, ClientError, Config, Left, Outbox, Phase, Send, Waiting};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
 use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -33,7 +35,8 @@ mod fail;
 /// record fits a journal slot (512 B) with the message-id store's window.
 pub const PLACES: usize = 32;
 /// New QoS 2 PUBLISHes that may wait, unanswered and undecided, in the host's memory for
-/// a place, decided in the order they came as PUBRELs free places. Mosquitto 2.0.11
+/// a place (the client's queue, `idem_mqtt::client::Client::with_waiting`, in slots on
+/// the heap), decided in the order they came as PUBRELs free places. Mosquitto 2.0.11
 /// sends a whole window (its `max_inflight_messages`) more at each PUBCOMP, whatever is
 /// still unanswered, so a receiver with fewer places than its queue otherwise
 /// reconnects for every [`PLACES`] messages, each time sent all that is still in
@@ -125,10 +128,13 @@ enum End {
     Resend,
 }
 
+/// The client's slots for PUBLISHes waiting for a place: [`WAITING`] of them, on the heap.
+type Slots<S> = Box<[Option<Waiting<<S as Store>::Payload>>]>;
+
 struct Session<'a, S: Sum> {
     a: &'a ConsumeArgs,
     image: Image,
-    client: Client<S, PLACES>,
+    client: Client<S, PLACES, Slots<S>>,
     tally: Tally,
     /// Records made durable by this run (for the hook).
     records: u64,
@@ -138,8 +144,9 @@ struct Session<'a, S: Sum> {
     logged: u32,
     /// The image's marks when it was opened: where earlier runs saw the promise break.
     kept: u32,
-    /// New QoS 2 PUBLISHes waiting for a place, in the order they came ([`WAITING`]).
-    waiting: VecDeque<Got>,
+    /// The payment ids of the QoS 2 PUBLISHes handed to the client on this connection
+    /// and not decided yet (those that wait for a place), by packet identifier.
+    undecided: HashMap<u16, Option<String>>,
     /// Ids logged since the log's last sync.
     ids_unsynced: bool,
 }
@@ -182,13 +189,14 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(Self {
             a,
             image,
-            client: Client::new(receiver).with_protocol(a.protocol),
+            client: Client::with_waiting(receiver, (0..WAITING).map(|_| None).collect())
+                .with_protocol(a.protocol),
             tally: Tally::default(),
             records: 0,
             applied,
             logged,
             kept: image_marks,
-            waiting: VecDeque::new(),
+            undecided: HashMap::new(),
             ids_unsynced: false,
         })
     }
@@ -241,8 +249,9 @@ impl<'a, S: Sum> Session<'a, S> {
     /// One connection, to the idle end, to a reconnection the session asks for, or
     /// until it breaks.
     fn session(&mut self, link: &mut Link) -> Result<End, Broken> {
-        // What waited on the last connection comes again on this one (§4.4).
-        self.waiting.clear();
+        // What waited on the last connection comes again on this one (§4.4): the
+        // client's queue is emptied.
+        self.undecided.clear();
         let connect = self.client.connect();
         if !link.connected() {
             self.send(link, connect)?;
@@ -320,18 +329,9 @@ impl<'a, S: Sum> Session<'a, S> {
             if matches!(got, Got::Publish { .. } | Got::Oversized { .. }) {
                 *last_new = Instant::now();
             }
-            if self.may_wait(&got) {
-                if self.a.protocol == idem_mqtt::codec::Protocol::V5
-                    && !self.client.receiver().has_place()
-                {
-                    // Past the Receive Maximum announced (MQTT 5 §4.9): it waits as at
-                    // MQTT 3.1.1, and the report names the broker's breach.
-                    self.client.past_receive_maximum += 1;
-                }
-                self.waiting.push_back(got);
-            } else {
-                outs.push(self.take(got)?);
-            }
+            outs.push(self.take(got)?);
+            // A PUBREL frees a place for the PUBLISH that waited longest.
+            self.take_waiting(&mut outs, last_new)?;
             if self
                 .a
                 .abort_after_packets
@@ -349,39 +349,27 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(outs)
     }
 
-    /// Whether `got` waits for a place: a new QoS 2 PUBLISH (its identifier not held)
-    /// that finds every place taken, or others waiting before it, while fewer than
-    /// [`WAITING`] wait.
-    fn may_wait(&self, got: &Got) -> bool {
-        let Got::Publish {
-            qos: QoS::ExactlyOnce,
-            pid: Some(pid),
-            ..
-        } = got
-        else {
-            return false;
-        };
-        let r = self.client.receiver();
-        !r.held().contains(pid)
-            && (!r.has_place() || !self.waiting.is_empty())
-            && self.waiting.len() < WAITING
-    }
-
-    /// Hands the waiting PUBLISHes to the client, in order, while places are free; one
-    /// taken is news (`last_new`), as one arrived is.
+    /// Has the client decide the PUBLISHes that wait, in order, while places are free;
+    /// one decided is news (`last_new`), as one arrived is.
     fn take_waiting(
         &mut self,
         outs: &mut Vec<Taken>,
         last_new: &mut Instant,
     ) -> Result<(), Broken> {
-        while self.client.receiver().has_place() {
-            let Some(got) = self.waiting.pop_front() else {
-                break;
+        loop {
+            let out = (self.client.take_waiting(&mut Flash::new(&mut self.image.flash)))
+                .map_err(|e| client_error(e, &self.a.topic))?;
+            let Some(out) = out else {
+                return Ok(());
             };
-            outs.push(self.take(got)?);
+            let id = out
+                .pid
+                .and_then(|pid| self.undecided.remove(&pid))
+                .flatten();
+            self.log_applied(&out, id.as_deref())?;
+            outs.push((out, id));
             *last_new = Instant::now();
         }
-        Ok(())
     }
 
     /// Hands one packet to the client; with what it did, the id of the PUBLISH it took
@@ -390,11 +378,13 @@ impl<'a, S: Sum> Session<'a, S> {
         let key = self.image.id_key();
         let decode = |payload: &[u8]| idem_mqtt::payments::parse(payload, &key).ok();
         let flash = &mut Flash::new(&mut self.image.flash);
-        let id = match &got {
-            Got::Publish { payload, .. } => idem_mqtt::payments::id_and_amount(payload)
-                .ok()
-                .map(|(id, _)| id.to_owned()),
-            _ => None,
+        let (id, pid) = match &got {
+            Got::Publish { payload, pid, .. } => {
+                let id = idem_mqtt::payments::id_and_amount(payload).ok();
+                (id.map(|(id, _)| id.to_owned()), *pid)
+            }
+            Got::Oversized { pid, .. } => (None, *pid),
+            _ => (None, None),
         };
         let out = match got {
             Got::Oversized { qos, pid } => self.client.on_oversized(flash, qos, pid),
@@ -410,20 +400,32 @@ impl<'a, S: Sum> Session<'a, S> {
             },
         };
         let out = out.map_err(|e| client_error(e, &self.a.topic))?;
+        if let (Some(Left::Waiting), Some(pid)) = (out.left, pid) {
+            // Its id is logged when the client decides it.
+            self.undecided.insert(pid, id);
+            return Ok((out, None));
+        }
+        self.log_applied(&out, id.as_deref())?;
+        Ok((out, id))
+    }
+
+    /// Logs the id of the PUBLISH `out` applied, at once, before a later packet of the
+    /// group can put its record in the file.
+    fn log_applied(&mut self, out: &Outbox<PLACES>, id: Option<&str>) -> Result<(), Broken> {
         if out.decided == Some(Decided::Applied) {
             // Written at once, before a later packet of the group can put this one's
             // record in the file (a page erase writes what the flash holds through).
             self.logged += 1;
             // A write that fails (a full disk) ends the run before this group's
             // acknowledgements go out.
-            (self.applied.push(self.logged, id.as_deref())).map_err(|e| {
+            (self.applied.push(self.logged, id)).map_err(|e| {
                 Broken::Garbage(format!(
                     "{e:#}: none of the acknowledgements of this group of packets was sent (the broker sends those messages again), and every one sent before is in the image"
                 ))
             })?;
             self.ids_unsynced = true;
         }
-        Ok((out, id))
+        Ok(())
     }
 
     /// Makes the ids logged since the last sync durable, with one sync, before the

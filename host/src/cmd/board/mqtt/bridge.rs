@@ -36,6 +36,8 @@ pub(super) struct Bridge {
     pub(super) last_empty: bool,
     pub(super) finishing: bool,
     pub(super) connections: u32,
+    /// Connections the board closed for the broker's resend, over every boot.
+    pub(super) resends: u32,
     /// The boot the board last announced.
     pub(super) boot: Option<u32>,
     /// A hello went out after a silence: the board's answer may find it unconfigured.
@@ -61,6 +63,7 @@ impl Bridge {
             relay: Relay::default(),
             tap: Tap {
                 asked: a.qos,
+                protocol: a.protocol,
                 ..Tap::default()
             },
             targets: targets.into_iter().peekable(),
@@ -71,6 +74,7 @@ impl Bridge {
             last_empty: false,
             finishing: false,
             connections: 0,
+            resends: 0,
             boot: None,
             hello_after_silence: false,
             strikes: 0,
@@ -203,6 +207,12 @@ impl Bridge {
                 if self.tap.acknowledged.len() > before {
                     self.strikes = 0;
                 }
+                // An acknowledgement is the board's progress, as a PUBLISH carried is
+                // the broker's: a board that drains what waited for a place while the
+                // broker has nothing new to send is not idle.
+                if matches!(bytes.first(), Some(0x40 | 0x50 | 0x70)) {
+                    self.last_new = Instant::now();
+                }
                 if let Some(tcp) = &mut self.tcp
                     && tcp.write_all(&bytes).is_err()
                 {
@@ -211,7 +221,12 @@ impl Bridge {
             }
             // Not a fault: the board asks for the broker's resend of what it left
             // unanswered with every place taken (idem_mqtt::client::Client::resend_due).
-            FromBoard::Hangup(idem_board::modem::Hangup::Resend) => self.hang_up(),
+            FromBoard::Hangup(idem_board::modem::Hangup::Resend) => {
+                self.last_new = Instant::now();
+                self.resends += 1;
+                self.closed_by_broker();
+                self.hang_up();
+            }
             FromBoard::Hangup(why) => {
                 let why = hangup_words(why);
                 eprintln!("device mqtt: the board hung up: {why}");
@@ -246,6 +261,26 @@ impl Bridge {
             config: self.config.clone(),
         };
         self.tell(&configure)
+    }
+
+    /// After the board's DISCONNECT: waits, a second at most, for the broker to close
+    /// the connection (MQTT 3.1.1 §3.14.4), so that it has read every acknowledgement
+    /// before the next connection's CONNECT (one that overtakes them makes the broker
+    /// close this connection as a session takeover, with those unread).
+    fn closed_by_broker(&mut self) {
+        let Some(tcp) = &mut self.tcp else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut chunk = [0u8; 4096];
+        while deadline > Instant::now() {
+            match tcp.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+        }
     }
 
     fn hang_up(&mut self) {

@@ -37,9 +37,13 @@ use bridge::Bridge;
 /// `idem device mqtt`.
 #[derive(Debug, Args)]
 pub(super) struct Mqtt {
-    /// The broker (MQTT 3.1.1, no TLS, no authentication).
+    /// The broker (no TLS, no authentication).
     #[arg(long, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
     broker: String,
+    /// The protocol the board speaks: MQTT 3.1.1, or MQTT 5 (Receive Maximum, Session
+    /// Expiry Interval, reason codes).
+    #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = crate::cmd::mqtt::parse_protocol)]
+    protocol: idem_mqtt::codec::Protocol,
     /// The topic, or a filter with `+` or `#` (then order holds per topic only).
     #[arg(long)]
     topic: String,
@@ -118,6 +122,7 @@ impl Mqtt {
             qos: self.qos,
             store,
             identifiers_in_flash: self.session == "flash",
+            mqtt5: self.protocol == idem_mqtt::codec::Protocol::V5,
         })
     }
 
@@ -229,6 +234,12 @@ impl Mqtt {
                 ("acknowledged_ids", json!(t.acknowledged.len())),
                 ("held_identifier_reused", json!(t.reused)),
                 ("connections", json!(b.connections)),
+                ("connections_for_resend", json!(b.resends)),
+                ("protocol", json!(self.protocol.name())),
+                (
+                    "past_receive_maximum",
+                    json!(r.figures.past_receive_maximum),
+                ),
             ],
             lines: self.lines(b, r, landed),
             doubts,
@@ -283,6 +294,10 @@ fn hangup_words(h: Hangup) -> String {
             "the broker refused the connection (CONNACK return code {code}, MQTT 3.1.1 §3.2.2.3)"
         ),
         Hangup::SubscriptionRefused => "the broker refused the subscription".into(),
+        Hangup::Disconnected(r) => format!(
+            "the broker sent DISCONNECT {} (reason code 0x{r:02X}, MQTT 5 §3.14.2.1)",
+            idem_mqtt::codec::v5::reason_name(r)
+        ),
         Hangup::Silent => format!(
             "the broker sent nothing for {} s after CONNECT (no CONNACK)",
             idem_mqtt::client::CONNACK_WAIT_S

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use idem_mqtt::codec::{self, Frame, Incoming};
+use idem_mqtt::codec::{self, Frame, Incoming, Protocol};
 
 /// What the host reads of the packets it carries.
 #[derive(Default)]
@@ -35,6 +35,8 @@ pub(super) struct Tap {
     pub(super) subscribed: bool,
     /// The QoS subscribed at.
     pub(super) asked: u8,
+    /// The protocol the board speaks, and so the broker's packets.
+    pub(super) protocol: Protocol,
     /// PUBLISHes (not retained) below it, as their publisher sent them.
     pub(super) below: u64,
     /// A lower QoS that a SUBACK granted.
@@ -49,7 +51,14 @@ impl Tap {
     pub(super) fn carried(&mut self, bytes: &[u8]) -> u64 {
         self.buf.extend_from_slice(bytes);
         let mut publishes = 0;
-        while let Ok(Some(Frame::Packet { packet, len })) = codec::next(&self.buf, usize::MAX) {
+        loop {
+            let next = match self.protocol {
+                Protocol::V311 => codec::next(&self.buf, usize::MAX),
+                Protocol::V5 => codec::v5::next(&self.buf, usize::MAX, usize::MAX),
+            };
+            let Ok(Some(Frame::Packet { packet, len })) = next else {
+                break;
+            };
             match packet {
                 Incoming::Publish(p) => {
                     publishes += 1;
