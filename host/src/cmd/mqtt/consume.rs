@@ -4,13 +4,12 @@
 //! durable in the image (per `--sync`) before the acknowledgement it allows is sent.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use idem_core::journal::Region;
 use idem_core::store::Store;
-use idem_mqtt::client::{Client, ClientError, Config, Left, Outbox, Phase, Send, Waiting};
+use idem_mqtt::client::{Client, Config, Left, Outbox, Phase, Send, Waiting};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
 use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -357,8 +356,9 @@ impl<'a, S: Sum> Session<'a, S> {
         last_new: &mut Instant,
     ) -> Result<(), Broken> {
         loop {
-            let out = (self.client.take_waiting(&mut Flash::new(&mut self.image.flash)))
-                .map_err(|e| client_error(e, &self.a.topic))?;
+            let flash = &mut Flash::new(&mut self.image.flash);
+            let out =
+                (self.client.take_waiting(flash)).map_err(|e| client_error(e, &self.a.topic))?;
             let Some(out) = out else {
                 return Ok(());
             };
