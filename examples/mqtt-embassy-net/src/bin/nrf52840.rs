@@ -9,7 +9,8 @@
 use defmt::{info, unwrap, warn};
 use embassy_executor::Spawner;
 use embassy_net::tcp::TcpSocket;
-use embassy_net::{Ipv4Address, StackResources};
+use embassy_net::{Ipv4Address, Stack, StackResources};
+use embassy_nrf::Peri;
 use embassy_nrf::nvmc::Nvmc;
 use embassy_nrf::peripherals::{RNG, USBD};
 use embassy_nrf::rng::{self, Rng};
@@ -70,25 +71,14 @@ async fn net_task(mut runner: embassy_net::Runner<'static, Device<'static, MTU>>
     runner.run().await
 }
 
-#[embassy_executor::main]
-async fn main(spawner: Spawner) {
-    let mut config = embassy_nrf::config::Config::default();
-    // USB needs the crystal.
-    config.hfclk_source = HfclkSource::ExternalXtal;
-    let p = embassy_nrf::init(config);
-    let mut flash = Nvmc::new(p.NVMC);
-    let mut session = match Session::open(&mut flash, JOURNAL, SETTINGS) {
-        Ok(s) => s,
-        Err(e) => defmt::panic!("the receiver's journal does not open: {}", e),
-    };
-    info!(
-        "boot: total {}, {} applied, session begun: {}",
-        session.total(),
-        session.figures().applied,
-        session.client().resumed
-    );
-
-    let driver = Driver::new(p.USBD, Irqs, HardwareVbusDetect::new(Irqs));
+/// The network: embassy-net over the chip's USB as a CDC-NCM Ethernet adapter, its
+/// address from DHCP; returns once the address is up.
+async fn network(
+    spawner: &Spawner,
+    usbd: Peri<'static, USBD>,
+    rng: Peri<'static, RNG>,
+) -> Stack<'static> {
+    let driver = Driver::new(usbd, Irqs, HardwareVbusDetect::new(Irqs));
     let mut usb_config = embassy_usb::Config::new(0xc0de, 0xcafe);
     usb_config.manufacturer = Some("idem");
     usb_config.product = Some("idem MQTT receiver");
@@ -119,7 +109,7 @@ async fn main(spawner: Spawner) {
         .into_embassy_net_device::<MTU, 4, 4>(NET.init(NetState::new()), [0x02, 0, 0, 0, 0, 0xCC]);
     spawner.spawn(unwrap!(ncm_task(runner)));
 
-    let mut rng = Rng::new(p.RNG, Irqs);
+    let mut rng = Rng::new(rng, Irqs);
     let mut seed = [0; 8];
     rng.blocking_fill_bytes(&mut seed);
     static RESOURCES: StaticCell<StackResources<2>> = StaticCell::new();
@@ -132,6 +122,29 @@ async fn main(spawner: Spawner) {
     spawner.spawn(unwrap!(net_task(runner)));
     stack.wait_config_up().await;
     info!("address: {}", stack.config_v4().map(|c| c.address));
+
+    stack
+}
+
+#[embassy_executor::main]
+async fn main(spawner: Spawner) {
+    let mut config = embassy_nrf::config::Config::default();
+    // USB needs the crystal.
+    config.hfclk_source = HfclkSource::ExternalXtal;
+    let p = embassy_nrf::init(config);
+    let mut flash = Nvmc::new(p.NVMC);
+    let mut session = match Session::open(&mut flash, JOURNAL, SETTINGS) {
+        Ok(s) => s,
+        Err(e) => defmt::panic!("the receiver's journal does not open: {}", e),
+    };
+    info!(
+        "boot: total {}, {} applied, session begun: {}",
+        session.total(),
+        session.figures().applied,
+        session.client().resumed
+    );
+
+    let stack = network(&spawner, p.USBD, p.RNG).await;
 
     let (mut rx, mut tx) = ([0u8; 1024], [0u8; 1024]);
     let mut failures = 0u32;
