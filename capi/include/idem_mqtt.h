@@ -22,7 +22,7 @@
 #define IDEM_SESSION_NEVER UINT32_MAX
 
 // The receiver's storage in 8-byte words.
-#define IDEM_RECEIVER_WORDS 512
+#define IDEM_RECEIVER_WORDS 960
 
 // The largest state the C side may declare, in bytes, fixed when the library is built:
 // the receiver's record (this, its counts, and 32 identifiers) fits one journal slot.
@@ -42,6 +42,15 @@
 // Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
 // `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
 #define IDEM_PLACES 32
+
+// New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
+// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 264 bytes
+// of the receiver's storage (a payload of up to 256 bytes). A broker that sends past
+// its in-flight limit (Mosquitto 2.0.11 does, after a completion) has the next ones
+// decided in the order they came as PUBRELs free places, not left unanswered for a
+// reconnection; one past them is left unanswered and comes again after
+// `IDEM_RECONNECT`.
+#define IDEM_WAITING 16
 
 // The longest topic filter, in bytes.
 #define IDEM_MAX_TOPIC 128
@@ -237,7 +246,8 @@ typedef struct idem_stats {
   uint64_t redeliveries;
   // QoS 2 PUBLISHes whose identifier was held, not applied again, since open.
   uint64_t held_again;
-  // QoS 2 PUBLISHes left unanswered with every place taken, since open.
+  // QoS 2 PUBLISHes left unanswered with every place taken and `IDEM_WAITING`
+  // waiting, since open.
   uint64_t unanswered;
   // The last CONNACK's session present: 1 or 0.
   uint8_t session_present;
@@ -258,6 +268,14 @@ typedef struct idem_stats {
   // At MQTT 5, new QoS 2 PUBLISHes the broker sent with every place of the Receive
   // Maximum held (past its limit, MQTT 5 §4.9), since open.
   uint64_t past_receive_maximum;
+  // New QoS 2 PUBLISHes that waited for a place (every one of `IDEM_PLACES` taken),
+  // unanswered, and were decided in the order they came once one was free, since
+  // open.
+  uint64_t waited;
+  // The most that waited at once since open, at most `IDEM_WAITING`.
+  uint32_t most_waiting;
+  // PUBLISHes waiting for a place now.
+  uint32_t waiting;
 } idem_stats;
 
 #ifdef __cplusplus

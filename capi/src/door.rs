@@ -4,17 +4,25 @@
 
 use heapless::Vec;
 use idem_core::journal::JournalError;
-use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send};
+use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
 use idem_mqtt::codec::{self, Frame, Outgoing, Protocol, QoS};
 use idem_mqtt::receiver::{ReceiveError, Receiver};
 
-use crate::app::{Bytes, CStore};
+use crate::app::{Bytes, CStore, Raw};
 use crate::flash::{CFlash, Failed, Unit, idem_flash};
 use crate::status::*;
 
 /// Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
 /// `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
 pub const IDEM_PLACES: usize = 32;
+/// New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
+/// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 264 bytes
+/// of the receiver's storage (a payload of up to 256 bytes). A broker that sends past
+/// its in-flight limit (Mosquitto 2.0.11 does, after a completion) has the next ones
+/// decided in the order they came as PUBRELs free places, not left unanswered for a
+/// reconnection; one past them is left unanswered and comes again after
+/// `IDEM_RECONNECT`.
+pub const IDEM_WAITING: usize = 16;
 /// The longest topic filter, in bytes.
 pub const IDEM_MAX_TOPIC: usize = 128;
 /// The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
@@ -31,8 +39,15 @@ const IN_CAP: usize = idem_mqtt::max_packet_at(IDEM_MAX_TOPIC, Protocol::V5);
 const MAXIMUM_PACKET_SIZE: u32 = u32::MAX;
 /// Bytes waiting to be sent.
 const OUT_CAP: usize = 1024;
-/// What one packet's answer may take: every place's PUBCOMP, and a SUBSCRIBE.
-const OUT_RESERVE: usize = 4 * IDEM_PLACES + 8 + IDEM_MAX_TOPIC;
+/// What one packet's answer may take: every place's PUBCOMP, and a SUBSCRIBE; then the
+/// PUBREC of each waiting PUBLISH decided as places free (at most one a place).
+const OUT_RESERVE: usize = 4 * IDEM_PLACES + 8 + IDEM_MAX_TOPIC + 4 * IDEM_PLACES;
+
+/// The client's slots for PUBLISHes waiting for a place: an array in the receiver's
+/// storage (no allocation).
+type Slots = [Option<Waiting<Raw>>; IDEM_WAITING];
+/// The door's client.
+pub type DoorClient = Client<CStore, IDEM_PLACES, Slots>;
 
 /// The journal's record does not change with the flash: the tag names the door's record
 /// and the application's state layout together.
@@ -44,7 +59,7 @@ pub const fn tag(state_tag: u32) -> u32 {
 pub struct Door {
     flash: idem_flash,
     unit: Unit,
-    client: Client<CStore, IDEM_PLACES>,
+    client: DoorClient,
     /// At MQTT 5, the Session Expiry Interval asked in CONNECT.
     session_expiry: u32,
     /// The last refusal or DISCONNECT: its packet type and reason code.
@@ -182,7 +197,8 @@ impl Door {
         Ok(Self {
             flash: o.flash,
             unit: o.unit,
-            client: Client::new(receiver).with_protocol(o.protocol),
+            client: Client::with_waiting(receiver, [const { None }; IDEM_WAITING])
+                .with_protocol(o.protocol),
             session_expiry: o.session_expiry,
             reason: None,
             client_id: o.client_id,
@@ -236,7 +252,7 @@ impl Door {
                 };
                 codec::encode_at(&connect, Protocol::V5, &mut buf)
             }
-            _ => Client::<CStore, IDEM_PLACES>::encode(&config, send, &mut buf),
+            _ => DoorClient::encode(&config, send, &mut buf),
         }
         .map_err(|_| IDEM_E_BUSY)?;
         self.output
@@ -347,7 +363,25 @@ impl Door {
         self.input.copy_within(here.., 0);
         self.input.truncate(self.input.len() - here);
         self.queue_outbox(&out)?;
-        Ok(Some(out.records))
+        let waited = self.take_waiting::<W>()?;
+        Ok(Some(out.records.saturating_add(waited)))
+    }
+
+    /// Has the client decide the PUBLISHes that wait, in the order they came, while
+    /// places are free, each one's PUBREC queued after the answers before it: the
+    /// records written.
+    fn take_waiting<const W: usize>(&mut self) -> Result<u8, i32> {
+        let mut records = 0u8;
+        loop {
+            let mut flash = CFlash::<W> { table: &self.flash };
+            let out = match self.client.take_waiting(&mut flash) {
+                Ok(Some(out)) => out,
+                Ok(None) => return Ok(records),
+                Err(e) => return Err(client_status(&e)),
+            };
+            records = records.saturating_add(out.records);
+            self.queue_outbox(&out)?;
+        }
     }
 
     fn sync(&mut self) -> Result<(), i32> {
@@ -388,10 +422,16 @@ impl Door {
         }
         .map_err(|e| client_status(&e))
         .map_err(|code| self.stop(code))?;
-        if out.records > 0 {
+        self.queue_outbox(&out)?;
+        // A release written now frees a place for a PUBLISH that waits.
+        let waited = match self.unit {
+            Unit::Four => self.take_waiting::<4>(),
+            Unit::ThirtyTwo => self.take_waiting::<32>(),
+        }
+        .map_err(|code| self.stop(code))?;
+        if out.records > 0 || waited > 0 {
             self.sync()?;
         }
-        self.queue_outbox(&out)?;
         let again = self.client.resend_due();
         if again {
             // At MQTT 5, DISCONNECT 0x93 when the broker sent past the Receive Maximum.
@@ -414,7 +454,7 @@ impl Door {
     }
 
     /// The client.
-    pub fn client(&self) -> &Client<CStore, IDEM_PLACES> {
+    pub fn client(&self) -> &DoorClient {
         &self.client
     }
 
@@ -441,5 +481,15 @@ impl Door {
     pub fn state(&self) -> &Bytes {
         let record = self.client.receiver().record();
         self.client.receiver().store().view(&record.state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_slot_costs_264_bytes_of_the_receivers_storage() {
+        assert_eq!(core::mem::size_of::<Option<Waiting<Raw>>>(), 264);
     }
 }

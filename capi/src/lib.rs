@@ -28,7 +28,7 @@ use idem_mqtt::codec::{Protocol, QoS};
 
 pub use app::{IDEM_APPLIED, IDEM_DUPLICATE, IDEM_REJECTED, IDEM_STATE_MAX, idem_app};
 use door::{Door, Opening};
-pub use door::{IDEM_MAX_CLIENT_ID, IDEM_MAX_TOPIC, IDEM_PLACES};
+pub use door::{IDEM_MAX_CLIENT_ID, IDEM_MAX_TOPIC, IDEM_PLACES, IDEM_WAITING};
 pub use flash::{IDEM_PAGE, idem_flash};
 pub use status::*;
 
@@ -42,7 +42,7 @@ pub const IDEM_MQTT_5: u8 = 5;
 pub const IDEM_SESSION_NEVER: u32 = u32::MAX;
 
 /// The receiver's storage in 8-byte words.
-pub const IDEM_RECEIVER_WORDS: usize = 512;
+pub const IDEM_RECEIVER_WORDS: usize = 960;
 const MAGIC: u32 = 0x1DE4_C0DE;
 /// The magic word while a call runs on the receiver: a callback that calls the library
 /// again is refused, never given a second reference to the receiver.
@@ -109,7 +109,8 @@ pub struct idem_stats {
     pub redeliveries: u64,
     /// QoS 2 PUBLISHes whose identifier was held, not applied again, since open.
     pub held_again: u64,
-    /// QoS 2 PUBLISHes left unanswered with every place taken, since open.
+    /// QoS 2 PUBLISHes left unanswered with every place taken and `IDEM_WAITING`
+    /// waiting, since open.
     pub unanswered: u64,
     /// The last CONNACK's session present: 1 or 0.
     pub session_present: u8,
@@ -130,6 +131,14 @@ pub struct idem_stats {
     /// At MQTT 5, new QoS 2 PUBLISHes the broker sent with every place of the Receive
     /// Maximum held (past its limit, MQTT 5 §4.9), since open.
     pub past_receive_maximum: u64,
+    /// New QoS 2 PUBLISHes that waited for a place (every one of `IDEM_PLACES` taken),
+    /// unanswered, and were decided in the order they came once one was free, since
+    /// open.
+    pub waited: u64,
+    /// The most that waited at once since open, at most `IDEM_WAITING`.
+    pub most_waiting: u32,
+    /// PUBLISHes waiting for a place now.
+    pub waiting: u32,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -444,6 +453,9 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             session_expiry_s: d.session_expiry(),
             resend_reconnects: c.resend_reconnects,
             past_receive_maximum: c.past_receive_maximum,
+            waited: c.waited,
+            most_waiting: c.most_waiting as u32,
+            waiting: c.waiting() as u32,
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };

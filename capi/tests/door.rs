@@ -648,15 +648,50 @@ fn at_mqtt_5_a_qos2_exchange_reads_past_properties_and_answers_an_unknown_pubrel
 }
 
 #[test]
-fn at_mqtt_5_a_broker_past_the_receive_maximum_is_counted_and_its_reconnection_says_0x93() {
+fn at_mqtt_5_a_broker_past_the_receive_maximum_waits_in_order_then_is_counted_and_its_reconnection_says_0x93()
+ {
     let mut m = new_mem();
     let mut rx = session5(&mut m);
     for pid in 1..=IDEM_PLACES as u16 {
         assert_eq!(input(&mut rx, &publish5(pid, &[0], b"1")).0, IDEM_OK);
     }
-    // The 33rd unreleased: unanswered, unapplied, counted.
-    assert_eq!(input(&mut rx, &publish5(33, &[0], b"1")), (IDEM_OK, vec![]));
-    assert_eq!(input(&mut rx, &[0x62, 2, 0, 1]).1, vec![0x70, 2, 0, 1]);
+    // Past the places: each waits, unanswered and undecided, in the queue.
+    let waiting = IDEM_PLACES + IDEM_WAITING;
+    for pid in IDEM_PLACES as u16 + 1..=waiting as u16 {
+        assert_eq!(
+            input(&mut rx, &publish5(pid, &[0], b"1")),
+            (IDEM_OK, vec![])
+        );
+    }
+    // One more: the queue is full, left unanswered and unapplied, counted.
+    let last = waiting as u16 + 1;
+    assert_eq!(
+        input(&mut rx, &publish5(last, &[0], b"1")),
+        (IDEM_OK, vec![])
+    );
+    let s = stats(&mut rx);
+    assert_eq!(
+        (s.applied, s.waiting, s.most_waiting, s.unanswered),
+        (32, IDEM_WAITING as u32, IDEM_WAITING as u32, 1)
+    );
+    // Each PUBREL frees a place: its PUBCOMP, then the PUBREC of the one that waited
+    // longest, after the sync that follows both records.
+    for (pid, next) in (1..=IDEM_WAITING as u16).zip(IDEM_PLACES as u16 + 1..) {
+        m.ops.clear();
+        let [a, b] = next.to_be_bytes();
+        assert_eq!(
+            input(&mut rx, &[0x62, 2, 0, pid as u8]),
+            (IDEM_OK, vec![0x70, 2, 0, pid as u8, 0x50, 2, a, b])
+        );
+        assert_eq!(m.ops.last(), Some(&'s'));
+    }
+    // The queue is empty and a PUBREL frees a place: the one left unanswered is asked
+    // for again by a reconnection.
+    let freed = IDEM_WAITING as u8 + 1;
+    assert_eq!(
+        input(&mut rx, &[0x62, 2, 0, freed]).1,
+        vec![0x70, 2, 0, freed]
+    );
     // SAFETY: an opened receiver.
     assert_eq!(unsafe { idem_idle(&mut *rx) }, IDEM_RECONNECT);
     assert_eq!(output(&mut rx), vec![0xE0, 1, 0x93]);
@@ -664,11 +699,20 @@ fn at_mqtt_5_a_broker_past_the_receive_maximum_is_counted_and_its_reconnection_s
     assert_eq!(
         (
             s.applied,
+            s.waited,
+            s.waiting,
             s.unanswered,
             s.past_receive_maximum,
             s.resend_reconnects
         ),
-        (32, 1, 1, 1)
+        (
+            32 + IDEM_WAITING as u32,
+            IDEM_WAITING as u64,
+            0,
+            1,
+            1 + IDEM_WAITING as u64,
+            1
+        )
     );
 }
 

@@ -379,8 +379,12 @@ fn the_c_consumer_is_exact_at_qos_2_with_a_naive_total_across_30_sigkills_at_3_1
         let mid_stream = c.kill_loop(seed);
         let end = c.graded(&truth);
         println!(
-            "MQTT {}: {KILLS} kills, {mid_stream} with messages left to apply; the last run: {} resend reconnections, {} PUBLISHes past the Receive Maximum",
-            c.protocol, end["resend_reconnects"], end["past_receive_maximum"]
+            "MQTT {}: {KILLS} kills, {mid_stream} with messages left to apply; the last run: {} resend reconnections, {} PUBLISHes past the Receive Maximum, {} waited for a place (at most {} at once)",
+            c.protocol,
+            end["resend_reconnects"],
+            end["past_receive_maximum"],
+            end["waited"],
+            end["most_waiting"]
         );
     }
 }
