@@ -349,7 +349,12 @@ fn idem_s_own_publisher_at_mqtt_5_is_graded_exact_on_rumqttd() {
 /// Kills that land after a packet is read and before it is decided leave no identifier
 /// held that rumqttd has not seen acknowledged: its resend under new identifiers then
 /// finds nothing to collide with. 1,000 payments, 5 SIGKILL-like aborts a store at
-/// seeded packets (1 to 200), then a graded run: exact for both stores.
+/// seeded packets (1 to 200), then a graded run: exact for both stores. With
+/// `--release-now`: rumqttd sends a new PUBLISH under an identifier whose PUBREL it sent
+/// before it has the PUBCOMP (MQTT 3.1.1 §2.3.1 frees it only then); releasing in the
+/// next record (the default) keeps that identifier held until the group's end, so the
+/// new PUBLISH is taken for a resend and not applied, and the run grades under, naming
+/// the missing ids (seen: 33 missing, `held_again` 11).
 #[test]
 fn kills_after_a_packet_on_rumqttd_end_exact() {
     let s = Scratch::new("rumqttd-kills");
@@ -367,10 +372,11 @@ fn kills_after_a_packet_on_rumqttd_end_exact() {
     for c in &sessions {
         for i in 0..5 {
             let n = rng.range(1, 200).to_string();
-            let killed = c.run(&["--abort-after-packets", &n]);
+            let killed = c.run(&["--abort-after-packets", &n, "--release-now"]);
             assert_eq!(killed.status.code(), None, "{}: run {i} killed", c.client);
         }
-        exact(&c.graded(&truth), 1_000);
+        let graded = c.report(&["--truth", truth.to_str().unwrap(), "--release-now"]);
+        exact(&graded, 1_000);
     }
 }
 
