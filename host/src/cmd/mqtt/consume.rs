@@ -341,7 +341,6 @@ impl<'a, S: Sum> Session<'a, S> {
             }
             next = link.ready()?;
         }
-        self.take_waiting(&mut outs, last_new)?;
         let flash = &mut Flash::new(&mut self.image.flash);
         let end = (self.client.on_group_end(flash)).map_err(|e| client_error(e, &self.a.topic))?;
         outs.push((end, None));
