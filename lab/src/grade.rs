@@ -57,9 +57,7 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
     }
     match observe {
         Observe::FinalTotal | Observe::ResumeAt | Observe::NextOffset | Observe::FlashRecords => {
-            text.parse()
-                .map(Answer::Number)
-                .map_err(|_| not_a_number(text))
+            whole_number(text).map(Answer::Number)
         }
         Observe::Diverged => match text.to_ascii_lowercase().as_str() {
             "yes" | "y" => Ok(Answer::YesNo(true)),
@@ -115,6 +113,26 @@ pub fn parse(observe: Observe, text: &str) -> Result<Answer, String> {
             out.dedup();
             Ok(Answer::Offsets(out))
         }
+    }
+}
+
+/// A whole number, read with the unit a learner may type after it ("95 ml", "95ml",
+/// "110 payments"): one word of letters after the digits is the unit and is not graded;
+/// anything else after them ("95 or 100", "forty") does not read as a number.
+fn whole_number(text: &str) -> Result<i64, String> {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
+        .map_or(text.len(), |(i, _)| i);
+    let (number, unit) = text.split_at(end);
+    let unit = unit.trim_start();
+    let is_unit = unit.len() <= 16 && unit.chars().all(|c| c.is_alphabetic());
+    match number.parse() {
+        Ok(n) if is_unit => Ok(n),
+        _ if is_unit && is_digits(number.strip_prefix('-').unwrap_or(number)) => {
+            Err(not_a_number(number))
+        }
+        _ => Err(not_a_number(text)),
     }
 }
 
@@ -540,4 +558,37 @@ pub enum GradeError {
     /// The step's run failed.
     #[error("{0:#}")]
     Run(anyhow::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_reads_with_or_without_its_unit() {
+        for typed in ["95", "95 ml", "95ml", " 95  ml ", "95 millilitres"] {
+            assert_eq!(
+                parse(Observe::FinalTotal, typed),
+                Ok(Answer::Number(95)),
+                "{typed}"
+            );
+        }
+        assert_eq!(parse(Observe::FinalTotal, "-3 ml"), Ok(Answer::Number(-3)));
+        assert_eq!(
+            parse(Observe::FinalTotal, "forty"),
+            Err("\"forty\" is not a whole number".into())
+        );
+        assert_eq!(
+            parse(Observe::FinalTotal, "95 or 100"),
+            Err("\"95 or 100\" is not a whole number".into())
+        );
+        assert_eq!(
+            parse(Observe::FinalTotal, "95.5 ml"),
+            Err("\"95.5 ml\" is not a whole number".into())
+        );
+        assert_eq!(
+            parse(Observe::FinalTotal, "99999999999999999999 ml"),
+            Err("99999999999999999999 is too large for any figure here".into())
+        );
+    }
 }
