@@ -11,14 +11,13 @@
 //! and checks that every trial ends with the millilitres its commands ask for.
 
 use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
-use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
+use idem_core::consumer::Step;
 use idem_core::log::{Event, Received};
-use idem_core::store::Outcome;
 use idem_core::testing::cuts::{Plan, Seen, sweep};
-use idem_core::testing::flash::MemFlash;
-use idem_example_dosing_pump::{Command, Controller, Did, Kind, Motor, PumpV1, StoreV1, WINDOW};
+use idem_example_dosing_pump::{Command, Controller, Did, Kind, Motor};
 
-type Flash = MemFlash<6, 4096>;
+mod support;
+use support::{Flash, v1_firmware};
 
 /// What one boot or one step asked of the flash.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,24 +125,6 @@ fn commands(count: u64) -> (Vec<Event<Command>>, u64) {
         out.push(Event { offset: i, payload });
     }
     (out, ml)
-}
-
-/// The v1 firmware's flash after `steps` steps of `events`, and its meter.
-fn v1_firmware(events: &[Event<Command>], steps: usize) -> (Flash, Meter) {
-    let (mut flash, mut meter) = (Flash::new(), Meter::default());
-    let stream = Received::new(events, Some(events.len() as u64));
-    let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
-    let store = StoreV1::new(PumpV1, WINDOW).unwrap();
-    let layout = idem_example_dosing_pump::layout::<Flash>(0).0;
-    let mut c = Consumer::open(&mut flash, layout, store, config).unwrap();
-    for _ in 0..steps {
-        if let Step::Effect(e, Outcome::Applied) = c.step(&mut flash, &stream).unwrap()
-            && let Kind::Dispense { ml } = e.payload.kind
-        {
-            meter.dispense(ml);
-        }
-    }
-    (flash, meter)
 }
 
 /// A trial's meter, and the most its boots and its steps asked of the flash.
