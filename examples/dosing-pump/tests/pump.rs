@@ -12,11 +12,10 @@ use idem_core::persist::{EachEffect, Layout};
 use idem_core::store::{MessageIdWindow, Outcome, Store};
 use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
 use idem_core::testing::flash::{FlashError, MemFlash};
-use idem_example_dosing_pump::{
-    Command, Controller, Did, Error, Kind, Motor, PumpState, PumpV1, StoreV1, WINDOW,
-};
+use idem_example_dosing_pump::{Command, Controller, Did, Error, Kind, Motor, PumpState, WINDOW};
 
-type Flash = MemFlash<6, 4096>;
+mod support;
+use support::{Flash, v1_firmware};
 
 /// The motor: its own counters (a flow meter's total and the doses it pumped), which a
 /// reset does not touch.
@@ -116,24 +115,6 @@ fn five_thousand_commands_with_resends_program_and_erase_this_much() {
     assert_eq!((store, ledger), ((269_600, 67), (30_552, 8)));
 }
 
-/// The v1 firmware: it drove the motor within each step, and ran `steps` steps.
-fn v1_firmware(events: &[Event<Command>], steps: usize) -> (Flash, Counter) {
-    let (mut flash, mut motor) = (Flash::new(), Counter::default());
-    let stream = Received::new(events, Some(events.len() as u64));
-    let config = ConsumerConfig::every(CheckpointEvery::new(8).unwrap());
-    let store = StoreV1::new(PumpV1, WINDOW).unwrap();
-    let layout = idem_example_dosing_pump::layout::<Flash>(0).0;
-    let mut c = Consumer::open(&mut flash, layout, store, config).unwrap();
-    for _ in 0..steps {
-        if let Step::Effect(e, Outcome::Applied) = c.step(&mut flash, &stream).unwrap()
-            && let Kind::Dispense { ml } = e.payload.kind
-        {
-            motor.dispense(ml);
-        }
-    }
-    (flash, motor)
-}
-
 /// What the checker's trials share: the motor, and what the judge has seen of the pump.
 #[derive(Clone, Debug, Default)]
 struct World {
@@ -218,7 +199,7 @@ fn the_update_doses_once_and_keeps_the_window_at_every_cut_and_reset() {
     let events = commands(300, 45);
     let truth = truth(&events);
     let stream = Received::new(&events, Some(events.len() as u64));
-    let (v1_flash, v1_motor) = v1_firmware(&events, 222);
+    let (v1_flash, v1_motor) = v1_firmware::<Counter>(&events, 222);
     let v1_doses = v1_motor.doses;
     let found = sweep(
         &Plan::new().double_cuts(2),
@@ -353,7 +334,7 @@ fn the_async_pump_doses_once_at_every_cut_as_the_blocking_one() {
     let events = commands(70, 10);
     let truth = truth(&events);
     let stream = Received::new(&events, Some(events.len() as u64));
-    let (v1_flash, v1_motor) = v1_firmware(&events, 52);
+    let (v1_flash, v1_motor) = v1_firmware::<Counter>(&events, 52);
     let v1_doses = v1_motor.doses;
     let fresh = || {
         let world = World {
