@@ -174,6 +174,10 @@ fn qos_2_with_the_session_in_the_boards_flash_is_exact_across_12_resets() {
     // are those the host carried within the bytes each boot's last count frame said
     // it took. A reset loses at most what one answer brought since that frame (64
     // bytes: one PUBLISH whole), so nearly every payment was counted once at least.
+    println!(
+        "received at QoS 0, 1, 2 over {} boots: {}, the host's reading {}; records {}",
+        r["boots"], r["received_at_qos"], r["taken_at_qos"], r["records"]
+    );
     assert_eq!(r["received_at_qos"], r["taken_at_qos"], "{r}");
     let received = r["received_at_qos"][2].as_u64().unwrap();
     assert!(received >= (COUNT - 12) as u64, "{r}");
