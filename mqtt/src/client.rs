@@ -330,15 +330,16 @@ pub struct Client<S: Store, const N: usize, Q = NoWaiting<<S as Store>::Payload>
     /// At MQTT 5: the last CONNACK's properties.
     pub connack: ConnackProperties,
     /// QoS 2 PUBLISHes with DUP 0 under an identifier held whose PUBREL has not come:
-    /// a new message under an identifier the broker has not freed (a sender reuses one
-    /// only after its PUBCOMP, MQTT 3.1.1 §2.3.1 [MQTT-2.3.1-2]; a resend carries DUP 1,
+    /// a new message under an identifier the broker has not freed (a sender gives a new
+    /// message an unused identifier, MQTT 3.1.1 §4.3.3 [MQTT-4.3.3-1], one is freed
+    /// only by its PUBCOMP, §2.3.1, MQTT 5 [MQTT-2.2.1-4]; a resend carries DUP 1,
     /// §3.3.1.1 [MQTT-3.3.1-1]), a broker's violation: taken for a resend of the
     /// message held and not applied.
     pub held_identifier_reused: u64,
     /// QoS 2 PUBLISHes under an identifier whose PUBREL came and whose PUBCOMP waits
     /// for its record: the broker sent a PUBLISH after that PUBREL, before the PUBCOMP
-    /// that frees the identifier (§2.3.1 [MQTT-2.3.1-2]; a sender never sends a PUBLISH
-    /// again once it sent its PUBREL, §4.3.3 [MQTT-4.3.3-1]), a broker's violation:
+    /// that frees the identifier (§2.3.1; a sender never sends a PUBLISH again once it
+    /// sent its PUBREL, §4.3.3 [MQTT-4.3.3-1]), a broker's violation:
     /// taken for a resend of the message released and not applied.
     pub publish_after_pubrel: u64,
     /// QoS 2 PUBLISHes left unanswered on this connection, every place taken.
