@@ -142,7 +142,7 @@ pub enum Left {
 /// A QoS 2 PUBLISH waiting in a [`Client`]'s queue: a new one waits for a place, with
 /// what deciding it takes, its payload decoded (`None`: undecodable, outside the filter
 /// or over the maximum size, rejected when decided); one under an identifier held
-/// ([`Waiting::held`]) was decided when it came and waits only for its PUBREC's turn.
+/// ([`WaitingKind::Held`]) was decided when it came and waits only for its PUBREC's turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting<P> {
     /// Its packet identifier.
