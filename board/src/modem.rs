@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use idem_core::log::IdKey;
 use idem_core::store::Store;
 use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
-use idem_mqtt::codec::{self, Frame, Protocol, QoS};
+use idem_mqtt::codec::v5::reason::PACKET_TOO_LARGE;
+use idem_mqtt::codec::{self, DecodeError, Frame, Protocol, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -38,9 +39,11 @@ use idem_sim::registry::MessageIdStore;
 use crate::feed::{DeviceKey, Failure};
 use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
 
-/// The link's protocol version: the feed's ([`crate::feed::VERSION`], 3) and one, since
-/// a session's configuration says its MQTT protocol ([`SessionConfig::mqtt5`]).
-pub const VERSION: u16 = crate::feed::VERSION + 1;
+/// The link's protocol version: the feed's ([`crate::feed::VERSION`], 3) and two, since
+/// a session's configuration says its MQTT protocol ([`SessionConfig::mqtt5`]) and a
+/// report names the broker's identifier violations and a packet past the board's
+/// Maximum Packet Size ([`Hangup::PacketTooLarge`]).
+pub const VERSION: u16 = crate::feed::VERSION + 2;
 
 /// The modem protocol's CRC domain: its frames fail the feed's and the demo's readers.
 pub const DOMAIN: &[u8] = b"idem-modem";
@@ -241,6 +244,88 @@ pub enum Hangup {
     /// A packet longer than the board's buffer before its identifier: a PUBLISH on a
     /// topic too long for [`MAX_PACKET`] and one [`CHUNK`] (a filter with `+` or `#`).
     TooLong,
+    /// At MQTT 5, a packet of this many bytes, past the Maximum Packet Size the board
+    /// announced ([`MAXIMUM_PACKET_5`]): a protocol error, which the board answered with
+    /// DISCONNECT 0x95 (Packet too large) before it hung up (MQTT 5 §3.1.2.11.4, §4.13).
+    PacketTooLarge(u32),
+}
+
+/// This boot's counts of the session (RAM only, lost at a reset): the board sends them
+/// ([`FromBoard::Counts`]) after each answer whose packets changed them, so that the
+/// host adds every boot's to the report, not the last boot's alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootCounts {
+    /// Records written.
+    pub records: u64,
+    /// Messages decided.
+    pub decided: u64,
+    /// PUBLISHes with DUP 1 decided.
+    pub redeliveries: u64,
+    /// QoS 2 PUBLISHes under an identifier held.
+    pub held_again: u64,
+    /// Retained messages.
+    pub retained: u64,
+    /// PUBLISHes (not retained) received at QoS 0, 1 and 2.
+    pub received_at: [u64; 3],
+    /// PUBLISHes outside the filter.
+    pub foreign: u64,
+    /// Identifiers forgotten at a session present 0.
+    pub lost_identifiers: u64,
+    /// CONNACKs that said session present 0.
+    pub new_sessions: u32,
+    /// QoS 2 PUBLISHes left unanswered with every place taken.
+    pub unanswered: u64,
+    /// Connections closed for the broker's resend.
+    pub resend_reconnects: u32,
+    /// At MQTT 5, new QoS 2 PUBLISHes past the Receive Maximum.
+    pub past_receive_maximum: u64,
+    /// DUP 0 PUBLISHes under an identifier held.
+    pub held_identifier_reused: u64,
+    /// PUBLISHes under an identifier whose PUBREL came before its PUBCOMP went out.
+    pub publish_after_pubrel: u64,
+}
+
+impl BootCounts {
+    /// The counts among `f`, a session's figures.
+    pub fn of(f: &Figures) -> Self {
+        Self {
+            records: f.records,
+            decided: f.decided,
+            redeliveries: f.redeliveries,
+            held_again: f.held_again,
+            retained: f.retained,
+            received_at: f.received_at,
+            foreign: f.foreign,
+            lost_identifiers: f.lost_identifiers,
+            new_sessions: f.new_sessions,
+            unanswered: f.unanswered,
+            resend_reconnects: f.resend_reconnects,
+            past_receive_maximum: f.past_receive_maximum,
+            held_identifier_reused: f.held_identifier_reused,
+            publish_after_pubrel: f.publish_after_pubrel,
+        }
+    }
+
+    /// Adds these counts (an earlier boot's) to `f`'s.
+    pub fn add_to(&self, f: &mut Figures) {
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut f.records, self.records);
+        sum(&mut f.decided, self.decided);
+        sum(&mut f.redeliveries, self.redeliveries);
+        sum(&mut f.held_again, self.held_again);
+        sum(&mut f.retained, self.retained);
+        for (a, b) in f.received_at.iter_mut().zip(self.received_at) {
+            sum(a, b);
+        }
+        sum(&mut f.foreign, self.foreign);
+        sum(&mut f.lost_identifiers, self.lost_identifiers);
+        f.new_sessions = f.new_sessions.saturating_add(self.new_sessions);
+        sum(&mut f.unanswered, self.unanswered);
+        f.resend_reconnects = f.resend_reconnects.saturating_add(self.resend_reconnects);
+        sum(&mut f.past_receive_maximum, self.past_receive_maximum);
+        sum(&mut f.held_identifier_reused, self.held_identifier_reused);
+        sum(&mut f.publish_after_pubrel, self.publish_after_pubrel);
+    }
 }
 
 /// What the board's session did, as its flash and this boot's counts say.
@@ -285,13 +370,26 @@ pub enum FromBoard {
     Refused(ModemRefusal),
     /// The board stopped: its storage or store failed.
     Failed(Failure),
+    /// This boot's counts, once an answer's packets changed them, before the pull or
+    /// hangup that follows: `handled` bytes of this connection were taken by the
+    /// packets counted (the host reads the same bytes, and so knows which).
+    Counts {
+        /// Bytes of this connection the board took: its packets handled (or skipped).
+        handled: u32,
+        /// The counts.
+        counts: BootCounts,
+    },
 }
 
 /// The most bytes a [`FromBoard`] body takes: a report with every broken case (its tag,
 /// boots, total, 3 counts of u32, 5 of u64, session present, lost identifiers, resumed,
-/// granted, new sessions, 3 received counts, foreign, and 7 broken cases of up to 11).
-pub const FROM_BOARD_MAX: usize =
-    1 + 5 + 10 + 3 * 5 + 5 * 10 + 1 + 10 + 1 + 2 + 5 + 3 * 10 + 10 + 1 + 7 * 11;
+/// granted, new sessions, 3 received counts, foreign, 7 broken cases of up to 11, then
+/// unanswered, resend reconnections, past the Receive Maximum, and the broker's two
+/// identifier violations).
+pub const FROM_BOARD_MAX: usize = REPORT_COUNTS + 1 + 7 * 11 + 10 + 5 + 10 + 2 * 10;
+
+/// A report's bytes before its broken cases.
+const REPORT_COUNTS: usize = 1 + 5 + 10 + 3 * 5 + 5 * 10 + 1 + 10 + 1 + 2 + 5 + 3 * 10 + 10;
 
 /// The most bytes a [`FromBoard`] frame takes on the wire.
 pub const FROM_BOARD_ENCODED: usize = super::wire::encoded_len(FROM_BOARD_MAX);
@@ -468,6 +566,8 @@ pub struct Modem {
     connected: bool,
     /// Quiet answers since the board last sent a packet.
     quiet: u32,
+    /// The counts last sent ([`FromBoard::Counts`]).
+    counted: BootCounts,
     /// Frames that did not decode.
     pub garbled: u32,
 }
@@ -505,6 +605,7 @@ impl Modem {
             at: 0,
             connected: false,
             quiet: 0,
+            counted: BootCounts::default(),
             garbled: 0,
         };
         if let Some(config) = modem.record.session.clone() {
@@ -627,6 +728,7 @@ impl Modem {
                     Some(why) => Some(why),
                     None => self.packets(flash, emit)?,
                 };
+                self.count(emit);
                 match why {
                     Some(why) => {
                         self.connected = false;
@@ -707,6 +809,14 @@ impl Modem {
                 // which the board can neither take nor acknowledge.
                 Ok(None) if self.rx.len() == RX => return Ok(Some(Hangup::TooLong)),
                 Ok(None) => return Ok(None),
+                // MQTT 5 §3.1.2.11.4: a packet past the Maximum Packet Size announced
+                // is a Protocol Error, and the client sends DISCONNECT 0x95 (Packet too
+                // large) before it closes the connection (§4.13).
+                Err(DecodeError::PastMaximum(len)) => {
+                    self.send(Send::DisconnectWith(PACKET_TOO_LARGE), emit);
+                    let len = u32::try_from(len).unwrap_or(u32::MAX);
+                    return Ok(Some(Hangup::PacketTooLarge(len)));
+                }
                 Err(_) => return Ok(Some(Hangup::Malformed)),
                 Ok(Some(Frame::Oversized { qos, pid, len })) => (
                     len,
@@ -832,6 +942,17 @@ impl Modem {
             && let Ok(bytes) = Vec::from_slice(&buf[..n])
         {
             emit(&FromBoard::Send(bytes));
+        }
+    }
+
+    /// Sends this boot's counts if they changed since last sent.
+    fn count(&mut self, emit: &mut impl FnMut(&FromBoard)) {
+        let counts = BootCounts::of(&self.report().figures);
+        if counts != self.counted {
+            self.counted = counts;
+            // Bytes in the buffer are taken, not yet handled.
+            let handled = self.at.wrapping_sub(self.rx.len() as u32);
+            emit(&FromBoard::Counts { handled, counts });
         }
     }
 

@@ -305,6 +305,7 @@ fn receive(
                     }
                 }
                 FromBoard::Hangup(why) => panic!("the board hung up: {why:?}"),
+                FromBoard::Counts { .. } => {}
                 FromBoard::Report(report) => {
                     return Outcome {
                         report,
@@ -590,6 +591,8 @@ fn the_largest_report_fits_its_frame() {
         unanswered: u64::MAX,
         resend_reconnects: u32::MAX,
         past_receive_maximum: u64::MAX,
+        held_identifier_reused: u64::MAX,
+        publish_after_pubrel: u64::MAX,
     };
     let report = FromBoard::Report(Report {
         boots: u32::MAX,
@@ -601,18 +604,19 @@ fn the_largest_report_fits_its_frame() {
     assert_eq!(encode_from_board(&report).last(), Some(&0));
 }
 
-#[test]
-fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
+/// A board with a fresh flash, its session (QoS 2, the naive store, on `topic`)
+/// configured and its connection open: the frames it sent since.
+fn connected(topic: &str, mqtt5: bool) -> (Flash, Modem, Vec<FromBoard>) {
     let mut flash = Flash::filled(0);
     let (mut modem, _) = Modem::boot(&mut flash, LAYOUT, 1, new_key).unwrap();
     let mut out: Vec<FromBoard> = Vec::new();
     let config = SessionConfig {
         client_id: "board".try_into().unwrap(),
-        topic: "pay/#".try_into().unwrap(),
+        topic: topic.try_into().unwrap(),
         qos: 2,
         store: ModemStore::Naive,
         identifiers_in_flash: true,
-        mqtt5: false,
+        mqtt5,
     };
     let configure = ToBoard::Configure {
         version: VERSION,
@@ -623,6 +627,12 @@ fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
             .handle(&mut flash, &msg, &mut |f| out.push(f.clone()))
             .unwrap();
     }
+    (flash, modem, out)
+}
+
+#[test]
+fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
+    let (mut flash, mut modem, mut out) = connected("pay/#", false);
     // CONNACK, SUBACK, then a QoS 2 PUBLISH on a 600-byte topic under the filter.
     let topic = format!("pay/{}", "x".repeat(596));
     let mut stream = vec![0x20, 2, 0, 0, 0x90, 3, 0, 1, 2, 0x34];
@@ -658,4 +668,48 @@ fn a_publish_on_a_topic_too_long_for_the_buffer_is_a_hangup_not_a_wedge() {
     assert_eq!(hung_up, Some(idem_board::modem::Hangup::TooLong));
     // It asks to dial again; the host's bound on such connections ends the run.
     assert_eq!(out.last(), Some(&FromBoard::Dial));
+}
+
+/// MQTT 5 §3.1.2.11.4: a packet past the Maximum Packet Size the board announced (1 MiB)
+/// is a protocol error. The board sends DISCONNECT 0x95 (Packet too large), then hangs
+/// up naming the packet's length, and asks to dial again. Its header alone says so: the
+/// 1 MiB body never has to arrive.
+#[test]
+fn at_mqtt_5_a_packet_past_the_announced_maximum_gets_disconnect_0x95_before_the_hangup() {
+    let (mut flash, mut modem, mut out) = connected("pay", true);
+    // CONNACK (no properties), SUBACK granting QoS 2, then a PUBLISH whose remaining
+    // length is 1 MiB: 1 + 3 + 1,048,576 bytes in all.
+    let mut stream = vec![0x20, 3, 0, 0, 0, 0x90, 4, 0, 1, 0, 2, 0x34];
+    remaining(1 << 20, &mut stream);
+    assert_eq!(&stream[12..], [0x80, 0x80, 0x40]);
+    let Some(&FromBoard::Pull { at: 0, .. }) = out.last() else {
+        panic!("a pull after the connection: {out:?}");
+    };
+    out.clear();
+    let bytes = stream.as_slice().try_into().unwrap();
+    modem
+        .handle(&mut flash, &ToBoard::Bytes { at: 0, bytes }, &mut |f| {
+            out.push(f.clone())
+        })
+        .unwrap();
+    let tail: Vec<_> = out
+        .iter()
+        .skip_while(|f| !matches!(f, FromBoard::Send(b) if b[0] == 0xE0))
+        .cloned()
+        .collect();
+    // The boot's counts go before the hangup: the CONNACK and SUBACK (11 bytes) handled,
+    // the PUBLISH's 4 bytes of header taken and not.
+    let FromBoard::Counts { handled, counts } = &tail[1] else {
+        panic!("the counts after DISCONNECT: {tail:?}");
+    };
+    assert_eq!((*handled, counts.new_sessions), (11, 1));
+    assert_eq!(
+        [&tail[0], &tail[2], &tail[3]],
+        [
+            &FromBoard::Send([0xE0, 1, 0x95].as_slice().try_into().unwrap()),
+            &FromBoard::Hangup(idem_board::modem::Hangup::PacketTooLarge(1 + 3 + (1 << 20))),
+            &FromBoard::Dial,
+        ]
+    );
+    assert_eq!(tail.len(), 4);
 }

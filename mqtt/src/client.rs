@@ -3,7 +3,10 @@
 //! what it does with a new QoS 2 PUBLISH that finds every place for an identifier taken:
 //! it waits, unanswered and undecided, in a queue whose room the caller gives
 //! ([`Client::with_waiting`]), and is decided in the order it came once a PUBREL frees
-//! a place ([`Client::take_waiting`]); with the queue full, it is left unanswered and
+//! a place ([`Client::take_waiting`]). A PUBLISH under an identifier held that arrives
+//! while others wait is answered behind them: PUBRECs go out in the order their
+//! PUBLISHes came (MQTT 3.1.1 §4.6 [MQTT-4.6.0-3], the same rule in MQTT 5 §4.6). With
+//! the queue full, it is left unanswered and
 //! unapplied ([`Left::Unanswered`]), the client reads on (the PUBRELs behind it free
 //! places), and asks for a new connection once the queue is empty and a place free, at
 //! which the broker sends it again (MQTT 3.1.1 §4.4). So any broker's in-flight limit is
@@ -127,7 +130,8 @@ pub struct Outbox<const N: usize> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Left {
     /// It waits in the client's queue, decided in the order it came once a place is
-    /// free ([`Client::take_waiting`]).
+    /// free ([`Client::take_waiting`]); one under an identifier held, answered PUBREC
+    /// in its turn.
     Waiting,
     /// The queue was full: left unanswered and unapplied, counted
     /// ([`Client::unanswered`]); the broker sends it again at the next connection,
@@ -135,19 +139,34 @@ pub enum Left {
     Unanswered,
 }
 
-/// A new QoS 2 PUBLISH waiting in a [`Client`]'s queue for a place: what deciding it
-/// takes, its payload decoded (`None`: undecodable, outside the filter or over the
-/// maximum size, rejected when decided).
+/// A QoS 2 PUBLISH waiting in a [`Client`]'s queue: a new one waits for a place, with
+/// what deciding it takes, its payload decoded (`None`: undecodable, outside the filter
+/// or over the maximum size, rejected when decided); one under an identifier held
+/// ([`WaitingKind::Held`]) was decided when it came and waits only for its PUBREC's turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting<P> {
     /// Its packet identifier.
     pub pid: u16,
     /// DUP.
     pub dup: bool,
-    /// RETAIN.
-    pub retain: bool,
+    /// What it waits for.
+    pub kind: WaitingKind,
     /// The payload, decoded.
     pub payload: Option<P>,
+}
+
+/// What a [`Waiting`] PUBLISH is (one byte: a slot is no larger than with two flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum WaitingKind {
+    /// A new message (RETAIN 0), waiting for a place.
+    New,
+    /// A retained message (RETAIN 1), waiting for a place: reported, never applied.
+    Retained,
+    /// Under an identifier held when it came: a resend, decided then
+    /// ([`Decided::Held`]); its PUBREC waits behind those of the PUBLISHes that came
+    /// before it (MQTT 3.1.1 §4.6 [MQTT-4.6.0-3]), and it needs no place.
+    Held,
 }
 
 /// The room of a client without a queue: a PUBLISH that finds every place taken is
@@ -189,6 +208,8 @@ struct Queue<P, Q> {
     item: core::marker::PhantomData<fn() -> P>,
     head: usize,
     len: usize,
+    /// Entries under an identifier held ([`WaitingKind::Held`]).
+    held: usize,
 }
 
 impl<P, Q: AsRef<[Option<Waiting<P>>]> + AsMut<[Option<Waiting<P>>]>> Queue<P, Q> {
@@ -201,9 +222,17 @@ impl<P, Q: AsRef<[Option<Waiting<P>>]> + AsMut<[Option<Waiting<P>>]>> Queue<P, Q
         if self.len == cap {
             return false;
         }
+        self.held += usize::from(w.kind == WaitingKind::Held);
         self.slots.as_mut()[(self.head + self.len) % cap] = Some(w);
         self.len += 1;
         true
+    }
+
+    fn front(&self) -> Option<&Waiting<P>> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots.as_ref()[self.head].as_ref()
     }
 
     fn pop(&mut self) -> Option<Waiting<P>> {
@@ -214,6 +243,9 @@ impl<P, Q: AsRef<[Option<Waiting<P>>]> + AsMut<[Option<Waiting<P>>]>> Queue<P, Q
         let w = self.slots.as_mut()[self.head].take();
         self.head = (self.head + 1) % cap;
         self.len -= 1;
+        self.held -= w
+            .as_ref()
+            .map_or(0, |w| usize::from(w.kind == WaitingKind::Held));
         w
     }
 
@@ -297,6 +329,19 @@ pub struct Client<S: Store, const N: usize, Q = NoWaiting<<S as Store>::Payload>
     pub past_receive_maximum: u64,
     /// At MQTT 5: the last CONNACK's properties.
     pub connack: ConnackProperties,
+    /// QoS 2 PUBLISHes with DUP 0 under an identifier held whose PUBREL has not come:
+    /// a new message under an identifier the broker has not freed (a sender gives a new
+    /// message an unused identifier, MQTT 3.1.1 §4.3.3 [MQTT-4.3.3-1], one is freed
+    /// only by its PUBCOMP, §2.3.1, MQTT 5 [MQTT-2.2.1-4]; a resend carries DUP 1,
+    /// §3.3.1.1 [MQTT-3.3.1-1]), a broker's violation: taken for a resend of the
+    /// message held and not applied.
+    pub held_identifier_reused: u64,
+    /// QoS 2 PUBLISHes under an identifier whose PUBREL came and whose PUBCOMP waits
+    /// for its record: the broker sent a PUBLISH after that PUBREL, before the PUBCOMP
+    /// that frees the identifier (§2.3.1; a sender never sends a PUBLISH again once it
+    /// sent its PUBREL, §4.3.3 [MQTT-4.3.3-1]), a broker's violation:
+    /// taken for a resend of the message released and not applied.
+    pub publish_after_pubrel: u64,
     /// QoS 2 PUBLISHes left unanswered on this connection, every place taken.
     unanswered_now: u32,
     /// QoS 2 PUBLISHes left unanswered, every place taken, in all: each comes again.
@@ -380,6 +425,7 @@ where
                 item: core::marker::PhantomData,
                 head: 0,
                 len: 0,
+                held: 0,
             },
             waited: 0,
             most_waiting: 0,
@@ -388,6 +434,8 @@ where
             past_receive_maximum_now: 0,
             past_receive_maximum: 0,
             connack: ConnackProperties::default(),
+            held_identifier_reused: 0,
+            publish_after_pubrel: 0,
             unanswered_now: 0,
             unanswered: 0,
             resend_reconnects: 0,
@@ -461,12 +509,21 @@ where
 
     /// Decides the PUBLISH that waited longest, if one waits and a place is free: its
     /// record written, its PUBREC to send once that is durable ([`Outbox::pid`] names
-    /// it). The caller calls it after each call until it returns `None`, one decision
-    /// (one record) at a time.
+    /// it). One under an identifier held needs no place: its PUBREC, its turn come. The
+    /// caller calls it after each call until it returns `None`, one decision (one
+    /// record) at a time.
     pub fn take_waiting<F: NorFlash>(
         &mut self,
         flash: &mut F,
     ) -> Result<Option<Outbox<N>>, ClientError<F::Error>> {
+        let mut out = Outbox::default();
+        let front = self.waiting.front();
+        if let Some(pid) = front.filter(|w| w.kind == WaitingKind::Held).map(|w| w.pid) {
+            self.waiting.pop();
+            let _ = out.send.push(Send::Ack(Ack::Pubrec(pid))); // one of two
+            (out.decided, out.pid) = (Some(Decided::Held), Some(pid));
+            return Ok(Some(out));
+        }
         if !self.receiver.has_place() {
             return Ok(None);
         }
@@ -474,13 +531,12 @@ where
             return Ok(None);
         };
         let before = self.receiver.counts().records;
-        let mut out = Outbox::default();
         let reply = (self.receiver).decide(
             flash,
             QoS::ExactlyOnce,
             Some(w.pid),
             w.dup,
-            w.retain,
+            w.kind == WaitingKind::Retained,
             w.payload,
         )?;
         out.take(reply);
@@ -725,48 +781,89 @@ where
         payload: Option<S::Payload>,
         out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
-        let new_qos2 = p.qos == QoS::ExactlyOnce
-            && p.pid
-                .is_some_and(|pid| !self.receiver.held().contains(&pid));
-        let in_flight = self.receiver.held().len() + self.waiting.len;
+        let qos2 = p.pid.filter(|_| p.qos == QoS::ExactlyOnce);
+        let held = qos2.filter(|pid| self.receiver.held().contains(pid));
+        if let Some(pid) = held {
+            self.note_reuse(pid, p.dup);
+        }
+        let new_qos2 = qos2.is_some() && held.is_none();
+        // Every identifier of the Receive Maximum held or waiting for a place, none
+        // PUBCOMPed: the server is past its limit (MQTT 5 §4.9).
+        let in_flight = self.receiver.held().len() + self.waiting.len - self.waiting.held;
         if new_qos2 && self.protocol == Protocol::V5 && in_flight >= N {
-            // Every identifier of the Receive Maximum held or waiting, none PUBCOMPed:
-            // the server is past its limit (MQTT 5 §4.9).
             self.past_receive_maximum_now = self.past_receive_maximum_now.saturating_add(1);
             self.past_receive_maximum += 1;
         }
-        if let Some(pid) = p.pid.filter(|_| new_qos2)
-            && (!self.receiver.has_place() || self.waiting.len > 0)
-        {
-            // Not decided, not answered: nothing is written, so a reset here loses
-            // nothing, and the broker sends it again at the next connection (§4.4).
-            let waits = self.waiting.push(Waiting {
-                pid,
-                dup: p.dup,
-                retain: p.retain,
-                payload,
-            });
-            if waits {
-                // Behind the others, decided in the order it came.
-                self.waited += 1;
-                self.most_waiting = self.most_waiting.max(self.waiting.len);
-                out.left = Some(Left::Waiting);
-            } else {
-                // The queue is full: `resend_due` asks for the next connection once it
-                // is empty and a PUBREL frees a place.
-                self.unanswered_now = self.unanswered_now.saturating_add(1);
-                self.unanswered += 1;
-                out.left = Some(Left::Unanswered);
+        let waits = self.waiting.len > 0 || (new_qos2 && !self.receiver.has_place());
+        match qos2 {
+            // Not answered now: a new one is not decided, nothing is written, so a reset
+            // here loses nothing and the broker sends it again at the next connection
+            // (§4.4); one under an identifier held is decided (Held, nothing written) and
+            // its PUBREC waits behind the others' (§4.6 [MQTT-4.6.0-3]).
+            Some(pid) if waits => self.wait(flash, p, pid, held.is_some(), payload, out),
+            _ => {
+                out.take(
+                    self.receiver
+                        .decide(flash, p.qos, p.pid, p.dup, p.retain, payload)?,
+                );
+                if out.decided.is_some() {
+                    out.pid = p.pid;
+                }
+                Ok(())
             }
+        }
+    }
+
+    /// A QoS 2 PUBLISH under an identifier held: counted as the broker's violation when
+    /// it cannot be a resend of the message held (DUP 0), or comes after that message's
+    /// PUBREL.
+    fn note_reuse(&mut self, pid: u16, dup: bool) {
+        if self.receiver.releasing().contains(&pid) {
+            self.publish_after_pubrel += 1;
+        } else if !dup {
+            self.held_identifier_reused += 1;
+        }
+    }
+
+    /// Queues the QoS 2 PUBLISH under `pid` behind those waiting (`held`: under an
+    /// identifier held, decided now); with the queue full, left unanswered.
+    fn wait<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        p: &Publish<'_>,
+        pid: u16,
+        held: bool,
+        payload: Option<S::Payload>,
+        out: &mut Outbox<N>,
+    ) -> Result<(), ClientError<F::Error>> {
+        let kind = match (held, p.retain) {
+            (true, _) => WaitingKind::Held,
+            (false, true) => WaitingKind::Retained,
+            (false, false) => WaitingKind::New,
+        };
+        let w = Waiting {
+            pid,
+            dup: p.dup,
+            kind,
+            payload: payload.filter(|_| !held),
+        };
+        if !self.waiting.push(w) {
+            // The queue is full: `resend_due` asks for the next connection once it is
+            // empty and a PUBREL frees a place.
+            self.unanswered_now = self.unanswered_now.saturating_add(1);
+            self.unanswered += 1;
+            out.left = Some(Left::Unanswered);
             return Ok(());
         }
-        out.take(
+        if held {
+            // Decided now, as a resend: counted, nothing written; its PUBREC later.
             self.receiver
-                .decide(flash, p.qos, p.pid, p.dup, p.retain, payload)?,
-        );
-        if out.decided.is_some() {
-            out.pid = p.pid;
+                .decide(flash, p.qos, p.pid, p.dup, p.retain, None)?;
+        } else {
+            self.waited += 1;
         }
+        self.most_waiting = self.most_waiting.max(self.waiting.len);
+        out.left = Some(Left::Waiting);
         Ok(())
     }
 }

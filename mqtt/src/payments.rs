@@ -99,6 +99,13 @@ pub struct Figures {
     /// At MQTT 5: new QoS 2 PUBLISHes the broker sent with every identifier of the
     /// Receive Maximum unacknowledged (MQTT 5 §4.9).
     pub past_receive_maximum: u64,
+    /// This run: QoS 2 PUBLISHes with DUP 0 under an identifier held, a broker's
+    /// violation ([`crate::client::Client::held_identifier_reused`]).
+    pub held_identifier_reused: u64,
+    /// This run: QoS 2 PUBLISHes under an identifier whose PUBREL came before its
+    /// PUBCOMP went out, a broker's violation
+    /// ([`crate::client::Client::publish_after_pubrel`]).
+    pub publish_after_pubrel: u64,
 }
 
 impl Figures {
@@ -134,6 +141,8 @@ impl Figures {
             unanswered: client.unanswered,
             resend_reconnects: client.resend_reconnects,
             past_receive_maximum: client.past_receive_maximum,
+            held_identifier_reused: client.held_identifier_reused,
+            publish_after_pubrel: client.publish_after_pubrel,
         }
     }
 }

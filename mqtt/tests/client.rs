@@ -21,14 +21,7 @@ fn client(flash: &mut Flash) -> Client<Sum, 2> {
 }
 
 fn publish(pid: u16) -> Incoming<'static> {
-    Incoming::Publish(Publish {
-        dup: false,
-        qos: QoS::ExactlyOnce,
-        pid: Some(pid),
-        retain: false,
-        topic: "t",
-        payload: b"1",
-    })
+    resend(pid, false)
 }
 
 fn one(_: &[u8]) -> Option<i64> {
@@ -92,7 +85,10 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
     assert_eq!(&buf[..n], &[0x82, 6, 0, 1, 0, 1, b't', 2]);
 }
 
-fn connack(c: &mut Client<Sum, 2>, flash: &mut Flash) {
+fn connack<Q>(c: &mut Client<Sum, 2, Q>, flash: &mut Flash)
+where
+    Q: AsRef<[Option<Waiting<i64>>]> + AsMut<[Option<Waiting<i64>>]>,
+{
     c.connect();
     let present = Incoming::Connack {
         session_present: true,
@@ -491,4 +487,116 @@ fn a_client_without_slots_leaves_a_publish_past_the_places_unanswered_at_once() 
         (out.left, c.waiting_room(), c.waited),
         (Some(Left::Unanswered), 0, 0)
     );
+}
+
+/// A QoS 2 PUBLISH under `pid`, with DUP as given.
+fn resend(pid: u16, dup: bool) -> Incoming<'static> {
+    Incoming::Publish(Publish {
+        dup,
+        qos: QoS::ExactlyOnce,
+        pid: Some(pid),
+        retain: false,
+        topic: "t",
+        payload: b"1",
+    })
+}
+
+/// Every packet the calls allow, in the order the caller sends them: each call's, then
+/// what the PUBLISHes waiting for a place ask.
+fn answered(
+    c: &mut Client<Sum, 2, [Option<Waiting<i64>>; 2]>,
+    flash: &mut Flash,
+    packet: Incoming<'_>,
+) -> Vec<Send> {
+    let mut all = sent(&c.on_packet(flash, packet, "t", one).unwrap());
+    while let Some(out) = c.take_waiting(flash).unwrap() {
+        all.extend(sent(&out));
+    }
+    all
+}
+
+/// MQTT 3.1.1 §4.6 [MQTT-4.6.0-3]: PUBRECs in the order their PUBLISHes came. 1 and 2
+/// hold both places, 3 waits for one; 1 sent again (DUP 1) is a resend, applied never,
+/// and its PUBREC waits behind 3's. PUBREL 2 frees a place: PUBCOMP 2, PUBREC 3, then
+/// PUBREC 1.
+#[test]
+fn a_publish_under_a_held_identifier_is_answered_behind_the_publishes_waiting() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    connack(&mut c, &mut flash);
+    for pid in [1, 2] {
+        c.on_packet(&mut flash, publish(pid), "t", one).unwrap();
+    }
+    assert_eq!(answered(&mut c, &mut flash, publish(3)), []);
+    let out = c.on_packet(&mut flash, resend(1, true), "t", one).unwrap();
+    assert_eq!(
+        (sent(&out), out.left, c.waiting(), c.counts().held_again),
+        (vec![], Some(Left::Waiting), 2, 1)
+    );
+    assert_eq!(c.take_waiting(&mut flash).unwrap(), None);
+    assert_eq!(
+        answered(&mut c, &mut flash, Incoming::Pubrel(2)),
+        [
+            Send::Pubcomp(2),
+            Send::Ack(Ack::Pubrec(3)),
+            Send::Ack(Ack::Pubrec(1))
+        ]
+    );
+    // Applied: 1, 2, 3; the resend of 1 never; one waited for a place.
+    assert_eq!((*c.receiver().state(), c.waited, c.waiting()), (3, 1, 0));
+    // Nothing waits: a resend of a held identifier is answered at once.
+    assert_eq!(
+        answered(&mut c, &mut flash, resend(3, true)),
+        [Send::Ack(Ack::Pubrec(3))]
+    );
+    assert_eq!(c.held_identifier_reused, 0);
+}
+
+/// A broker's reuse of an identifier, named: a DUP 0 PUBLISH under an identifier held
+/// (a new message: a resend carries DUP 1), and, with the release in the next record,
+/// a PUBLISH under an identifier whose PUBREL came before its PUBCOMP went out. Each is
+/// taken for a resend and not applied.
+#[test]
+fn a_broker_reusing_an_identifier_not_freed_is_counted() {
+    let mut flash = Flash::new();
+    let region = Region { start: 0, pages: 3 };
+    let r = Receiver::open(
+        &mut flash,
+        region,
+        0x7E57_0400,
+        Sum,
+        Keep::Flash,
+        Release::WithNext,
+    )
+    .unwrap();
+    let mut c: Client<Sum, 2> = Client::new(r);
+    connack(&mut c, &mut flash);
+    c.on_packet(&mut flash, publish(1), "t", one).unwrap();
+    c.on_packet(&mut flash, resend(1, true), "t", one).unwrap();
+    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (0, 0));
+    c.on_packet(&mut flash, resend(1, false), "t", one).unwrap();
+    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 0));
+    // PUBREL 1: its PUBCOMP waits for the next record; a PUBLISH under 1 now, DUP 0 or
+    // 1, comes after the PUBREL.
+    assert!(
+        sent(
+            &c.on_packet(&mut flash, Incoming::Pubrel(1), "t", one)
+                .unwrap()
+        )
+        .is_empty()
+    );
+    for dup in [false, true] {
+        let out = c.on_packet(&mut flash, resend(1, dup), "t", one).unwrap();
+        assert_eq!(out.decided, Some(Decided::Held));
+    }
+    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 2));
+    assert_eq!((*c.receiver().state(), c.counts().held_again), (1, 4));
+    // Its PUBCOMP sent, 1 is free: a PUBLISH under it is new.
+    c.on_quiet(&mut flash).unwrap();
+    let out = c.on_packet(&mut flash, publish(1), "t", one).unwrap();
+    assert_eq!(
+        (out.decided, *c.receiver().state()),
+        (Some(Decided::Applied), 2)
+    );
+    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 2));
 }

@@ -41,6 +41,26 @@ fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
         .collect()
 }
 
+/// Each way the broker broke the rules of packet identifiers, counted, in words: the
+/// receiver took each such PUBLISH for a resend of the message it holds and did not
+/// apply it, so the ids grade the run (a message lost so is missing).
+fn violations(t: &Tally) -> Vec<String> {
+    let mut v = Vec::new();
+    if t.f.held_identifier_reused > 0 {
+        v.push(format!(
+            "the broker sent {} PUBLISHes with DUP 0 under a QoS 2 packet identifier the receiver still held (a new message under an identifier not freed: a sender reuses one only after its PUBCOMP, MQTT 3.1.1 §2.3.1, and marks a resend DUP 1, §3.3.1.1); each was taken for a resend and not applied",
+            t.f.held_identifier_reused
+        ));
+    }
+    if t.f.publish_after_pubrel > 0 {
+        v.push(format!(
+            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent, before the receiver's PUBCOMP (the identifier is freed only by PUBCOMP, MQTT 3.1.1 §2.3.1, and a sender never sends a PUBLISH again after its PUBREL, §4.3.3); each was taken for a resend and not applied",
+            t.f.publish_after_pubrel
+        ));
+    }
+    v
+}
+
 /// A truth to grade against, and its ids where the run's applied ids are compared.
 pub type Truth<'a> = (&'a TruthFile, Option<&'a FirstAmounts>);
 
@@ -98,6 +118,9 @@ fn json_report(
         "syncs": t.syncs,
         "unanswered": t.f.unanswered,
         "resend_reconnects": t.f.resend_reconnects,
+        "held_identifier_reused": t.f.held_identifier_reused,
+        "publish_after_pubrel": t.f.publish_after_pubrel,
+        "broker_violations": violations(t),
         "promise_broken": broken,
     });
     for (k, x) in &a.extra {
@@ -184,6 +207,9 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<Truth<'_>>) -> anyhow::Resu
         if let Some(c) = ids.as_ref().filter(|c| !c.exact()) {
             writeln!(out, "  ids against the truth: {}", c.words())?;
         }
+    }
+    for v in violations(t) {
+        writeln!(out, "  broker violation: {v}")?;
     }
     for b in &broken {
         writeln!(out, "  promise broken: {b}")?;

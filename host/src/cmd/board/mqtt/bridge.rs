@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use idem_board::modem::{
-    self, FromBoard, HostReader, QUIET_WAIT_MS, Relay, Report, SessionConfig, Socket, ToBoard,
+    self, BootCounts, FromBoard, HostReader, QUIET_WAIT_MS, Relay, Report, SessionConfig, Socket,
+    ToBoard,
 };
 use idem_board::timing::{HostTimer, QEMU_EFFECT_US};
 use idem_mqtt::client::backoff_ms;
@@ -45,6 +46,10 @@ pub(super) struct Bridge {
     /// Connections in a row that the broker closed or the board hung up, with no new id
     /// acknowledged (at QoS 0, no PUBLISH carried).
     pub(super) strikes: u32,
+    /// This boot's counts, as the board last sent them.
+    pub(super) counts: BootCounts,
+    /// The counts of each earlier boot, as its last count frame said.
+    pub(super) earlier: Vec<BootCounts>,
 }
 
 impl Bridge {
@@ -78,6 +83,8 @@ impl Bridge {
             boot: None,
             hello_after_silence: false,
             strikes: 0,
+            counts: BootCounts::default(),
+            earlier: Vec::new(),
         }
     }
 
@@ -194,11 +201,7 @@ impl Bridge {
                     }
                 }
             }
-            FromBoard::Boot { boots, .. } => {
-                self.boot = Some(boots);
-                self.hang_up();
-                self.configure()?;
-            }
+            FromBoard::Boot { boots, .. } => self.booted(boots)?,
             FromBoard::Dial => self.dial()?,
             FromBoard::Pull { at, max } => self.pull(at, max, reset)?,
             FromBoard::Send(bytes) => {
@@ -233,11 +236,31 @@ impl Bridge {
                 self.hang_up();
                 self.strike(format!("the board hung up: {why}"))?;
             }
+            FromBoard::Counts { handled, counts } => self.counted(handled, counts),
             FromBoard::Report(r) => return Ok(Some(r)),
             FromBoard::Refused(why) => bail!("the board refused: {}", refusal_words(why)),
             FromBoard::Failed(why) => bail!("the board stopped: its {why:?} failed"),
         }
         Ok(None)
+    }
+
+    /// A new boot: the last one's counts are final, and what it took; its connection
+    /// is dropped, and the board is configured again.
+    fn booted(&mut self, boots: u32) -> anyhow::Result<()> {
+        if self.boot.is_some() {
+            self.earlier.push(std::mem::take(&mut self.counts));
+        }
+        self.tap.booted();
+        self.boot = Some(boots);
+        self.hang_up();
+        self.configure()
+    }
+
+    /// The board's counts of this boot, and the bytes of this connection its packets
+    /// took: what the host saw it take is the PUBLISHes within them.
+    fn counted(&mut self, handled: u32, counts: BootCounts) {
+        self.tap.taken_through(handled);
+        self.counts = counts;
     }
 
     /// A connection ended by the broker or by the board's refusal of what the broker

@@ -158,8 +158,14 @@ impl Mqtt {
         let truth = self.truth.as_deref().map(TruthFile::read).transpose()?;
         let landed = landed.load(Ordering::SeqCst);
         let asked = self.asked(&bridge, &report, landed, truth.as_ref());
+        // The board counts in RAM, a boot at a time: each earlier boot's last count
+        // frame is added to the last boot's report.
+        let mut figures = report.figures.clone();
+        for counts in &bridge.earlier {
+            counts.add_to(&mut figures);
+        }
         let tally = Tally {
-            f: report.figures.clone(),
+            f: figures,
             syncs: 0,
             ids_syncs: 0,
             bytes: 0,
@@ -220,7 +226,7 @@ impl Mqtt {
         }
         Asked {
             command: "device mqtt",
-            counts: "the board's last boot",
+            counts: "the board, every boot added",
             store: self.store.name(),
             qos: self.qos,
             session_ram: self.session == "ram",
@@ -231,6 +237,7 @@ impl Mqtt {
                 ("resets", json!(landed)),
                 ("carried_publishes", json!(t.publishes)),
                 ("carried_dup", json!(t.dups)),
+                ("taken_at_qos", json!(t.taken())),
                 ("acknowledged_ids", json!(t.acknowledged.len())),
                 ("held_identifier_reused", json!(t.reused)),
                 ("connections", json!(b.connections)),
@@ -305,6 +312,10 @@ fn hangup_words(h: Hangup) -> String {
         Hangup::TooLong => format!(
             "the broker sent a PUBLISH whose topic is too long for the board's {}-byte buffer (--topic's filter matched it)",
             modem::MAX_PACKET + modem::CHUNK
+        ),
+        Hangup::PacketTooLarge(len) => format!(
+            "the broker sent a {len}-byte packet, past the Maximum Packet Size of {} B the board announced: a protocol error (MQTT 5 §3.1.2.11.4), answered with DISCONNECT 0x95 (Packet too large)",
+            modem::MAXIMUM_PACKET_5
         ),
         Hangup::Resend => format!(
             "the board left QoS 2 PUBLISHes unanswered with all {} places taken and connects again for the broker's resend",

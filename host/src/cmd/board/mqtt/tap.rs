@@ -44,6 +44,18 @@ pub(super) struct Tap {
     /// CONNACKs carried, and those after the first that said session present 0.
     pub(super) connacks: u32,
     pub(super) sessions_lost: u32,
+    /// Bytes of this connection read into whole packets.
+    pub(super) parsed: u32,
+    /// This connection's PUBLISHes (not retained): where each ends in its bytes, and
+    /// its QoS.
+    pub(super) conn: Vec<(u32, u8)>,
+    /// The PUBLISHes (not retained) at QoS 0, 1 and 2 within the bytes the board took
+    /// by its last count frame on this connection.
+    pub(super) taken_now: [u64; 3],
+    /// The same, over this boot's earlier connections.
+    pub(super) taken_boot: [u64; 3],
+    /// The same, over the earlier boots.
+    pub(super) taken_before: [u64; 3],
 }
 
 impl Tap {
@@ -62,6 +74,9 @@ impl Tap {
             match packet {
                 Incoming::Publish(p) => {
                     publishes += 1;
+                    if !p.retain {
+                        self.conn.push((self.parsed + len as u32, p.qos.level()));
+                    }
                     self.dups += u64::from(p.dup);
                     if !p.retain && p.qos.level() < self.asked {
                         self.below += 1;
@@ -113,6 +128,7 @@ impl Tap {
                 _ => {}
             }
             self.buf.drain(..len);
+            self.parsed += len as u32;
         }
         self.publishes += publishes;
         publishes
@@ -143,6 +159,40 @@ impl Tap {
 
     pub(super) fn connected(&mut self) {
         self.buf.clear();
+        self.parsed = 0;
+        self.conn.clear();
+        add(&mut self.taken_boot, std::mem::take(&mut self.taken_now));
+    }
+
+    /// The board's count frame: its packets took `handled` bytes of this connection.
+    pub(super) fn taken_through(&mut self, handled: u32) {
+        let mut now = [0; 3];
+        for &(_, qos) in self.conn.iter().filter(|(end, _)| *end <= handled) {
+            now[usize::from(qos.min(2))] += 1;
+        }
+        self.taken_now = now;
+    }
+
+    /// The board booted again: what it took on its last boot is final.
+    pub(super) fn booted(&mut self) {
+        add(&mut self.taken_before, std::mem::take(&mut self.taken_boot));
+        add(&mut self.taken_before, std::mem::take(&mut self.taken_now));
+    }
+
+    /// The PUBLISHes (not retained) at QoS 0, 1 and 2 that the host carried within the
+    /// bytes the board said it took, over every boot: what the board's `received_at`,
+    /// added over its boots, must be.
+    pub(super) fn taken(&self) -> [u64; 3] {
+        let mut all = self.taken_before;
+        add(&mut all, self.taken_boot);
+        add(&mut all, self.taken_now);
+        all
+    }
+}
+
+fn add(to: &mut [u64; 3], more: [u64; 3]) {
+    for (a, b) in to.iter_mut().zip(more) {
+        *a += b;
     }
 }
 
@@ -192,5 +242,41 @@ mod tests {
         t.carried(&publish(1, "p3", false));
         t.sent(&[0x50, 2, 0, 1]);
         assert_eq!((t.acknowledged.len(), t.reused), (3, 1));
+    }
+
+    /// What the board took, from its count frames: on each connection the PUBLISHes
+    /// that end within the bytes its last frame names, over the boot's connections and
+    /// every boot.
+    #[test]
+    fn the_publishes_taken_are_those_within_each_boots_last_count_frame() {
+        let mut t = Tap {
+            asked: 2,
+            ..Tap::default()
+        };
+        let connack = [0x20, 2, 1, 0];
+        let (p1, p2) = (publish(1, "p1", false), publish(2, "p2", true));
+        t.connected();
+        t.carried(&connack);
+        t.carried(&p1);
+        t.carried(&p2);
+        // The board took the CONNACK and p1, and is reading p2.
+        t.taken_through((connack.len() + p1.len() + 3) as u32);
+        assert_eq!(t.taken(), [0, 0, 1]);
+        t.taken_through((connack.len() + p1.len() + p2.len()) as u32);
+        assert_eq!(t.taken(), [0, 0, 2]);
+        // A second connection of the same boot: what the first took stays.
+        t.connected();
+        t.carried(&connack);
+        t.carried(&publish(3, "p3", false));
+        assert_eq!(t.taken(), [0, 0, 2]);
+        // A reset before the board's next frame: p3 was never counted as taken.
+        t.booted();
+        t.connected();
+        t.carried(&connack);
+        t.carried(&publish(3, "p3", true));
+        t.taken_through(connack.len() as u32);
+        assert_eq!(t.taken(), [0, 0, 2]);
+        t.taken_through((connack.len() + p1.len()) as u32);
+        assert_eq!(t.taken(), [0, 0, 3]);
     }
 }
