@@ -276,6 +276,11 @@ typedef struct idem_stats {
   uint32_t most_waiting;
   // PUBLISHes waiting for a place now.
   uint32_t waiting;
+  // Points since open where the records written were made durable (one call of the
+  // flash's sync callback each, if it has one) before the answers they allow were
+  // handed out: one for each buffer `idem_input` took packets from (group commit),
+  // and one for each `idem_idle` that wrote a record.
+  uint64_t syncs;
 } idem_stats;
 
 #ifdef __cplusplus

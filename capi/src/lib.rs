@@ -139,6 +139,11 @@ pub struct idem_stats {
     pub most_waiting: u32,
     /// PUBLISHes waiting for a place now.
     pub waiting: u32,
+    /// Points since open where the records written were made durable (one call of the
+    /// flash's sync callback each, if it has one) before the answers they allow were
+    /// handed out: one for each buffer `idem_input` took packets from (group commit),
+    /// and one for each `idem_idle` that wrote a record.
+    pub syncs: u64,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -456,6 +461,7 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             waited: c.waited,
             most_waiting: c.most_waiting as u32,
             waiting: c.waiting() as u32,
+            syncs: d.syncs(),
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };

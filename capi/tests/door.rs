@@ -246,6 +246,47 @@ fn a_qos2_exchange_hands_out_pubrec_and_pubcomp_only_after_their_record_is_synce
 }
 
 #[test]
+fn one_fed_buffer_is_one_sync_and_a_release_rides_in_the_next_record() {
+    let mut m = new_mem();
+    let mut rx = session(&mut m);
+    let before = stats(&mut rx);
+    m.ops.clear();
+    // PUBLISH 1, PUBLISH 2, PUBREL 1, PUBLISH 3 in one read.
+    let mut bytes = publish2(1, b"5");
+    bytes.extend_from_slice(&publish2(2, b"4"));
+    bytes.extend_from_slice(&[0x62, 2, 0, 1]);
+    bytes.extend_from_slice(&publish2(3, b"3"));
+    // PUBCOMP 1 goes with PUBLISH 3's record, before its PUBREC; all after one sync.
+    assert_eq!(
+        input(&mut rx, &bytes),
+        (
+            IDEM_OK,
+            vec![0x50, 2, 0, 1, 0x50, 2, 0, 2, 0x70, 2, 0, 1, 0x50, 2, 0, 3]
+        )
+    );
+    assert_eq!(m.ops.iter().filter(|&&o| o == 's').count(), 1);
+    assert_eq!(m.ops.last(), Some(&'s'));
+    let s = stats(&mut rx);
+    assert_eq!(
+        (s.records - before.records, s.syncs - before.syncs, s.held),
+        (3, 1, 2)
+    );
+    // PUBREL 2 and 3 in one read: every identifier held then waits for its PUBCOMP,
+    // so the group's end writes both releases in one record, under one sync.
+    m.ops.clear();
+    assert_eq!(
+        input(&mut rx, &[0x62, 2, 0, 2, 0x62, 2, 0, 3]),
+        (IDEM_OK, vec![0x70, 2, 0, 2, 0x70, 2, 0, 3])
+    );
+    let s = stats(&mut rx);
+    assert_eq!(
+        (s.records - before.records, s.syncs - before.syncs, s.held),
+        (4, 2, 0)
+    );
+    assert_eq!(m.ops.last(), Some(&'s'));
+}
+
+#[test]
 fn null_pointers_and_an_unopened_receiver_get_a_code_and_a_sentence() {
     let mut m = new_mem();
     let f = table(&mut m);
@@ -685,16 +726,14 @@ fn at_mqtt_5_a_broker_past_the_receive_maximum_waits_in_order_then_is_counted_an
         );
         assert_eq!(m.ops.last(), Some(&'s'));
     }
-    // The queue is empty and a PUBREL frees a place: the one left unanswered is asked
-    // for again by a reconnection.
+    // The queue is empty and a PUBREL frees a place: its release waits for the next
+    // record (group commit: 31 identifiers still wait for their PUBREL), which the quiet
+    // link writes; then the one left unanswered is asked for again by a reconnection.
     let freed = IDEM_WAITING as u8 + 1;
-    assert_eq!(
-        input(&mut rx, &[0x62, 2, 0, freed]).1,
-        vec![0x70, 2, 0, freed]
-    );
+    assert_eq!(input(&mut rx, &[0x62, 2, 0, freed]), (IDEM_OK, vec![]));
     // SAFETY: an opened receiver.
     assert_eq!(unsafe { idem_idle(&mut *rx) }, IDEM_RECONNECT);
-    assert_eq!(output(&mut rx), vec![0xE0, 1, 0x93]);
+    assert_eq!(output(&mut rx), vec![0x70, 2, 0, freed, 0xE0, 1, 0x93]);
     let s = stats(&mut rx);
     assert_eq!(
         (
