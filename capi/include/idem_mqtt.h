@@ -128,8 +128,9 @@
 // The broker sent DISCONNECT (MQTT 5) and closes the connection: `idem_reason` names why.
 #define IDEM_E_DISCONNECTED -20
 
-// A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
-// never reads or writes itself.
+// A receiver's storage, which the C side provides (a `static`, or zeroed memory), never
+// reads or writes itself, and does not move (copy elsewhere) while it is open: the
+// receiver keeps the address of its waiting slots inside it.
 typedef struct idem_receiver {
   // The library's: whether `idem_open` made this a receiver.
   uint32_t _magic;
