@@ -195,7 +195,7 @@ impl Door {
     /// Opens the journal, takes its newest record, and builds the door at `door` and
     /// its client's waiting slots at `slots`, each field written in place: no value the
     /// size of the door or of its slots passes through the stack (built by value and
-    /// moved, they took 24,556 B of a Cortex-M4F's stack at `idem_open`, BENCHMARKS.md).
+    /// moved, they took 24,540 B of a Cortex-M4F's stack at `idem_open`, BENCHMARKS.md).
     /// Nothing is written on an error.
     ///
     /// # Safety

@@ -471,6 +471,17 @@ fn garbage_from_the_socket_closes_the_connection_and_never_crashes() {
         output(&mut rx);
         assert_eq!(input(&mut rx, &[0x20, 2, 1, 0]).1[0], 0x82);
     }
+    // A PUBLISH whose 1,000-byte topic runs past the input buffer: its identifier never
+    // arrives, so it cannot even be acknowledged. The connection closes (before, the full
+    // buffer took nothing more, `taken` 0, and the C side's feed loop spun).
+    let mut long = vec![0x34, 0xF0, 0x07, 0x03, 0xE8];
+    long.extend_from_slice(&[b'a'; 1000]);
+    assert_eq!(input(&mut rx, &long), (IDEM_E_MALFORMED, vec![]));
+    assert_eq!(input(&mut rx, &long[455..]).0, IDEM_E_MALFORMED);
+    // SAFETY: an opened receiver.
+    assert_eq!(unsafe { idem_connect(&mut *rx) }, IDEM_OK);
+    output(&mut rx);
+    assert_eq!(input(&mut rx, &[0x20, 2, 1, 0]).1[0], 0x82);
     // 20,000 seeded byte strings after a CONNACK: a known code each, never a panic.
     let codes = garbage(&mut rx, 0x9E37_79B9_7F4A_7C15, &[0x20, 2, 1, 0]);
     let seen: Vec<c_int> = codes.keys().copied().collect();

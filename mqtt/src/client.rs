@@ -593,17 +593,8 @@ where
                 return Err(ClientError::Unexpected("a packet before its CONNACK"));
             }
             Incoming::Suback {
-                granted: Some(q), ..
-            } => {
-                // The lowest granted over the run: one lower grant is a downgrade.
-                self.granted = Some(self.granted.map_or(q, |g| g.min(q)));
-                self.phase = Phase::Receiving;
-            }
-            Incoming::Suback {
-                granted: None,
-                reason,
-                ..
-            } => return Err(ClientError::SubscriptionRefused(reason)),
+                granted, reason, ..
+            } => self.suback(granted, reason)?,
             Incoming::Publish(p) => {
                 if !p.retain {
                     self.received_at[usize::from(p.qos.level())] += 1;
@@ -780,6 +771,22 @@ where
         if out.decided.is_some() {
             out.pid = p.pid;
         }
+        Ok(())
+    }
+}
+
+impl<S: Store, const N: usize, Q> Client<S, N, Q>
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
+    /// A SUBACK: the QoS granted, or a refusal with its return or reason code.
+    fn suback<E>(&mut self, granted: Option<QoS>, reason: u8) -> Result<(), ClientError<E>> {
+        let Some(q) = granted else {
+            return Err(ClientError::SubscriptionRefused(reason));
+        };
+        // The lowest granted over the run: one lower grant is a downgrade.
+        self.granted = Some(self.granted.map_or(q, |g| g.min(q)));
+        self.phase = Phase::Receiving;
         Ok(())
     }
 }
