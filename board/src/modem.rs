@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use idem_core::log::IdKey;
 use idem_core::store::Store;
-use idem_mqtt::client::{Client, ClientError, Config, Outbox, Send, Waiting};
+use idem_mqtt::client::{Client, ClientError, Config, FeedError, Outbox, Send, Waiting};
 use idem_mqtt::codec::v5::reason::PACKET_TOO_LARGE;
-use idem_mqtt::codec::{self, DecodeError, Frame, Protocol, QoS};
+use idem_mqtt::codec::{DecodeError, FrameError, Framer, Protocol, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -558,9 +558,8 @@ pub struct Modem {
     layout: BoardLayout,
     tag: u32,
     session: Option<(SessionConfig, Session)>,
-    rx: Vec<u8, RX>,
-    /// Bytes of an oversized PUBLISH still to drop.
-    skip: usize,
+    /// The broker's bytes, cut into packets.
+    rx: Framer<[u8; RX]>,
     /// This connection's bytes taken.
     at: u32,
     connected: bool,
@@ -600,8 +599,12 @@ impl Modem {
             layout,
             tag,
             session: None,
-            rx: Vec::new(),
-            skip: 0,
+            rx: Framer::new(
+                [0; RX],
+                Protocol::V311,
+                MAX_PACKET,
+                MAXIMUM_PACKET_5 as usize,
+            ),
             at: 0,
             connected: false,
             quiet: 0,
@@ -671,7 +674,7 @@ impl Modem {
     }
 
     fn pull(&self) -> FromBoard {
-        let room = RX - self.rx.len();
+        let room = self.rx.room();
         FromBoard::Pull {
             at: self.at,
             max: room.min(CHUNK) as u8,
@@ -699,7 +702,10 @@ impl Modem {
             ToBoard::Connected => {
                 self.connected = true;
                 self.rx.clear();
-                (self.skip, self.at) = (0, 0);
+                if let Some((config, _)) = &self.session {
+                    self.rx.speak(config.protocol(), MAXIMUM_PACKET_5 as usize);
+                }
+                self.at = 0;
                 let send = self.client_connect();
                 self.send(send, emit);
                 emit(&self.pull());
@@ -775,10 +781,8 @@ impl Modem {
     }
 
     fn take_bytes(&mut self, bytes: &[u8]) {
-        let drop = self.skip.min(bytes.len());
-        self.skip -= drop;
-        // The pull asked for no more than the buffer's room.
-        let _ = self.rx.extend_from_slice(&bytes[drop..]);
+        // The pull asked for no more than the buffer's room: all taken.
+        self.rx.push(bytes);
     }
 
     fn client_connect(&mut self) -> Send {
@@ -795,49 +799,33 @@ impl Modem {
         emit: &mut impl FnMut(&FromBoard),
     ) -> Result<Option<Hangup>, ModemError<F::Error>> {
         let key = self.record.key.0;
+        let decode = |p: &[u8]| idem_mqtt::payments::parse(p, &key).ok();
         loop {
             let Some((config, session)) = &mut self.session else {
                 return Ok(None);
             };
-            let next = match config.protocol() {
-                Protocol::V311 => codec::next(&self.rx, MAX_PACKET),
-                Protocol::V5 => codec::v5::next(&self.rx, MAX_PACKET, MAXIMUM_PACKET_5 as usize),
-            };
-            let (len, out) = match next {
-                // A packet still incomplete in a full buffer: a PUBLISH on a topic too
-                // long to reach its identifier (a filter with `+` or `#` takes any),
-                // which the board can neither take nor acknowledge.
-                Ok(None) if self.rx.len() == RX => return Ok(Some(Hangup::TooLong)),
+            let (rx, topic) = (&mut self.rx, config.topic.as_str());
+            let out = match with_client!(session, c => c.feed(flash, rx, topic, decode, |_| {})) {
+                Ok(Some(out)) => out,
                 Ok(None) => return Ok(None),
                 // MQTT 5 §3.1.2.11.4: a packet past the Maximum Packet Size announced
                 // is a Protocol Error, and the client sends DISCONNECT 0x95 (Packet too
                 // large) before it closes the connection (§4.13).
-                Err(DecodeError::PastMaximum(len)) => {
+                Err(FeedError::Frame(FrameError::Decode(DecodeError::PastMaximum(len)))) => {
                     self.send(Send::DisconnectWith(PACKET_TOO_LARGE), emit);
                     let len = u32::try_from(len).unwrap_or(u32::MAX);
                     return Ok(Some(Hangup::PacketTooLarge(len)));
                 }
-                Err(_) => return Ok(Some(Hangup::Malformed)),
-                Ok(Some(Frame::Oversized { qos, pid, len })) => (
-                    len,
-                    with_client!(session, c => c.on_oversized(flash, qos, pid)),
-                ),
-                Ok(Some(Frame::Packet { packet, len })) => {
-                    let decode = |p: &[u8]| idem_mqtt::payments::parse(p, &key).ok();
-                    let topic = config.topic.as_str();
-                    (
-                        len,
-                        with_client!(session, c => c.on_packet(flash, packet, topic, decode)),
-                    )
+                // A PUBLISH on a topic too long to reach its identifier (a filter with `+`
+                // or `#` takes any), which the board can neither take nor acknowledge.
+                Err(FeedError::Frame(FrameError::TooLong { .. })) => {
+                    return Ok(Some(Hangup::TooLong));
                 }
+                Err(FeedError::Frame(_)) => return Ok(Some(Hangup::Malformed)),
+                Err(FeedError::Client(e)) => return hangup(e).map(Some),
             };
-            let dropped = len.min(self.rx.len());
-            self.skip = len - dropped;
-            let rest = self.rx.len() - dropped;
-            self.rx.copy_within(dropped.., 0);
-            self.rx.truncate(rest);
-            if let Some(why) = self.answer(out, flash, emit)? {
-                return Ok(Some(why));
+            for s in out.packets() {
+                self.send(s, emit);
             }
         }
     }
@@ -930,6 +918,7 @@ impl Modem {
             keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
             protocol: config.protocol(),
             maximum_packet_size: MAXIMUM_PACKET_5,
+            session_expiry: idem_mqtt::client::SESSION_EXPIRY_S,
         };
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
@@ -951,7 +940,7 @@ impl Modem {
         if counts != self.counted {
             self.counted = counts;
             // Bytes in the buffer are taken, not yet handled.
-            let handled = self.at.wrapping_sub(self.rx.len() as u32);
+            let handled = self.at.wrapping_sub(self.rx.held().len() as u32);
             emit(&FromBoard::Counts { handled, counts });
         }
     }
@@ -1003,7 +992,7 @@ fn hangup<E>(e: ClientError<E>) -> Result<Hangup, ModemError<E>> {
     Ok(match e {
         ClientError::Receive(_) => return Err(ModemError::Receive),
         ClientError::Refused(code) => Hangup::Refused(code),
-        ClientError::SubscriptionRefused => Hangup::SubscriptionRefused,
+        ClientError::SubscriptionRefused(_) => Hangup::SubscriptionRefused,
         ClientError::Unexpected(_) => Hangup::Unexpected,
         ClientError::Disconnected(reason) => Hangup::Disconnected(reason),
     })

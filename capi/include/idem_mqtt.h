@@ -128,8 +128,9 @@
 // The broker sent DISCONNECT (MQTT 5) and closes the connection: `idem_reason` names why.
 #define IDEM_E_DISCONNECTED -20
 
-// A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
-// never reads or writes itself.
+// A receiver's storage, which the C side provides (a `static`, or zeroed memory), never
+// reads or writes itself, and does not move (copy elsewhere) while it is open: the
+// receiver keeps the address of its waiting slots inside it.
 typedef struct idem_receiver {
   // The library's: whether `idem_open` made this a receiver.
   uint32_t _magic;
@@ -276,6 +277,11 @@ typedef struct idem_stats {
   uint32_t most_waiting;
   // PUBLISHes waiting for a place now.
   uint32_t waiting;
+  // Points since open where the records written were made durable (one call of the
+  // flash's sync callback each, if it has one) before the answers they allow were
+  // handed out: one for each buffer `idem_input` took packets from (group commit),
+  // and one for each `idem_idle` that wrote a record.
+  uint64_t syncs;
 } idem_stats;
 
 #ifdef __cplusplus

@@ -48,16 +48,21 @@ const MAGIC: u32 = 0x1DE4_C0DE;
 /// again is refused, never given a second reference to the receiver.
 const BUSY: u32 = 0x1DE4_B057;
 
-const _: () = assert!(core::mem::size_of::<Door>() <= IDEM_RECEIVER_WORDS * 8);
+/// Where the client's waiting slots lie in the receiver's storage: after the door.
+const SLOTS_AT: usize =
+    core::mem::size_of::<Door>().next_multiple_of(core::mem::align_of::<door::Slots>());
+const _: () = assert!(SLOTS_AT + core::mem::size_of::<door::Slots>() <= IDEM_RECEIVER_WORDS * 8);
 const _: () = assert!(core::mem::align_of::<Door>() <= 8);
+const _: () = assert!(core::mem::align_of::<door::Slots>() <= 8);
 // The receiver's record, with the largest state, fits a journal slot on either unit.
 const _: () = assert!(
     idem_core::journal::slot_size_on::<idem_mqtt::receiver::RecordOf<app::CStore, IDEM_PLACES>>(32)
         <= idem_core::journal::MAX_SLOT_SIZE
 );
 
-/// A receiver's storage, which the C side provides (a `static`, or zeroed memory) and
-/// never reads or writes itself.
+/// A receiver's storage, which the C side provides (a `static`, or zeroed memory), never
+/// reads or writes itself, and does not move (copy elsewhere) while it is open: the
+/// receiver keeps the address of its waiting slots inside it.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct idem_receiver {
@@ -139,6 +144,11 @@ pub struct idem_stats {
     pub most_waiting: u32,
     /// PUBLISHes waiting for a place now.
     pub waiting: u32,
+    /// Points since open where the records written were made durable (one call of the
+    /// flash's sync callback each, if it has one) before the answers they allow were
+    /// handed out: one for each buffer `idem_input` took packets from (group commit),
+    /// and one for each `idem_idle` that wrote a record.
+    pub syncs: u64,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -150,17 +160,21 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
     f()
 }
 
-/// The receiver's magic word and storage, by raw pointer: no reference to the receiver
-/// is made, so that a callback's call on it (refused) aliases nothing.
+/// The receiver's magic word, its door and its client's waiting slots, by raw pointer:
+/// no reference to the receiver is made, so that a callback's call on it (refused)
+/// aliases nothing.
 ///
 /// # Safety
 /// `rx` is non-null and points to storage for a receiver.
-unsafe fn parts(rx: *mut idem_receiver) -> (*mut u32, *mut Door) {
-    // SAFETY: `rx` is valid (the caller's contract); only field addresses are taken.
+unsafe fn parts(rx: *mut idem_receiver) -> (*mut u32, *mut Door, *mut door::Slots) {
+    // SAFETY: `rx` is valid (the caller's contract); only field addresses are taken, and
+    // `SLOTS_AT` is inside the storage (checked at compile time).
     unsafe {
+        let storage = &raw mut (*rx)._storage;
         (
             &raw mut (*rx)._magic,
-            (&raw mut (*rx)._storage).cast::<Door>(),
+            storage.cast::<Door>(),
+            storage.cast::<u8>().add(SLOTS_AT).cast::<door::Slots>(),
         )
     }
 }
@@ -171,7 +185,7 @@ fn with_door(rx: *mut idem_receiver, f: impl FnOnce(&mut Door) -> Result<c_int, 
         return IDEM_E_NULL;
     }
     // SAFETY: non-null, and the C side's storage for a receiver (its contract).
-    let (magic, storage) = unsafe { parts(rx) };
+    let (magic, storage, _) = unsafe { parts(rx) };
     // SAFETY: a valid, aligned word of that storage.
     match unsafe { magic.read() } {
         MAGIC => {}
@@ -286,7 +300,7 @@ pub unsafe extern "C" fn idem_open(
         return IDEM_E_NULL;
     }
     // SAFETY: non-null, and the C side's storage for a receiver (its contract).
-    let (magic, storage) = unsafe { parts(rx) };
+    let (magic, storage, slots) = unsafe { parts(rx) };
     // SAFETY: a valid, aligned word of that storage.
     if unsafe { magic.read() } == BUSY {
         return IDEM_E_REENTERED;
@@ -294,15 +308,13 @@ pub unsafe extern "C" fn idem_open(
     // SAFETY: as above; the flash callbacks that open calls find it not open.
     unsafe { magic.write(0) };
     let rc = guard(|| {
-        // SAFETY: the caller's contract, passed on.
-        let door = unsafe { opening(config, flash, app) }.and_then(Door::open);
-        match door {
-            Ok(door) => {
-                // SAFETY: the storage is large and aligned enough for a `Door` (checked
-                // at compile time) and holds nothing that needs dropping.
-                unsafe { storage.write(door) };
-                IDEM_OK
-            }
+        // SAFETY: the caller's contract, passed on; the door and its slots lie apart in
+        // the storage, large and aligned enough for both (checked at compile time),
+        // which holds nothing that needs dropping and does not move while open.
+        let opened = unsafe { opening(config, flash, app) }
+            .and_then(|o| unsafe { Door::open_in(storage, slots, o) });
+        match opened {
+            Ok(()) => IDEM_OK,
             Err(code) => code,
         }
     });
@@ -456,6 +468,7 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             waited: c.waited,
             most_waiting: c.most_waiting as u32,
             waiting: c.waiting() as u32,
+            syncs: d.syncs(),
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };
@@ -535,7 +548,7 @@ pub unsafe extern "C" fn idem_close(rx: *mut idem_receiver) -> c_int {
         return IDEM_E_NULL;
     }
     // SAFETY: non-null, and the C side's storage for a receiver (its contract).
-    let (magic, _) = unsafe { parts(rx) };
+    let (magic, _, _) = unsafe { parts(rx) };
     // SAFETY: a valid, aligned word of that storage.
     if unsafe { magic.read() } == BUSY {
         return IDEM_E_REENTERED;

@@ -246,6 +246,47 @@ fn a_qos2_exchange_hands_out_pubrec_and_pubcomp_only_after_their_record_is_synce
 }
 
 #[test]
+fn one_fed_buffer_is_one_sync_and_a_release_rides_in_the_next_record() {
+    let mut m = new_mem();
+    let mut rx = session(&mut m);
+    let before = stats(&mut rx);
+    m.ops.clear();
+    // PUBLISH 1, PUBLISH 2, PUBREL 1, PUBLISH 3 in one read.
+    let mut bytes = publish2(1, b"5");
+    bytes.extend_from_slice(&publish2(2, b"4"));
+    bytes.extend_from_slice(&[0x62, 2, 0, 1]);
+    bytes.extend_from_slice(&publish2(3, b"3"));
+    // PUBCOMP 1 goes with PUBLISH 3's record, before its PUBREC; all after one sync.
+    assert_eq!(
+        input(&mut rx, &bytes),
+        (
+            IDEM_OK,
+            vec![0x50, 2, 0, 1, 0x50, 2, 0, 2, 0x70, 2, 0, 1, 0x50, 2, 0, 3]
+        )
+    );
+    assert_eq!(m.ops.iter().filter(|&&o| o == 's').count(), 1);
+    assert_eq!(m.ops.last(), Some(&'s'));
+    let s = stats(&mut rx);
+    assert_eq!(
+        (s.records - before.records, s.syncs - before.syncs, s.held),
+        (3, 1, 2)
+    );
+    // PUBREL 2 and 3 in one read: no PUBLISH's record to ride in, so the group's end
+    // writes both releases in one record, under one sync.
+    m.ops.clear();
+    assert_eq!(
+        input(&mut rx, &[0x62, 2, 0, 2, 0x62, 2, 0, 3]),
+        (IDEM_OK, vec![0x70, 2, 0, 2, 0x70, 2, 0, 3])
+    );
+    let s = stats(&mut rx);
+    assert_eq!(
+        (s.records - before.records, s.syncs - before.syncs, s.held),
+        (4, 2, 0)
+    );
+    assert_eq!(m.ops.last(), Some(&'s'));
+}
+
+#[test]
 fn null_pointers_and_an_unopened_receiver_get_a_code_and_a_sentence() {
     let mut m = new_mem();
     let f = table(&mut m);
@@ -430,6 +471,17 @@ fn garbage_from_the_socket_closes_the_connection_and_never_crashes() {
         output(&mut rx);
         assert_eq!(input(&mut rx, &[0x20, 2, 1, 0]).1[0], 0x82);
     }
+    // A PUBLISH whose 1,000-byte topic runs past the input buffer: its identifier never
+    // arrives, so it cannot even be acknowledged. The connection closes (before, the full
+    // buffer took nothing more, `taken` 0, and the C side's feed loop spun).
+    let mut long = vec![0x34, 0xF0, 0x07, 0x03, 0xE8];
+    long.extend_from_slice(&[b'a'; 1000]);
+    assert_eq!(input(&mut rx, &long), (IDEM_E_MALFORMED, vec![]));
+    assert_eq!(input(&mut rx, &long[455..]).0, IDEM_E_MALFORMED);
+    // SAFETY: an opened receiver.
+    assert_eq!(unsafe { idem_connect(&mut *rx) }, IDEM_OK);
+    output(&mut rx);
+    assert_eq!(input(&mut rx, &[0x20, 2, 1, 0]).1[0], 0x82);
     // 20,000 seeded byte strings after a CONNACK: a known code each, never a panic.
     let codes = garbage(&mut rx, 0x9E37_79B9_7F4A_7C15, &[0x20, 2, 1, 0]);
     let seen: Vec<c_int> = codes.keys().copied().collect();
@@ -685,12 +737,13 @@ fn at_mqtt_5_a_broker_past_the_receive_maximum_waits_in_order_then_is_counted_an
         );
         assert_eq!(m.ops.last(), Some(&'s'));
     }
-    // The queue is empty and a PUBREL frees a place: the one left unanswered is asked
-    // for again by a reconnection.
+    // The queue is empty and a PUBREL frees a place: no PUBLISH's record to ride in, so
+    // the buffer's end writes its release (its PUBCOMP leaves with the buffer's
+    // answers); then the one left unanswered is asked for again by a reconnection.
     let freed = IDEM_WAITING as u8 + 1;
     assert_eq!(
-        input(&mut rx, &[0x62, 2, 0, freed]).1,
-        vec![0x70, 2, 0, freed]
+        input(&mut rx, &[0x62, 2, 0, freed]),
+        (IDEM_OK, vec![0x70, 2, 0, freed])
     );
     // SAFETY: an opened receiver.
     assert_eq!(unsafe { idem_idle(&mut *rx) }, IDEM_RECONNECT);

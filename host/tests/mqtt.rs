@@ -156,11 +156,11 @@ fn out_of_order_packets_and_refusals_get_one_sentence_each() {
         ),
         (
             |_| vec![0x20, 0x02, 0x00, 0x05],
-            "the broker refused the connection: not authorised (return code 5)",
+            "the broker refused the connection: Connection Refused, not authorized (return code 5)",
         ),
         (
             |_| vec![0x20, 0x02, 0x00, 0x00, 0x90, 0x03, 0x00, 0x01, 0x80],
-            "the broker refused the subscription to pay",
+            "the broker refused the subscription to pay: Failure (return code 0x80)",
         ),
         (
             |_| vec![0x20, 0x03, 0x00, 0x00, 0x00],

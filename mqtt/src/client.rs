@@ -17,11 +17,12 @@
 //! file first).
 //!
 //! At MQTT 5 ([`Protocol::V5`]) the session says what MQTT 3.1.1 cannot: CONNECT carries
-//! Clean Start 0, a Session Expiry Interval that never ends ([`SESSION_EXPIRY_S`]; an
-//! absent one is 0, and the server ends the session when the connection closes, MQTT 5
-//! §3.1.2.11.2), and a Receive Maximum of the receiver's places (§3.1.2.11.3). A server
-//! must not send more unacknowledged QoS 1 and 2 PUBLISHes than that (§4.9); one that
-//! does has each such PUBLISH counted ([`Client::past_receive_maximum`]). Mosquitto
+//! Clean Start 0, the Session Expiry Interval of [`Config::session_expiry`] (an absent
+//! one is 0, and the server ends the session when the connection closes, MQTT 5
+//! §3.1.2.11.2; [`SESSION_EXPIRY_S`] never ends it), and a Receive Maximum of the
+//! receiver's places (§3.1.2.11.3). A server must not send more unacknowledged QoS 1
+//! and 2 PUBLISHes than that (§4.9); one that does has each such PUBLISH counted
+//! ([`Client::past_receive_maximum`]). Mosquitto
 //! 2.0.11 does (tests/tests/mqtt5.rs), and resends all of them at every
 //! reconnection, so closing at once with DISCONNECT 0x93 (§3.3.4) would repeat forever:
 //! the client keeps the MQTT 3.1.1 rule (leave it unanswered, read on, reconnect once a
@@ -35,7 +36,8 @@ use idem_core::store::Store;
 
 use crate::codec::v5::reason;
 use crate::codec::{
-    self, ConnackProperties, EncodeError, Incoming, Outgoing, Protocol, Publish, QoS,
+    self, ConnackProperties, EncodeError, Frame, FrameError, Framer, Incoming, Outgoing, Protocol,
+    Publish, QoS,
 };
 use crate::receiver::{Ack, Counts, Decided, Keep, ReceiveError, Receiver, Reply};
 
@@ -63,10 +65,10 @@ pub enum Send {
     DisconnectWith(u8),
 }
 
-/// The Session Expiry Interval a session asks for at MQTT 5, in seconds: 0xFFFFFFFF,
-/// "the Session does not expire" (MQTT 5 §3.1.2.11.2), as clean session 0 keeps it at
-/// MQTT 3.1.1. An absent interval is 0: the server would end the session, with what it
-/// holds in flight, when the connection closes.
+/// The Session Expiry Interval that never ends, in seconds: 0xFFFFFFFF, "the Session
+/// does not expire" (MQTT 5 §3.1.2.11.2), as clean session 0 keeps it at MQTT 3.1.1; a
+/// session's choice in [`Config::session_expiry`]. An absent interval is 0: the server
+/// would end the session, with what it holds in flight, when the connection closes.
 pub const SESSION_EXPIRY_S: u32 = u32::MAX;
 
 /// What a broker sends only to a client that publishes or unsubscribes, which this one
@@ -272,6 +274,12 @@ pub struct Config<'a> {
     /// server discards a larger PUBLISH unsent, and a larger packet that arrives is a
     /// protocol error. At least the largest PUBLISH the receiver takes.
     pub maximum_packet_size: u32,
+    /// At MQTT 5, the Session Expiry Interval asked in CONNECT, in seconds
+    /// (§3.1.2.11.2). 0 leaves it out, and an absent interval is 0: the server ends the
+    /// session, with the QoS 2 messages in flight, when the connection closes, so a
+    /// receiver that keeps its session durable asks for more; [`SESSION_EXPIRY_S`]
+    /// never ends it, as clean session 0 keeps it at MQTT 3.1.1. Not sent at MQTT 3.1.1.
+    pub session_expiry: u32,
 }
 
 /// Where the session is.
@@ -295,8 +303,9 @@ pub enum ClientError<E> {
     Receive(ReceiveError<E>),
     /// CONNACK refused the connection with this return code (MQTT 3.1.1 §3.2.2.3).
     Refused(u8),
-    /// SUBACK refused the subscription.
-    SubscriptionRefused,
+    /// SUBACK refused the subscription with this return code (0x80 at MQTT 3.1.1,
+    /// §3.9.3; a reason code at MQTT 5, §3.9.3: [`codec::suback_name_at`] names it).
+    SubscriptionRefused(u8),
     /// A packet a subscriber does not take here, in words (`a second CONNACK`).
     Unexpected(&'static str),
     /// The server sent DISCONNECT with this reason code (MQTT 5 §3.14.2.1) and closes
@@ -565,7 +574,7 @@ where
                 client_id: config.client_id,
                 keep_alive: config.keep_alive,
                 clean_start: false,
-                session_expiry: SESSION_EXPIRY_S,
+                session_expiry: config.session_expiry,
                 receive_maximum: u16::try_from(N).unwrap_or(u16::MAX),
                 maximum_packet_size: config.maximum_packet_size,
             },
@@ -640,13 +649,8 @@ where
                 return Err(ClientError::Unexpected("a packet before its CONNACK"));
             }
             Incoming::Suback {
-                granted: Some(q), ..
-            } => {
-                // The lowest granted over the run: one lower grant is a downgrade.
-                self.granted = Some(self.granted.map_or(q, |g| g.min(q)));
-                self.phase = Phase::Receiving;
-            }
-            Incoming::Suback { granted: None, .. } => return Err(ClientError::SubscriptionRefused),
+                granted, reason, ..
+            } => self.suback(granted, reason)?,
             Incoming::Publish(p) => {
                 if !p.retain {
                     self.received_at[usize::from(p.qos.level())] += 1;
@@ -865,5 +869,77 @@ where
         self.most_waiting = self.most_waiting.max(self.waiting.len);
         out.left = Some(Left::Waiting);
         Ok(())
+    }
+}
+
+impl<S: Store, const N: usize, Q> Client<S, N, Q>
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
+    /// A SUBACK: the QoS granted, or a refusal with its return or reason code.
+    fn suback<E>(&mut self, granted: Option<QoS>, reason: u8) -> Result<(), ClientError<E>> {
+        let Some(q) = granted else {
+            return Err(ClientError::SubscriptionRefused(reason));
+        };
+        // The lowest granted over the run: one lower grant is a downgrade.
+        self.granted = Some(self.granted.map_or(q, |g| g.min(q)));
+        self.phase = Phase::Receiving;
+        Ok(())
+    }
+}
+
+/// Why [`Client::feed`] stopped. Nothing undurable was acknowledged; the caller closes
+/// the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FeedError<E> {
+    /// The client's refusal of a packet, or its receiver's error.
+    Client(ClientError<E>),
+    /// Bytes that could not be cut into packets.
+    Frame(FrameError),
+}
+
+impl<E> From<ClientError<E>> for FeedError<E> {
+    fn from(e: ClientError<E>) -> Self {
+        Self::Client(e)
+    }
+}
+
+impl<S: Store, const N: usize, Q> Client<S, N, Q>
+where
+    Q: AsRef<[Option<Waiting<S::Payload>>]> + AsMut<[Option<Waiting<S::Payload>>]>,
+{
+    /// The next step of a connection's bytes, framed by `rx`: the PUBLISH that waited
+    /// longest, decided if a place is free for it ([`Client::take_waiting`]), else the
+    /// next whole packet `rx` holds, shown to `seen` and then taken
+    /// ([`Client::on_packet`]; an oversized PUBLISH, [`Client::on_oversized`]).
+    /// `Ok(None)` when neither is there: the caller pushes the next bytes it reads
+    /// ([`Framer::push`]). Each step's records are written when it returns; the caller
+    /// makes them durable, then sends its packets ([`Outbox::packets`]), in order. A
+    /// caller that syncs once for every packet of a read (group commit) calls it until
+    /// `None`, then [`Client::on_group_end`], then syncs, then sends.
+    pub fn feed<F: NorFlash, B: AsRef<[u8]> + AsMut<[u8]>>(
+        &mut self,
+        flash: &mut F,
+        rx: &mut Framer<B>,
+        filter: &str,
+        decode: impl Fn(&[u8]) -> Option<S::Payload>,
+        seen: impl FnOnce(&Incoming<'_>),
+    ) -> Result<Option<Outbox<N>>, FeedError<F::Error>> {
+        if let Some(out) = self.take_waiting(flash)? {
+            return Ok(Some(out));
+        }
+        let step = rx.next(|frame| match frame {
+            Frame::Packet { packet, .. } => {
+                seen(&packet);
+                self.on_packet(flash, packet, filter, decode)
+            }
+            Frame::Oversized { qos, pid, .. } => self.on_oversized(flash, qos, pid),
+        });
+        match step {
+            Ok(Some(out)) => Ok(Some(out?)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(FeedError::Frame(e)),
+        }
     }
 }

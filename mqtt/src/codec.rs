@@ -12,7 +12,10 @@
 
 use mqttrs::{Packet, Pid, QosPid};
 
+mod framer;
 pub mod v5;
+
+pub use framer::{FrameError, Framer};
 
 /// The protocol a session speaks: MQTT 3.1.1 (protocol level 4) or MQTT 5.0 (level 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,13 +141,17 @@ pub enum Incoming<'a> {
     Pubrel(u16),
     /// PUBCOMP, the end of a QoS 2 PUBLISH the client sent.
     Pubcomp(u16),
-    /// SUBACK: the identifier of the SUBSCRIBE and the QoS granted to its first topic
-    /// (`None`: refused).
+    /// SUBACK: the identifier of the SUBSCRIBE and what the broker answered for its
+    /// first topic filter.
     Suback {
         /// The SUBSCRIBE's packet identifier.
         pid: u16,
-        /// The QoS granted, or `None` for a failure (0x80).
+        /// The QoS granted, or `None` for a refusal (a code of 0x80 or more).
         granted: Option<QoS>,
+        /// The return code as sent: 0 to 2 the QoS granted, 0x80 Failure at MQTT 3.1.1
+        /// (§3.9.3); at MQTT 5 a reason code, 0x80 and above a refusal
+        /// (MQTT 5 §3.9.3, [`v5::reason_name`]).
+        reason: u8,
     },
     /// UNSUBACK.
     Unsuback(u16),
@@ -162,6 +169,48 @@ pub enum Incoming<'a> {
         /// The reason code.
         reason: u8,
     },
+}
+
+/// SUBACK's return code for a refused subscription at MQTT 3.1.1 (§3.9.3).
+pub const SUBACK_FAILURE: u8 = 0x80;
+
+/// MQTT 3.1.1's CONNACK return code in words, as §3.2.2.3 (Table 3.1) names it: 0
+/// accepted, 1 to 5 refused.
+pub fn connack_name(code: u8) -> &'static str {
+    match code {
+        0 => "Connection Accepted",
+        1 => "Connection Refused, unacceptable protocol version",
+        2 => "Connection Refused, identifier rejected",
+        3 => "Connection Refused, Server unavailable",
+        4 => "Connection Refused, bad user name or password",
+        5 => "Connection Refused, not authorized",
+        _ => "a return code MQTT 3.1.1 does not define",
+    }
+}
+
+/// CONNACK's return or reason code in words at `protocol`: MQTT 3.1.1's names
+/// ([`connack_name`]), MQTT 5's ([`v5::reason_name`], §3.2.2.2). A CONNACK of 1 to 5
+/// to an MQTT 5 CONNECT is an MQTT 3.1.1 server's (below 0x80, MQTT 5 has only 0x00
+/// Success), named as MQTT 3.1.1 names it: 1 says the server does not take level 5.
+pub fn connack_name_at(code: u8, protocol: Protocol) -> &'static str {
+    match (protocol, code) {
+        (Protocol::V311, _) | (Protocol::V5, 1..=5) => connack_name(code),
+        (Protocol::V5, _) => v5::reason_name(code),
+    }
+}
+
+/// SUBACK's return code in words at `protocol`: at MQTT 3.1.1 the QoS granted or
+/// Failure (§3.9.3), at MQTT 5 its reason code's name.
+pub fn suback_name_at(code: u8, protocol: Protocol) -> &'static str {
+    match (protocol, code) {
+        (Protocol::V311, 0) => "Success - Maximum QoS 0",
+        (Protocol::V311, 1) => "Success - Maximum QoS 1",
+        (Protocol::V311, 2) => "Success - Maximum QoS 2",
+        (Protocol::V311, SUBACK_FAILURE) => "Failure",
+        (Protocol::V311, _) => "a return code MQTT 3.1.1 does not define",
+        (Protocol::V5, 0) => "Granted QoS 0",
+        (Protocol::V5, _) => v5::reason_name(code),
+    }
 }
 
 /// What [`next`] found at the start of a buffer.
@@ -372,17 +421,21 @@ fn convert(p: Packet<'_>) -> Option<Incoming<'_>> {
         Packet::Pubrec(pid) => Incoming::Pubrec(pid.get()),
         Packet::Pubrel(pid) => Incoming::Pubrel(pid.get()),
         Packet::Pubcomp(pid) => Incoming::Pubcomp(pid.get()),
-        Packet::Suback(s) => Incoming::Suback {
-            pid: s.pid.get(),
-            granted: match s.return_codes.first()? {
+        Packet::Suback(s) => {
+            let granted = match s.return_codes.first()? {
                 mqttrs::SubscribeReturnCodes::Success(q) => Some(match q {
                     mqttrs::QoS::AtMostOnce => QoS::AtMostOnce,
                     mqttrs::QoS::AtLeastOnce => QoS::AtLeastOnce,
                     mqttrs::QoS::ExactlyOnce => QoS::ExactlyOnce,
                 }),
                 mqttrs::SubscribeReturnCodes::Failure => None,
-            },
-        },
+            };
+            Incoming::Suback {
+                pid: s.pid.get(),
+                granted,
+                reason: granted.map_or(SUBACK_FAILURE, QoS::level),
+            }
+        }
         Packet::Unsuback(pid) => Incoming::Unsuback(pid.get()),
         Packet::Pingresp => Incoming::Pingresp,
         _ => return None,

@@ -46,6 +46,7 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
     let suback = Incoming::Suback {
         pid: 1,
         granted: Some(QoS::ExactlyOnce),
+        reason: 2,
     };
     assert!(
         c.on_packet(&mut flash, suback, "t", one)
@@ -79,6 +80,7 @@ fn every_connection_subscribes_and_counts_the_new_sessions() {
         keep_alive: 60,
         protocol: Default::default(),
         maximum_packet_size: 0,
+        session_expiry: 0,
     };
     let mut buf = [0u8; 32];
     let n = Client::<Sum, 2>::encode(&config, Send::Subscribe, &mut buf).unwrap();
@@ -202,12 +204,13 @@ fn what_a_subscriber_refuses() {
             &mut flash,
             Incoming::Suback {
                 pid: 1,
-                granted: None
+                granted: None,
+                reason: 0x97
             },
             "t",
             one
         ),
-        Err(ClientError::SubscriptionRefused)
+        Err(ClientError::SubscriptionRefused(0x97))
     );
     let second = c.on_packet(
         &mut flash,
@@ -253,6 +256,7 @@ fn where_the_promise_broke_is_named() {
     let granted = Incoming::Suback {
         pid: 1,
         granted: Some(QoS::AtLeastOnce),
+        reason: 1,
     };
     c.on_packet(&mut flash, granted, "t", one).unwrap();
     let qos0 = Publish {
@@ -296,6 +300,7 @@ fn config_at(protocol: Protocol) -> Config<'static> {
         keep_alive: 60,
         protocol,
         maximum_packet_size: 1 << 20,
+        session_expiry: idem_mqtt::client::SESSION_EXPIRY_S,
     }
 }
 

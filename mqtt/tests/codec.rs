@@ -35,14 +35,16 @@ fn packets_as_the_specification_spells_them() {
         one(&[0x90, 0x03, 0x00, 0x01, 0x02]),
         Incoming::Suback {
             pid: 1,
-            granted: Some(QoS::ExactlyOnce)
+            granted: Some(QoS::ExactlyOnce),
+            reason: 2
         }
     );
     assert_eq!(
         one(&[0x90, 0x03, 0x00, 0x01, 0x80]),
         Incoming::Suback {
             pid: 1,
-            granted: None
+            granted: None,
+            reason: 0x80
         }
     );
     // A QoS 2 PUBLISH with DUP 1 to "a/b", identifier 10, payload "hi" (§3.3).

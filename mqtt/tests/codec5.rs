@@ -187,14 +187,16 @@ fn reason_codes_on_acknowledgements_and_disconnect() {
         one(&[0x90, 4, 0, 1, 0, 2]),
         Incoming::Suback {
             pid: 1,
-            granted: Some(QoS::ExactlyOnce)
+            granted: Some(QoS::ExactlyOnce),
+            reason: 2
         }
     );
     assert_eq!(
         one(&[0x90, 4, 0, 1, 0, 0x87]),
         Incoming::Suback {
             pid: 1,
-            granted: None
+            granted: None,
+            reason: 0x87
         }
     );
     // AUTH (15) is not taken: idem asks for no enhanced authentication.

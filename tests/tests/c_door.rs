@@ -381,8 +381,10 @@ fn the_c_consumer_is_exact_at_qos_2_with_a_naive_total_across_30_sigkills_at_3_1
         let mid_stream = c.kill_loop(seed);
         let end = c.graded(&truth);
         println!(
-            "MQTT {}: {mid_stream} kills, each with messages left to apply; the last run: {} resend reconnections, {} PUBLISHes past the Receive Maximum, {} waited for a place (at most {} at once)",
+            "MQTT {}: {mid_stream} kills, each with messages left to apply; the last run: {} records, {} syncs, {} resend reconnections, {} PUBLISHes past the Receive Maximum, {} waited for a place (at most {} at once)",
             c.protocol,
+            end["records"],
+            end["syncs"],
             end["resend_reconnects"],
             end["past_receive_maximum"],
             end["waited"],

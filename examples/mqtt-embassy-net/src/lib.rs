@@ -2,8 +2,10 @@
 //! idem-mqtt's [`Client`] and [`Receiver`], unchanged; this crate only carries bytes
 //! between them and a connection, behind a small [`Transport`] trait.
 //!
-//! - [`Session`]: the client, its journal on the chip's flash, and the packet buffer;
-//!   [`Session::connection`] runs one connection to its end and says why it ended.
+//! - [`Session`]: the client, its journal on the chip's flash, the packet buffer
+//!   (idem-mqtt's `Framer`) and the slots where PUBLISHes past the places wait
+//!   ([`Client::with_waiting`]); [`Session::connection`] runs one connection to its end
+//!   and says why it ended.
 //! - [`Transport`]: what a connection must do (read with a quiet time, write, flush, a
 //!   clock). The board's is embassy-net's `TcpSocket` ([`net::Tcp`], feature `board`);
 //!   the host test's is a std `TcpStream` (tests/mosquitto.rs), against Mosquitto.
@@ -25,12 +27,11 @@ pub mod net;
 use core::convert::Infallible;
 
 use embedded_storage::nor_flash::NorFlash;
-use heapless::Vec;
 use idem_core::journal::{JournalError, Region};
 use idem_core::log::IdKey;
 use idem_core::store::Store;
-use idem_mqtt::client::{self, Client, ClientError, Config, Send};
-use idem_mqtt::codec::{self, Frame, Incoming, Protocol, Publish, QoS};
+use idem_mqtt::client::{self, Client, ClientError, Config, FeedError, Send, Waiting};
+use idem_mqtt::codec::{FrameError, Framer, Incoming, Protocol, Publish, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Decided, Keep, ReceiveError, Receiver, Release};
 use idem_sim::payment::Sum;
@@ -38,6 +39,18 @@ use idem_sim::payment::stores::Naive;
 
 /// QoS 2 identifiers the session holds at once (the board's, idem's `device mqtt`).
 pub const PLACES: usize = 8;
+
+/// New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
+/// [`PLACES`] are taken, as idem's board keeps them: with the places, more than a
+/// broker's stock window (Mosquitto's `max_inflight_messages` is 20). One past them is
+/// left unanswered and comes again at the next connection.
+pub const WAITING: usize = 24;
+
+/// The client's slots for PUBLISHes waiting for a place.
+type Slots = [Option<Waiting<<App as Store>::Payload>>; WAITING];
+
+/// The session's client.
+pub type SessionClient = Client<App, PLACES, Slots>;
 
 /// The longest topic or filter taken.
 pub const TOPIC_MAX: usize = 64;
@@ -49,7 +62,7 @@ pub const MAX_PACKET: usize = idem_mqtt::max_packet(TOPIC_MAX);
 pub const CHUNK: usize = 256;
 
 /// The packet buffer: the largest packet taken, and one chunk more.
-const RX: usize = MAX_PACKET + CHUNK;
+pub const RX: usize = MAX_PACKET + CHUNK;
 
 /// The most bytes of one packet sent: a CONNECT with a 23-byte client id, a SUBSCRIBE
 /// with the longest filter, an acknowledgement.
@@ -140,13 +153,22 @@ pub enum End<T, F> {
     Flash(ReceiveError<F>),
 }
 
+/// What the session did with a PUBLISH, as [`Session::connection`] shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen<'p> {
+    /// A PUBLISH as it arrived, before anything is decided.
+    Arrived(&'p Publish<'p>),
+    /// A PUBLISH decided, its record on the flash: its packet identifier (QoS 1 and 2).
+    /// One that waited for a place is decided later than it arrived, in the order the
+    /// PUBLISHes came.
+    Decided(Option<u16>, Decided),
+}
+
 /// The receiver's session: its client, the connection's packet buffer.
 pub struct Session<'a> {
-    client: Client<App, PLACES>,
+    client: SessionClient,
     config: Config<'a>,
-    rx: Vec<u8, RX>,
-    /// Bytes of an oversized PUBLISH still to drop as they arrive.
-    skip: usize,
+    rx: Framer<[u8; RX]>,
     last_sent: u64,
 }
 
@@ -160,7 +182,7 @@ impl<'a> Session<'a> {
         let tag = settings.tag ^ <App as Store>::TAG;
         let receiver = Receiver::open(flash, region, tag, Naive, Keep::Flash, Release::Now)?;
         Ok(Self {
-            client: Client::new(receiver),
+            client: Client::with_waiting(receiver, [const { None }; WAITING]),
             config: Config {
                 client_id: settings.client_id,
                 filter: settings.filter,
@@ -168,15 +190,15 @@ impl<'a> Session<'a> {
                 keep_alive: client::KEEP_ALIVE_S,
                 protocol: Protocol::V311,
                 maximum_packet_size: MAX_PACKET as u32,
+                session_expiry: client::SESSION_EXPIRY_S,
             },
-            rx: Vec::new(),
-            skip: 0,
+            rx: Framer::new([0; RX], Protocol::V311, MAX_PACKET, usize::MAX),
             last_sent: 0,
         })
     }
 
     /// The client (its counts, its receiver's record).
-    pub fn client(&self) -> &Client<App, PLACES> {
+    pub fn client(&self) -> &SessionClient {
         &self.client
     }
 
@@ -190,15 +212,15 @@ impl<'a> Session<'a> {
         Figures::of(&self.client, self.config.qos)
     }
 
-    /// Runs one connection on `link`, from CONNECT to its end; `decided` sees each
-    /// PUBLISH decided, once its record is on `flash`.
+    /// Runs one connection on `link`, from CONNECT to its end; `seen` is shown each
+    /// PUBLISH as it arrives, and again once it is decided, its record on `flash`.
     pub async fn connection<T: Transport, F: NorFlash>(
         &mut self,
         flash: &mut F,
         link: &mut T,
-        decided: &mut impl FnMut(&Publish<'_>, Decided),
+        seen: &mut impl FnMut(Seen<'_>),
     ) -> End<T::Error, F::Error> {
-        match self.run(flash, link, decided).await {
+        match self.run(flash, link, seen).await {
             Ok(never) => match never {},
             Err(end) => end,
         }
@@ -208,10 +230,9 @@ impl<'a> Session<'a> {
         &mut self,
         flash: &mut F,
         link: &mut T,
-        decided: &mut impl FnMut(&Publish<'_>, Decided),
+        seen: &mut impl FnMut(Seen<'_>),
     ) -> Result<Infallible, End<T::Error, F::Error>> {
         self.rx.clear();
-        self.skip = 0;
         let send = self.client.connect();
         self.send(link, send).await?;
         link.flush().await.map_err(End::Transport)?;
@@ -219,68 +240,57 @@ impl<'a> Session<'a> {
         let mut heard = false;
         loop {
             let mut buf = [0u8; CHUNK];
-            let room = (RX - self.rx.len()).min(CHUNK);
+            let room = self.rx.room().min(CHUNK);
             match link.read(&mut buf[..room]).await.map_err(End::Transport)? {
                 Got::Closed => return Err(End::Closed),
                 Got::Bytes(n) => {
                     heard |= n > 0;
-                    self.take(&buf[..n.min(room)]);
-                    self.packets(flash, link, decided).await?;
+                    // A read asks for no more than the buffer's room: all taken.
+                    self.rx.push(&buf[..n.min(room)]);
+                    self.packets(flash, link, seen).await?;
                 }
                 Got::Quiet => {
                     let silent = link.now_ms().saturating_sub(start);
                     if !heard && silent >= u64::from(client::CONNACK_WAIT_S) * 1000 {
                         return Err(End::Silent);
                     }
-                    self.quiet(flash, link).await?;
+                    self.quiet(flash, link, seen).await?;
                 }
             }
             link.flush().await.map_err(End::Transport)?;
         }
     }
 
-    /// Takes bytes read, past those of an oversized PUBLISH still to drop.
-    fn take(&mut self, bytes: &[u8]) {
-        let drop = self.skip.min(bytes.len());
-        self.skip -= drop;
-        // A read asks for no more than the buffer's room.
-        let _ = self.rx.extend_from_slice(&bytes[drop..]);
-    }
-
-    /// Handles every whole packet in the buffer: each decision on the flash, then the
-    /// packets it allows written.
+    /// Takes every step the buffer allows ([`Client::feed`]): each decision on the
+    /// flash, then the packets it allows written.
     async fn packets<T: Transport, F: NorFlash>(
         &mut self,
         flash: &mut F,
         link: &mut T,
-        decided: &mut impl FnMut(&Publish<'_>, Decided),
+        seen: &mut impl FnMut(Seen<'_>),
     ) -> Result<(), End<T::Error, F::Error>> {
+        let decode = |p: &[u8]| idem_mqtt::payments::parse(p, &KEY).ok();
         loop {
-            let filter = self.config.filter;
-            let (len, out) = match codec::next(&self.rx, MAX_PACKET) {
-                Ok(None) if self.rx.len() == RX => return Err(End::TooLong),
-                Ok(None) => return Ok(()),
-                Err(_) => return Err(End::Malformed),
-                Ok(Some(Frame::Oversized { qos, pid, len })) => {
-                    (len, self.client.on_oversized(flash, qos, pid))
-                }
-                Ok(Some(Frame::Packet { packet, len })) => {
-                    let decode = |p: &[u8]| idem_mqtt::payments::parse(p, &KEY).ok();
-                    let out = self.client.on_packet(flash, packet, filter, decode);
-                    if let (Incoming::Publish(p), Ok(out)) = (packet, &out)
-                        && let Some(d) = out.decided
-                    {
-                        decided(&p, d);
-                    }
-                    (len, out)
+            let arrived = |p: &Incoming<'_>| {
+                if let Incoming::Publish(p) = p {
+                    seen(Seen::Arrived(p));
                 }
             };
-            let dropped = len.min(self.rx.len());
-            self.skip = len - dropped;
-            let rest = self.rx.len() - dropped;
-            self.rx.copy_within(dropped.., 0);
-            self.rx.truncate(rest);
-            for s in out.map_err(refused)?.packets() {
+            let filter = self.config.filter;
+            let out = match self
+                .client
+                .feed(flash, &mut self.rx, filter, decode, arrived)
+            {
+                Ok(Some(out)) => out,
+                Ok(None) => return Ok(()),
+                Err(FeedError::Frame(FrameError::TooLong { .. })) => return Err(End::TooLong),
+                Err(FeedError::Frame(_)) => return Err(End::Malformed),
+                Err(FeedError::Client(e)) => return Err(refused(e)),
+            };
+            if let Some(d) = out.decided {
+                seen(Seen::Decided(out.pid, d));
+            }
+            for s in out.packets() {
                 self.send(link, s).await?;
             }
         }
@@ -292,6 +302,7 @@ impl<'a> Session<'a> {
         &mut self,
         flash: &mut F,
         link: &mut T,
+        seen: &mut impl FnMut(Seen<'_>),
     ) -> Result<(), End<T::Error, F::Error>> {
         if client::ping_due(link.now_ms().saturating_sub(self.last_sent)) {
             self.send(link, Send::Pingreq).await?;
@@ -300,6 +311,8 @@ impl<'a> Session<'a> {
         for s in out.packets() {
             self.send(link, s).await?;
         }
+        // A release written now frees a place for a PUBLISH that waits: decided now.
+        self.packets(flash, link, seen).await?;
         if self.client.resend_due() {
             let bye = self.client.resending();
             self.send(link, bye).await?;
@@ -316,8 +329,7 @@ impl<'a> Session<'a> {
     ) -> Result<(), End<T::Error, F>> {
         let mut buf = [0u8; SEND_MAX];
         // The session's own packets fit SEND_MAX: a filter past TOPIC_MAX would not.
-        let n = Client::<App, PLACES>::encode(&self.config, send, &mut buf)
-            .map_err(|_| End::TooLong)?;
+        let n = SessionClient::encode(&self.config, send, &mut buf).map_err(|_| End::TooLong)?;
         link.write(&buf[..n]).await.map_err(End::Transport)?;
         self.last_sent = link.now_ms();
         Ok(())
@@ -329,7 +341,9 @@ fn refused<T, F>(e: ClientError<F>) -> End<T, F> {
     match e {
         ClientError::Receive(e) => End::Flash(e),
         ClientError::Refused(code) => End::Refused(ClientError::Refused(code)),
-        ClientError::SubscriptionRefused => End::Refused(ClientError::SubscriptionRefused),
+        ClientError::SubscriptionRefused(code) => {
+            End::Refused(ClientError::SubscriptionRefused(code))
+        }
         ClientError::Unexpected(what) => End::Refused(ClientError::Unexpected(what)),
         ClientError::Disconnected(code) => End::Refused(ClientError::Disconnected(code)),
     }

@@ -9,7 +9,7 @@ use embassy_futures::block_on;
 use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
 use idem_core::journal::Region;
 use idem_core::testing::flash::{FlashError, MemFlash};
-use idem_example_mqtt_embassy_net::{End, Got, JOURNAL_PAGES, Session, Settings, Transport};
+use idem_example_mqtt_embassy_net::{End, Got, JOURNAL_PAGES, Seen, Session, Settings, Transport};
 use idem_mqtt::receiver::Decided;
 
 const SETTINGS: Settings<'static> = Settings {
@@ -188,8 +188,12 @@ fn each_acknowledgement_leaves_after_its_record() {
     ];
     let mut link = Script::new(chunks, &flash);
     let mut decided = Vec::new();
-    let end =
-        block_on(session.connection(&mut flash, &mut link, &mut |p, d| decided.push((p.pid, d))));
+    let mut seen = |s: Seen<'_>| {
+        if let Seen::Decided(pid, d) = s {
+            decided.push((pid, d));
+        }
+    };
+    let end = block_on(session.connection(&mut flash, &mut link, &mut seen));
     assert_eq!(end, End::Closed);
     assert_eq!(
         decided,
@@ -239,7 +243,7 @@ fn what_a_step_and_a_boot_ask_of_the_flash() {
         chunks.push(vec![0x62, 2, 0, pid as u8]);
     }
     let mut link = Script::new(chunks, &flash);
-    let end = block_on(session.connection(&mut flash, &mut link, &mut |_, _| {}));
+    let end = block_on(session.connection(&mut flash, &mut link, &mut |_| {}));
     assert_eq!(end, End::Closed);
     assert_eq!(session.total(), 300);
     let run = flash.asked.get();

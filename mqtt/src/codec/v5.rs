@@ -287,7 +287,11 @@ fn decode<'a>(kind: u8, flags: u8, body: &mut Body<'a>) -> Option<Incoming<'a>> 
                 0x80.. => None,
                 level => Some(QoS::from_level(level)?),
             };
-            Incoming::Suback { pid, granted }
+            Incoming::Suback {
+                pid,
+                granted,
+                reason: first,
+            }
         }
         13 => Incoming::Pingresp,
         _ => {

@@ -23,7 +23,7 @@ use embassy_usb::class::cdc_ncm::{CdcNcmClass, State};
 use embassy_usb::{Builder, UsbDevice};
 use idem_core::journal::Region;
 use idem_example_mqtt_embassy_net::net::Tcp;
-use idem_example_mqtt_embassy_net::{End, JOURNAL_PAGES, Session, Settings};
+use idem_example_mqtt_embassy_net::{End, JOURNAL_PAGES, Seen, Session, Settings};
 use idem_mqtt::client::backoff_ms;
 use static_cell::StaticCell;
 use {defmt_rtt as _, panic_probe as _};
@@ -152,17 +152,16 @@ async fn main(spawner: Spawner) {
         let mut socket = TcpSocket::new(stack, &mut rx, &mut tx);
         let end = match socket.connect(BROKER).await {
             Ok(()) => {
-                let mut decided = |p: &idem_mqtt::codec::Publish<'_>, d| {
-                    info!("{} {} (pid {}, dup {})", d, p.payload, p.pid, p.dup);
+                let mut seen = |s: Seen<'_>| match s {
+                    Seen::Arrived(p) => {
+                        info!("PUBLISH {} (pid {}, dup {})", p.payload, p.pid, p.dup)
+                    }
+                    Seen::Decided(pid, d) => info!("{} (pid {})", d, pid),
                 };
                 let mut link = Tcp {
                     socket: &mut socket,
                 };
-                Some(
-                    session
-                        .connection(&mut flash, &mut link, &mut decided)
-                        .await,
-                )
+                Some(session.connection(&mut flash, &mut link, &mut seen).await)
             }
             Err(e) => {
                 warn!("no connection to the broker: {}", e);

@@ -289,7 +289,7 @@ impl<'a, S: Sum> Session<'a, S> {
         last_new: &mut Instant,
     ) -> Result<Result<Vec<Taken>, End>, Broken> {
         let out = (self.client.on_quiet(&mut Flash::new(&mut self.image.flash)))
-            .map_err(|e| client_error(e, &self.a.topic))?;
+            .map_err(|e| client_error(e, &self.a.topic, self.a.protocol))?;
         let mut outs = vec![(out, None)];
         self.take_waiting(&mut outs, last_new)?;
         if self.client.resend_due() {
@@ -342,7 +342,8 @@ impl<'a, S: Sum> Session<'a, S> {
             next = link.ready()?;
         }
         let flash = &mut Flash::new(&mut self.image.flash);
-        let end = (self.client.on_group_end(flash)).map_err(|e| client_error(e, &self.a.topic))?;
+        let end = (self.client.on_group_end(flash))
+            .map_err(|e| client_error(e, &self.a.topic, self.a.protocol))?;
         outs.push((end, None));
         Ok(outs)
     }
@@ -356,8 +357,8 @@ impl<'a, S: Sum> Session<'a, S> {
     ) -> Result<(), Broken> {
         loop {
             let flash = &mut Flash::new(&mut self.image.flash);
-            let out =
-                (self.client.take_waiting(flash)).map_err(|e| client_error(e, &self.a.topic))?;
+            let out = (self.client.take_waiting(flash))
+                .map_err(|e| client_error(e, &self.a.topic, self.a.protocol))?;
             let Some(out) = out else {
                 return Ok(());
             };
@@ -398,7 +399,7 @@ impl<'a, S: Sum> Session<'a, S> {
                 None => unreachable!("every packet but an oversized PUBLISH converts"),
             },
         };
-        let out = out.map_err(|e| client_error(e, &self.a.topic))?;
+        let out = out.map_err(|e| client_error(e, &self.a.topic, self.a.protocol))?;
         if let (Some(Left::Waiting), Some(pid)) = (out.left, pid) {
             // Its id is logged when the client decides it.
             self.undecided.insert(pid, id);
@@ -527,6 +528,7 @@ fn config(a: &ConsumeArgs) -> Config<'_> {
         keep_alive: idem_mqtt::client::KEEP_ALIVE_S,
         protocol: a.protocol,
         maximum_packet_size: MAXIMUM_PACKET,
+        session_expiry: idem_mqtt::client::SESSION_EXPIRY_S,
     }
 }
 
@@ -562,7 +564,11 @@ fn incoming(got: &Got) -> Option<Incoming<'_>> {
         }),
         Got::Oversized { .. } => return None,
         Got::Pubrel(pid) => Incoming::Pubrel(pid),
-        Got::Suback(granted) => Incoming::Suback { pid: 1, granted },
+        Got::Suback { granted, reason } => Incoming::Suback {
+            pid: 1,
+            granted,
+            reason,
+        },
         Got::Pingresp => Incoming::Pingresp,
         Got::Puback(pid) => Incoming::Puback(pid),
         Got::Pubrec(pid) => Incoming::Pubrec(pid),

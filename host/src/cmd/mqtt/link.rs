@@ -1,14 +1,15 @@
 //! One TCP connection to an MQTT broker: packets out, packets in (framed by
-//! `idem_mqtt::codec`), a bounded reconnect, and the keep-alive's PINGREQ.
+//! `idem_mqtt::codec::Framer`), a bounded reconnect, and the keep-alive's PINGREQ.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use idem_mqtt::codec::v5::{self, reason};
+use idem_mqtt::codec::v5::reason;
 use idem_mqtt::codec::{
-    self, ConnackProperties, DecodeError, Frame, Incoming, Outgoing, Protocol, QoS,
+    self, ConnackProperties, DecodeError, Frame, FrameError, Framer, Incoming, Outgoing, Protocol,
+    QoS,
 };
 
 /// Connection attempts before giving up (the session's policy, `idem_mqtt::client`).
@@ -37,8 +38,8 @@ pub enum Got {
     Oversized { qos: QoS, pid: Option<u16> },
     /// PUBREL.
     Pubrel(u16),
-    /// SUBACK with the QoS granted (`None`: refused).
-    Suback(Option<QoS>),
+    /// SUBACK with the QoS granted (`None`: refused) and its return or reason code.
+    Suback { granted: Option<QoS>, reason: u8 },
     /// PINGRESP.
     Pingresp,
     /// PUBACK, for a publisher.
@@ -64,16 +65,16 @@ pub enum Broken {
     Garbage(String),
 }
 
+/// The most bytes one read of the socket takes.
+const CHUNK: usize = 4096;
+
 /// A connection.
 pub struct Link {
     stream: TcpStream,
-    buf: Vec<u8>,
-    /// Bytes of an oversized PUBLISH still to discard.
-    skip: usize,
-    max: usize,
+    /// The broker's bytes, cut into packets: room for a PUBLISH on the longest topic
+    /// MQTT allows, and a read more.
+    rx: Framer<Box<[u8]>>,
     protocol: Protocol,
-    /// At MQTT 5, the Maximum Packet Size announced.
-    limit: usize,
     last_sent: Instant,
     /// Packets read.
     pub packets: u64,
@@ -117,13 +118,15 @@ impl Link {
     /// sentence.
     pub fn connect(addr: &str, max: usize) -> anyhow::Result<Self> {
         let stream = dial(addr)?;
+        let room = max.max(idem_mqtt::max_packet_at(
+            usize::from(u16::MAX),
+            Protocol::V5,
+        )) + CHUNK;
+        let buf = vec![0u8; room].into_boxed_slice();
         Ok(Self {
             stream,
-            buf: Vec::with_capacity(2 * max),
-            skip: 0,
-            max,
+            rx: Framer::new(buf, Protocol::V311, max, usize::MAX),
             protocol: Protocol::V311,
-            limit: usize::MAX,
             last_sent: Instant::now(),
             packets: 0,
             early: None,
@@ -176,7 +179,7 @@ impl Link {
     /// announces, past which a packet from the broker is a protocol error.
     pub fn speaking(mut self, protocol: Protocol, limit: u32) -> Self {
         self.protocol = protocol;
-        self.limit = limit as usize;
+        self.rx.speak(protocol, limit as usize);
         self
     }
 
@@ -229,8 +232,9 @@ impl Link {
             self.stream
                 .set_read_timeout(Some(timeout))
                 .map_err(closed)?;
-            let mut chunk = [0u8; 4096];
-            match self.stream.read(&mut chunk) {
+            let mut chunk = [0u8; CHUNK];
+            let room = self.rx.room().min(CHUNK);
+            match self.stream.read(&mut chunk[..room]) {
                 Ok(0) => return Err(Broken::Closed("the broker closed the connection".into())),
                 Ok(n) => self.push(&chunk[..n]),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -251,8 +255,9 @@ impl Link {
         }
         let closed = |e: std::io::Error| Broken::Closed(e.to_string());
         self.stream.set_nonblocking(true).map_err(closed)?;
-        let mut chunk = [0u8; 4096];
-        let read = self.stream.read(&mut chunk);
+        let mut chunk = [0u8; CHUNK];
+        let room = self.rx.room().min(CHUNK);
+        let read = self.stream.read(&mut chunk[..room]);
         self.stream.set_nonblocking(false).map_err(closed)?;
         match read {
             Ok(0) => Err(Broken::Closed("the broker closed the connection".into())),
@@ -276,7 +281,7 @@ impl Link {
     /// connection as a session takeover, with those acknowledgements unread).
     pub fn wait_closed(&mut self, limit: Duration) {
         let deadline = Instant::now() + limit;
-        let mut chunk = [0u8; 4096];
+        let mut chunk = [0u8; CHUNK];
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             let _ = self
                 .stream
@@ -290,17 +295,17 @@ impl Link {
         }
     }
 
+    /// Bytes read, at most the framer's room: all taken.
     fn push(&mut self, bytes: &[u8]) {
-        let skipped = self.skip.min(bytes.len());
-        self.skip -= skipped;
-        self.buf.extend_from_slice(&bytes[skipped..]);
+        let taken = self.rx.push(bytes);
+        debug_assert_eq!(taken, bytes.len(), "a read asks for no more than the room");
     }
 
     /// Why the buffer's first bytes are no packet, in a sentence.
     fn undecodable(&mut self, e: DecodeError) -> Broken {
         // A first packet that is not even a CONNACK's type: not an MQTT server.
-        if self.packets == 0 && self.buf.first().is_some_and(|b| b >> 4 != 2) {
-            Broken::Garbage(not_mqtt(&self.buf))
+        if self.packets == 0 && self.rx.held().first().is_some_and(|b| b >> 4 != 2) {
+            Broken::Garbage(not_mqtt(self.rx.held()))
         } else if let DecodeError::PastMaximum(_) = e {
             // A protocol error: DISCONNECT 0x95 (Packet too large), then the connection
             // closes (MQTT 5 §3.1.2.11.4, §4.13).
@@ -315,45 +320,18 @@ impl Link {
 
     /// A whole packet from the buffer, if one is there.
     fn take(&mut self) -> Result<Option<Got>, Broken> {
-        let Some(max) = limit(&self.buf, self.max, self.protocol) else {
-            return Ok(None);
-        };
-        let frame = match self.protocol {
-            Protocol::V311 => codec::next(&self.buf, max),
-            Protocol::V5 => v5::next(&self.buf, max, self.limit),
-        };
-        let frame = match frame {
-            Ok(frame) => frame,
-            Err(e) => return Err(self.undecodable(e)),
-        };
-        let (got, len) = match frame {
-            None => return Ok(None),
-            Some(Frame::Oversized { qos, pid, len }) => (Got::Oversized { qos, pid }, len),
-            Some(Frame::Packet { packet, len }) => (own(packet), len),
-        };
-        let held = len.min(self.buf.len());
-        self.buf.drain(..held);
-        self.skip = len - held;
-        Ok(Some(got))
+        let got = self.rx.next(|frame| match frame {
+            Frame::Oversized { qos, pid, .. } => Got::Oversized { qos, pid },
+            Frame::Packet { packet, .. } => own(packet),
+        });
+        match got {
+            Ok(got) => Ok(got),
+            Err(FrameError::Decode(e)) => Err(self.undecodable(e)),
+            Err(e @ FrameError::TooLong { .. }) => {
+                Err(Broken::Garbage(format!("the broker sent {e}")))
+            }
+        }
     }
-}
-
-/// The largest packet taken at the head of `buf`: `max` (sized from the filter), or for
-/// a PUBLISH, sized from the topic it arrives on, once that topic's length has arrived
-/// (`None` until then): a filter with `#` or `+` matches topics longer than itself
-/// (MQTT 3.1.1 §4.7.1), and a payload the device takes must not be refused for its
-/// topic's length.
-fn limit(buf: &[u8], max: usize, protocol: Protocol) -> Option<usize> {
-    if buf.first()? >> 4 != 3 {
-        return Some(max);
-    }
-    // The remaining length: one to four bytes, the last without its top bit (§2.2.3).
-    let mut at = 1;
-    while *buf.get(at)? & 0x80 != 0 && at < 4 {
-        at += 1;
-    }
-    let topic = u16::from_be_bytes([*buf.get(at + 1)?, *buf.get(at + 2)?]);
-    Some(idem_mqtt::max_packet_at(usize::from(topic), protocol).max(max))
 }
 
 /// The peer's first bytes, as a connection that does not start with a packet (an HTTP
@@ -386,7 +364,9 @@ fn own(p: Incoming<'_>) -> Got {
             payload: p.payload.to_vec(),
         },
         Incoming::Pubrel(pid) => Got::Pubrel(pid),
-        Incoming::Suback { granted, .. } => Got::Suback(granted),
+        Incoming::Suback {
+            granted, reason, ..
+        } => Got::Suback { granted, reason },
         Incoming::Pingresp => Got::Pingresp,
         Incoming::Puback(pid) => Got::Puback(pid),
         Incoming::Pubrec(pid) => Got::Pubrec(pid),
@@ -397,30 +377,16 @@ fn own(p: Incoming<'_>) -> Got {
     }
 }
 
-/// CONNACK's refusal codes in words at `protocol` (MQTT 3.1.1 §3.2.2.3, MQTT 5
-/// §3.2.2.2).
-pub fn refusal_at(code: u8, protocol: Protocol) -> &'static str {
+/// CONNACK's refusal in words at `protocol`, as MQTT names its code
+/// (`idem_mqtt::codec::connack_name_at`: MQTT 3.1.1 §3.2.2.3, MQTT 5 §3.2.2.2), with
+/// what to do about an MQTT 3.1.1 server's refusal of level 5.
+pub fn refusal_at(code: u8, protocol: Protocol) -> String {
+    let name = codec::connack_name_at(code, protocol);
     match (protocol, code) {
-        (Protocol::V311, _) => refusal(code),
-        // Below 0x80 only 0x00 is a CONNACK reason at MQTT 5 (§3.2.2.2): 1 to 5 are an
-        // MQTT 3.1.1 server's return codes.
         (Protocol::V5, 1) => {
-            "it does not speak MQTT 5, answering as an MQTT 3.1.1 server; try --protocol 3.1.1"
+            format!("{name}: it answers as an MQTT 3.1.1 server; try --protocol 3.1.1")
         }
-        (Protocol::V5, 2..=5) => refusal(code),
-        (Protocol::V5, _) => v5::reason_name(code),
-    }
-}
-
-/// CONNACK's refusal codes in words (MQTT 3.1.1 §3.2.2.3).
-pub fn refusal(code: u8) -> &'static str {
-    match code {
-        1 => "it does not speak MQTT 3.1.1",
-        2 => "it rejected the client identifier",
-        3 => "the server is unavailable",
-        4 => "a bad user name or password",
-        5 => "not authorised",
-        _ => "a return code MQTT 3.1.1 does not define",
+        _ => name.to_string(),
     }
 }
 
@@ -430,10 +396,16 @@ mod tests {
 
     #[test]
     fn a_refusal_is_named_in_the_protocol_spoken() {
-        assert_eq!(refusal_at(5, Protocol::V311), "not authorised");
+        assert_eq!(
+            refusal_at(5, Protocol::V311),
+            "Connection Refused, not authorized"
+        );
         assert_eq!(refusal_at(0x87, Protocol::V5), "Not authorized");
         assert_eq!(refusal_at(0x95, Protocol::V5), "Packet too large");
         // At MQTT 5, return code 1 is an MQTT 3.1.1 server refusing level 5.
-        assert!(refusal_at(1, Protocol::V5).starts_with("it does not speak MQTT 5"));
+        assert_eq!(
+            refusal_at(1, Protocol::V5),
+            "Connection Refused, unacceptable protocol version: it answers as an MQTT 3.1.1 server; try --protocol 3.1.1"
+        );
     }
 }

@@ -13,13 +13,25 @@
 
 use std::collections::{HashMap, HashSet};
 
-use idem_mqtt::codec::{self, Frame, Incoming, Protocol};
+use idem_mqtt::codec::{self, Frame, Framer, Incoming, Protocol};
+
+/// Broker bytes carried to the board, cut into packets: room for a PUBLISH on the
+/// longest topic MQTT allows.
+pub(super) struct Carried(Framer<Box<[u8]>>);
+
+impl Default for Carried {
+    fn default() -> Self {
+        let room = idem_mqtt::max_packet_at(usize::from(u16::MAX), Protocol::V5) + 4096;
+        let buf = vec![0u8; room].into_boxed_slice();
+        Self(Framer::new(buf, Protocol::V311, room, usize::MAX))
+    }
+}
 
 /// What the host reads of the packets it carries.
 #[derive(Default)]
 pub(super) struct Tap {
     /// Broker bytes carried to the board and not yet a whole packet.
-    pub(super) buf: Vec<u8>,
+    pub(super) rx: Carried,
     /// The message id of each packet identifier's PUBLISH not yet acknowledged, first
     /// under an identifier the board did not hold.
     pub(super) ids: HashMap<u16, String>,
@@ -60,78 +72,104 @@ pub(super) struct Tap {
 
 impl Tap {
     /// Broker bytes as the board got them, in order, once: the PUBLISHes among them.
-    pub(super) fn carried(&mut self, bytes: &[u8]) -> u64 {
-        self.buf.extend_from_slice(bytes);
+    pub(super) fn carried(&mut self, mut bytes: &[u8]) -> u64 {
+        // The framer is taken out while its packets are read into the rest of the tap.
+        let empty = Framer::new(Box::default(), self.protocol, 0, usize::MAX);
+        let mut rx = std::mem::replace(&mut self.rx.0, empty);
+        rx.speak(self.protocol, usize::MAX);
         let mut publishes = 0;
-        loop {
-            let next = match self.protocol {
-                Protocol::V311 => codec::next(&self.buf, usize::MAX),
-                Protocol::V5 => codec::v5::next(&self.buf, usize::MAX, usize::MAX),
-            };
-            let Ok(Some(Frame::Packet { packet, len })) = next else {
-                break;
-            };
-            match packet {
-                Incoming::Publish(p) => {
-                    publishes += 1;
-                    if !p.retain {
-                        self.conn.push((self.parsed + len as u32, p.qos.level()));
+        while !bytes.is_empty() {
+            bytes = &bytes[rx.push(bytes)..];
+            loop {
+                match rx.next(|frame| match frame {
+                    Frame::Packet { packet, len } => {
+                        let publish = self.packet(packet, len);
+                        self.parsed += len as u32;
+                        publish
                     }
-                    self.dups += u64::from(p.dup);
-                    if !p.retain && p.qos.level() < self.asked {
-                        self.below += 1;
+                    Frame::Oversized { len, .. } => {
+                        self.parsed += len as u32;
+                        true
                     }
-                    let id =
-                        idem_mqtt::payments::id_and_amount(p.payload).map(|(id, _)| id.to_string());
-                    if let (Some(pid), Ok(id)) = (p.pid, id) {
-                        match self.held.get(&pid) {
-                            // A resend of the message held: acknowledged already.
-                            Some(held) if *held == id => {}
-                            Some(_) => self.reused += 1,
-                            None => {
-                                self.ids.insert(pid, id);
-                            }
-                        }
+                }) {
+                    Ok(Some(publish)) => publishes += u64::from(publish),
+                    Ok(None) => break,
+                    // Bytes the board hangs up on: nothing more of them is read.
+                    Err(_) => {
+                        rx.clear();
+                        bytes = &[];
+                        break;
                     }
                 }
-                Incoming::Suback { granted, .. } => {
-                    let level = granted.map(|q| q.level());
-                    if let Some(g) = level.filter(|&g| g < self.asked) {
-                        self.granted_below = Some(g);
-                    }
-                    if !self.subscribed {
-                        self.subscribed = true;
-                        match level {
-                            Some(q) => {
-                                eprintln!("device mqtt: the board subscribed (QoS {q} granted)")
-                            }
-                            None => eprintln!(
-                                "device mqtt: the broker refused the board's subscription"
-                            ),
-                        }
-                    }
-                }
-                Incoming::Connack {
-                    session_present, ..
-                } => {
-                    // A new session: the board forgets the identifiers it held.
-                    if !session_present {
-                        self.held.clear();
-                    }
-                    // Session present 0 after this run's first connection: the broker
-                    // lost the session the board had begun.
-                    if self.connacks > 0 && !session_present {
-                        self.sessions_lost += 1;
-                    }
-                    self.connacks += 1;
-                }
-                _ => {}
             }
-            self.buf.drain(..len);
-            self.parsed += len as u32;
         }
+        self.rx.0 = rx;
         self.publishes += publishes;
         publishes
+    }
+
+    /// Reads one packet the board got: whether it was a PUBLISH.
+    fn packet(&mut self, packet: Incoming<'_>, len: usize) -> bool {
+        match packet {
+            Incoming::Publish(p) => {
+                if !p.retain {
+                    self.conn.push((self.parsed + len as u32, p.qos.level()));
+                }
+                self.dups += u64::from(p.dup);
+                if !p.retain && p.qos.level() < self.asked {
+                    self.below += 1;
+                }
+                let id =
+                    idem_mqtt::payments::id_and_amount(p.payload).map(|(id, _)| id.to_string());
+                if let (Some(pid), Ok(id)) = (p.pid, id) {
+                    match self.held.get(&pid) {
+                        // A resend of the message held: acknowledged already.
+                        Some(held) if *held == id => {}
+                        Some(_) => self.reused += 1,
+                        None => {
+                            self.ids.insert(pid, id);
+                        }
+                    }
+                }
+                return true;
+            }
+            Incoming::Suback {
+                granted, reason, ..
+            } => self.suback(granted.map(|q| q.level()), reason),
+            Incoming::Connack {
+                session_present, ..
+            } => {
+                // A new session: the board forgets the identifiers it held.
+                if !session_present {
+                    self.held.clear();
+                }
+                // Session present 0 after this run's first connection: the broker
+                // lost the session the board had begun.
+                if self.connacks > 0 && !session_present {
+                    self.sessions_lost += 1;
+                }
+                self.connacks += 1;
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// A SUBACK: the QoS granted (`None`: refused, with its return or reason code).
+    fn suback(&mut self, level: Option<u8>, reason: u8) {
+        if let Some(g) = level.filter(|&g| g < self.asked) {
+            self.granted_below = Some(g);
+        }
+        if !self.subscribed {
+            self.subscribed = true;
+            match level {
+                Some(q) => eprintln!("device mqtt: the board subscribed (QoS {q} granted)"),
+                None => eprintln!(
+                    "device mqtt: the broker refused the board's subscription: {} (return code 0x{reason:02X})",
+                    codec::suback_name_at(reason, self.protocol)
+                ),
+            }
+        }
     }
 
     /// A packet the board sent: a PUBACK or PUBREC acknowledges the PUBLISH that came
@@ -158,7 +196,7 @@ impl Tap {
     }
 
     pub(super) fn connected(&mut self) {
-        self.buf.clear();
+        self.rx.0.clear();
         self.parsed = 0;
         self.conn.clear();
         add(&mut self.taken_boot, std::mem::take(&mut self.taken_now));

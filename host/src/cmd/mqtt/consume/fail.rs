@@ -4,20 +4,26 @@
 use std::path::Path;
 
 use idem_mqtt::client::ClientError;
+use idem_mqtt::codec::{self, Protocol};
 
 use super::super::link::{self, Broken};
 use crate::error::usage;
 
-pub(super) fn client_error<E: core::fmt::Debug>(e: ClientError<E>, topic: &str) -> Broken {
+pub(super) fn client_error<E: core::fmt::Debug>(
+    e: ClientError<E>,
+    topic: &str,
+    protocol: Protocol,
+) -> Broken {
     Broken::Garbage(match e {
         ClientError::Receive(e) => return fatal(e),
         ClientError::Refused(code) => format!(
             "the broker refused the connection: {} (return code {code})",
-            link::refusal(code)
+            link::refusal_at(code, protocol)
         ),
-        ClientError::SubscriptionRefused => {
-            format!("the broker refused the subscription to {topic}")
-        }
+        ClientError::SubscriptionRefused(code) => format!(
+            "the broker refused the subscription to {topic}: {} (return code 0x{code:02X})",
+            codec::suback_name_at(code, protocol)
+        ),
         ClientError::Disconnected(r) => {
             return Broken::Closed(format!(
                 "the broker sent DISCONNECT {} (reason code 0x{r:02X})",
