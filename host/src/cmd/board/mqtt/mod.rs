@@ -161,7 +161,6 @@ impl Mqtt {
         let tally = Tally {
             f: report.figures.clone(),
             syncs: 0,
-            ids_syncs: 0,
             bytes: 0,
             ids: None,
             earlier: Vec::new(),
