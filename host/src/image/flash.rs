@@ -239,8 +239,7 @@ impl FileFlash {
     }
 
     /// The `sync_data` calls of every image this process opened, and how long they took
-    /// (`kafka consume` opens one image).
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    /// (`kafka consume` and `mqtt consume` open one image).
     pub fn process_syncs() -> SyncSummary {
         SYNC_TIMES.summary()
     }
@@ -382,7 +381,6 @@ impl FileFlash {
 
 /// How many `sync_data` calls and their median latency ([`FileFlash::process_syncs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub struct SyncSummary {
     /// `sync_data` calls.
     pub count: u64,

@@ -102,11 +102,15 @@ fn connect(a: &ConsumeArgs) -> anyhow::Result<Link> {
     Ok(Link::connect(&a.broker, max)?.speaking(a.protocol, MAXIMUM_PACKET))
 }
 
-/// The report's figures beyond the session's: the protocol, the bytes written, and at MQTT 5 what the broker sent past the Receive Maximum.
+/// The report's figures beyond the session's: the protocol, the bytes written, the
+/// median time of the image's syncs, and at MQTT 5 what the broker sent past the Receive Maximum.
 pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>) {
     use serde_json::json;
     asked.extra.push(("protocol", json!(a.protocol.name())));
     asked.extra.push(("bytes_written", json!(t.bytes)));
+    // What one sync takes bounds a durable run: a group a sync, of at most a window.
+    let syncs = crate::image::FileFlash::process_syncs();
+    asked.extra.push(("sync_median_us", json!(syncs.median_us)));
     if a.protocol == idem_mqtt::codec::Protocol::V5 {
         let past = t.f.past_receive_maximum;
         asked.extra.push(("past_receive_maximum", json!(past)));

@@ -314,6 +314,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 "syncs_per_message": idem(syncs),
                 "bytes_per_message": idem(bytes),
                 "reconnects_per_1000": idem(reconnects),
+                "sync_median_us": r.report.get("sync_median_us"),
                 "unanswered": r.report.get("unanswered"),
             }));
         }
@@ -332,7 +333,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
         a.runs
     );
     println!(
-        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000"
+        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000 | sync µs"
     );
     for row in &rows {
         let f = |k: &str| {
@@ -340,8 +341,11 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 .as_f64()
                 .map_or("-".to_string(), |x| format!("{x:.2}"))
         };
+        let sync_us = row["sync_median_us"]
+            .as_u64()
+            .map_or("-".to_string(), |us| us.to_string());
         println!(
-            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15}",
+            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15} | {sync_us:>7}",
             row["inflight"].to_string(),
             row["reader"].as_str().unwrap_or_default(),
             row["messages_per_s"].to_string(),
