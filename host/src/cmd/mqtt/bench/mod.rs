@@ -37,7 +37,8 @@ pub struct BenchArgs {
     /// QoS 2 payments queued for each reader's session (1 to 200,000).
     #[arg(long, value_name = "N", default_value_t = 5_000)]
     messages: u32,
-    /// Rounds: each reader once at each in-flight limit (1 to 9); the median counts.
+    /// Rounds: each reader once at each in-flight limit (1 to 9); the median counts, the
+    /// slowest and the fastest are printed beside it.
     #[arg(long, value_name = "R", default_value_t = 3)]
     runs: u32,
     /// naive or message-id.
@@ -271,6 +272,15 @@ fn check(run: &Run, messages: u32, want: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The slowest and the fastest run of `reader` at `inflight`, in messages a second.
+fn range(runs: &[Run], reader: Reader, inflight: u16, messages: u32) -> [u64; 2] {
+    let rates = runs
+        .iter()
+        .filter(|r| r.reader == reader && r.inflight == inflight)
+        .map(|r| (f64::from(messages) / r.time.as_secs_f64().max(1e-9)).round() as u64);
+    [rates.clone().min(), rates.max()].map(Option::unwrap_or_default)
+}
+
 /// The median run of `reader` at `inflight`.
 fn median(runs: &[Run], reader: Reader, inflight: u16) -> Option<&Run> {
     let mut mine: Vec<&Run> = runs
@@ -309,6 +319,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 "reader": reader.name(),
                 "inflight": inflight,
                 "messages_per_s": rate.round() as u64,
+                "messages_per_s_range": range(runs, reader, inflight, a.messages),
                 "vs_paho": ratio,
                 "records_per_message": idem(records),
                 "syncs_per_message": idem(syncs),
@@ -333,7 +344,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
         a.runs
     );
     println!(
-        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000 | sync µs"
+        "in-flight | reader                     | msg/s  | slowest-fastest | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000 | sync µs"
     );
     for row in &rows {
         let f = |k: &str| {
@@ -345,10 +356,14 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
             .as_u64()
             .map_or("-".to_string(), |us| us.to_string());
         println!(
-            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15} | {sync_us:>7}",
+            "{:>9} | {:<26} | {:>6} | {:>15} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15} | {sync_us:>7}",
             row["inflight"].to_string(),
             row["reader"].as_str().unwrap_or_default(),
             row["messages_per_s"].to_string(),
+            format!(
+                "{}-{}",
+                row["messages_per_s_range"][0], row["messages_per_s_range"][1]
+            ),
             f("vs_paho"),
             f("records_per_message"),
             f("syncs_per_message"),
