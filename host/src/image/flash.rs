@@ -456,25 +456,10 @@ mod tests {
     /// lines and records durable; the log grows by a step of zeros when full.
     #[test]
     fn the_log_of_ids_reaches_the_file_first_and_shares_the_images_syncs() {
-        use crate::image::{IDS_STEP, Image, MQTT_PAGE, Meta, MqttSession};
+        use crate::image::{IDS_STEP, Image, MQTT_PAGE};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.img");
-        let meta = Meta {
-            scenario: "mqtt".into(),
-            store: "naive".into(),
-            events: 0,
-            checkpoint_every: 0,
-            window: 32,
-            pages: 2,
-            mqtt: Some(MqttSession {
-                protocol: "3.1.1".into(),
-                broker: "127.0.0.1:1883".into(),
-                client_id: "b".into(),
-                filter: "pay".into(),
-                qos: 2,
-                identifiers: "flash".into(),
-            }),
-        };
+        let meta = crate::image::tests::mqtt_meta(2);
         let mut image = Image::open_or_create(&path, &meta).unwrap();
         let f = &mut image.flash;
         let journal = 0..2 * MQTT_PAGE as u32;

@@ -99,27 +99,9 @@ fn read(bytes: &[u8], applied: u32) -> (Vec<Option<String>>, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::{HEADER, Image, MQTT_PAGE, Meta, MqttSession};
+    use crate::image::tests::mqtt_meta;
+    use crate::image::{HEADER, Image, MQTT_PAGE};
     use std::path::Path;
-
-    fn meta() -> Meta {
-        Meta {
-            scenario: "mqtt".into(),
-            store: "naive".into(),
-            events: 0,
-            checkpoint_every: 0,
-            window: 32,
-            pages: 3,
-            mqtt: Some(MqttSession {
-                protocol: "3.1.1".into(),
-                broker: "127.0.0.1:1883".into(),
-                client_id: "t".into(),
-                filter: "pay".into(),
-                qos: 2,
-                identifiers: "flash".into(),
-            }),
-        }
-    }
 
     /// The log's text in the image file, up to its first zero.
     fn text(path: &Path) -> String {
@@ -133,7 +115,7 @@ mod tests {
     fn lines_past_the_images_count_or_cut_short_are_dropped_at_open() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dev.img");
-        let mut image = Image::open_or_create(&path, &meta()).unwrap();
+        let mut image = Image::open_or_create(&path, &mqtt_meta(3)).unwrap();
         let mut log = AppliedLog::open(&mut image.flash, "dev.img", 0).unwrap();
         for (n, id) in [(1, Some("p0")), (2, None), (3, Some("p2"))] {
             log.push(&mut image.flash, n, id).unwrap();
