@@ -311,7 +311,7 @@ impl ReadNorFlash for FileFlash {
 
 impl NorFlash for FileFlash {
     const WRITE_SIZE: usize = 4;
-    /// The smallest page an image has: an image of larger pages ([`FileFlash::page`])
+    /// The smallest page an image has: an image of larger pages ([`super::MQTT_PAGE`])
     /// erases only whole ones of its own, and a journal sees them through [`super::Pages`].
     const ERASE_SIZE: usize = PAGE;
 

@@ -1,12 +1,11 @@
 //! An image's flash seen with erase pages of `P` bytes, a whole number of the image's
-//! own ([`FileFlash::page`]): a journal's erase size is its flash type's constant, and a
-//! file's page is the image's choice. A journal on it enters a new page, with its erase
-//! and its header (each needing a sync under `--sync checkpoint`), once every `P`
-//! bytes. A chip's page is what it is; a file's is a choice, and a receiver that syncs
-//! once for a group of records should not sync twice more every few records for a
-//! geometry it does not have (an `mqtt consume` image has pages of
-//! [`super::MQTT_PAGE`] bytes, seen whole). An erase of one page here erases (and
-//! counts) each of the image's pages in it.
+//! own: a journal's erase size is its flash type's constant, and a file's page is the
+//! image's choice. A journal on it enters a new page, with its erase and its header
+//! (each needing a sync under `--sync checkpoint`), once every `P` bytes. A chip's page
+//! is what it is; a file's is a choice, and a receiver that syncs once for a group of
+//! records should not sync twice more every few records for a geometry it does not have
+//! (an `mqtt consume` image has pages of [`super::MQTT_PAGE`] bytes, seen whole). An
+//! erase of one page here erases (and counts) each of the image's pages in it.
 
 use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
 
