@@ -110,8 +110,8 @@ pub struct ConsumeArgs {
     /// it allows is sent.
     #[arg(long, hide = true)]
     abort_before_ack: Option<u64>,
-    /// Test hook: abort once the Nth applied id's line is durable in the log beside the
-    /// image, before the record that applies it is synced.
+    /// Test hook: abort once the Nth applied id's line is in the image file, before the
+    /// record that applies it is written there.
     #[arg(long, hide = true)]
     abort_after_id_log: Option<u32>,
 }
