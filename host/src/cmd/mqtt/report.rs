@@ -51,7 +51,7 @@ fn compare(t: &Tally, truth: Truth<'_>, broken: &mut Vec<String>) -> Option<IdCo
         (Some(Ok(applied)), Some(ids)) => Some(IdCounts::of(ids, applied)),
         (Some(Err(lacking)), Some(_)) => {
             broken.push(format!(
-                "the image's log of applied ids lacks {lacking} of the {} the image applied (a power cut inside a sync kept their records without their lines): graded on totals only",
+                "the image's log of applied ids lacks {lacking} of the {} the image applied (a power cut inside a sync can keep records without their lines): graded on totals only",
                 t.f.applied
             ));
             None
