@@ -12,6 +12,9 @@
 //!            erase counter per page (from 384), and a word of marks (at 508) that
 //!            runs set and none clears: where an MQTT session's promise broke
 //! 512..      the flash: page count x page size bytes, as a chip would hold them
+//!            (pages of 1 KiB, a micro:bit's; of 64 KiB for `mqtt consume`)
+//! then       for `mqtt consume`, the log of the ids its receiver applied: lines of
+//!            text, zeros after the last, in steps of 64 KiB written ahead (`IdsArea`)
 //! ```
 //!
 //! The header is written once, through a temporary file (created exclusively under an
@@ -34,21 +37,25 @@ use idem_core::log::IdKey;
 use idem_sim::registry::StoreKind;
 
 mod flash;
+mod ids;
 mod pages;
-pub use flash::{FileFlash, FileFlashError, SyncBefore};
+pub use flash::{FileFlash, FileFlashError};
 pub use pages::Pages;
 
 /// Bytes of the header before the flash.
 pub const HEADER: u64 = 512;
 const MAGIC: &[u8; 8] = b"IDEMFLSH";
-/// Version 4: an MQTT session's identity in fields of its own (version 3 joined client
+/// Version 5: an `mqtt consume` image's flash in pages of 64 KiB, and its log of applied
+/// ids in the image file itself, after the flash, so that one sync makes a group's ids
+/// and records durable (version 4 kept the log in a file of its own, synced apart, and
+/// the flash in 1 KiB pages). Version 4: an MQTT session's identity in fields of its own (version 3 joined client
 /// id and topic in one string, which two sessions could share, without the broker or
 /// the QoS), and the word of marks. Version 3 added the image's own message-id key;
 /// version 2 a header checksum and journal records that carry what the recovery
 /// cross-check needs (images of version 1 hold records this idem does not read). An
 /// older image is refused, never migrated: a version 3 MQTT image does not say which
 /// broker or QoS it was made for, nor whether a run on it saw the promise break.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// CRC-32C of the header's bytes before it (the erase counters after it change).
 const HEADER_CRC_AT: usize = 380;
 const META_AT: usize = 24;
@@ -60,6 +67,14 @@ const COUNTERS_AT: u64 = 384;
 pub(crate) const MARKS_AT: u64 = HEADER - 4;
 /// The default page size: a micro:bit v1 (nRF51) flash page.
 pub const PAGE: usize = 1024;
+/// The page of an `mqtt consume` image: its receiver's journal enters a page (a sync
+/// before its erase and one after its header) once every 64 KiB, about every 500 records
+/// of the naive store, where a group of up to 20 records takes one sync. A chip's page
+/// is what it is; a file's is a choice.
+pub const MQTT_PAGE: usize = 64 * 1024;
+/// The step in which an image's log of applied ids is written ahead (zeros), so that
+/// the sync of a group's lines almost never has a file size to make durable too.
+pub const IDS_STEP: u64 = 64 * 1024;
 /// Pages in a scenario's image: the consumer's position journal (4) and the store's
 /// journal (4).
 pub const PAGES: u32 = 8;
@@ -143,6 +158,17 @@ impl Meta {
             PAGES
         };
         (2..=MAX_PAGES).contains(&pages).then_some(pages)
+    }
+
+    /// The size of the image's pages: [`MQTT_PAGE`] for an `mqtt consume` image, else
+    /// [`PAGE`].
+    pub fn page(&self) -> usize {
+        if self.mqtt.is_some() { MQTT_PAGE } else { PAGE }
+    }
+
+    /// Whether the image keeps a log of applied ids after its flash (`mqtt consume`).
+    pub fn has_ids(&self) -> bool {
+        self.mqtt.is_some()
     }
 
     /// The fields in which `self` (an image's) and `run` (a run's) differ, in words:
@@ -262,16 +288,25 @@ impl Image {
         let len = file.metadata()?.len();
         let header = Header::read(&file, len, path)?;
         let meta = header.meta(path)?;
-        let pages = header.word(16);
-        let expected = HEADER + u64::from(pages) * PAGE as u64;
-        if len != expected {
-            let what = if len < expected {
+        let (pages, page) = (header.word(16), meta.page());
+        let expected = HEADER + u64::from(pages) * page as u64;
+        // The log of ids after the flash: at least its first step (a kill while it grows
+        // may leave part of a later one, zeros written ahead).
+        let (fits, log) = match meta.has_ids() {
+            true => (
+                len >= expected + IDS_STEP,
+                format!(", and its log of ids at least {IDS_STEP} bytes"),
+            ),
+            false => (len == expected, String::new()),
+        };
+        if !fits {
+            let what = if len < expected + (if meta.has_ids() { IDS_STEP } else { 0 }) {
                 "truncated"
             } else {
                 "too long"
             };
             return Err(usage(format!(
-                "{name} is {what}: {len} bytes where an image of {pages} pages of {PAGE} bytes is {expected}; it was left untouched"
+                "{name} is {what}: {len} bytes where an image of {pages} pages of {page} bytes is {expected}{log}; it was left untouched"
             )));
         }
         let mut key = [0u8; 16];
@@ -281,7 +316,7 @@ impl Image {
             .collect();
         let marks = header.word(MARKS_AT as usize);
         Ok(Self {
-            flash: FileFlash::new(file, pages, erases, marks)
+            flash: FileFlash::new(file, (pages, page), erases, marks, len)
                 .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?,
             meta,
             path: path.to_owned(),
@@ -308,11 +343,12 @@ impl Image {
         {
             if image.meta.mqtt == meta.mqtt && image.meta.pages != meta.pages {
                 // The session's own image, laid out by an idem whose journal had
-                // another geometry (4 pages of 1 KiB before its pages grew to 8 KiB).
+                // another geometry.
                 return Err(usage(format!(
-                    "{} was laid out by another version of idem ({} pages of {PAGE} bytes, where this one lays out {}); it was left untouched: start a new image",
+                    "{} was laid out by another version of idem ({} pages of {} bytes, where this one lays out {}); it was left untouched: start a new image",
                     path.display(),
                     image.meta.pages,
+                    image.meta.page(),
                     meta.pages
                 )));
             }
@@ -351,7 +387,8 @@ impl Header {
             )));
         }
         match header.word(8) {
-            VERSION => {}
+            // Format 4 differs only in an MQTT image (refused by `Image::open`).
+            4 | VERSION => {}
             old @ 1..VERSION => {
                 let lacking = if old < 3 {
                     "the image's own message-id key"
@@ -395,15 +432,22 @@ impl Header {
                 ))
             })?;
         let (page, pages) = (self.word(12), self.word(16));
+        if self.word(8) < VERSION && meta.has_ids() {
+            return Err(usage(format!(
+                "{name} was written by an older idem (image format {}, with its log of applied ids in a file of its own and pages of {PAGE} bytes; this one reads format {VERSION}, the log inside the image): it was left untouched, start a new image",
+                self.word(8)
+            )));
+        }
         let need = meta.pages_needed().ok_or_else(|| {
             usage(format!(
                 "{name} has a damaged header (its run would need {} pages; idem uses 2 to {MAX_PAGES}); it was left untouched",
                 meta.pages
             ))
         })?;
-        if page as usize != PAGE || pages != need {
+        let want = meta.page();
+        if page as usize != want || pages != need {
             return Err(usage(format!(
-                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {PAGE} bytes; it was left untouched",
+                "{name} has {pages} pages of {page} bytes, but {} needs {need} pages of {want} bytes; it was left untouched",
                 meta.describe()
             )));
         }
@@ -436,7 +480,7 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
     let mut header = vec![0u8; HEADER as usize];
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    header[12..16].copy_from_slice(&(PAGE as u32).to_le_bytes());
+    header[12..16].copy_from_slice(&(meta.page() as u32).to_le_bytes());
     header[16..20].copy_from_slice(&meta.pages.to_le_bytes());
     header[20..24].copy_from_slice(&(json.len() as u32).to_le_bytes());
     header[META_AT..META_AT + json.len()].copy_from_slice(&json);
@@ -450,17 +494,20 @@ fn create(path: &Path, meta: &Meta) -> anyhow::Result<()> {
         )
     };
     let mut tmp = crate::files::temporary_beside(path).map_err(failed)?;
-    write_new(tmp.file(), &header, meta.pages as usize * PAGE).map_err(failed)?;
+    let ids = if meta.has_ids() { IDS_STEP as usize } else { 0 };
+    write_new(tmp.file(), &header, meta.pages as usize * meta.page(), ids).map_err(failed)?;
     // Linked, never renamed over: of two processes creating one image, one creates it
     // and the other (finding the name taken) opens that one, and finds it locked,
     // instead of replacing the file under the first.
     tmp.persist_new(path).map(drop).map_err(failed)
 }
 
-/// Writes a new image into `f`: `header`, then `flash` bytes of erased flash, synced.
-fn write_new(f: &mut File, header: &[u8], flash: usize) -> std::io::Result<()> {
+/// Writes a new image into `f`: `header`, then `flash` bytes of erased flash, then `ids`
+/// bytes of an empty log of ids (zeros), synced.
+fn write_new(f: &mut File, header: &[u8], flash: usize, ids: usize) -> std::io::Result<()> {
     f.write_all(header)?;
     f.write_all(&vec![0xFF; flash])?;
+    f.write_all(&vec![0; ids])?;
     f.sync_all()
 }
 
@@ -485,7 +532,7 @@ fn lock(file: &File, path: &Path, writable: bool) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
 
@@ -569,6 +616,52 @@ mod tests {
             format!(
                 "{} holds the offset store of kafka:t (0 events, checkpoint every 10), not the offset store of kafka:t (0 events, checkpoint every 10): pages 10 in the image, 15 in this run; it was left untouched",
                 path.display()
+            )
+        );
+    }
+
+    /// An `mqtt consume` image of `pages` pages, client `t` on `pay`.
+    pub(crate) fn mqtt_meta(pages: u32) -> Meta {
+        Meta {
+            scenario: "mqtt".into(),
+            store: "naive".into(),
+            events: 0,
+            checkpoint_every: 0,
+            window: 32,
+            pages,
+            mqtt: Some(MqttSession {
+                protocol: "3.1.1".into(),
+                broker: "127.0.0.1:1883".into(),
+                client_id: "t".into(),
+                filter: "pay".into(),
+                qos: 2,
+                identifiers: "flash".into(),
+            }),
+        }
+    }
+
+    /// An MQTT image is its flash and at least the first 64 KiB of its log of ids: part
+    /// of a later step (a kill while the log grew) is read, a log cut into its first
+    /// step is refused.
+    #[test]
+    fn an_mqtt_image_holds_at_least_the_first_step_of_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.img");
+        drop(Image::open_or_create(&path, &mqtt_meta(3)).unwrap());
+        let len = HEADER + 3 * MQTT_PAGE as u64 + IDS_STEP;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(len + 100).unwrap();
+        Image::open(&path, true).unwrap();
+        file.set_len(len - 1).unwrap();
+        let e = Image::open(&path, true).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{} is truncated: {} bytes where an image of 3 pages of 65536 bytes is {}, and its log of ids at least 65536 bytes; it was left untouched",
+                path.display(),
+                len - 1,
+                len - IDS_STEP
             )
         );
     }

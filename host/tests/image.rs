@@ -440,7 +440,7 @@ fn an_image_in_the_old_header_format_is_refused() {
     bytes[344..380].fill(0);
     seal(&mut bytes);
     std::fs::write(img.path(), &bytes).unwrap();
-    let message = "was written by an older idem (image format 2, without the image's own message-id key; this one reads format 4): it was left untouched, start a new image";
+    let message = "was written by an older idem (image format 2, without the image's own message-id key; this one reads format 5): it was left untouched, start a new image";
     refused(
         img.path(),
         &["consume", "ddia", "--store", "offset", "--flash"],

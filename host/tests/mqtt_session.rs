@@ -207,7 +207,55 @@ fn an_image_of_format_3_is_refused() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "was written by an older idem (image format 3, without an MQTT session's fields and the marks of where its promise broke; this one reads format 4): it was left untouched, start a new image",
+            "was written by an older idem (image format 3, without an MQTT session's fields and the marks of where its promise broke; this one reads format 5): it was left untouched, start a new image",
         ));
     assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
+}
+
+/// An image of format 4 (the previous layout: 24 pages of 1 KiB, its log of applied ids
+/// in a file of its own beside it) is refused in one sentence, exit 2, and nothing is
+/// written: the image and its log stay as they were, and no log is made.
+#[test]
+fn an_image_of_format_4_is_refused_and_nothing_is_written() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("dev.img");
+    let (addr, b) = broker(vec![(connack_and_publish(false, "pay", "p1"), false)]);
+    report(&mut consume(&addr, img.path(), &[]));
+    b.join().unwrap();
+    // Format 5's header made format 4's: the version, pages of 1 KiB, 24 of them (in the
+    // header's words and in its description of the run), the checksum; then 24 KiB of
+    // flash and nothing after it.
+    let new = std::fs::read(img.path()).unwrap();
+    let mut header = new[..512].to_vec();
+    let len = u32::from_le_bytes(header[20..24].try_into().unwrap()) as usize;
+    let meta = String::from_utf8(header[24..24 + len].to_vec()).unwrap();
+    assert!(meta.contains("\"pages\":3"), "{meta}");
+    let meta = meta.replace("\"pages\":3", "\"pages\":24");
+    header[24..24 + meta.len()].copy_from_slice(meta.as_bytes());
+    header[20..24].copy_from_slice(&(meta.len() as u32).to_le_bytes());
+    header[8..12].copy_from_slice(&4u32.to_le_bytes());
+    header[12..16].copy_from_slice(&1024u32.to_le_bytes());
+    header[16..20].copy_from_slice(&24u32.to_le_bytes());
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&header[..380]);
+    header[380..384].copy_from_slice(&crc.to_le_bytes());
+    let mut bytes = header;
+    bytes.resize(512 + 24 * 1024, 0xFF);
+    std::fs::write(img.path(), &bytes).unwrap();
+    let log = dir.child("dev.img.ids");
+    log.write_str("{\"n\":1,\"id\":\"p1\"}\n").unwrap();
+    consume("127.0.0.1:9", img.path(), &[])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "idem: {} was written by an older idem (image format 4, with its log of applied ids in a file of its own and pages of 1024 bytes; this one reads format 5, the log inside the image): it was left untouched, start a new image\n",
+            img.path().display()
+        ));
+    assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
+    log.assert("{\"n\":1,\"id\":\"p1\"}\n");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
 }

@@ -1,12 +1,12 @@
 //! The flash of an image: a NOR flash with a file behind it, sharing the simulator's
 //! checks (`idem_sim::flash::NorRules`, the rules of its in-memory flash), with an erase
-//! counter per page in the header and writes that reach the disk when the `--sync` rules
-//! say.
+//! counter per page in the header, writes that reach the disk when the `--sync` rules
+//! say, and for `mqtt consume` its log of applied ids after the flash, made durable by
+//! the same syncs.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use embedded_storage::nor_flash::{
@@ -16,6 +16,7 @@ use idem_core::journal::ZeroOver;
 use idem_sim::flash::{FlashError, NorRules};
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 
+use super::ids::IdsArea;
 use super::{COUNTERS_AT, HEADER, MARKS_AT, PAGE};
 
 /// Why a file flash operation failed.
@@ -70,7 +71,7 @@ impl From<std::io::Error> for FileFlashError {
 /// reads erased, and programming only clears bits; accesses are checked as the
 /// simulator's flash checks them ([`NorRules`]).
 ///
-/// It reads from a copy of the flash in memory (an image is 32 KiB at most) and writes
+/// It reads from a copy of the flash in memory (an image is 192 KiB at most) and writes
 /// through to the file in the order of the writes, at each sync point the `--sync` rules
 /// name and at each [`FileFlash::sync`] (before any commit is reported), contiguous writes
 /// as one: a process killed in between leaves the file with a prefix of its writes, as
@@ -84,6 +85,8 @@ pub struct FileFlash {
     /// joined.
     unwritten: Vec<(u32, u32)>,
     pages: u32,
+    /// The image's page: [`PAGE`], or a whole number of them ([`super::MQTT_PAGE`]).
+    page: usize,
     erases: Vec<u32>,
     /// When writes reach the disk: the core's rules (`idem_sim::sync`).
     sync: SyncRules,
@@ -95,82 +98,53 @@ pub struct FileFlash {
     /// The page a journal on this flash sees ([`super::Pages`]), whose header the sync
     /// rules know by its end.
     journal_page: usize,
-    /// Bytes put in the file's flash: programmed, and erased (a page of `0xFF` each).
+    /// Bytes put in the file: programmed, erased (a page of `0xFF` each), and the log
+    /// of ids' lines and the zeros it grew by.
     written: u64,
-    /// A file made durable before each of this one's syncs ([`SyncBefore`]).
-    before: Option<Arc<SyncBefore>>,
+    /// The log of applied ids after the flash (`mqtt consume`'s images).
+    ids: Option<IdsArea>,
+    /// Lines of the log written since the last sync.
+    ids_unsynced: bool,
 }
 
-/// A file that must be durable before an image's writes are: whenever it was written
-/// since its last sync, each sync of the image syncs it first, the syncs the journal
-/// takes inside a group (before a page erase, after a page header) as well as the
-/// group's own. The log of applied ids beside an `mqtt consume` image is one: its lines
-/// must be durable before the records that apply them.
-#[derive(Debug)]
-pub struct SyncBefore {
-    file: File,
-    pending: AtomicBool,
-    syncs: AtomicU64,
-}
-
-impl SyncBefore {
-    /// `file` (a handle to it), nothing written yet.
-    pub fn new(file: File) -> Arc<Self> {
-        Arc::new(Self {
-            file,
-            pending: AtomicBool::new(false),
-            syncs: AtomicU64::new(0),
-        })
-    }
-
-    /// Notes a write since the last sync.
-    pub fn written(&self) {
-        self.pending.store(true, Ordering::SeqCst);
-    }
-
-    /// Makes the writes since the last sync durable (`sync_data`), if there are any.
-    pub fn sync(&self) -> std::io::Result<()> {
-        if self.pending.swap(false, Ordering::SeqCst) {
-            self.file.sync_data()?;
-            self.syncs.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    /// `sync_data` calls made so far.
-    pub fn syncs(&self) -> u64 {
-        self.syncs.load(Ordering::SeqCst)
-    }
-}
 impl FileFlash {
-    /// The flash of an open image file of `pages` pages, with its erase counters; writes
-    /// reach the disk at each checkpoint until told otherwise.
+    /// The flash of an open image file of `pages` pages of `page` bytes, with its erase
+    /// counters, in a file `len` bytes long (what follows the flash is its log of
+    /// ids); writes reach the disk at each checkpoint until told otherwise.
     pub(super) fn new(
         file: File,
-        pages: u32,
+        (pages, page): (u32, usize),
         erases: Vec<u32>,
         marks: u32,
+        len: u64,
     ) -> std::io::Result<Self> {
-        let mut mem = vec![0xFF; pages as usize * PAGE];
+        let mut mem = vec![0xFF; pages as usize * page];
         file.read_exact_at(&mut mem, HEADER)?;
+        let end = HEADER + mem.len() as u64;
         Ok(Self {
             file,
             mem,
             unwritten: Vec::new(),
             pages,
+            page,
             erases,
             sync: SyncRules::new(SyncMode::Checkpoint),
             positions: Vec::new(),
             syncs: 0,
             marks,
-            journal_page: PAGE,
+            journal_page: page,
             written: 0,
-            before: None,
+            ids: (len > end).then(|| IdsArea::new(end, len - end)),
+            ids_unsynced: false,
         })
     }
 
-    /// Writes what is not yet in the file, in order.
+    /// Writes what is not yet in the file, in order: the log's lines first, so no
+    /// record reaches the file before the line of the id it applies.
     fn write_through(&mut self) -> Result<(), FileFlashError> {
+        if let Some(ids) = &mut self.ids {
+            self.written += ids.write_through(&self.file)?;
+        }
         for (at, len) in std::mem::take(&mut self.unwritten) {
             let bytes = &self.mem[at as usize..(at + len) as usize];
             self.file.write_all_at(bytes, HEADER + u64::from(at))?;
@@ -195,11 +169,6 @@ impl FileFlash {
         self.positions = positions;
     }
 
-    /// Makes `before` durable first at each sync of this flash ([`SyncBefore`]).
-    pub fn sync_before(&mut self, before: Arc<SyncBefore>) {
-        self.before = Some(before);
-    }
-
     /// The page a journal on this flash sees, a whole number of the image's
     /// ([`super::Pages`]).
     pub(super) fn set_journal_page(&mut self, bytes: usize) {
@@ -210,10 +179,8 @@ impl FileFlash {
     /// mode is `none`. Call it after a position commit, before reporting it.
     pub fn sync(&mut self) -> Result<(), FileFlashError> {
         self.write_through()?;
-        if self.sync.pending() {
-            if let Some(before) = &self.before {
-                before.sync()?;
-            }
+        let ids = std::mem::take(&mut self.ids_unsynced) && self.sync.mode() != SyncMode::None;
+        if self.sync.pending() || ids {
             let started = Instant::now();
             self.file.sync_data()?;
             SYNC_TIMES.record(started.elapsed());
@@ -237,7 +204,7 @@ impl FileFlash {
         NorRules {
             capacity: self.capacity(),
             write_unit: Self::WRITE_SIZE,
-            page: Self::ERASE_SIZE,
+            page: self.page,
         }
     }
 
@@ -272,8 +239,7 @@ impl FileFlash {
     }
 
     /// The `sync_data` calls of every image this process opened, and how long they took
-    /// (`kafka consume` opens one image).
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    /// (`kafka consume` and `mqtt consume` open one image).
     pub fn process_syncs() -> SyncSummary {
         SYNC_TIMES.summary()
     }
@@ -281,6 +247,41 @@ impl FileFlash {
     /// Pages in the flash.
     pub fn pages(&self) -> u32 {
         self.pages
+    }
+
+    /// The log of ids' bytes as the file holds them (lines, then zeros); `None` for an
+    /// image without one.
+    pub fn ids_read(&self) -> Option<std::io::Result<Vec<u8>>> {
+        self.ids.as_ref().map(|ids| ids.read(&self.file))
+    }
+
+    /// Keeps the log's first `kept` bytes of `bytes` (as [`FileFlash::ids_read`] gave
+    /// them) and zeroes the rest, durably unless the mode is `none`, before any new
+    /// line can take the place of one dropped.
+    pub fn ids_keep(&mut self, bytes: &[u8], kept: u64) -> Result<(), FileFlashError> {
+        let ids = self.ids.as_mut().ok_or(FileFlashError::OutOfBounds)?;
+        if ids.keep(&self.file, bytes, kept)? && self.sync.mode() != SyncMode::None {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a line to the log: in the file before any flash write that follows, durable
+    /// with the next [`FileFlash::sync`]. A full disk fails here (the log grows in
+    /// steps of [`super::IDS_STEP`]), before anything of the line's group is written.
+    pub fn ids_push(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let ids = (self.ids.as_mut()).ok_or(std::io::ErrorKind::Unsupported)?;
+        self.written += ids.push(&self.file, line)?;
+        self.ids_unsynced = true;
+        Ok(())
+    }
+
+    /// Puts the log's lines pushed so far in the file, and nothing else.
+    pub fn ids_write(&mut self) -> Result<(), FileFlashError> {
+        if let Some(ids) = &mut self.ids {
+            self.written += ids.write_through(&self.file)?;
+        }
+        Ok(())
     }
 
     /// How many times each page was erased since the image was created.
@@ -304,12 +305,14 @@ impl ReadNorFlash for FileFlash {
     }
 
     fn capacity(&self) -> usize {
-        self.pages as usize * PAGE
+        self.pages as usize * self.page
     }
 }
 
 impl NorFlash for FileFlash {
     const WRITE_SIZE: usize = 4;
+    /// The smallest page an image has: an image of larger pages ([`super::MQTT_PAGE`])
+    /// erases only whole ones of its own, and a journal sees them through [`super::Pages`].
     const ERASE_SIZE: usize = PAGE;
 
     fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
@@ -318,12 +321,13 @@ impl NorFlash for FileFlash {
             self.sync()?;
         }
         self.write_through()?;
-        for page in from / PAGE as u32..to / PAGE as u32 {
-            let at = page as usize * PAGE;
-            self.mem[at..at + PAGE].fill(0xFF);
+        let size = self.page;
+        for page in from / size as u32..to / size as u32 {
+            let at = page as usize * size;
+            self.mem[at..at + size].fill(0xFF);
             self.file
-                .write_all_at(&[0xFF; PAGE], HEADER + u64::from(page) * PAGE as u64)?;
-            self.written += PAGE as u64;
+                .write_all_at(&vec![0xFF; size], HEADER + (page as usize * size) as u64)?;
+            self.written += size as u64;
             // Saturates: a counter stuck at u32::MAX still says "worn out", never 0.
             self.erases[page as usize] = self.erases[page as usize].saturating_add(1);
             let count = self.erases[page as usize].to_le_bytes();
@@ -377,7 +381,6 @@ impl FileFlash {
 
 /// How many `sync_data` calls and their median latency ([`FileFlash::process_syncs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub struct SyncSummary {
     /// `sync_data` calls.
     pub count: u64,
@@ -448,39 +451,50 @@ impl SyncTimes {
 mod tests {
     use super::*;
 
-    /// A file to sync first is synced before each sync of the image that finds it
-    /// written: the one before a page erase inside a group too, not only the group's.
+    /// The log of ids' lines reach the file before any flash write that follows them,
+    /// the writes a page erase inside a group puts through included, and one sync makes
+    /// lines and records durable; the log grows by a step of zeros when full.
     #[test]
-    fn a_file_written_since_its_sync_is_synced_before_each_of_the_images() {
-        use crate::image::{Image, Meta};
+    fn the_log_of_ids_reaches_the_file_first_and_shares_the_images_syncs() {
+        use crate::image::{IDS_STEP, Image, MQTT_PAGE};
         let dir = tempfile::tempdir().unwrap();
-        let meta = Meta {
-            scenario: "kafka:before".into(),
-            store: "naive".into(),
-            events: 0,
-            checkpoint_every: 0,
-            window: 32,
-            pages: 2,
-            mqtt: None,
-        };
-        let mut image = Image::open_or_create(&dir.path().join("b.img"), &meta).unwrap();
-        let journal = 0..2 * PAGE as u32;
-        image.flash.set_sync(SyncMode::Checkpoint, vec![journal]);
-        let log = SyncBefore::new(File::create(dir.path().join("b.img.ids")).unwrap());
-        image.flash.sync_before(log.clone());
+        let path = dir.path().join("b.img");
+        let meta = crate::image::tests::mqtt_meta(2);
+        let mut image = Image::open_or_create(&path, &meta).unwrap();
         let f = &mut image.flash;
-        // A record, its id logged, then a page erase inside the same group: the log is
-        // synced, then the image, before the erase.
+        let journal = 0..2 * MQTT_PAGE as u32;
+        f.set_sync(SyncMode::Checkpoint, vec![journal]);
+        let log_at = HEADER as usize + 2 * MQTT_PAGE;
+        let file = |at: usize, n: usize| std::fs::read(&path).unwrap()[at..at + n].to_vec();
+        // A line, then a record: the line reaches the file alone, the record stays
+        // in memory until the image's sync or a page erase.
+        f.ids_push(b"one\n").unwrap();
         f.write(64, &[0; 4]).unwrap();
-        log.written();
-        f.erase(1024, 2048).unwrap();
-        assert_eq!((log.syncs(), f.syncs()), (1, 1));
-        // The group's own sync: the log has nothing new, the image has the erase.
+        f.ids_write().unwrap();
+        assert_eq!(file(log_at, 4), b"one\n");
+        assert_eq!(file(HEADER as usize + 64, 4), [0xFF; 4]);
+        f.ids_push(b"two\n").unwrap();
+        f.erase(MQTT_PAGE as u32, 2 * MQTT_PAGE as u32).unwrap();
+        assert_eq!(file(log_at, 8), b"one\ntwo\n", "before the erase");
+        assert_eq!(file(HEADER as usize + 64, 4), [0; 4]);
+        assert_eq!(f.syncs(), 1, "one sync before the erase, for both");
+        // The group's own sync: the erase; nothing left after it.
         f.sync().unwrap();
-        assert_eq!((log.syncs(), f.syncs()), (1, 2));
-        // Nothing written anywhere: no sync of either.
         f.sync().unwrap();
-        assert_eq!((log.syncs(), f.syncs()), (1, 2));
+        assert_eq!(f.syncs(), 2);
+        // A line alone is synced too.
+        f.ids_push(b"three\n").unwrap();
+        f.sync().unwrap();
+        assert_eq!(f.syncs(), 3);
+        // Past the log's first step, the file grows by one step of zeros.
+        let long = vec![b'x'; IDS_STEP as usize];
+        let written = f.written();
+        f.ids_push(&long).unwrap();
+        assert_eq!(f.written() - written, IDS_STEP);
+        let len = HEADER + 2 * MQTT_PAGE as u64 + 2 * IDS_STEP;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+        f.sync().unwrap();
+        assert_eq!(f.written() - written, 2 * IDS_STEP);
     }
 
     #[test]

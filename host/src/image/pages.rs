@@ -1,10 +1,11 @@
 //! An image's flash seen with erase pages of `P` bytes, a whole number of the image's
-//! own ([`super::PAGE`]): a journal on it enters a new page, with its erase and its
-//! header (each needing a sync under `--sync checkpoint`), once every `P` bytes instead
-//! of every kilobyte. A chip's page is what it is; a file's is a choice, and a receiver
-//! that syncs once for a group of records should not sync twice more every few records
-//! for a geometry it does not have. The file keeps its 1 KiB pages and their erase
-//! counters: an erase of one page here erases (and counts) each of them.
+//! own: a journal's erase size is its flash type's constant, and a file's page is the
+//! image's choice. A journal on it enters a new page, with its erase and its header
+//! (each needing a sync under `--sync checkpoint`), once every `P` bytes. A chip's page
+//! is what it is; a file's is a choice, and a receiver that syncs once for a group of
+//! records should not sync twice more every few records for a geometry it does not have
+//! (an `mqtt consume` image has pages of [`super::MQTT_PAGE`] bytes, seen whole). An
+//! erase of one page here erases (and counts) each of the image's pages in it.
 
 use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
 
@@ -14,8 +15,8 @@ use super::{FileFlash, FileFlashError, PAGE};
 pub struct Pages<'a, const P: usize>(&'a mut FileFlash);
 
 impl<'a, const P: usize> Pages<'a, P> {
-    /// `flash` seen with pages of `P` bytes; its sync rules count a page header at the
-    /// start of each of these.
+    /// `flash` seen with pages of `P` bytes (a whole number of its own, or its erases
+    /// fail as not aligned); its sync rules count a page header at the start of each.
     pub fn new(flash: &'a mut FileFlash) -> Self {
         const {
             assert!(

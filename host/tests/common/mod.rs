@@ -126,3 +126,12 @@ pub fn turn_broker(turns: Vec<(Vec<u8>, bool)>) -> (String, std::thread::JoinHan
     });
     (addr, handle)
 }
+
+/// The log of applied ids in the `mqtt consume` image at `flash`: after its 512-byte
+/// header and 3 pages of 64 KiB, up to its first zero.
+pub fn ids_log(flash: &std::path::Path) -> String {
+    let bytes = std::fs::read(flash).unwrap();
+    let log = &bytes[512 + 3 * 65536..];
+    let end = log.iter().position(|&b| b == 0).unwrap();
+    String::from_utf8(log[..end].to_vec()).unwrap()
+}

@@ -1,21 +1,17 @@
-//! The ids an `mqtt consume` image applied, in a log beside it (`IMAGE.ids`): one JSON
-//! line a message applied, `{"n":3,"id":"p2"}`, `n` the image's applied count with it.
-//! A line is written (and synced, unless `--sync none`) before the image's record that
-//! applies it is synced; at open, lines past the image's count (a record a power cut
-//! lost) and a line cut short are dropped, so a kill between the two never changes a
-//! verdict. A log that lacks lines the image counts (an image from before the log, a
-//! log removed) leaves the grade to totals, at best unproven. It does not decide
-//! anything: the receiver's record does.
-
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-
-use std::sync::Arc;
+//! The ids an `mqtt consume` image applied, in a log in the image file itself, after its
+//! flash (`crate::image::FileFlash::ids_push`): one JSON line a message applied,
+//! `{"n":3,"id":"p2"}`, `n` the image's applied count with it. A line reaches the file
+//! before the record that applies it, and the image's one sync a group makes both
+//! durable before any acknowledgement of the group goes out. At open, lines past the
+//! image's count (a record a kill or a power cut lost) and a line cut short are dropped
+//! (zeroed, durably), so a kill between a line and its record never changes a verdict.
+//! A log that lacks lines the image counts (a power cut inside a group's sync that kept
+//! a record and not its line) leaves the grade to totals, at best unproven. It does not
+//! decide anything: the receiver's record does.
 
 use anyhow::Context;
 
-use crate::image::SyncBefore;
+use crate::image::FileFlash;
 
 /// One line of the log.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -26,101 +22,41 @@ struct Line {
 
 /// The log of an image's applied ids.
 pub struct AppliedLog {
-    file: File,
-    path: PathBuf,
+    /// The image's name, for messages.
+    name: String,
     ids: Vec<Option<String>>,
     lacking: u32,
-    /// Its syncs, shared with the image, which makes it durable before each of its own
-    /// (`None` under `--sync none`).
-    before: Option<Arc<SyncBefore>>,
-    /// Bytes written since it was opened.
-    pub written: u64,
 }
 
 impl AppliedLog {
-    /// The log's path beside `image`.
-    pub fn path_of(image: &Path) -> PathBuf {
-        let mut p = image.as_os_str().to_owned();
-        p.push(".ids");
-        PathBuf::from(p)
-    }
-
-    /// Opens the log of `image`, whose record counts `applied` messages; `fresh` when the
-    /// image was just made (a log left there is emptied). `sync`: each line is synced.
-    pub fn open(image: &Path, applied: u32, fresh: bool, sync: bool) -> anyhow::Result<Self> {
-        let path = Self::path_of(image);
-        let there = crate::files::regular_or_missing(&path, "a log of applied ids")?.is_some();
-        let name = path.display().to_string();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("opening {name}"))?;
-        let (ids, kept) = if fresh || !there {
-            (Vec::new(), 0)
-        } else {
-            read(&mut file, applied).with_context(|| format!("reading {name}"))?
-        };
-        file.set_len(kept)
-            .and_then(|()| file.seek(SeekFrom::End(0)).map(drop))
-            .with_context(|| format!("writing {name}"))?;
-        let lacking = if fresh {
-            0
-        } else {
-            applied.saturating_sub(ids.len() as u32)
-        };
-        let before = match sync {
-            true => Some(SyncBefore::new(file.try_clone()?)),
-            false => None,
-        };
+    /// Opens the log of the image `name`, whose flash is `flash` and whose record counts
+    /// `applied` messages.
+    pub fn open(flash: &mut FileFlash, name: &str, applied: u32) -> anyhow::Result<Self> {
+        let bytes = (flash.ids_read())
+            .with_context(|| format!("{name} holds no log of applied ids"))?
+            .with_context(|| format!("reading {name}"))?;
+        let (ids, kept) = read(&bytes, applied);
+        (flash.ids_keep(&bytes, kept)).map_err(|e| anyhow::anyhow!("writing {name}: {e}"))?;
+        let lacking = applied.saturating_sub(ids.len() as u32);
         Ok(Self {
-            file,
-            path,
+            name: name.to_owned(),
             ids,
             lacking,
-            before,
-            written: 0,
         })
     }
 
-    /// Adds the message applied as the image's `n`th, with its `id` (durable at the
-    /// next [`AppliedLog::sync`]).
-    pub fn push(&mut self, n: u32, id: Option<&str>) -> anyhow::Result<()> {
+    /// Adds the message applied as the image's `n`th, with its `id`: in the file before
+    /// the record that applies it, durable with the image's next sync.
+    pub fn push(&mut self, flash: &mut FileFlash, n: u32, id: Option<&str>) -> anyhow::Result<()> {
         let mut line = serde_json::to_string(&Line {
             n,
             id: id.map(str::to_owned),
         })?;
-        // One write a line: `writeln!` on a file makes two system calls.
         line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
-            .with_context(|| format!("writing {} (the disk full?)", self.path.display()))?;
-        self.written += line.len() as u64;
-        if let Some(before) = &self.before {
-            before.written();
-        }
+        (flash.ids_push(line.as_bytes()))
+            .with_context(|| format!("writing {} (the disk full?)", self.name))?;
         self.ids.push(id.map(str::to_owned));
         Ok(())
-    }
-
-    /// Makes the lines pushed durable (unless the image is not synced either).
-    pub fn sync(&mut self) -> anyhow::Result<()> {
-        if let Some(before) = &self.before {
-            (before.sync()).with_context(|| format!("syncing {}", self.path.display()))?;
-        }
-        Ok(())
-    }
-
-    /// What the image syncs before each of its own syncs (`None` under `--sync none`).
-    pub fn before(&self) -> Option<Arc<SyncBefore>> {
-        self.before.clone()
-    }
-
-    /// `sync_data` calls made since it was opened, by it or by the image before its own.
-    pub fn syncs(&self) -> u64 {
-        self.before.as_ref().map_or(0, |b| b.syncs())
     }
 
     /// Each applied message's id, in order; `None` when the log lacks some the image
@@ -141,55 +77,72 @@ impl AppliedLog {
 }
 
 /// The log's lines numbered 1, 2, ... up to `applied`, and the bytes they take; the rest
-/// (past the image's count, or cut short) is dropped.
-fn read(file: &mut File, applied: u32) -> std::io::Result<(Vec<Option<String>>, u64)> {
+/// (past the image's count, cut short, or zeros) is not the log's.
+fn read(bytes: &[u8], applied: u32) -> (Vec<Option<String>>, u64) {
     let mut ids = Vec::new();
-    let mut kept = 0u64;
-    let mut r = BufReader::new(&mut *file);
-    let mut line = String::new();
+    let mut kept = 0;
+    let mut rest = bytes;
     while ids.len() < applied as usize {
-        line.clear();
-        if r.read_line(&mut line)? == 0 || !line.ends_with('\n') {
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
             break;
-        }
-        match serde_json::from_str::<Line>(&line) {
+        };
+        match serde_json::from_slice::<Line>(&rest[..end]) {
             Ok(l) if l.n as usize == ids.len() + 1 => ids.push(l.id),
             _ => break,
         }
-        kept += line.len() as u64;
+        kept += end as u64 + 1;
+        rest = &rest[end + 1..];
     }
-    Ok((ids, kept))
+    (ids, kept)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::tests::mqtt_meta;
+    use crate::image::{HEADER, Image, MQTT_PAGE};
+    use std::path::Path;
+
+    /// The log's text in the image file, up to its first zero.
+    fn text(path: &Path) -> String {
+        let bytes = std::fs::read(path).unwrap();
+        let area = &bytes[HEADER as usize + 3 * MQTT_PAGE..];
+        let end = area.iter().position(|&b| b == 0).unwrap();
+        String::from_utf8(area[..end].to_vec()).unwrap()
+    }
 
     #[test]
     fn lines_past_the_images_count_or_cut_short_are_dropped_at_open() {
         let dir = tempfile::tempdir().unwrap();
-        let image = dir.path().join("dev.img");
-        let mut log = AppliedLog::open(&image, 0, true, true).unwrap();
+        let path = dir.path().join("dev.img");
+        let mut image = Image::open_or_create(&path, &mqtt_meta(3)).unwrap();
+        let mut log = AppliedLog::open(&mut image.flash, "dev.img", 0).unwrap();
         for (n, id) in [(1, Some("p0")), (2, None), (3, Some("p2"))] {
-            log.push(n, id).unwrap();
+            log.push(&mut image.flash, n, id).unwrap();
         }
-        drop(log);
-        // A power cut lost the record of the 3rd: the image counts 2.
-        let log = AppliedLog::open(&image, 2, false, true).unwrap();
+        drop(image);
+        assert_eq!(text(&path).lines().count(), 3);
+        // A kill lost the record of the 3rd: the image counts 2, and the 3rd line is
+        // zeroed, so no later line can be read in its place.
+        let mut image = Image::open(&path, true).unwrap();
+        let log = AppliedLog::open(&mut image.flash, "dev.img", 2).unwrap();
         assert_eq!(log.ids(), Some(&[Some("p0".to_string()), None][..]));
-        drop(log);
-        let path = AppliedLog::path_of(&image);
+        drop(image);
         assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
+            text(&path),
             "{\"n\":1,\"id\":\"p0\"}\n{\"n\":2,\"id\":null}\n"
         );
         // A line cut short, and an image that counts more than the log holds.
-        std::fs::write(&path, "{\"n\":1,\"id\":\"p0\"}\n{\"n\":2,\"i").unwrap();
-        let log = AppliedLog::open(&image, 3, false, true).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The 2nd line (18 bytes after the 1st's 18) cut after `{"n":2`.
+        let at = HEADER as usize + 3 * MQTT_PAGE + 18;
+        assert_eq!(&bytes[at..at + 6], b"{\"n\":2");
+        bytes[at + 6..at + 18].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut image = Image::open(&path, true).unwrap();
+        let log = AppliedLog::open(&mut image.flash, "dev.img", 3).unwrap();
         assert_eq!((log.ids(), log.lacking()), (None, 2));
-        // A fresh image empties a log left beside it.
-        let log = AppliedLog::open(&image, 0, true, true).unwrap();
-        assert_eq!(log.ids(), Some(&[][..]));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        drop(image);
+        assert_eq!(text(&path), "{\"n\":1,\"id\":\"p0\"}\n");
     }
 }

@@ -47,17 +47,18 @@ pub const WAITING: usize = 16_384;
 /// largest PUBLISH the receiver takes, since the broker discards a larger one unsent "as
 /// if" delivered; one between the two arrives, and is acknowledged and rejected.
 pub const MAXIMUM_PACKET: u32 = 1 << 20;
-/// The receiver journal's page on the host: 8 KiB, eight of the image's 1 KiB pages
-/// ([`Pages`]). Each page the journal enters costs a sync before its erase and one after
-/// its header; at 1 KiB that was two syncs every 7 records of the naive store (every
-/// record of the message-id store, whose slot is 512 bytes), against one a group.
-pub const JOURNAL_PAGE: usize = 8 * 1024;
+/// The receiver journal's page on the host: the image's own, 64 KiB
+/// ([`crate::image::MQTT_PAGE`], seen whole through [`Pages`]). Each page the journal
+/// enters costs a sync before its erase and one after its header: at 1 KiB that was two
+/// syncs every 7 records of the naive store, at 8 KiB every 63, at 64 KiB every 511
+/// (its slot is 128 bytes), against one a group of up to 20.
+pub const JOURNAL_PAGE: usize = crate::image::MQTT_PAGE;
 /// The image's flash as the receiver's journal sees it.
 type Flash<'a> = Pages<'a, JOURNAL_PAGE>;
 /// The journal's pages (three: room for a group's records past the newest durable one).
 pub const JOURNAL_PAGES: u32 = 3;
-/// Pages of an `mqtt consume` image (of 1 KiB): the receiver's journal.
-pub const PAGES: u32 = JOURNAL_PAGES * (JOURNAL_PAGE / crate::image::PAGE) as u32;
+/// Pages of an `mqtt consume` image (of [`JOURNAL_PAGE`] bytes): the receiver's journal.
+pub const PAGES: u32 = JOURNAL_PAGES;
 /// How long the link may be quiet before the releases that wait for a record are
 /// written alone.
 const QUIET: Duration = Duration::from_millis(5);
@@ -101,13 +102,15 @@ fn connect(a: &ConsumeArgs) -> anyhow::Result<Link> {
     Ok(Link::connect(&a.broker, max)?.speaking(a.protocol, MAXIMUM_PACKET))
 }
 
-/// The report's figures beyond the session's: the protocol, the log of ids' syncs, the
-/// bytes written, and at MQTT 5 what the broker sent past the Receive Maximum.
+/// The report's figures beyond the session's: the protocol, the bytes written, the
+/// median time of the image's syncs, and at MQTT 5 what the broker sent past the Receive Maximum.
 pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>) {
     use serde_json::json;
     asked.extra.push(("protocol", json!(a.protocol.name())));
-    asked.extra.push(("ids_log_syncs", json!(t.ids_syncs)));
     asked.extra.push(("bytes_written", json!(t.bytes)));
+    // What one sync takes bounds a durable run: a group a sync, of at most a window.
+    let syncs = crate::image::FileFlash::process_syncs();
+    asked.extra.push(("sync_median_us", json!(syncs.median_us)));
     if a.protocol == idem_mqtt::codec::Protocol::V5 {
         let past = t.f.past_receive_maximum;
         asked.extra.push(("past_receive_maximum", json!(past)));
@@ -137,7 +140,7 @@ struct Session<'a, S: Sum> {
     tally: Tally,
     /// Records made durable by this run (for the hook).
     records: u64,
-    /// The ids the image applied, each line durable before the record it names.
+    /// The ids the image applied, each line in the file before the record it names.
     applied: AppliedLog,
     /// The image's applied count the log has reached.
     logged: u32,
@@ -146,14 +149,13 @@ struct Session<'a, S: Sum> {
     /// The payment ids of the QoS 2 PUBLISHes handed to the client on this connection
     /// and not decided yet (those that wait for a place), by packet identifier.
     undecided: HashMap<u16, Option<String>>,
-    /// Ids logged since the log's last sync.
+    /// Ids logged since the image's last sync.
     ids_unsynced: bool,
 }
 
 impl<'a, S: Sum> Session<'a, S> {
     fn open(a: &'a ConsumeArgs, store: S) -> anyhow::Result<Self> {
         let meta = identity::meta(a, PAGES);
-        let fresh = std::fs::symlink_metadata(&a.flash).is_err();
         let mut image = Image::open_or_create(&a.flash, &meta)?;
         let region = Region {
             start: 0,
@@ -178,13 +180,8 @@ impl<'a, S: Sum> Session<'a, S> {
             .map_err(|e| journal_error(&a.flash, e))?;
         let logged = receiver.record().applied;
         let image_marks = image.flash.marks();
-        let sync = a.sync != crate::image::SyncMode::None;
-        let applied = AppliedLog::open(&a.flash, logged, fresh, sync)?;
-        if let Some(before) = applied.before() {
-            // A sync the journal takes inside a group makes the ids logged so far durable
-            // first: no record is ever durable before the line of the id it applies.
-            image.flash.sync_before(before);
-        }
+        let name = a.flash.display().to_string();
+        let applied = AppliedLog::open(&mut image.flash, &name, logged)?;
         Ok(Self {
             a,
             image,
@@ -234,8 +231,7 @@ impl<'a, S: Sum> Session<'a, S> {
         let asked = QoS::from_level(self.a.qos).unwrap_or(QoS::ExactlyOnce);
         self.tally.f = Figures::of(&self.client, asked);
         self.tally.syncs = self.image.flash.syncs();
-        self.tally.ids_syncs = self.applied.syncs();
-        self.tally.bytes = self.image.flash.written() + self.applied.written;
+        self.tally.bytes = self.image.flash.written();
         self.keep_marks().map_err(|e| anyhow!("{e:?}"))?;
         self.tally.earlier = identity::earlier(self.kept, identity::marks(&self.tally.f.broken));
         self.tally.ids = Some(match self.applied.ids() {
@@ -418,7 +414,7 @@ impl<'a, S: Sum> Session<'a, S> {
             self.logged += 1;
             // A write that fails (a full disk) ends the run before this group's
             // acknowledgements go out.
-            (self.applied.push(self.logged, id)).map_err(|e| {
+            (self.applied.push(&mut self.image.flash, self.logged, id)).map_err(|e| {
                 Broken::Garbage(format!(
                     "{e:#}: none of the acknowledgements of this group of packets was sent (the broker sends those messages again), and every one sent before is in the image"
                 ))
@@ -428,15 +424,15 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(())
     }
 
-    /// Makes the ids logged since the last sync durable, with one sync, before the
-    /// records that apply them are synced.
+    /// Checks the ids logged against the image's count, before the sync that makes
+    /// both durable (the log's lines are in the image file, written before the records).
     fn sync_applied(&mut self) -> Result<(), Broken> {
-        let failed = |e: anyhow::Error| Broken::Garbage(format!("{e:#}"));
-        if std::mem::take(&mut self.ids_unsynced) {
-            self.applied.sync().map_err(failed)?;
-            if self.a.abort_after_id_log.is_some_and(|n| self.logged >= n) {
-                std::process::abort(); // the ids durable, their record not yet synced
-            }
+        if std::mem::take(&mut self.ids_unsynced)
+            && self.a.abort_after_id_log.is_some_and(|n| self.logged >= n)
+        {
+            // The ids in the file, their records not yet.
+            let _ = self.image.flash.ids_write();
+            std::process::abort();
         }
         let counted = self.client.receiver().record().applied;
         if counted != self.logged {
@@ -446,8 +442,8 @@ impl<'a, S: Sum> Session<'a, S> {
         Ok(())
     }
 
-    /// Makes the ids `outs` applied durable, then what they wrote, with one sync each,
-    /// then sends their packets.
+    /// Makes the ids `outs` applied and the records they wrote durable, with one sync
+    /// of the image, then sends their packets.
     fn deliver(&mut self, link: &mut Link, outs: Vec<Taken>) -> Result<(), Broken> {
         let records: u64 = outs.iter().map(|(o, _)| u64::from(o.records)).sum();
         // A write that fails (a full disk): the batch's acknowledgements stay unsent.

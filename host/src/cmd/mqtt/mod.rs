@@ -110,8 +110,8 @@ pub struct ConsumeArgs {
     /// it allows is sent.
     #[arg(long, hide = true)]
     abort_before_ack: Option<u64>,
-    /// Test hook: abort once the Nth applied id's line is durable in the log beside the
-    /// image, before the record that applies it is synced.
+    /// Test hook: abort once the Nth applied id's line is in the image file, before the
+    /// record that applies it is written there.
     #[arg(long, hide = true)]
     abort_after_id_log: Option<u32>,
 }
@@ -235,11 +235,10 @@ impl ConsumeArgs {
 pub struct Tally {
     /// The session's figures.
     pub f: idem_mqtt::payments::Figures,
-    /// This run: syncs of the image (none on a board).
+    /// This run: syncs of the image, its records and its log of applied ids together
+    /// (none on a board).
     pub syncs: u64,
-    /// This run: syncs of the log of applied ids beside the image.
-    pub ids_syncs: u64,
-    /// This run: bytes written to the image's flash (programmed and erased) and to the
+    /// This run: bytes written to the image: its flash (programmed and erased) and its
     /// log of applied ids.
     pub bytes: u64,
     /// Each message the image applied, by its id (over every run on it), when its log

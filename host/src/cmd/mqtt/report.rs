@@ -71,7 +71,7 @@ fn compare(t: &Tally, truth: Truth<'_>, broken: &mut Vec<String>) -> Option<IdCo
         (Some(Ok(applied)), Some(ids)) => Some(IdCounts::of(ids, applied)),
         (Some(Err(lacking)), Some(_)) => {
             broken.push(format!(
-                "the log of applied ids beside the image lacks {lacking} of the {} the image applied (an image from before it, or the log removed): graded on totals only",
+                "the image's log of applied ids lacks {lacking} of the {} the image applied (a power cut inside a sync can keep records without their lines): graded on totals only",
                 t.f.applied
             ));
             None

@@ -167,7 +167,6 @@ impl Mqtt {
         let tally = Tally {
             f: figures,
             syncs: 0,
-            ids_syncs: 0,
             bytes: 0,
             ids: None,
             earlier: Vec::new(),

@@ -37,7 +37,8 @@ pub struct BenchArgs {
     /// QoS 2 payments queued for each reader's session (1 to 200,000).
     #[arg(long, value_name = "N", default_value_t = 5_000)]
     messages: u32,
-    /// Rounds: each reader once at each in-flight limit (1 to 9); the median counts.
+    /// Rounds: each reader once at each in-flight limit (1 to 9); the median counts, the
+    /// slowest and the fastest are printed beside it.
     #[arg(long, value_name = "R", default_value_t = 3)]
     runs: u32,
     /// naive or message-id.
@@ -271,6 +272,15 @@ fn check(run: &Run, messages: u32, want: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The slowest and the fastest run of `reader` at `inflight`, in messages a second.
+fn range(runs: &[Run], reader: Reader, inflight: u16, messages: u32) -> [u64; 2] {
+    let rates = runs
+        .iter()
+        .filter(|r| r.reader == reader && r.inflight == inflight)
+        .map(|r| (f64::from(messages) / r.time.as_secs_f64().max(1e-9)).round() as u64);
+    [rates.clone().min(), rates.max()].map(Option::unwrap_or_default)
+}
+
 /// The median run of `reader` at `inflight`.
 fn median(runs: &[Run], reader: Reader, inflight: u16) -> Option<&Run> {
     let mut mine: Vec<&Run> = runs
@@ -281,13 +291,13 @@ fn median(runs: &[Run], reader: Reader, inflight: u16) -> Option<&Run> {
     mine.get(mine.len() / 2).copied()
 }
 
-/// idem's figures per message: records, syncs (the image's and its log of ids'),
-/// bytes written (both), and reconnections per 1,000.
+/// idem's figures per message: records, syncs and bytes written (of the image, its log
+/// of ids included), and reconnections per 1,000.
 fn per_message(r: &Run, messages: u32) -> [f64; 4] {
     let per = |k: &str| r.report[k].as_f64().unwrap_or(0.0) / f64::from(messages);
     [
         per("records"),
-        per("syncs") + per("ids_log_syncs"),
+        per("syncs"),
         per("bytes_written"),
         1000.0 * per("resend_reconnects"),
     ]
@@ -309,11 +319,13 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 "reader": reader.name(),
                 "inflight": inflight,
                 "messages_per_s": rate.round() as u64,
+                "messages_per_s_range": range(runs, reader, inflight, a.messages),
                 "vs_paho": ratio,
                 "records_per_message": idem(records),
                 "syncs_per_message": idem(syncs),
                 "bytes_per_message": idem(bytes),
                 "reconnects_per_1000": idem(reconnects),
+                "sync_median_us": r.report.get("sync_median_us"),
                 "unanswered": r.report.get("unanswered"),
             }));
         }
@@ -332,7 +344,7 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
         a.runs
     );
     println!(
-        "in-flight | reader                     | msg/s  | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000"
+        "in-flight | reader                     | msg/s  | slowest-fastest | × paho | records/msg | syncs/msg | bytes/msg | reconnects/1000 | sync µs"
     );
     for row in &rows {
         let f = |k: &str| {
@@ -340,11 +352,18 @@ fn print(a: &BenchArgs, runs: &[Run]) -> anyhow::Result<()> {
                 .as_f64()
                 .map_or("-".to_string(), |x| format!("{x:.2}"))
         };
+        let sync_us = row["sync_median_us"]
+            .as_u64()
+            .map_or("-".to_string(), |us| us.to_string());
         println!(
-            "{:>9} | {:<26} | {:>6} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15}",
+            "{:>9} | {:<26} | {:>6} | {:>15} | {:>6} | {:>11} | {:>9} | {:>9} | {:>15} | {sync_us:>7}",
             row["inflight"].to_string(),
             row["reader"].as_str().unwrap_or_default(),
             row["messages_per_s"].to_string(),
+            format!(
+                "{}-{}",
+                row["messages_per_s_range"][0], row["messages_per_s_range"][1]
+            ),
             f("vs_paho"),
             f("records_per_message"),
             f("syncs_per_message"),
