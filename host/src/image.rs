@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use idem_core::log::IdKey;
-use idem_sim::registry::StoreKind;
+use idem_payments::registry::StoreKind;
 
 mod flash;
 mod pages;
@@ -495,7 +495,7 @@ mod tests {
             store: "offset".into(),
             events: 100,
             checkpoint_every: 10,
-            window: idem_sim::registry::WINDOW,
+            window: idem_payments::registry::WINDOW,
             pages: PAGES,
             mqtt: None,
         }
@@ -556,7 +556,7 @@ mod tests {
         let kafka = |pages| Meta {
             scenario: "kafka:t".into(),
             events: 0,
-            window: idem_sim::registry::WINDOW,
+            window: idem_payments::registry::WINDOW,
             pages,
             ..meta()
         };

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
+use idem_payments::crash::{At, CrashPoint};
 use idem_sim::check::Verdict;
-use idem_sim::crash::{At, CrashPoint};
 use idem_sim::run::{Action, TraceStep};
 
 use idem_lab::report::guarantee_name;

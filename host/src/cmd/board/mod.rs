@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use idem_board::feed::StreamConfig;
 use idem_core::log::{IdKey, MessageId, Offset};
-use idem_sim::payment::Payment;
+use idem_payments::Payment;
 
 use feed::{connect, feed};
 use idem_lab::select::{ProducerArg, ScenarioKind, StoreKind};

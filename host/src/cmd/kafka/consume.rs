@@ -9,7 +9,7 @@ use idem_core::consumer::CheckpointEvery;
 use idem_core::journal::Region;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
-use idem_sim::registry::{self, Source};
+use idem_payments::registry::{self, Source};
 use rdkafka::consumer::BaseConsumer;
 
 use super::MAX_PARTITIONS;

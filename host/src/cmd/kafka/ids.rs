@@ -9,7 +9,7 @@ use idem_core::journal::Journal;
 use idem_core::persist::{Persistence, sink_tag};
 use idem_core::store::Outcome;
 use idem_lab::select::{self, HostSinks, StoreJob, WINDOW};
-use idem_sim::payment::{Message, Sum};
+use idem_payments::{Message, Sum};
 
 use super::consume::layout;
 use crate::image::Image;

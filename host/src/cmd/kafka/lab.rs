@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idem_core::log::IdKey;
-use idem_sim::registry::Source;
+use idem_payments::registry::Source;
 use serde_json::json;
 
 use super::client::{consumer, create_topic, partitions, unique};

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::log::Offset;
-use idem_sim::payment::{SumSinks, Total};
+use idem_payments::{SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 use rdkafka::{Offset as KOffset, TopicPartitionList};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::Offset;
-use idem_sim::payment::{Message, SumSinks, Total};
+use idem_payments::{Message, SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, CommitMode};
 use rdkafka::message::Message as _;
 

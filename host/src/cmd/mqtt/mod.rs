@@ -27,7 +27,7 @@ use crate::error::usage;
 use crate::image::SyncMode;
 use crate::select::{StoreKind, WINDOW};
 use idem_mqtt::codec::Protocol;
-use idem_sim::registry::{self, Source};
+use idem_payments::registry::{self, Source};
 
 /// Receive and publish on an MQTT broker.
 #[derive(Debug, Args)]

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use clap::Args;
 use idem_board::modem::{self, Hangup, ModemRefusal, ModemStore, Report, SessionConfig};
 use idem_mqtt::client::Broken;
-use idem_sim::registry::Source;
+use idem_payments::registry::Source;
 use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
