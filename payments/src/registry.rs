@@ -103,7 +103,6 @@ pub enum Family {
 }
 
 /// The stores the command line and the page can name.
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreKind {
     /// total += amount.

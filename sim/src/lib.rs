@@ -4,8 +4,7 @@
 //! The [`scenario`]s, the deterministic crash simulator ([`run`]) that runs one with a
 //! plan of crash points on a strict in-memory [`flash`], the [`check`]er that names its
 //! anomalies, the [`sweep`] of every crash point, the [`cost`] of a run in flash, the
-//! seeded [`rng`], the [`dual`] writes problem, the [`lesson`]s that ask questions the
-//! simulator answers, [`producer`]s (retries, idempotent and transactional sends), Kafka's
+//! seeded [`rng`], the [`dual`] writes problem, [`producer`]s (retries, idempotent and transactional sends), Kafka's
 //! transactions as a consumer reads them ([`txn`]), when a host's flash file reaches the
 //! disk ([`sync`]), and a dosing [`pump`] whose doses a reset loses, doubles, or (with
 //! the effects API) neither.
@@ -19,7 +18,6 @@ pub mod check;
 pub mod cost;
 pub mod dual;
 pub use idem_core::testing::{flash, rng};
-pub mod lesson;
 pub mod producer;
 pub mod pump;
 pub mod run;

@@ -431,20 +431,3 @@ pub fn choose_all(
     };
     Ok(vec![choose(Some(scenario), store, fix)?])
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The command line's names (clap's, from the variants) are the registry's.
-    #[test]
-    fn the_command_lines_store_names_are_the_registrys() {
-        for e in &idem_payments::registry::STORES {
-            assert_eq!(crate::spec::value_name(&e.kind), e.name);
-        }
-        assert_eq!(
-            StoreKind::value_variants().len(),
-            idem_payments::registry::STORES.len()
-        );
-    }
-}

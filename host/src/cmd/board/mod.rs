@@ -61,7 +61,7 @@ struct StreamArgs {
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// The board's store: naive, offset, message-id, producer-seq, atomic or two-phase.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// Commit the position every K events (at least 1) [default: the scenario's]
     #[arg(long, value_name = "K")]

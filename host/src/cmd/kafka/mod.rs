@@ -117,7 +117,7 @@ struct ConsumeArgs {
     group: String,
     /// Where the effects land: a store that runs on Kafka (another is refused, with
     /// the list of those that do).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// The flash image (created erased when missing).
     #[arg(long, value_name = "FILE")]
@@ -158,7 +158,7 @@ struct ConsumeArgs {
     shared: bool,
     /// When the image's writes reach the disk (a position is durable before the
     /// group gets its copy, in every mode but none)
-    #[arg(long, value_enum, default_value = "checkpoint")]
+    #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
     sync: SyncMode,
     /// Grade against what the producer sent (`kafka produce --truth`, `mqtt publish
     /// --truth`: one JSON payment a line, each id counted once) instead of a second read
