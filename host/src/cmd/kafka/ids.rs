@@ -11,7 +11,7 @@ use idem_core::store::Outcome;
 use idem_lab::select::{self, HostSinks, StoreJob, WINDOW};
 use idem_payments::{Message, Sum};
 
-use super::consume::layout;
+use super::partition::layout;
 use crate::image::Image;
 use crate::kafka::applied::AppliedLog;
 use crate::kafka::stream::Window;

@@ -15,6 +15,7 @@ mod client;
 mod consume;
 mod ids;
 mod lab;
+mod partition;
 mod produce;
 mod read;
 mod report;
@@ -36,7 +37,7 @@ use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
 use crate::select::StoreKind;
 use crate::truth::TruthFile;
 
-/// The most partitions `consume` handles ([`consume::PARTITION_PAGES`] flash pages each).
+/// The most partitions `consume` handles ([`partition::PARTITION_PAGES`] flash pages each).
 const MAX_PARTITIONS: i32 = 6;
 
 /// Talk to a Kafka-protocol broker.
@@ -197,7 +198,7 @@ impl ConsumeArgs {
         );
         let truth = self.truth.as_deref().map(TruthFile::read_ids).transpose()?;
         let file = truth.as_ref().map(|(t, _)| t);
-        let results = consume::consume(&consume::ConsumeOptions {
+        let results = consume::consume(&partition::ConsumeOptions {
             brokers: &self.broker.brokers,
             topic: &self.topic,
             group: &self.group,
