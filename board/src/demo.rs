@@ -15,7 +15,7 @@
 //! and must see the same frames.
 
 use embedded_storage::nor_flash::NorFlash;
-use idem_sim::payment::Total;
+use idem_payments::Total;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
@@ -26,10 +26,10 @@ use idem_core::journal::JournalError;
 use idem_core::log::{Log, Offset};
 use idem_core::persist::blocking::Drive;
 use idem_core::persist::{Layout, Pair};
-use idem_sim::crash::{CrashPoint, Plan};
-use idem_sim::ddia;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, StoreError};
-use idem_sim::payment::{GeneratedLog, Message, Sum, Truth};
+use idem_payments::crash::{CrashPoint, Plan};
+use idem_payments::ddia;
+use idem_payments::stores::{Atomic, Naive, OffsetStamped, StoreError};
+use idem_payments::{GeneratedLog, Message, Sum, Truth};
 
 /// Pages the demo's storage takes: the boot counter, the shared position, the pair's two
 /// journals and the atomic store's journal, two pages each.

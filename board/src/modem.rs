@@ -33,8 +33,8 @@ use idem_mqtt::codec::v5::reason::PACKET_TOO_LARGE;
 use idem_mqtt::codec::{DecodeError, FrameError, Framer, Protocol, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Keep, Receiver, Release};
-use idem_sim::payment::Sum;
-use idem_sim::registry::MessageIdStore;
+use idem_payments::Sum;
+use idem_payments::registry::MessageIdStore;
 
 use crate::feed::{DeviceKey, Failure};
 use crate::storage::{self, BoardLayout, CountsBoots, RECORD_PAGES};
@@ -83,7 +83,7 @@ pub const PLACES: usize = 8;
 pub const WAITING: usize = 24;
 
 /// The client's slots for PUBLISHes waiting for a place.
-type Slots = [Option<Waiting<idem_sim::payment::Message>>; WAITING];
+type Slots = [Option<Waiting<idem_payments::Message>>; WAITING];
 
 /// How long the host waits for the broker's bytes before it answers a pull with none,
 /// in milliseconds: the board counts those answers as its clock for the keep-alive.
@@ -536,7 +536,7 @@ impl<E> From<idem_core::journal::JournalError<E>> for ModemError<E> {
 // which the size test's static RAM figure counts.
 #[allow(clippy::large_enum_variant)]
 enum Session {
-    Naive(Client<idem_sim::payment::stores::Naive, PLACES, Slots>),
+    Naive(Client<idem_payments::stores::Naive, PLACES, Slots>),
     MessageId(Client<MessageIdStore, PLACES, Slots>),
 }
 
@@ -650,14 +650,14 @@ impl Modem {
         };
         let session = match config.store {
             ModemStore::Naive => {
-                let store = idem_sim::payment::stores::Naive;
+                let store = idem_payments::stores::Naive;
                 let c = client(flash, region, tag, store, keep)?;
                 Session::Naive(c.with_protocol(config.protocol()))
             }
             ModemStore::MessageId => {
                 let store = MessageIdStore::new(
-                    idem_sim::payment::stores::Naive,
-                    idem_sim::registry::WINDOW,
+                    idem_payments::stores::Naive,
+                    idem_payments::registry::WINDOW,
                 )
                 .map_err(|_| ModemError::Receive)?;
                 let c = client(flash, region, tag, store, keep)?;
@@ -923,7 +923,7 @@ impl Modem {
         let mut buf = [0u8; SEND_MAX];
         let n = match &self.session {
             Some((_, Session::Naive(_))) => {
-                Client::<idem_sim::payment::stores::Naive, PLACES>::encode(&c, send, &mut buf)
+                Client::<idem_payments::stores::Naive, PLACES>::encode(&c, send, &mut buf)
             }
             _ => Client::<MessageIdStore, PLACES>::encode(&c, send, &mut buf),
         };
@@ -974,7 +974,7 @@ fn client<S, F: NorFlash>(
     keep: Keep,
 ) -> Result<Client<S, PLACES, Slots>, ModemError<F::Error>>
 where
-    S: Store<Payload = idem_sim::payment::Message>,
+    S: Store<Payload = idem_payments::Message>,
 {
     let receiver = Receiver::open(flash, region, tag ^ S::TAG, store, keep, Release::Now)?;
     Ok(Client::with_waiting(receiver, [const { None }; WAITING]))

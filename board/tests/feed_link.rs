@@ -18,10 +18,10 @@ use idem_board::feed::{
 use idem_board::feed::{DOMAIN, DeviceReader, HostReader, encode};
 use idem_board::timing::{DeviceTimer, HostTimer};
 use idem_core::log::{IdKey, MessageId};
+use idem_payments::Truth;
+use idem_payments::{GeneratedLog, Message};
 use idem_sim::cost;
 use idem_sim::flash::PowerCut;
-use idem_sim::payment::Truth;
-use idem_sim::payment::{GeneratedLog, Message};
 use idem_sim::rng::SplitMix64;
 use idem_sim::scenario::{self, ProducerMode};
 

@@ -11,7 +11,7 @@ use idem_board::timing::{
     DEVICE_SILENCE_US, DeviceTimer, HOST_FIRST_HELLO_US, HOST_HELLO_US, HostTimer,
 };
 use idem_core::log::IdKey;
-use idem_sim::payment::GeneratedLog;
+use idem_payments::GeneratedLog;
 
 use board::{Flash, LAYOUT};
 

@@ -3,7 +3,7 @@
 //! the image and picks the scenario and store it was made for (`crate::failure` words the
 //! errors).
 
-use idem_sim::payment::Total;
+use idem_payments::Total;
 use std::path::Path;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use idem_core::consumer::Consumer;
 use idem_core::journal::JournalError;
 use idem_core::log::Offset;
 use idem_core::persist::Layout;
-use idem_sim::payment::Truth;
+use idem_payments::Truth;
 use idem_sim::run::SIM_LAYOUT;
 use idem_sim::scenario::Scenario;
 
@@ -182,7 +182,7 @@ pub fn void_in_doubt<K: HostSinks>(image: &mut Image, layout: Layout) -> anyhow:
 }
 
 /// The image's consume path for any store, the registry's (which [`consume`] picks by
-/// the image's header) or one of the application's own (`idem_sim::registry::Listed`):
+/// the image's header) or one of the application's own (`idem_payments::registry::Listed`):
 /// recovers `store` from `image` and, with a `drive`, steps it over `scenario`'s log,
 /// calling `on_commit(next, total)` after each durable checkpoint.
 pub fn consume_store<L: Truth, S: HostSinks>(
@@ -234,7 +234,7 @@ mod tests {
                 },
             )
             .unwrap();
-            let meta = meta_for(&loaded, store, idem_sim::registry::WINDOW);
+            let meta = meta_for(&loaded, store, idem_payments::registry::WINDOW);
             let path = dir.join(format!("{}.bin", store.name()));
             let _ = std::fs::remove_file(&path);
             let mut image = Image::open_or_create(&path, &meta).unwrap();

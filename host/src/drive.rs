@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use idem_core::consumer::{Consumer, Step};
 use idem_core::log::{Log, Offset};
-use idem_sim::payment::{SumSinks, Total};
+use idem_payments::{SumSinks, Total};
 
 use crate::failure::consumer_error;
 use crate::image::Image;

@@ -5,7 +5,7 @@
 use idem_core::consumer::ConsumerError;
 use idem_core::journal::{FORMAT_VERSION, JournalError};
 use idem_lab::error::usage;
-use idem_sim::payment::stores::StoreError;
+use idem_payments::stores::StoreError;
 
 use crate::image::{FileFlashError, Image};
 

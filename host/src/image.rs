@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use idem_core::log::IdKey;
-use idem_sim::registry::StoreKind;
+use idem_payments::registry::StoreKind;
 
 mod flash;
 mod ids;
@@ -542,7 +542,7 @@ pub(crate) mod tests {
             store: "offset".into(),
             events: 100,
             checkpoint_every: 10,
-            window: idem_sim::registry::WINDOW,
+            window: idem_payments::registry::WINDOW,
             pages: PAGES,
             mqtt: None,
         }
@@ -603,7 +603,7 @@ pub(crate) mod tests {
         let kafka = |pages| Meta {
             scenario: "kafka:t".into(),
             events: 0,
-            window: idem_sim::registry::WINDOW,
+            window: idem_payments::registry::WINDOW,
             pages,
             ..meta()
         };

@@ -8,10 +8,10 @@ use std::time::Duration;
 use idem_core::log::Event;
 use idem_core::persist::EachEffect;
 use idem_core::store::{Outcome, Store};
+use idem_payments::registry::{Family, Listed, Runnable, Source};
+use idem_payments::stores::{Naive, NaiveState, StoreError};
+use idem_payments::{Message, Sum};
 use idem_sim::check::Verdict;
-use idem_sim::payment::stores::{Naive, NaiveState, StoreError};
-use idem_sim::payment::{Message, Sum};
-use idem_sim::registry::{Family, Listed, Runnable, Source};
 use idem_sim::run::{self, Action, TraceStep};
 use idem_sim::scenario;
 
@@ -69,7 +69,7 @@ impl Listed for NewerOnly {
     const SOURCES: &'static [Source] = &[Source::Simulator, Source::Image];
 }
 
-const EVERY: idem_core::consumer::CheckpointEvery = idem_sim::ddia::CHECKPOINT_EVERY;
+const EVERY: idem_core::consumer::CheckpointEvery = idem_payments::ddia::CHECKPOINT_EVERY;
 
 /// The simulator: the DDIA run, its crash after offset 49 (K = 10); the total, the
 /// truth, and the replays skipped.

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 mod common;
 use common::{idem, matrix_cell, refuses, run_json as run};
-use idem_sim::registry::StoreKind;
+use idem_payments::registry::StoreKind;
 
 fn totals(args: &[&str]) -> Vec<i64> {
     StoreKind::ALL

@@ -70,8 +70,8 @@ fn right_answers_score_full_and_wrong_ones_are_each_compared() {
 }
 
 /// The lesson's steps as the core holds them: the tempting wrong answers of every step.
-fn tempting() -> Vec<(&'static str, usize, &'static idem_sim::lesson::Tempting)> {
-    idem_sim::lesson::LESSONS
+fn tempting() -> Vec<(&'static str, usize, &'static idem_lab::lesson::Tempting)> {
+    idem_lab::lesson::LESSONS
         .iter()
         .flat_map(|l| {
             l.steps
@@ -92,7 +92,7 @@ fn each_tempting_wrong_answer_gets_its_own_explanation() {
     for (name, right, _, n) in LESSONS {
         let right: Vec<&str> = right.split(';').collect();
         assert_eq!(right.len(), n);
-        let lesson = idem_sim::lesson::lesson(name).unwrap();
+        let lesson = idem_lab::lesson::lesson(name).unwrap();
         // Round r types each step's r-th tempting answer (the right one where a step
         // has fewer), so every tempting answer is typed once.
         let rounds = lesson.steps.iter().map(|s| s.tempting.len()).max().unwrap();

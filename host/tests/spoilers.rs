@@ -7,7 +7,7 @@
 mod common;
 use common::idem;
 
-use idem_sim::lesson::{LESSONS, Lesson};
+use idem_lab::lesson::{LESSONS, Lesson};
 
 /// A token of text: a whole number, a range, or a list of numbers (`5, 8, 13`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -474,8 +474,8 @@ fn the_teachers_guide_answers_every_question() {
 
 /// What a learner may type at question `step`: the right answer, each tempting wrong
 /// one, a negative, a list of the wrong length, a near miss.
-fn typed_at(step: &idem_sim::lesson::LessonStep, right: &str) -> Vec<String> {
-    use idem_sim::lesson::Observe;
+fn typed_at(step: &idem_lab::lesson::LessonStep, right: &str) -> Vec<String> {
+    use idem_lab::lesson::Observe;
     let mut typed = vec![right.to_string()];
     typed.extend(step.tempting.iter().map(|t| t.answer.to_string()));
     match step.observe {

@@ -15,7 +15,7 @@ use std::io::{BufRead, Read};
 
 use anyhow::Context;
 use idem_core::log::{IdKey, Log, MessageId, Offset};
-use idem_sim::payment::{LogError, Message, Payment, Truth, VecLog};
+use idem_payments::{LogError, Message, Payment, Truth, VecLog};
 use idem_sim::producer::{Appended, IdempotentLog};
 use idem_sim::scenario::ProducerMode;
 use serde::Deserialize;
@@ -362,7 +362,7 @@ pub const MAX_LINES: usize = 2 * FILE_LOG_CAPACITY;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idem_sim::payment::Truth;
+    use idem_payments::Truth;
 
     fn parse(name: &str, text: &str, mode: ProducerMode) -> anyhow::Result<Box<FileLog>> {
         let key = run_key();

@@ -1,10 +1,10 @@
 //! A lesson's answers: reading a learner's prediction, running a step's simulation and
 //! reading its observation, and the worked example's step table. The CLI (`idem lesson`)
-//! and the playground both grade with these; the questions are the core's
-//! (`idem_sim::lesson`).
+//! and the playground both grade with these; the questions are the lessons'
+//! ([`crate::lesson`]).
 
+use crate::lesson::{LessonRun, LessonStep, Observe};
 use clap::ValueEnum;
-use idem_sim::lesson::{LessonRun, LessonStep, Observe};
 use idem_sim::run::{Action, TraceStep};
 use idem_sim::scenario::Landed;
 

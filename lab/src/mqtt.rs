@@ -6,8 +6,8 @@
 use idem_mqtt::codec::QoS;
 use idem_mqtt::receiver::{Ack, Decided, Keep, Release};
 use idem_mqtt::sim::{self, Flash, Reset, Step, ToDevice};
-use idem_sim::payment::Sum;
-use idem_sim::registry::{self, SumStoreJob};
+use idem_payments::Sum;
+use idem_payments::registry::{self, SumStoreJob};
 
 use crate::select::{StoreKind, WINDOW};
 

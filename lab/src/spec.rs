@@ -2,8 +2,8 @@
 //! by name. [`run`] checks it as `idem run` checks its flags (same sentences) and returns
 //! the shared [`RunReport`].
 
+use crate::lesson::LessonRun;
 use clap::ValueEnum;
-use idem_sim::lesson::LessonRun;
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
@@ -77,6 +77,20 @@ fn named<T: ValueEnum>(what: &str, name: &str) -> anyhow::Result<T> {
         let names: Vec<String> = T::value_variants().iter().map(value_name).collect();
         usage(format!(
             "unknown {what} {name:?}: one of {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// Reads `name` as one of the registry's stores, or says which names there are.
+fn store_named(name: &str) -> anyhow::Result<StoreKind> {
+    StoreKind::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = idem_payments::registry::STORES
+            .iter()
+            .map(|e| e.name)
+            .collect();
+        usage(format!(
+            "unknown store {name:?}: one of {}",
             names.join(", ")
         ))
     })
@@ -189,11 +203,7 @@ impl From<&LessonRun> for RunSpec {
 /// Runs `spec` as `idem run` runs its flags; the report is `idem run --json`'s.
 pub fn run(spec: &RunSpec) -> anyhow::Result<RunReport> {
     let (kind, args) = spec.args()?;
-    let store = spec
-        .store
-        .as_deref()
-        .map(|s| named::<StoreKind>("store", s))
-        .transpose()?;
+    let store = spec.store.as_deref().map(store_named).transpose()?;
     let choice = select::choose(Some(kind), store, args.fix)?;
     let loaded = select::load(Some(kind), &args)?;
     let o = select::run(&loaded, choice, args.window, spec.trace)?;

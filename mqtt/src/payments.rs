@@ -4,7 +4,7 @@
 //! serde-json-core, on the device as on the host.
 
 use idem_core::log::{IdKey, MessageId};
-use idem_sim::payment::Message;
+use idem_payments::Message;
 use serde::Deserialize;
 
 /// The longest message id taken, in bytes.
@@ -110,7 +110,7 @@ pub struct Figures {
 
 impl Figures {
     /// The figures of `client`'s session, subscribed at `asked`.
-    pub fn of<S: idem_sim::payment::Sum, const N: usize, Q>(
+    pub fn of<S: idem_payments::Sum, const N: usize, Q>(
         client: &crate::client::Client<S, N, Q>,
         asked: crate::codec::QoS,
     ) -> Self

@@ -23,7 +23,7 @@ use idem_core::journal::{JournalError, Region};
 use idem_core::log::IdKey;
 use idem_core::store::Store;
 use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
-use idem_sim::payment::{Message, Sum};
+use idem_payments::{Message, Sum};
 
 use crate::codec::QoS;
 use crate::payments;

@@ -8,8 +8,8 @@
 use idem_mqtt::codec::QoS;
 use idem_mqtt::receiver::{Keep, Release};
 use idem_mqtt::sim::{self, Cell, Flash, Setup};
-use idem_sim::payment::stores::Naive;
-use idem_sim::registry::MessageIdStore;
+use idem_payments::registry::MessageIdStore;
+use idem_payments::stores::Naive;
 
 fn setup(qos: QoS, keep: Keep, release: Release) -> Setup {
     sim::setup((qos, keep, release))

@@ -4,15 +4,15 @@
 //! once per store (they are counts, not timings).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented function
-use idem_sim::payment::Total;
+use idem_payments::Total;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
-use idem_sim::payment::GeneratedLog;
-use idem_sim::payment::Sum;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
-use idem_sim::registry::{MessageIdStore, PRODUCERS, WINDOW};
+use idem_payments::GeneratedLog;
+use idem_payments::Sum;
+use idem_payments::registry::{MessageIdStore, PRODUCERS, WINDOW};
+use idem_payments::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
 use idem_sim::run::{SIM_LAYOUT, SimFlash};
 
 const EVENTS: u64 = 10_000;

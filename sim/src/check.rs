@@ -11,7 +11,7 @@
 //! follows durability, not RAM: a store that keeps effects in RAM until its checkpoint
 //! (an atomic checkpoint) has them counted at the commit, and loses them at a crash.
 //! Messages are known by their canonical offset (the first offset that carries their id,
-//! [`Truth::canonical`](crate::payment::Truth::canonical)), so a producer's retry of p17 counts
+//! [`Truth::canonical`](idem_payments::Truth::canonical)), so a producer's retry of p17 counts
 //! as a second application of p17.
 
 use idem_core::log::Offset;

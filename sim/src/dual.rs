@@ -22,11 +22,11 @@
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
-use crate::payment::stores::{Naive, OffsetStamped, StoreError, add_amount};
-use crate::payment::{Message, Payment, Sum};
 use idem_core::log::Offset;
 use idem_core::persist::{EachEffect, Pair};
 use idem_core::store::{Outcome, Store};
+use idem_payments::stores::{Naive, OffsetStamped, StoreError, add_amount};
+use idem_payments::{Message, Payment, Sum};
 
 /// How many payers the index holds.
 pub const PAYERS: usize = 4;
@@ -229,10 +229,10 @@ impl Sum for DerivedTotal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crash::{At, CrashPoint};
-    use crate::payment::Truth;
     use crate::run::{Quiet, run};
     use crate::scenario;
+    use idem_payments::Truth;
+    use idem_payments::crash::{At, CrashPoint};
 
     #[test]
     fn a_crash_between_two_writes_diverges_and_the_fixes_do_not() {

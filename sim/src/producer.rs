@@ -24,8 +24,8 @@
 //! rejected. It remembers a fixed number of producers: O(producers), never O(messages).
 //! It cannot catch an application resend, which carries a new sequence.
 
-use crate::payment::{AppendLog, LogError, Message, Payment, Truth};
 use idem_core::log::{Log, MessageId, Offset};
+use idem_payments::{AppendLog, LogError, Message, Payment, Truth};
 
 /// What happened to the acknowledgement of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,7 +305,7 @@ impl<L: AppendLog, const P: usize> IdempotentLog<L, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payment::VecLog;
+    use idem_payments::VecLog;
 
     fn id(k: &str) -> MessageId {
         MessageId::keyed(&idem_core::log::IdKey::PUBLIC, k.as_bytes())

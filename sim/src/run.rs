@@ -12,17 +12,17 @@
 //! run's to know when the two have become the same.
 
 use crate::check::{AppliedSet, BitSet, CheckError, Checker};
-use crate::crash::{CrashPoint, MAX_CRASHES, Plan, PlanFull};
 use crate::flash::{FlashError, FlashStats, MemFlash, PowerCut};
-use crate::payment::Total;
-use crate::payment::stores::StoreError;
-use crate::payment::{Message, SumSinks, Truth};
 use crate::scenario::Scenario;
 use idem_core::consumer::{Consumer, ConsumerConfig, ConsumerError, Step};
 use idem_core::journal::{JournalError, Region};
 use idem_core::log::Offset;
 use idem_core::persist::{Disagreement, Layout, Resolution};
 use idem_core::store::Outcome;
+use idem_payments::Total;
+use idem_payments::crash::{CrashPoint, MAX_CRASHES, Plan, PlanFull};
+use idem_payments::stores::StoreError;
+use idem_payments::{Message, SumSinks, Truth};
 
 pub use crate::check::Anomalies;
 
@@ -621,9 +621,9 @@ mod tests {
         idem_core::consumer::CheckpointEvery::new(k).unwrap()
     }
     use super::*;
-    use crate::crash::At;
-    use crate::payment::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
     use crate::scenario;
+    use idem_payments::crash::At;
+    use idem_payments::stores::{Atomic, MessageIdWindow, Naive, OffsetStamped, TwoPhase};
 
     #[test]
     fn ddia_naive_and_offset() {
@@ -682,11 +682,11 @@ mod tests {
 
     #[test]
     fn producer_faults_against_every_store() {
-        use crate::payment::stores::ProducerSeq;
         use crate::scenario::ProducerMode::{Idempotent, NonIdempotent as Plain, Transactional};
         use crate::txn::Isolation;
-        type Mid = crate::registry::MessageIdStore;
-        type Seq = ProducerSeq<{ crate::registry::PRODUCERS }>;
+        use idem_payments::stores::ProducerSeq;
+        type Mid = idem_payments::registry::MessageIdStore;
+        type Seq = ProducerSeq<{ idem_payments::registry::PRODUCERS }>;
         let totals = |s: &Scenario<crate::txn::TxnLog<{ scenario::SMALL_LOG }>>| {
             [
                 run(s, Naive, &mut Quiet).unwrap().final_total,
@@ -752,7 +752,7 @@ mod tests {
 
     #[test]
     fn a_gauge_is_naturally_idempotent_and_max_is_also_commutative() {
-        use crate::payment::stores::{Max, Set};
+        use idem_payments::stores::{Max, Set};
         let crash = scenario::gauge(100, every(10), Some(49)).unwrap();
         let late = scenario::late_reading().unwrap();
         let set = run(&crash, Set, &mut Quiet).unwrap();
@@ -805,7 +805,7 @@ mod tests {
     }
 
     /// Cuts power at every word write and erase of `store`'s clean run, one cut a run.
-    fn every_cut<S: crate::payment::Sum>(store: S) -> u64 {
+    fn every_cut<S: idem_payments::Sum>(store: S) -> u64 {
         let clean = scenario::ddia(200, every(10), None).unwrap();
         let mut r = Run::new(
             SimFlash::new(),

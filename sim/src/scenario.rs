@@ -22,12 +22,12 @@
 //!
 //! A [`Scenario`] is a log, consumer settings and a crash plan; [`crate::run`] runs it.
 
-use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::payment::{GaugeLog, GeneratedLog, LogError, Message, Truth};
 use crate::producer::{Appended, BatchHeader, IdempotentLog, Producer};
 use crate::txn::TxnLog;
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig};
 use idem_core::log::{MessageId, Offset};
+use idem_payments::crash::{At, CrashPoint, MAX_CRASHES};
+use idem_payments::{GaugeLog, GeneratedLog, LogError, Message, Truth};
 
 /// Capacity of the logs the built-in small scenarios use.
 pub const SMALL_LOG: usize = 64;
@@ -424,10 +424,10 @@ pub fn late_reading() -> Result<Scenario<GaugeLog>, ScenarioError> {
     Ok(Scenario::new(
         "late-reading",
         GaugeLog {
-            events: crate::ddia::EVENTS,
+            events: idem_payments::ddia::EVENTS,
             late: Some(59),
         },
-        ConsumerConfig::every(crate::ddia::CHECKPOINT_EVERY),
+        ConsumerConfig::every(idem_payments::ddia::CHECKPOINT_EVERY),
     ))
 }
 

@@ -16,12 +16,12 @@
 //! the outcomes and shrinks the first failure. Printing is the caller's.
 
 use crate::check::{Anomalies, AppliedSet, Verdict};
-use crate::crash::{At, CrashPoint, MAX_CRASHES};
-use crate::payment::{SumSinks, Truth};
 use crate::rng::SplitMix64;
 use crate::run::{Action, Logical, Quiet, Run, SimError, TraceStep};
 use idem_core::consumer::CheckpointEvery;
 use idem_core::log::Offset;
+use idem_payments::crash::{At, CrashPoint, MAX_CRASHES};
+use idem_payments::{SumSinks, Truth};
 
 #[cfg(any(test, feature = "std"))]
 mod driver;
@@ -418,17 +418,17 @@ fn earlier(p: CrashPoint) -> [Option<CrashPoint>; 6] {
 mod tests {
     use super::*;
     use crate::check::BitSet;
-    use crate::payment::stores::{Naive, OffsetStamped};
     use crate::run::{SIM_LAYOUT, SimFlash};
     use crate::scenario;
+    use idem_payments::stores::{Naive, OffsetStamped};
 
     type Applied = BitSet<4>;
 
     /// Single crash at every clean point of a 100-event ddia run; results by verdict.
-    fn sweep<S: crate::payment::Sum + Sync>(store: S) -> (u64, u64, u64)
+    fn sweep<S: idem_payments::Sum + Sync>(store: S) -> (u64, u64, u64)
     where
         Snapshot<S>: Sync,
-        for<'l> Run<'l, S, crate::payment::GeneratedLog, Overlay, 8, 1024>: Send,
+        for<'l> Run<'l, S, idem_payments::GeneratedLog, Overlay, 8, 1024>: Send,
     {
         let k = idem_core::consumer::CheckpointEvery::new(10).unwrap();
         let s = scenario::ddia(100, k, None).unwrap();

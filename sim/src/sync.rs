@@ -20,7 +20,6 @@
 use idem_core::journal::HEADER_SIZE;
 
 /// When writes are synced (`--sync` on the command line).
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncMode {
     /// Around position commits, page erases and page headers: survives a power cut.
@@ -33,6 +32,9 @@ pub enum SyncMode {
 }
 
 impl SyncMode {
+    /// Every mode, in the command line's order.
+    pub const ALL: [SyncMode; 3] = [Self::Checkpoint, Self::EveryWrite, Self::None];
+
     /// The name on the command line.
     pub const fn name(self) -> &'static str {
         match self {

@@ -24,8 +24,8 @@
 //! [`TxnLog`] keeps each record's transaction state beside the record instead, so its
 //! offsets run without gaps.
 
-use crate::payment::{AppendLog, LogError, Message, Payment, Truth, VecLog};
 use idem_core::log::{Log, Offset};
+use idem_payments::{AppendLog, LogError, Message, Payment, Truth, VecLog};
 
 /// A consumer's `isolation.level`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -30,11 +30,11 @@ use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::journal::Region;
 use idem_core::journal::ZeroOver;
 use idem_core::persist::Layout;
+use idem_payments::Total;
+use idem_payments::registry::{MessageIdStore, PRODUCERS};
+use idem_payments::stores::{Atomic, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_payments::{GeneratedLog, SumSinks, Truth};
 use idem_sim::flash::{FlashError, MemFlash};
-use idem_sim::payment::Total;
-use idem_sim::payment::stores::{Atomic, OffsetStamped, ProducerSeq, TwoPhase};
-use idem_sim::payment::{GeneratedLog, SumSinks, Truth};
-use idem_sim::registry::{MessageIdStore, PRODUCERS};
 use idem_sim::rng::SplitMix64;
 use idem_sim::sync::{Area, SyncMode, SyncRules};
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use idem_board::feed::{DOMAIN, DeviceKey, FromDevice, HostReader};
 use idem_core::log::IdKey;
-use idem_sim::registry::{Source, StoreKind};
+use idem_payments::registry::{Source, StoreKind};
 use serde_json::Value;
 
 fn idem(args: &[&str]) -> Value {

@@ -1,8 +1,8 @@
 //! The README's figures table, checked row by row against runs of the core simulator,
 //! so the documentation cannot drift from what idem computes.
 
-use idem_sim::payment::{Sum, Truth};
-use idem_sim::registry::{self, Runnable, StoreJob, StoreKind, WINDOW};
+use idem_payments::registry::{self, Runnable, StoreJob, StoreKind, WINDOW};
+use idem_payments::{Sum, Truth};
 use idem_sim::run::{self, Action, Report, TraceStep};
 use idem_sim::scenario::{self, Scenario};
 
@@ -83,7 +83,7 @@ fn readme_figures_match_the_core() {
             .collect();
         let got = match cells[0].as_str() {
             "ddia" => row(
-                &scenario::ddia(100, idem_sim::ddia::CHECKPOINT_EVERY, Some(49)).unwrap(),
+                &scenario::ddia(100, idem_payments::ddia::CHECKPOINT_EVERY, Some(49)).unwrap(),
                 &cells[1],
             ),
             "worked-example" => row(&scenario::worked_example().unwrap(), &cells[1]),

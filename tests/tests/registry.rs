@@ -1,9 +1,9 @@
-//! The store registry (`idem_sim::registry`): every store by name and the sources that
+//! The store registry (`idem_payments::registry`): every store by name and the sources that
 //! take it. A store of the application's own, which the registry has no entry for, runs
 //! on every source its own entry lists: `host/src/own_store.rs` writes one and runs it
 //! on the simulator and on the file image.
 
-use idem_sim::registry::{STORES, Source, StoreKind};
+use idem_payments::registry::{STORES, Source, StoreKind};
 
 #[test]
 fn every_source_takes_the_stores_the_registry_lists() {

@@ -6,12 +6,13 @@
 //! draws what these return.
 
 use clap::ValueEnum;
+use idem_lab::choice::store_words;
 use idem_lab::grade::{self, Answer, GradeError, Observed, Row};
+use idem_lab::lesson::{self, Observe};
 use idem_lab::matrix::{self, MatrixReport};
 use idem_lab::report::RunReport;
 use idem_lab::select::{ScenarioKind, StoreKind};
 use idem_lab::spec::{self, RunSpec};
-use idem_sim::lesson::{self, Observe};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -97,7 +98,9 @@ pub fn catalogue() -> String {
     .collect();
     let stores: Vec<Value> = StoreKind::ALL
         .iter()
-        .map(|k| json!({ "name": k.name(), "about": about(k), "idempotent": k.idempotent() }))
+        .map(
+            |k| json!({ "name": k.name(), "about": store_words(*k), "idempotent": k.idempotent() }),
+        )
         .collect();
     ok(json!({ "scenarios": scenarios, "stores": stores }))
 }

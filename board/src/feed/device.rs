@@ -7,9 +7,9 @@ use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, ConsumerErr
 use idem_core::journal::{Journal, JournalError};
 use idem_core::log::{IdKey, Offset, Received};
 use idem_core::persist::Layout;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase};
-use idem_sim::payment::{Message, Total};
-use idem_sim::registry::{MessageIdStore, ProducerSeqStore};
+use idem_payments::registry::{MessageIdStore, ProducerSeqStore};
+use idem_payments::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, StoreError, TwoPhase};
+use idem_payments::{Message, Total};
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
@@ -324,7 +324,7 @@ impl Device {
     }
 
     /// Whether the planned crash (`crash_after`) is at `step`: the effect of its offset,
-    /// the first time (as a crash plan of that one point fires, `idem_sim::crash::Plan`),
+    /// the first time (as a crash plan of that one point fires, `idem_payments::crash::Plan`),
     /// and never again until it is armed again. One point, not a plan: the plan's general
     /// matching and its setup cost idem-feed 412 B (BENCHMARKS.md, "Firmware size").
     fn crashes_at(crash_after: &mut Option<Offset>, step: &Step<Message>) -> bool {

@@ -4,7 +4,7 @@
 //! the events come from. No I/O: the caller reads and writes the link.
 
 use idem_core::log::{IdKey, Log, Offset};
-use idem_sim::payment::{Message, Payment};
+use idem_payments::{Message, Payment};
 
 use super::protocol::{DeviceKey, Failure, FromDevice, Refusal, StreamConfig, ToDevice};
 use super::{BATCH, VERSION};
@@ -647,7 +647,7 @@ mod tests {
     #[test]
     fn a_host_that_connects_mid_stream_asks_before_it_feeds() {
         let mut host = Host::new(config(StoreId::Offset));
-        let log = idem_sim::payment::GeneratedLog {
+        let log = idem_payments::GeneratedLog {
             events: 20,
             amount: 1,
         };
@@ -680,8 +680,8 @@ mod tests {
     }
 
     /// A host of a 30-event stream (stream 7, the offset store), and the log.
-    fn host_of(events: u64) -> (Host, idem_sim::payment::GeneratedLog) {
-        let log = idem_sim::payment::GeneratedLog { events, amount: 1 };
+    fn host_of(events: u64) -> (Host, idem_payments::GeneratedLog) {
+        let log = idem_payments::GeneratedLog { events, amount: 1 };
         (Host::new(config(StoreId::Offset)), log)
     }
 
@@ -731,7 +731,7 @@ mod tests {
     /// Plays `msgs` to `host`; the first error's sentence, or the last thing heard.
     fn play(
         host: &mut Host,
-        log: &idem_sim::payment::GeneratedLog,
+        log: &idem_payments::GeneratedLog,
         msgs: &[FromDevice],
     ) -> Result<Heard, String> {
         let mut last = Heard::Unconfirmed;

@@ -66,8 +66,8 @@ pub const VERSION: u16 = 3;
 pub const BATCH: usize = 8;
 
 /// The message-id store's window on the device, and the producers the producer-seq
-/// store remembers there: the registry's capacities ([`idem_sim::registry`]).
-pub use idem_sim::registry::{PRODUCERS, WINDOW};
+/// store remembers there: the registry's capacities ([`idem_payments::registry`]).
+pub use idem_payments::registry::{PRODUCERS, WINDOW};
 
 /// Pages the feed's storage takes: its record (2), the consumer position (4) and the
 /// store (4).
@@ -109,7 +109,7 @@ mod tests {
         let refusal = FromDevice::Refused(Refusal::Version { device: 3, host: 4 });
         assert_eq!(&r.send[..], &[refusal]);
         let mut host = Host::new(config(StoreId::Offset));
-        let log = idem_sim::payment::GeneratedLog {
+        let log = idem_payments::GeneratedLog {
             events: 3,
             amount: 1,
         };

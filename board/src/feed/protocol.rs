@@ -7,9 +7,9 @@ use core::mem::size_of;
 
 use idem_core::consumer::Consumer;
 use idem_core::log::{IdKey, Offset};
-use idem_sim::payment::Payment;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, TwoPhase};
-use idem_sim::registry::{MessageIdStore, ProducerSeqStore, StoreKind};
+use idem_payments::Payment;
+use idem_payments::registry::{MessageIdStore, ProducerSeqStore, StoreKind};
+use idem_payments::stores::{Atomic, Naive, OffsetStamped, TwoPhase};
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +58,7 @@ impl StoreId {
     }
 
     /// The device's store for the registry's `kind`, if the board runs it
-    /// ([`Source::Board`](idem_sim::registry::Source::Board)).
+    /// ([`Source::Board`](idem_payments::registry::Source::Board)).
     pub fn from_kind(kind: StoreKind) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.kind() == kind)
     }

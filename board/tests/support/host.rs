@@ -13,7 +13,7 @@ use idem_board::feed::{
     Host, HostReader, Refusal, StoreId, StreamConfig, ToDevice, VERSION, encode,
 };
 use idem_core::log::IdKey;
-use idem_sim::payment::GeneratedLog;
+use idem_payments::GeneratedLog;
 
 /// What one script did, for a test to count.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

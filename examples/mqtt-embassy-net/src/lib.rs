@@ -34,8 +34,8 @@ use idem_mqtt::client::{self, Client, ClientError, Config, FeedError, Send, Wait
 use idem_mqtt::codec::{FrameError, Framer, Incoming, Protocol, Publish, QoS};
 use idem_mqtt::payments::Figures;
 use idem_mqtt::receiver::{Decided, Keep, ReceiveError, Receiver, Release};
-use idem_sim::payment::Sum;
-use idem_sim::payment::stores::Naive;
+use idem_payments::Sum;
+use idem_payments::stores::Naive;
 
 /// QoS 2 identifiers the session holds at once (the board's, idem's `device mqtt`).
 pub const PLACES: usize = 8;

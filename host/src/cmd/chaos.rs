@@ -34,7 +34,7 @@ pub struct Cmd {
     /// The scenario.
     scenario: ScenarioKind,
     /// Where the effects land.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// How many kills (at most 10,000).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -51,7 +51,7 @@ pub struct Cmd {
     #[command(flatten)]
     workload: WorkloadArgs,
     /// When the consumers' writes reach the disk (see `idem consume --sync`)
-    #[arg(long, value_enum, default_value = "checkpoint")]
+    #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
     sync: crate::image::SyncMode,
     /// Print one JSON object instead of text.
     #[arg(long)]

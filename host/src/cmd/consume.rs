@@ -19,7 +19,7 @@ pub struct Cmd {
     /// The scenario.
     scenario: ScenarioKind,
     /// Where the effects land.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// The flash image (created erased when missing).
     #[arg(long, value_name = "FILE")]
@@ -36,7 +36,7 @@ pub struct Cmd {
     #[arg(long)]
     quiet: bool,
     /// When the image's writes reach the disk
-    #[arg(long, value_enum, default_value = "checkpoint")]
+    #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
     sync: SyncMode,
 }
 

@@ -17,7 +17,7 @@ use crate::device;
 use crate::image::{FileFlash, Image, PAGE};
 use idem_core::persist::sink_tag;
 use idem_lab::select::{self, HostSinks, StoreJob};
-use idem_sim::payment::Sum;
+use idem_payments::Sum;
 
 /// Look inside flash images.
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! `idem lesson <name>`: predict, then observe. Each step asks its question, takes the
 //! learner's prediction (typed at a terminal, or given with `--answers`), runs the
-//! simulator, and compares. The questions are the core's (`idem_sim::lesson`);
+//! simulator, and compares. The questions are idem-lab's (`idem_lab::lesson`);
 //! every answer comes from a run.
 
 mod sheet;
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use idem_lab::grade::{Answer, Observed, Row, feedback_on, observe, parse, run_line};
-use idem_sim::lesson::{self, Lesson, Observe};
+use idem_lab::lesson::{self, Lesson, Observe};
 
 use idem_lab::error::usage;
 use sheet::sheet;

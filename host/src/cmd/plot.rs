@@ -33,7 +33,7 @@ pub struct Cmd {
     /// The scenario (or give --log FILE instead).
     scenario: Option<ScenarioKind>,
     /// The stores to draw (repeat, or separate with commas).
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["naive", "offset"])]
+    #[arg(long, value_parser = idem_lab::choice::store(), value_delimiter = ',', default_values = ["naive", "offset"])]
     store: Vec<StoreKind>,
     /// Where to write the picture.
     #[arg(long, short = 'o', value_name = "FILE")]

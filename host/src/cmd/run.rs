@@ -6,8 +6,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
+use idem_payments::crash::{At, CrashPoint};
 use idem_sim::check::Verdict;
-use idem_sim::crash::{At, CrashPoint};
 use idem_sim::run::{Action, TraceStep};
 
 use idem_lab::report::guarantee_name;
@@ -24,7 +24,7 @@ pub struct Cmd {
     /// The scenario (or give --log FILE instead).
     scenario: Option<ScenarioKind>,
     /// Where the effects land.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: Option<StoreKind>,
     /// How dual-write writes its two views (dual-write only; its default crash is
     /// crash@between:25, or crash@effect:25 for the fixes that write once).

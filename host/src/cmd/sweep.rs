@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use idem_payments::Truth;
+use idem_payments::crash::CrashPoint;
 use idem_sim::check::{Anomalies, Verdict};
-use idem_sim::crash::CrashPoint;
-use idem_sim::payment::Truth;
 use idem_sim::run::SimError;
 use idem_sim::scenario::Scenario;
 use idem_sim::sweep::{self, Options, Progress, Schedule, Spread, SweepError, Tally};

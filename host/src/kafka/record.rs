@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use idem_core::log::{IdKey, MessageId, Offset};
-use idem_sim::payment::Message;
+use idem_payments::Message;
 use serde::{Deserialize, Serialize};
 
 /// A record's value, as `idem kafka produce` writes it.

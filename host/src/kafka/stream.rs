@@ -8,7 +8,7 @@ use crate::truth::FirstAmounts;
 
 use super::applied::Id;
 use idem_core::log::{Event, IdKey, Offset, Received};
-use idem_sim::payment::Message;
+use idem_payments::Message;
 
 use super::record::{OnBadRecord, ReadRules, Skipped, checked, message};
 // The record's rules, where `cmd::kafka` has always found them.

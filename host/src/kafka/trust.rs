@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use idem_core::log::{Event, IdKey, Log, MessageId, Offset};
-use idem_sim::payment::{Message, Truth};
+use idem_payments::{Message, Truth};
 
 use idem_lab::error::usage;
 

@@ -5,15 +5,15 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use idem_core::log::Offset;
-use idem_sim::crash::CrashPoint;
+use idem_payments::crash::CrashPoint;
 use idem_sim::scenario::ProducerMode;
 use idem_sim::txn::Isolation;
 
-use idem_sim::registry::WINDOW;
+use idem_payments::registry::WINDOW;
 
-/// The stores a run can use: the registry's ([`idem_sim::registry`]).
-pub use idem_sim::registry::StoreKind;
-use idem_sim::registry::{self, Family};
+/// The stores a run can use: the registry's ([`idem_payments::registry`]).
+pub use idem_payments::registry::StoreKind;
+use idem_payments::registry::{self, Family};
 
 /// The built-in scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -288,7 +288,7 @@ impl FixArg {
     pub fn default_crash(self) -> CrashPoint {
         let o = idem_sim::dual::DUAL_CRASH;
         match self {
-            Self::None | Self::Split => CrashPoint::new(idem_sim::crash::At::Between(o)),
+            Self::None | Self::Split => CrashPoint::new(idem_payments::crash::At::Between(o)),
             Self::Atomic | Self::Derive => CrashPoint::after_effect(o),
         }
     }
@@ -430,21 +430,4 @@ pub fn choose_all(
         })?),
     };
     Ok(vec![choose(Some(scenario), store, fix)?])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The command line's names (clap's, from the variants) are the registry's.
-    #[test]
-    fn the_command_lines_store_names_are_the_registrys() {
-        for e in &idem_sim::registry::STORES {
-            assert_eq!(crate::spec::value_name(&e.kind), e.name);
-        }
-        assert_eq!(
-            StoreKind::value_variants().len(),
-            idem_sim::registry::STORES.len()
-        );
-    }
 }

@@ -1,10 +1,10 @@
 //! From a store or fix chosen at run time to the core's sinks type, and from a loaded
 //! log to its type: the two choices are made apart ([`with_sinks`], [`dispatch`]).
 
+use idem_payments::registry::{self, MessageIdStore, Runnable};
+use idem_payments::stores::Naive;
+use idem_payments::{Sum, SumSinks, Truth};
 use idem_sim::dual::{self, DerivedTotal, StampedViews};
-use idem_sim::payment::stores::Naive;
-use idem_sim::payment::{Sum, SumSinks, Truth};
-use idem_sim::registry::{self, MessageIdStore, Runnable};
 use idem_sim::scenario::Scenario;
 
 use super::args::{FixArg, SinkChoice, StoreKind};
@@ -12,7 +12,7 @@ use super::load::Loaded;
 use crate::error::usage;
 
 /// The message-id store's window capacity (the registry's).
-pub use idem_sim::registry::WINDOW;
+pub use idem_payments::registry::WINDOW;
 
 /// Sinks the host can run: any core sinks (each is cloneable and can cross threads).
 pub trait HostSinks: SumSinks<State: Send + Sync, Durable: Send + Sync> + Send + Sync {}
@@ -57,7 +57,7 @@ pub fn check_window(kind: StoreKind, window: usize) -> anyhow::Result<()> {
 }
 
 /// Calls `job` with the store `kind` names (with `window` for the message-id store):
-/// the registry's dispatch ([`idem_sim::registry::with_store`]).
+/// the registry's dispatch ([`idem_payments::registry::with_store`]).
 pub fn with_store<J: StoreJob>(kind: StoreKind, window: usize, job: J) -> anyhow::Result<J::Out> {
     struct Adapt<J>(J);
     impl<J: StoreJob> registry::StoreJob for Adapt<J> {

@@ -2,10 +2,10 @@
 //! with the user's checkpoint interval and crash plan.
 
 use idem_core::consumer::{CheckpointEvery, ConsumerConfig, Guarantee};
-use idem_sim::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
-use idem_sim::ddia;
-use idem_sim::payment::{GaugeLog, GeneratedLog};
-use idem_sim::payment::{Payment, Truth};
+use idem_payments::crash::{CrashPoint, MAX_CRASHES, parse_schedule};
+use idem_payments::ddia;
+use idem_payments::{GaugeLog, GeneratedLog};
+use idem_payments::{Payment, Truth};
 use idem_sim::scenario::{self, LostSends, ProducerStep, SMALL_LOG, Scenario};
 use idem_sim::txn::{Isolation, TxnLog};
 

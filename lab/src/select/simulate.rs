@@ -2,8 +2,8 @@
 //! list of it.
 
 use idem_core::log::Offset;
-use idem_sim::payment::SumSinks;
-use idem_sim::payment::Truth;
+use idem_payments::SumSinks;
+use idem_payments::Truth;
 use idem_sim::run::{
     Action, DefaultApplied, Report, Run, SIM_LAYOUT, SimError, SimFlash, TraceStep,
 };
@@ -108,7 +108,7 @@ pub fn ensure_every_crash_happened(loaded: &Loaded, report: &Report) -> anyhow::
     let k = loaded.consumer().checkpoint_every;
     let events = loaded.events();
     let off_batch = plan.iter().any(|p| {
-        matches!(p.at, idem_sim::crash::At::Commit(o) | idem_sim::crash::At::Prepare(o)
+        matches!(p.at, idem_payments::crash::At::Commit(o) | idem_payments::crash::At::Prepare(o)
             if !k.closes_batch(o, events))
     });
     if off_batch {

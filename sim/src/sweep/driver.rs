@@ -18,11 +18,11 @@ use idem_core::log::Offset;
 
 use super::{BranchOutcome, Branches, Snapshot, Space};
 use crate::check::{Anomalies, AppliedSet, CheckError, Verdict};
-use crate::crash::{CrashPoint, MAX_CRASHES};
-use crate::payment::{SumSinks, Truth};
 use crate::rng::SplitMix64;
 use crate::run::{Run, SIM_LAYOUT, SimError, SimFlash};
 use crate::scenario::Scenario;
+use idem_payments::crash::{CrashPoint, MAX_CRASHES};
+use idem_payments::{SumSinks, Truth};
 
 /// Branches handed to a [`Spread`] at once.
 pub const BATCH: usize = 1024;

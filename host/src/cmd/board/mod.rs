@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use idem_board::feed::StreamConfig;
 use idem_core::log::{IdKey, MessageId, Offset};
-use idem_sim::payment::Payment;
+use idem_payments::Payment;
 
 use feed::{connect, feed};
 use idem_lab::select::{ProducerArg, ScenarioKind, StoreKind};
@@ -61,7 +61,7 @@ struct StreamArgs {
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// The board's store: naive, offset, message-id, producer-seq, atomic or two-phase.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// Commit the position every K events (at least 1) [default: the scenario's]
     #[arg(long, value_name = "K")]

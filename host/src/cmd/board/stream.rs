@@ -2,8 +2,8 @@
 //! the configuration the board gets and the id that names it.
 
 use idem_board::feed::{StoreId, StreamConfig};
-use idem_sim::payment::Payment;
-use idem_sim::registry::{self, Source};
+use idem_payments::Payment;
+use idem_payments::registry::{self, Source};
 
 #[cfg(feature = "kafka")]
 use super::Bridge;
@@ -200,7 +200,7 @@ impl StreamArgs {
 mod tests {
     use super::*;
     use idem_core::log::{Event, MessageId};
-    use idem_sim::payment::Message;
+    use idem_payments::Message;
 
     /// The stream's id is the hash of its bytes as one piece, as before it was fed a piece
     /// at a time: a board that stored it from an earlier run still recognises its stream.

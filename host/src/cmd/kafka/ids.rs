@@ -9,9 +9,9 @@ use idem_core::journal::Journal;
 use idem_core::persist::{Persistence, sink_tag};
 use idem_core::store::Outcome;
 use idem_lab::select::{self, HostSinks, StoreJob, WINDOW};
-use idem_sim::payment::{Message, Sum};
+use idem_payments::{Message, Sum};
 
-use super::consume::layout;
+use super::partition::layout;
 use crate::image::Image;
 use crate::kafka::applied::AppliedLog;
 use crate::kafka::stream::Window;

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idem_core::log::IdKey;
-use idem_sim::registry::Source;
+use idem_payments::registry::Source;
 use serde_json::json;
 
 use super::client::{consumer, create_topic, partitions, unique};
-use super::consume::{ConsumeOptions, consume};
+use super::consume::consume;
+use super::partition::ConsumeOptions;
 use super::produce::{Batching, send_created};
 use super::read::read_partition;
 use crate::image::SyncMode;

@@ -15,6 +15,7 @@ mod client;
 mod consume;
 mod ids;
 mod lab;
+mod partition;
 mod produce;
 mod read;
 mod report;
@@ -36,7 +37,7 @@ use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
 use crate::select::StoreKind;
 use crate::truth::TruthFile;
 
-/// The most partitions `consume` handles ([`consume::PARTITION_PAGES`] flash pages each).
+/// The most partitions `consume` handles ([`partition::PARTITION_PAGES`] flash pages each).
 const MAX_PARTITIONS: i32 = 6;
 
 /// Talk to a Kafka-protocol broker.
@@ -117,7 +118,7 @@ struct ConsumeArgs {
     group: String,
     /// Where the effects land: a store that runs on Kafka (another is refused, with
     /// the list of those that do).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = idem_lab::choice::store())]
     store: StoreKind,
     /// The flash image (created erased when missing).
     #[arg(long, value_name = "FILE")]
@@ -158,7 +159,7 @@ struct ConsumeArgs {
     shared: bool,
     /// When the image's writes reach the disk (a position is durable before the
     /// group gets its copy, in every mode but none)
-    #[arg(long, value_enum, default_value = "checkpoint")]
+    #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
     sync: SyncMode,
     /// Grade against what the producer sent (`kafka produce --truth`, `mqtt publish
     /// --truth`: one JSON payment a line, each id counted once) instead of a second read
@@ -197,7 +198,7 @@ impl ConsumeArgs {
         );
         let truth = self.truth.as_deref().map(TruthFile::read_ids).transpose()?;
         let file = truth.as_ref().map(|(t, _)| t);
-        let results = consume::consume(&consume::ConsumeOptions {
+        let results = consume::consume(&partition::ConsumeOptions {
             brokers: &self.broker.brokers,
             topic: &self.topic,
             group: &self.group,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::client::ISOLATION_LEVEL;
-use super::shared::SharedOut;
+use super::partition::SharedOut;
 use crate::error::usage;
 use crate::kafka::group::TakeAction;
 use crate::kafka::trust::Skipped;

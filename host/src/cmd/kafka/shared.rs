@@ -7,15 +7,16 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::log::Offset;
-use idem_sim::payment::{SumSinks, Total};
+use idem_payments::{SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
 use super::client::{ISOLATION_LEVEL, committed, fetching, reader, unreachable};
-use super::consume::{ConsumeOptions, GroupCommit, PARTITION_PAGES, PartitionResult, layout};
+use super::partition::{
+    BATCH, ConsumeOptions, GroupCommit, PARTITION_PAGES, POLL, PartitionResult, SharedOut, layout,
+};
 use super::read::{end_offsets, positions, truth_read};
-use super::streamed::{BATCH, POLL};
 use crate::device;
 use crate::drive::Drive;
 use crate::image::{Image, PAGE};
@@ -66,17 +67,6 @@ struct Member<'a> {
     /// Give up a read that brings nothing for this long.
     stall: Duration,
     abort_after: Option<u64>,
-}
-
-/// What a consume ended with: each partition consumed, and for a group member which
-/// partitions it took (and how) and lost to rebalances.
-pub(super) struct SharedOut {
-    pub(super) results: Vec<PartitionResult>,
-    pub(super) taken: Vec<Take>,
-    pub(super) released: Vec<i32>,
-    /// With `--truth`: the ids applied, in order (`None`: keyless), or how many records
-    /// of the image the log of ids lacks.
-    pub(super) applied: Option<Result<Vec<Option<String>>, u64>>,
 }
 
 /// The longest a member runs.

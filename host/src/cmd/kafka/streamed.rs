@@ -13,16 +13,15 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::Offset;
-use idem_sim::payment::{Message, SumSinks, Total};
+use idem_payments::{Message, SumSinks, Total};
 use rdkafka::consumer::{BaseConsumer, CommitMode};
 use rdkafka::message::Message as _;
 
-use super::consume::{ConsumeOptions, PartitionResult, layout};
 use super::ids;
+use super::partition::{BATCH, ConsumeOptions, POLL, PartitionResult, SharedOut, layout};
 use super::read::{
     assign_from_zero, commit_positions, end_offsets, passing, positions, truth_read,
 };
-use super::shared::SharedOut;
 use crate::device;
 use crate::drive::Drive;
 use crate::image::Image;
@@ -32,12 +31,6 @@ use crate::kafka::stream::{Judge, TruthFold, Window};
 use crate::kafka::trust::{ReadFacts, ReadRules, Skipped};
 use crate::select::HostSinks;
 use crate::select::dispatch::SinksJob;
-
-/// Events a partition's window holds before its consumer steps through them.
-pub(super) const BATCH: usize = 4096;
-
-/// How long a poll waits for a record when nothing is waiting to be applied.
-pub(super) const POLL: Duration = Duration::from_millis(100);
 
 /// How often `--follow` asks the broker for new end offsets once it has reached them.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);

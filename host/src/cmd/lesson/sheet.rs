@@ -2,7 +2,7 @@
 //! the answer key with every answer taken from a run.
 
 use idem_lab::grade::{Observed, Row, observe, run_line};
-use idem_sim::lesson::{Lesson, Observe};
+use idem_lab::lesson::{Lesson, Observe};
 
 /// A lesson's sheet to hand out: its questions, and for the key their answers.
 pub(super) struct Sheet {

@@ -12,8 +12,8 @@ use idem_core::store::Store;
 use idem_mqtt::client::{Client, Config, Left, Outbox, Phase, Send, Waiting};
 use idem_mqtt::codec::{Incoming, Publish, QoS};
 use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
-use idem_sim::payment::Sum;
-use idem_sim::registry::SumStoreJob;
+use idem_payments::Sum;
+use idem_payments::registry::SumStoreJob;
 
 use super::applied::AppliedLog;
 use super::identity;

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use idem_mqtt::receiver::{Keep, Release};
 use idem_mqtt::sim::{self, Cell, ROWS};
-use idem_sim::registry::{self, Source, SumStoreJob};
+use idem_payments::registry::{self, Source, SumStoreJob};
 use serde_json::json;
 
 use crate::select::{StoreKind, WINDOW};
@@ -19,7 +19,7 @@ struct Sweep(Row);
 
 impl SumStoreJob for Sweep {
     type Out = Cell;
-    fn call<S: idem_sim::payment::Sum + Send + Sync>(self, store: S) -> Cell {
+    fn call<S: idem_payments::Sum + Send + Sync>(self, store: S) -> Cell {
         sim::sweep(store, sim::setup(self.0))
     }
 }

@@ -27,7 +27,7 @@ use crate::error::usage;
 use crate::image::SyncMode;
 use crate::select::{StoreKind, WINDOW};
 use idem_mqtt::codec::Protocol;
-use idem_sim::registry::{self, Source};
+use idem_payments::registry::{self, Source};
 
 /// Receive and publish on an MQTT broker.
 #[derive(Debug, Args)]
@@ -69,7 +69,7 @@ pub struct ConsumeArgs {
     #[arg(long, default_value = "idem")]
     client_id: String,
     /// naive or message-id (the stores whose rule needs no offsets).
-    #[arg(long, default_value = "message-id")]
+    #[arg(long, value_parser = idem_lab::choice::store(), default_value = "message-id")]
     store: StoreKind,
     /// The flash image: created when missing, resumed when it exists.
     #[arg(long, value_name = "IMAGE")]
@@ -90,7 +90,7 @@ pub struct ConsumeArgs {
     #[arg(long, hide = true)]
     release_with_next: bool,
     /// When the image's writes reach the disk.
-    #[arg(long, value_enum, default_value_t = SyncMode::Checkpoint)]
+    #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
     sync: SyncMode,
     /// Grade against this truth file (`idem mqtt publish --truth`), each id once.
     #[arg(long, value_name = "FILE")]

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use clap::Args;
 use idem_board::modem::{self, Hangup, ModemRefusal, ModemStore, Report, SessionConfig};
 use idem_mqtt::client::Broken;
-use idem_sim::registry::Source;
+use idem_payments::registry::Source;
 use idem_sim::rng::SplitMix64;
 use serde_json::json;
 
@@ -54,7 +54,7 @@ pub(super) struct Mqtt {
     #[arg(long, default_value = "idem-board")]
     client_id: String,
     /// naive or message-id.
-    #[arg(long, default_value = "message-id")]
+    #[arg(long, value_parser = idem_lab::choice::store(), default_value = "message-id")]
     store: StoreKind,
     /// Where the board keeps its QoS 2 identifiers: with the effect in flash, or in RAM.
     #[arg(long = "session", value_name = "flash|ram", default_value = "flash", value_parser = ["flash", "ram"])]

@@ -3,8 +3,9 @@
 //! runs under a shell, in a process group of its own, that reads the bench's end of a
 //! pipe; when that end closes (the bench returns, fails, is interrupted or is killed with
 //! SIGKILL, which no handler sees), the shell kills tansu and the reader then running
-//! (its process group, named in the file [`READER`] of the bench's work folder), waits
-//! for tansu and removes the folders the bench named (the broker's and the runs').
+//! (its process group, named in the file [`READER`](super::child::READER) of the bench's
+//! work folder), waits for tansu and removes the folders the bench named (the broker's
+//! and the runs').
 
 use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
@@ -22,9 +23,6 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 /// The longest the shell takes to stop tansu and remove the folders, once the pipe
 /// closed; past it, its group is killed.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
-
-/// The file of the work folder that names the running reader's process group.
-pub(super) const READER: &str = "reader.pgid";
 
 /// The watchdog: tansu (`$1`, listening on `$2`) in the background; at the end of its
 /// standard input, the reader's group named in `$3/reader.pgid` and tansu killed, tansu

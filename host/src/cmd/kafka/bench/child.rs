@@ -13,6 +13,10 @@ use crate::error::usage;
 /// GNU time: the child's peak resident memory, from `wait4`.
 pub(super) const GNU_TIME: &str = "/usr/bin/time";
 
+/// The file of the work folder that names the running reader's process group, which
+/// the broker's shell kills if the bench is killed.
+pub(super) const READER: &str = "reader.pgid";
+
 /// What a run measured.
 pub(super) struct Measured {
     /// From the spawn to the exit.
@@ -105,7 +109,7 @@ pub(super) fn measure(
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {GNU_TIME} for {what} ({e})"))?;
     // Named for the broker's shell, which kills this group if the bench is killed.
-    let group = dir.join(super::broker::READER);
+    let group = dir.join(READER);
     if let Err(e) = std::fs::write(&group, child.id().to_string()) {
         kill_group(&mut child);
         anyhow::bail!("cannot write {} ({e})", group.display());

@@ -16,7 +16,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use idem_sim::registry::Source;
+use idem_payments::registry::Source;
 
 use super::produce::{Batching, send_chunked};
 use super::{Broker, KafkaScenario, MAX_PARTITIONS, client};

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "R", default_value_t = 3)]
     runs: u32,
     /// naive or message-id.
-    #[arg(long, default_value = "naive")]
+    #[arg(long, value_parser = idem_lab::choice::store(), default_value = "naive")]
     store: crate::select::StoreKind,
     /// Pass --release-now to idem's consume (each release in a record of its own).
     #[arg(long)]

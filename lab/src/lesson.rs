@@ -54,7 +54,7 @@ pub struct LessonRun {
     /// effect's record) or `ram`.
     pub session: Option<&'static str>,
     /// What the `pump` scenario's controller does about a dose a reset may have cut
-    /// (`after`, `reassert`, `effects`: [`crate::pump::Way`]).
+    /// (`after`, `reassert`, `effects`: [`idem_sim::pump::Way`]).
     pub way: Option<&'static str>,
 }
 
@@ -993,7 +993,7 @@ since reused, and would take the new message for a resend and never apply it.",
 };
 
 /// An effect that moves hardware: a dosing pump's dose against a reset between its
-/// record and its last millilitre ([`crate::pump`]).
+/// record and its last millilitre ([`idem_sim::pump`]).
 pub const PUMP: Lesson = Lesson {
     name: "pump",
     title: "A dosing pump: a dose lost, a dose doubled",

@@ -1,6 +1,5 @@
-//! Payments: idem's own user of the engine, which the simulator, the lessons, the host's
-//! images and Kafka topics, and the boards' feed all share (without the `simulator`
-//! feature too: idem's boards ship it).
+//! idem-payments: idem's own user of the engine (idem-core), what idem's firmware and its
+//! MQTT receiver ship. `no_std`, no allocator.
 //!
 //! A [`Message`] is a payment a producer sends: its amount, the application's message id
 //! and the application's own numbering of its sends; read back at an offset it is a
@@ -8,14 +7,23 @@
 //! is [`LogError::Full`]); [`GeneratedLog`] computes a uniform workload on the fly, so a
 //! million events need no storage at all. The [`stores`] sum the amounts, each with its
 //! own rule for a repeated message, and [`Sum`] is what the checker reads of them; a
-//! payment log's [`Truth`] is what it grades them against. Producers are in
-//! `crate::producer` (feature `simulator`).
+//! payment log's [`Truth`] is what it grades them against.
+//!
+//! The [`registry`] names the stores, their capacities and the sources each accepts;
+//! [`crash`] points say where a run dies, and [`ddia`] holds the exercise's parameters.
+//! The simulator that runs payments against those crash points, the producers and the
+//! checker are idem-sim's.
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
+#![deny(missing_docs)]
 
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
 use idem_core::log::{Event, Identified, Log, MessageId, Offset, Received};
 
+pub mod crash;
+pub mod ddia;
+pub mod registry;
 pub mod stores;
 mod sum;
 pub use sum::{Sum, SumSinks, Total};
@@ -33,7 +41,7 @@ pub struct Message {
     /// sending instance. (Kafka's producer id, epoch and sequence are another thing: the
     /// producer library writes them in a record batch's header, only with idempotence or
     /// transactions on, for the broker; no application reads them; see
-    /// `crate::producer`.)
+    /// `idem_sim::producer`.)
     pub producer: u32,
     /// The application's epoch of that instance: a restarted instance takes a higher one.
     pub epoch: u16,

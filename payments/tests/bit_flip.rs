@@ -10,11 +10,11 @@
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::journal::Region;
 use idem_core::persist::Layout;
-use idem_sim::flash::MemFlash;
-use idem_sim::payment::Total;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
-use idem_sim::payment::{GeneratedLog, SumSinks, Truth};
-use idem_sim::registry::{MessageIdStore, PRODUCERS};
+use idem_core::testing::flash::MemFlash;
+use idem_payments::Total;
+use idem_payments::registry::{MessageIdStore, PRODUCERS};
+use idem_payments::stores::{Atomic, Naive, OffsetStamped, ProducerSeq, TwoPhase};
+use idem_payments::{GeneratedLog, SumSinks, Truth};
 
 type Flash = MemFlash<8, 1024>;
 

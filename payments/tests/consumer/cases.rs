@@ -9,8 +9,8 @@ use idem_core::log::{Log, Offset};
 use idem_core::persist::Layout;
 use idem_core::store::Store;
 use idem_core::testing::flash::MemFlash;
-use idem_sim::payment::stores::{Atomic, Naive, OffsetStamped};
-use idem_sim::payment::{GeneratedLog, Payment, Sum, Total};
+use idem_payments::stores::{Atomic, Naive, OffsetStamped};
+use idem_payments::{GeneratedLog, Payment, Sum, Total};
 
 const K10: ConsumerConfig = ConsumerConfig::every(CheckpointEvery::new(10).unwrap());
 /// The DDIA exercise's log: 100 events of +1.
@@ -164,7 +164,7 @@ fn a_live_stream_through_a_bounded_window() {
 #[test]
 fn a_journal_error_stops_the_consumer_until_it_is_opened_again() {
     use idem_core::testing::flash::PowerCut;
-    use idem_sim::payment::stores::{MessageIdWindow, Naive};
+    use idem_payments::stores::{MessageIdWindow, Naive};
     let store = MessageIdWindow::<Naive, 8>::default();
     let mut f = F::new();
     let mut c = open(&mut f, LAYOUT, store, K10).unwrap();
@@ -189,7 +189,7 @@ fn a_journal_error_stops_the_consumer_until_it_is_opened_again() {
 
 #[test]
 fn recovering_a_prepared_two_phase_record_writes_nothing() {
-    use idem_sim::payment::stores::TwoPhase;
+    use idem_payments::stores::TwoPhase;
     let log = GeneratedLog {
         events: 100,
         amount: 1,

@@ -8,10 +8,10 @@
 //! paths (`host/src/own_store.rs` writes one and runs it on the simulator and on a file
 //! image). The registry names the stores the command line and the page can choose.
 
-use crate::payment::stores::{
+use crate::stores::{
     Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,
 };
-use crate::payment::{Sum, SumSinks};
+use crate::{Sum, SumSinks};
 use idem_core::store::WindowSize;
 
 /// The message-id store's window capacity: the ids its one flash record keeps.
@@ -103,7 +103,6 @@ pub enum Family {
 }
 
 /// The stores the command line and the page can name.
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreKind {
     /// total += amount.
