@@ -251,6 +251,24 @@ impl<P, Q: AsRef<[Option<Waiting<P>>]> + AsMut<[Option<Waiting<P>>]>> Queue<P, Q
         w
     }
 
+    /// Takes the first entry under an identifier held out of the queue, wherever it
+    /// is: those behind it move up one, in order.
+    fn take_held(&mut self) -> Option<Waiting<P>> {
+        let cap = self.capacity();
+        let at = (0..self.len).find(|&i| {
+            let slot = &self.slots.as_ref()[(self.head + i) % cap];
+            slot.as_ref().is_some_and(|w| w.kind == WaitingKind::Held)
+        })?;
+        let w = self.slots.as_mut()[(self.head + at) % cap].take();
+        for i in at..self.len - 1 {
+            let next = self.slots.as_mut()[(self.head + i + 1) % cap].take();
+            self.slots.as_mut()[(self.head + i) % cap] = next;
+        }
+        self.len -= 1;
+        self.held -= 1;
+        w
+    }
+
     fn clear(&mut self) {
         while self.pop().is_some() {}
         self.head = 0;
@@ -351,6 +369,10 @@ pub struct Client<S: Store, const N: usize, Q = NoWaiting<<S as Store>::Payload>
     /// sent its PUBREL, §4.3.3 [MQTT-4.3.3-1]), a broker's violation:
     /// taken for a resend of the message released and not applied.
     pub publish_after_pubrel: u64,
+    /// PUBRECs of resends under an identifier held sent ahead of a new PUBLISH that
+    /// came before them and waits for a place (every place held): without them no
+    /// PUBREL would come to free one ([`Client::take_waiting`]).
+    pub pubrec_ahead: u64,
     /// QoS 2 PUBLISHes left unanswered on this connection, every place taken.
     unanswered_now: u32,
     /// QoS 2 PUBLISHes left unanswered, every place taken, in all: each comes again.
@@ -445,6 +467,7 @@ where
             connack: ConnackProperties::default(),
             held_identifier_reused: 0,
             publish_after_pubrel: 0,
+            pubrec_ahead: 0,
             unanswered_now: 0,
             unanswered: 0,
             resend_reconnects: 0,
@@ -534,7 +557,18 @@ where
             return Ok(Some(out));
         }
         if !self.receiver.has_place() {
-            return Ok(None);
+            // The new PUBLISH first in the queue waits for a place, and a place frees
+            // only at a PUBREL, which the broker sends only once it has the PUBREC of
+            // an identifier held: after a reconnection, those of the resends queued
+            // behind it. Their PUBRECs go out ahead of it, the only way on (§4.6's
+            // order otherwise kept, [MQTT-4.6.0-3]): counted.
+            let Some(w) = self.waiting.take_held() else {
+                return Ok(None);
+            };
+            self.pubrec_ahead += 1;
+            let _ = out.send.push(Send::Ack(Ack::Pubrec(w.pid))); // one of two
+            (out.decided, out.pid) = (Some(Decided::Held), Some(w.pid));
+            return Ok(Some(out));
         }
         let Some(w) = self.waiting.pop() else {
             return Ok(None);

@@ -209,6 +209,44 @@ impl Broker {
         read("mosquitto.stderr") + &read("mosquitto.log")
     }
 
+    /// The packet identifiers under which the broker sent `client` a QoS 2 PUBLISH again
+    /// after it had sent that identifier's PUBREL, before the PUBCOMP came back: MQTT
+    /// 3.1.1 §4.3.3 (and MQTT 5's) says the sender "MUST NOT re-send the PUBLISH once it
+    /// has sent the corresponding PUBREL packet". Read from the log, where `log_type all`
+    /// (tests/mosquitto/idem.conf.in) names every packet. Mosquitto 2.0.11 was seen doing
+    /// it when a client connected twice in quick succession: its PUBRELs sent again at
+    /// the first connection, the PUBLISH at the second.
+    pub fn publish_after_pubrel(&self, client: &str) -> std::collections::BTreeSet<u32> {
+        let mut released = std::collections::BTreeSet::new();
+        let mut resent = std::collections::BTreeSet::new();
+        let mid = |rest: &str| -> Option<u32> {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        };
+        let (publish, pubrel, pubcomp) = (
+            format!("Sending PUBLISH to {client} (d1, q2, "),
+            format!("Sending PUBREL to {client} (m"),
+            format!("Received PUBCOMP from {client} (Mid: "),
+        );
+        for line in self.log().lines() {
+            if let Some(at) = line.find(&publish) {
+                let rest = &line[at + publish.len()..];
+                let m = rest.find(", m").and_then(|i| mid(&rest[i + 3..]));
+                if let Some(m) = m.filter(|m| released.contains(m)) {
+                    resent.insert(m);
+                }
+            } else if let Some(at) = line.find(&pubrel) {
+                released.extend(mid(&line[at + pubrel.len()..]));
+            } else if let Some(m) = line
+                .find(&pubcomp)
+                .and_then(|at| mid(&line[at + pubcomp.len()..]))
+            {
+                released.remove(&m);
+            }
+        }
+        resent
+    }
+
     /// The last 30 lines of [`Broker::log`].
     pub fn log_tail(&self) -> String {
         let log = self.log();

@@ -168,6 +168,41 @@ fn truth_total(truth: &Path) -> i64 {
         .sum()
 }
 
+/// A run graded `over` for one cause only: Mosquitto sent a QoS 2 PUBLISH again after
+/// its PUBREL ([`Broker::publish_after_pubrel`], which MQTT 3.1.1 §4.3.3 forbids), so
+/// a message whose identifier idem had already released came back as a new one. Then
+/// nothing is missing or foreign, and each id applied again is the message of such an
+/// identifier: the subscriber's identifiers run 1, 2, ... in publish order, so
+/// identifier n carries paho's payment p(n-1).
+fn over_by_the_brokers_resends(end: &Value, resent: &std::collections::BTreeSet<u32>, store: &str) {
+    assert_eq!(end["verdict"], "over", "{store} store: {end}");
+    assert!(
+        !resent.is_empty(),
+        "{store} store: over, and the broker's log shows no PUBLISH sent again after its PUBREL: {end}"
+    );
+    let ids = &end["ids"];
+    assert_eq!(
+        (num(ids, "missing"), num(ids, "not_in_truth")),
+        (0, 0),
+        "{end}"
+    );
+    let twice = num(ids, "applied_again");
+    assert!(twice as usize <= resent.len(), "{resent:?} {end}");
+    for id in ids["applied_again_first"].as_array().unwrap() {
+        let n = id.as_str().and_then(|i| i.strip_prefix('p')).unwrap();
+        let n: u32 = n.parse::<u32>().unwrap() + 1;
+        assert!(
+            resent.contains(&n),
+            "{id} applied again, and the broker did not send identifier {n} again after its PUBREL: {end}"
+        );
+    }
+    eprintln!(
+        "{store} store: over by {twice}, each a PUBLISH Mosquitto sent again after its PUBREL \
+         (MQTT 3.1.1 §4.3.3 forbids it), under {} identifiers",
+        resent.len()
+    );
+}
+
 #[test]
 fn qos_2_with_the_session_in_flash_is_exact_across_30_kills_for_both_stores() {
     // At Mosquitto's stock in-flight limit, paho at its default 20: the broker soon has
@@ -187,7 +222,11 @@ fn qos_2_with_the_session_in_flash_is_exact_across_30_kills_for_both_stores() {
     for (seed, c) in consumers.iter().enumerate() {
         assert_eq!(kill_loop(c, seed as u64, &[], 100), 10);
         let end = c.report(&["--truth", truth.to_str().unwrap()]);
-        assert_eq!(end["verdict"], "exact", "{} store: {end}", c.store);
+        let resent = b.publish_after_pubrel(&c.client);
+        if end["verdict"] != "exact" {
+            over_by_the_brokers_resends(&end, &resent, c.store);
+            continue;
+        }
         // Exact by the ids: each of the truth's applied once, nothing else.
         assert_eq!(
             (
@@ -207,12 +246,16 @@ fn qos_2_with_the_session_in_flash_is_exact_across_30_kills_for_both_stores() {
             (true_total, true_total, MESSAGES as i64),
             "{end}"
         );
+        // A duplicate the message-id store skipped came only from a PUBLISH the broker
+        // sent again after its PUBREL.
+        let skipped = num(&end, "duplicates_skipped");
         assert_eq!(
             (
                 num(&end, "duplicates_applied"),
-                num(&end, "duplicates_skipped")
+                skipped > 0 && resent.is_empty()
             ),
-            (0, 0)
+            (0, false),
+            "{end}"
         );
         assert_eq!(end["session_present"], true);
         assert_eq!(end["promise_broken"].as_array().unwrap().len(), 0);
