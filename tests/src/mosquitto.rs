@@ -247,6 +247,15 @@ impl Broker {
         resent
     }
 
+    /// The payments whose PUBLISH the broker sent `client` again after its PUBREL
+    /// ([`Broker::publish_after_pubrel`]), for a session subscribed before paho published
+    /// `p0`, `p1`, ... in order: its identifiers run 1, 2, ... in that order, so
+    /// identifier n carries `p{n-1}`.
+    pub fn payments_sent_after_pubrel(&self, client: &str) -> std::collections::BTreeSet<String> {
+        let ids = self.publish_after_pubrel(client).into_iter();
+        ids.map(|n| format!("p{}", n - 1)).collect()
+    }
+
     /// The last 30 lines of [`Broker::log`].
     pub fn log_tail(&self) -> String {
         let log = self.log();
