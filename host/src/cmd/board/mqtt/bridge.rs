@@ -30,6 +30,9 @@ pub(super) struct Bridge {
     pub(super) relay: Relay,
     pub(super) tap: Tap,
     pub(super) targets: std::iter::Peekable<std::vec::IntoIter<u64>>,
+    /// A reset is on its way and the board has not announced its next boot: the next
+    /// target waits for it, so each reset lands on a boot that counted itself.
+    pub(super) reset_pending: bool,
     pub(super) rng: SplitMix64,
     pub(super) idle: Duration,
     pub(super) timeout: Duration,
@@ -72,6 +75,7 @@ impl Bridge {
                 ..Tap::default()
             },
             targets: targets.into_iter().peekable(),
+            reset_pending: false,
             rng: SplitMix64::new(a.seed ^ 0x5EED),
             idle: Duration::from_millis(a.idle_ms),
             timeout: Duration::from_secs(a.timeout),
@@ -252,6 +256,7 @@ impl Bridge {
         }
         self.tap.booted();
         self.boot = Some(boots);
+        self.reset_pending = false;
         self.hang_up();
         self.configure()
     }
@@ -373,14 +378,16 @@ impl Bridge {
     }
 
     /// Resets the board, a few milliseconds on, when the PUBLISHes carried reach a
-    /// target.
+    /// target. One reset at a time: two targets one answer passes (or one reached
+    /// before the last reset landed) would otherwise reset a board twice within
+    /// milliseconds, the second before it counted its boot in its flash; the next
+    /// target fires at the first PUBLISH carried after the board booted again.
     fn reset_if_due(&mut self, reset: &(impl Fn() + Clone + Send + 'static)) {
-        while self
-            .targets
-            .peek()
-            .is_some_and(|&t| t <= self.tap.publishes)
-        {
-            self.targets.next();
+        if self.reset_pending {
+            return;
+        }
+        if self.targets.next_if(|&t| t <= self.tap.publishes).is_some() {
+            self.reset_pending = true;
             // Within two of the board's record times (its pause before an ack under
             // QEMU): before, between or after the record and its acknowledgement.
             let delay = Duration::from_micros(self.rng.range(0, 2 * QEMU_EFFECT_US));
