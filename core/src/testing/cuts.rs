@@ -64,7 +64,10 @@
 //!     + found.reference.erases + 40);
 //! ```
 
-use super::flash::{FlashStats, MemFlash, PowerCut};
+#[cfg(doc)]
+use super::flash::MemFlash;
+use super::flash::{FlashStats, PowerCut};
+use super::rng::SplitMix64;
 
 /// How a power cut leaves the place it falls on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +173,8 @@ pub enum Seen<'a, A, R, E> {
 pub struct Plan {
     models: [bool; 4],
     double: u32,
+    /// First cuts a model: all of them (0), or a seeded sample of this many.
+    sample: u64,
     seed: u64,
     max_steps: u64,
 }
@@ -187,6 +192,7 @@ impl Plan {
         Self {
             models: [true; 4],
             double: 0,
+            sample: 0,
             seed: 0x1DE5,
             max_steps: 0,
         }
@@ -210,6 +216,15 @@ impl Plan {
         self
     }
 
+    /// Of each model's places, only `n` first cuts, drawn at random from the plan's seed
+    /// (all of them when the model has `n` or fewer; 0, the default, for all): a run too
+    /// long to cut at every place (a flash of large sectors) swept within a bounded time.
+    /// Second cuts ([`Plan::double_cuts`]) follow each drawn first cut as they would.
+    pub const fn sample(mut self, n: u64) -> Self {
+        self.sample = n;
+        self
+    }
+
     /// The seed of the torn contents: trial `i` (0 for the reference) uses `seed + i`.
     pub const fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -224,7 +239,8 @@ impl Plan {
     }
 }
 
-/// A flash the checker can cut: [`MemFlash`] of any geometry.
+/// A flash the checker can cut: [`MemFlash`] of any geometry (and `HeapFlash`, feature
+/// `alloc`).
 pub trait Cuttable {
     /// Arms `cut`, counted from now (replacing an armed cut of its kind).
     fn arm(&mut self, cut: PowerCut);
@@ -236,26 +252,6 @@ pub trait Cuttable {
     fn counts(&self) -> FlashStats;
     /// Seeds the generator of torn contents.
     fn seed(&mut self, seed: u64);
-}
-
-impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> Cuttable
-    for MemFlash<PAGES, PAGE, UNIT>
-{
-    fn arm(&mut self, cut: PowerCut) {
-        self.schedule_power_cut(cut);
-    }
-    fn powered(&self) -> bool {
-        self.is_powered()
-    }
-    fn restore(&mut self) {
-        self.power_on();
-    }
-    fn counts(&self) -> FlashStats {
-        self.stats()
-    }
-    fn seed(&mut self, seed: u64) {
-        self.seed_noise(seed);
-    }
 }
 
 /// What the reference run did.
@@ -379,6 +375,20 @@ fn spread(places: impl Iterator<Item = At> + Clone, n: u32) -> impl Iterator<Ite
         .map(|(_, at)| at)
 }
 
+/// `n` of `places` drawn at random from `seed`, in their order (all of them when there
+/// are `n` or fewer, or `n` is 0): Knuth's selection sampling, each place picked with the
+/// chance of the picks left over the places left.
+fn sample(places: impl Iterator<Item = At> + Clone, n: u64, seed: u64) -> impl Iterator<Item = At> {
+    let len = places.clone().count() as u64;
+    let (mut rng, mut left, mut picks) = (SplitMix64::new(seed), len, n);
+    places.filter(move |_| {
+        let picked = n == 0 || len <= n || rng.next_u64() % left < picks;
+        left -= 1;
+        picks -= u64::from(picked && picks > 0);
+        picked
+    })
+}
+
 /// The difference of two counters.
 fn minus(a: FlashStats, b: FlashStats) -> FlashStats {
     FlashStats {
@@ -500,7 +510,12 @@ macro_rules! sweep_body {
         let bound = if $plan.max_steps == 0 { 4 * reference.steps + 64 } else { $plan.max_steps };
         let mut next_seed = seed;
         for model in Model::ALL.into_iter().filter(|m| $plan.models[m.index()]) {
-            for at in places(model, reference.steps, reference.ops) {
+            let sampled = sample(
+                places(model, reference.steps, reference.ops),
+                $plan.sample,
+                seed ^ (model as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            for at in sampled {
                 let first = Some(Cut { model, at });
                 next_seed = next_seed.wrapping_add(1);
                 let t = Trial { cuts: [first, None], seed: next_seed };
@@ -564,7 +579,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::flash::FlashError;
+    use crate::testing::flash::{FlashError, MemFlash};
     use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
 
     type F = MemFlash<2, 64>;
@@ -700,6 +715,31 @@ mod tests {
         );
         assert_eq!(picked(10).len(), 10);
         assert_eq!(picked(99).len(), 10);
+    }
+
+    #[test]
+    fn a_sample_draws_n_places_in_order_from_its_seed() {
+        let ops = FlashStats {
+            word_writes: 1_000,
+            erases: 0,
+            bytes_written: 0,
+        };
+        let drawn = |n, seed| sample(places(Model::Torn, 0, ops), n, seed).collect::<Vec<_>>();
+        let five = drawn(5, 7);
+        assert_eq!(five.len(), 5);
+        assert!(five.windows(2).all(|w| match (w[0], w[1]) {
+            (At::UnitWrite(a), At::UnitWrite(b)) => a < b,
+            _ => false,
+        }));
+        assert_eq!(five, drawn(5, 7), "the same seed draws the same places");
+        assert_ne!(five, drawn(5, 8));
+        assert_eq!(drawn(300, 1).len(), 300);
+        assert_eq!(drawn(0, 1).len(), 1_000, "0: every place");
+        assert_eq!(drawn(5_000, 1).len(), 1_000);
+        // A sweep with a sample runs the reference and n trials a model (fewer when a
+        // model has fewer places).
+        let found = sweep(&Plan::new().sample(1), fresh, boot, step, judge);
+        assert_eq!(found.models.map(|t| t.trials), [1, 1, 1, 1]);
     }
 
     #[cfg(feature = "async")]
