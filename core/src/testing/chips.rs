@@ -6,7 +6,7 @@
 //!
 //! | family | flash | driver | unit | page | a unit programmed twice |
 //! |---|---|---|---|---|---|
-//! | nRF52840 | internal, NVMC | embassy-nrf 0.11 `Nvmc` | 4 B | 4 KiB | allowed ([`Reprogram::Any`]; the NVMC bounds writes to a block between erases by its nWRITE, a figure not read here) |
+//! | nRF52840 | internal, NVMC | embassy-nrf 0.11 `Nvmc` | 4 B | 4 KiB | allowed ([`Reprogram::Any`], unbounded here; Nordic bounds the writes of a word between erases by nWRITE, whose nRF52840 figure was not read) |
 //! | RP2040 | W25Q16JV, QSPI NOR | embassy-rp 0.10 `Flash` | 1 B | 4 KiB sector | allowed (bits only clear) |
 //! | STM32L476 | internal, ECC | embassy-stm32 0.6 `Flash` | 8 B double word | 2 KiB | refused ([`Reprogram::Never`]) |
 //! | STM32H743 | internal, ECC | embassy-stm32 0.6 `Flash` | 32 B flash word | 128 KiB sector | refused |
