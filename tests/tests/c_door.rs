@@ -247,7 +247,7 @@ fn applied_ids(log: &Path, applied: usize) -> Vec<String> {
     ids
 }
 
-/// The id-set verdict of `idem mqtt consume` (host/src/truth.rs, `IdCounts`): truth ids
+/// The id-set verdict of `idem mqtt consume` (host-lib/src/truth.rs, `IdCounts`): truth ids
 /// never applied, applications past an id's first, applications of ids outside the
 /// truth.
 fn id_counts(truth: &[(String, i64)], applied: &[String]) -> (u64, u64, u64) {

@@ -9,7 +9,7 @@ use serde_json::json;
 use idem_mqtt::client::Broken;
 
 use super::{Asked, Tally};
-use crate::truth::{FirstAmounts, IdCounts, TruthFile};
+use idem_host::truth::{FirstAmounts, IdCounts, TruthFile};
 
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {

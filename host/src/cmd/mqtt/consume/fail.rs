@@ -7,7 +7,7 @@ use idem_mqtt::client::ClientError;
 use idem_mqtt::codec::{self, Protocol};
 
 use super::super::link::{self, Broken};
-use crate::error::usage;
+use idem_lab::error::usage;
 
 pub(super) fn client_error<E: core::fmt::Debug>(
     e: ClientError<E>,
