@@ -29,6 +29,10 @@
 //! What it does not own: the actuator, and what "took effect" means for it (a dose
 //! half pumped when power failed is the application's to finish: ask the counter for
 //! the remainder). The ledger holds only serials; the actions live in the store's state.
+//!
+//! To test it with the power-cut checker, run each action through
+//! `testing::cuts::act` (feature `testing`): the checker sees the flash, not the
+//! hardware, and cuts around an action only where it is marked.
 
 use core::fmt::Debug;
 
