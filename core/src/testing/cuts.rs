@@ -13,8 +13,19 @@
 //! unit before it programmed and it untouched ([`Model::Clean`], power lost between two
 //! units of one write); at the end of an erase, leaving a page that reads all `0xFF` but
 //! refuses a program until it is erased again ([`Model::WeakErase`]); or between two
-//! steps, no flash operation interrupted ([`Model::Reset`]). [`Plan::double_cuts`] adds,
-//! for every cut, second cuts in the run that recovers from it.
+//! steps, or right before or right after a hardware action the program marked, no flash
+//! operation interrupted ([`Model::Reset`]). [`Plan::double_cuts`] adds, for every cut,
+//! second cuts in the run that recovers from it.
+//!
+//! **Mark each hardware action.** The checker sees the flash, not the hardware: a step
+//! that writes its record and then opens a valve in the same call is one place to it, so
+//! no cut falls between the durable record and the valve, and a program that loses or
+//! doubles the opening there is judged right. Run every action that moves hardware
+//! through [`act`] (`cuts::act(flash, || valve.open())`): the sweep then also resets
+//! right before and right after each one, in [`Model::Reset`]. Firmware code that moves
+//! hardware inside its own step takes the action as a closure or trait its test routes
+//! through [`act`]. An action not marked is invisible to the checker, and a sweep that
+//! finds nothing wrong says nothing about it.
 //!
 //! It owns no rule of what is right: the judge says. A boot or step that fails with the
 //! power on (the program's error, or the flash refusing a unit programmed twice or a
@@ -66,7 +77,7 @@
 
 #[cfg(doc)]
 use super::flash::MemFlash;
-use super::flash::{FlashStats, PowerCut};
+use super::flash::{ActionCut, FlashStats, PowerCut};
 use super::rng::SplitMix64;
 
 /// How a power cut leaves the place it falls on.
@@ -82,7 +93,8 @@ pub enum Model {
     /// At the end of an erase: the page reads all `0xFF` and refuses a program until it
     /// is erased again ([`PowerCut::WeakErase`]).
     WeakErase,
-    /// Between two steps: RAM is lost, no flash operation is interrupted.
+    /// Between two steps, or right before or right after a hardware action marked
+    /// with [`act`]: RAM is lost, no flash operation is interrupted.
     Reset,
 }
 
@@ -105,6 +117,10 @@ pub enum At {
     Erase(u64),
     /// After the n-th step that reported.
     AfterStep(u64),
+    /// Right before the n-th hardware action marked with [`act`]: it does not run.
+    BeforeAction(u64),
+    /// Right after the n-th hardware action marked with [`act`].
+    AfterAction(u64),
 }
 
 /// One power cut: its model and where it falls.
@@ -128,6 +144,8 @@ impl core::fmt::Display for Cut {
             At::UnitWrite(n) => write!(f, "{how} unit write {n}"),
             At::Erase(n) => write!(f, "{how} erase {n}"),
             At::AfterStep(n) => write!(f, "{how} after step {n}"),
+            At::BeforeAction(n) => write!(f, "{how} before action {n}"),
+            At::AfterAction(n) => write!(f, "{how} after action {n}"),
         }
     }
 }
@@ -252,6 +270,22 @@ pub trait Cuttable {
     fn counts(&self) -> FlashStats;
     /// Seeds the generator of torn contents.
     fn seed(&mut self, seed: u64);
+    /// Arms a cut at a hardware action, counted from now (replacing an armed one).
+    fn arm_action(&mut self, cut: ActionCut);
+    /// Runs a hardware action as a place a cut can fall ([`act`]).
+    fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T>;
+    /// Hardware actions run through [`Cuttable::act`] since creation.
+    fn actions(&self) -> u64;
+}
+
+/// Runs `action`, a move of the hardware outside the flash (a valve opened, a dose
+/// pumped), as a place the checker cuts: in a [`Model::Reset`] trial the power fails
+/// right before it (it does not run: `None`) or right after it, and every flash
+/// operation after it in the step fails as after any cut. `None` too, without running
+/// it, when the power is already off. Mark every action this way, or the checker never
+/// cuts between an action and the flash writes around it (see the module's docs).
+pub fn act<F: Cuttable, T>(flash: &mut F, action: impl FnOnce() -> T) -> Option<T> {
+    flash.act(action)
 }
 
 /// What the reference run did.
@@ -263,6 +297,8 @@ pub struct Reference {
     pub unit_writes: u64,
     /// Page erases (its boot's included).
     pub erases: u64,
+    /// Hardware actions marked with [`act`] (its boot's included).
+    pub actions: u64,
 }
 
 /// A trial the judge refused, and what it said.
@@ -341,24 +377,59 @@ struct Ran<J> {
     fired: u8,
     /// Steps that reported, over the whole trial.
     steps: u64,
-    /// Flash operations over the whole trial.
-    ops: FlashStats,
-    /// Steps and flash operations from the reboot after the first cut to the end.
-    after_first: (u64, FlashStats),
+    /// Flash operations and marked actions over the whole trial.
+    ops: Ops,
+    /// Steps, flash operations and marked actions from the reboot after the first cut to
+    /// the end.
+    after_first: (u64, Ops),
+}
+
+/// Flash operations and marked hardware actions, counted over a stretch of a run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ops {
+    flash: FlashStats,
+    actions: u64,
+}
+
+impl Ops {
+    fn of<F: Cuttable>(flash: &F) -> Self {
+        Self {
+            flash: flash.counts(),
+            actions: flash.actions(),
+        }
+    }
+
+    /// The difference of two counters.
+    fn minus(self, b: Ops) -> Ops {
+        let (a, f) = (self.flash, b.flash);
+        Ops {
+            flash: FlashStats {
+                word_writes: a.word_writes - f.word_writes,
+                erases: a.erases - f.erases,
+                bytes_written: a.bytes_written - f.bytes_written,
+            },
+            actions: self.actions - b.actions,
+        }
+    }
 }
 
 /// The places a cut of `model` can fall in a run of `steps` steps and these operations.
-fn places(model: Model, steps: u64, ops: FlashStats) -> impl Iterator<Item = At> + Clone {
+fn places(model: Model, steps: u64, ops: Ops) -> impl Iterator<Item = At> + Clone {
     let (writes, erases) = match model {
-        Model::Torn | Model::Clean => (ops.word_writes, ops.erases),
-        Model::WeakErase => (0, ops.erases),
+        Model::Torn | Model::Clean => (ops.flash.word_writes, ops.flash.erases),
+        Model::WeakErase => (0, ops.flash.erases),
         Model::Reset => (0, 0),
     };
-    let steps = if model == Model::Reset { steps } else { 0 };
+    let (steps, actions) = if model == Model::Reset {
+        (steps, ops.actions)
+    } else {
+        (0, 0)
+    };
     (1..=writes)
         .map(At::UnitWrite)
         .chain((1..=erases).map(At::Erase))
         .chain((1..=steps).map(At::AfterStep))
+        .chain((1..=actions).flat_map(|n| [At::BeforeAction(n), At::AfterAction(n)]))
 }
 
 /// `n` of `places` spread evenly (all of them when there are `n` or fewer).
@@ -389,19 +460,13 @@ fn sample(places: impl Iterator<Item = At> + Clone, n: u64, seed: u64) -> impl I
     })
 }
 
-/// The difference of two counters.
-fn minus(a: FlashStats, b: FlashStats) -> FlashStats {
-    FlashStats {
-        word_writes: a.word_writes - b.word_writes,
-        erases: a.erases - b.erases,
-        bytes_written: a.bytes_written - b.bytes_written,
-    }
-}
-
-/// Arms `cut` on `flash` (a reset is not the flash's: the trial counts steps).
+/// Arms `cut` on `flash` (a reset between steps is not the flash's: the trial counts
+/// steps).
 fn arm<F: Cuttable>(flash: &mut F, cut: Cut) {
     let power_cut = match (cut.model, cut.at) {
         (_, At::AfterStep(_)) => return,
+        (_, At::BeforeAction(n)) => return flash.arm_action(ActionCut::Before(n)),
+        (_, At::AfterAction(n)) => return flash.arm_action(ActionCut::After(n)),
         (Model::Clean, At::UnitWrite(n)) => PowerCut::BeforeWordWrite(n),
         (Model::Clean, At::Erase(n)) => PowerCut::BeforeErase(n),
         (Model::WeakErase, At::Erase(n)) => PowerCut::WeakErase(n),
@@ -418,9 +483,9 @@ macro_rules! trial {
         let trial: Trial = $trial;
         let (mut flash, mut world) = $fresh();
         flash.seed(trial.seed);
-        let start = flash.counts();
-        let mut ran = Ran { verdict: Ok(()), fired: 0, steps: 0, ops: FlashStats::default(),
-            after_first: (0, FlashStats::default()) };
+        let start = Ops::of(&flash);
+        let mut ran = Ran { verdict: Ok(()), fired: 0, steps: 0, ops: Ops::default(),
+            after_first: (0, Ops::default()) };
         let (mut rebooted_at, mut since_arm) = ((0, start), 0);
         if let Some(cut) = trial.cuts[0] {
             arm(&mut flash, cut);
@@ -476,16 +541,16 @@ macro_rules! trial {
             ran.fired += 1;
             since_arm = 0;
             if ran.fired == 1 {
-                rebooted_at = (ran.steps, flash.counts());
+                rebooted_at = (ran.steps, Ops::of(&flash));
             }
             if let Some(Some(next)) = trial.cuts.get(usize::from(ran.fired)) {
                 arm(&mut flash, *next);
             }
         }
-        let end = flash.counts();
-        ran.ops = minus(end, start);
+        let end = Ops::of(&flash);
+        ran.ops = end.minus(start);
         if ran.fired > 0 {
-            ran.after_first = (ran.steps - rebooted_at.0, minus(end, rebooted_at.1));
+            ran.after_first = (ran.steps - rebooted_at.0, end.minus(rebooted_at.1));
         }
         ran
     }};
@@ -501,8 +566,9 @@ macro_rules! sweep_body {
         let mut found = Found {
             reference: Reference {
                 steps: reference.steps,
-                unit_writes: reference.ops.word_writes,
-                erases: reference.ops.erases,
+                unit_writes: reference.ops.flash.word_writes,
+                erases: reference.ops.flash.erases,
+                actions: reference.ops.actions,
             },
             reference_wrong: reference.verdict.err(),
             models: [Tally::NONE, Tally::NONE, Tally::NONE, Tally::NONE],
@@ -638,6 +704,7 @@ mod tests {
             steps: 2,
             unit_writes: 1,
             erases: 1,
+            actions: 0,
         };
         assert_eq!((found.reference, found.reference_wrong), (reference, None));
         let counts = found.models.map(|t| (t.trials, t.wrong, t.missed));
@@ -702,10 +769,13 @@ mod tests {
             (5, 5)
         );
         let picked = |n| {
-            let ops = FlashStats {
-                word_writes: 10,
-                erases: 0,
-                bytes_written: 0,
+            let ops = Ops {
+                flash: FlashStats {
+                    word_writes: 10,
+                    erases: 0,
+                    bytes_written: 0,
+                },
+                actions: 0,
             };
             spread(places(Model::Torn, 0, ops), n).collect::<Vec<_>>()
         };
@@ -719,10 +789,13 @@ mod tests {
 
     #[test]
     fn a_sample_draws_n_places_in_order_from_its_seed() {
-        let ops = FlashStats {
-            word_writes: 1_000,
-            erases: 0,
-            bytes_written: 0,
+        let ops = Ops {
+            flash: FlashStats {
+                word_writes: 1_000,
+                erases: 0,
+                bytes_written: 0,
+            },
+            actions: 0,
         };
         let drawn = |n, seed| sample(places(Model::Torn, 0, ops), n, seed).collect::<Vec<_>>();
         let five = drawn(5, 7);
@@ -740,6 +813,58 @@ mod tests {
         // model has fewer places).
         let found = sweep(&Plan::new().sample(1), fresh, boot, step, judge);
         assert_eq!(found.models.map(|t| t.trials), [1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn a_marked_action_is_cut_before_it_or_right_after_it() {
+        let mut flash = F::new();
+        assert_eq!(act(&mut flash, || 1), Some(1));
+        flash.arm_action(ActionCut::Before(2));
+        assert_eq!(act(&mut flash, || 2), Some(2));
+        let mut ran = false;
+        assert_eq!(act(&mut flash, || ran = true), None);
+        assert!(
+            !ran && !flash.powered(),
+            "cut before the third: it did not run"
+        );
+        assert_eq!(
+            act(&mut flash, || 4),
+            None,
+            "nothing runs with the power off"
+        );
+        assert_eq!(flash.write(0, &[0; 4]), Err(FlashError::PowerCut));
+        flash.restore();
+        flash.arm_action(ActionCut::After(1));
+        assert_eq!(act(&mut flash, || 5), Some(5));
+        assert!(!flash.powered(), "cut right after the action that ran");
+        assert_eq!(flash.actions(), 4);
+        // A program that writes a word, then acts, in one step: the reset places are
+        // after the step, before the action and after it.
+        let found = sweep(
+            &Plan::new().models(&[Model::Reset]),
+            || (F::new(), 0u32),
+            // Boot: done when the word is written.
+            |flash, _| word0(flash).map(|w| w == 0),
+            |done, flash, acted| {
+                if *done {
+                    return Ok(None);
+                }
+                flash.write(0, &[0; 4])?;
+                act(flash, || *acted += 1);
+                *done = true;
+                Ok(Some(()))
+            },
+            // A boot finds the word written and the action not run: lost.
+            |_, acted: &mut u32, seen| match seen {
+                Seen::Ended if *acted == 0 => Err("lost"),
+                _ => Ok(()),
+            },
+        );
+        assert_eq!(found.reference.actions, 1);
+        let reset = found.of(Model::Reset);
+        assert_eq!((reset.trials, reset.wrong), (3, 1));
+        let first = reset.first_wrong.unwrap().trial.cuts[0].unwrap();
+        assert_eq!(format!("{first}"), "reset before action 1");
     }
 
     #[cfg(feature = "async")]

@@ -216,6 +216,16 @@ pub enum PowerCut {
     WeakErase(u64),
 }
 
+/// A power cut at a hardware action the program marked ([`MemFlash::act`]), counted
+/// from the moment it is armed: RAM is lost there and no flash operation is interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionCut {
+    /// Power fails right before the n-th action (1-based): it does not run.
+    Before(u64),
+    /// Power fails right after the n-th action: it ran, nothing after it does.
+    After(u64),
+}
+
 /// How an armed cut leaves the operation it falls on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CutStyle {
@@ -261,6 +271,9 @@ struct State<const PAGES: usize> {
     stats: FlashStats,
     cut_write: Option<(u64, CutStyle)>,
     cut_erase: Option<(u64, CutStyle)>,
+    cut_action: Option<ActionCut>,
+    /// Hardware actions marked ([`MemFlash::act`]) since creation.
+    actions: u64,
     powered: bool,
     noise: SplitMix64,
 }
@@ -287,6 +300,8 @@ impl<const PAGES: usize> State<PAGES> {
             },
             cut_write: None,
             cut_erase: None,
+            cut_action: None,
+            actions: 0,
             powered: true,
             noise: SplitMix64::new(0x1DE5),
         }
@@ -318,8 +333,35 @@ impl<const PAGES: usize> State<PAGES> {
         }
     }
 
+    /// Runs a marked hardware action unless the power is off or an armed action cut
+    /// falls before it; a cut armed after it falls once it ran.
+    fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T> {
+        if !self.powered {
+            return None;
+        }
+        self.actions += 1;
+        let (n, after) = match &mut self.cut_action {
+            Some(ActionCut::Before(n)) => (n, false),
+            Some(ActionCut::After(n)) => (n, true),
+            None => return Some(action()),
+        };
+        *n = n.saturating_sub(1);
+        match (*n == 0, after) {
+            (false, _) => Some(action()),
+            (true, false) => {
+                self.lose_power();
+                None
+            }
+            (true, true) => {
+                let done = action();
+                self.lose_power();
+                Some(done)
+            }
+        }
+    }
+
     fn lose_power(&mut self) -> FlashError {
-        (self.cut_write, self.cut_erase) = (None, None);
+        (self.cut_write, self.cut_erase, self.cut_action) = (None, None, None);
         self.powered = false;
         FlashError::PowerCut
     }
@@ -671,7 +713,30 @@ macro_rules! strict_flash {
 
             /// Disarms every scheduled power cut that has not happened yet.
             pub fn cancel_power_cut(&mut self) {
-                (self.state.cut_write, self.state.cut_erase) = (None, None);
+                let state = &mut self.state;
+                (state.cut_write, state.cut_erase, state.cut_action) = (None, None, None);
+            }
+
+            /// Arms a power cut at a hardware action, counted from now (replacing an
+            /// armed one): see [`Self::act`].
+            pub fn schedule_action_cut(&mut self, cut: ActionCut) {
+                self.state.cut_action = Some(cut);
+            }
+
+            /// Runs `action`, a move of the hardware outside the flash (a valve opened,
+            /// a dose pumped), as a place a power cut can fall: `None` without running
+            /// it when the power is off or an armed [`ActionCut::Before`] falls on it;
+            /// an armed [`ActionCut::After`] cuts the power once it ran. A program
+            /// tested with [`crate::testing::cuts`] runs each action through this, or
+            /// the checker never cuts between the action and the flash writes around it.
+            pub fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T> {
+                self.state.act(action)
+            }
+
+            /// Hardware actions run through [`Self::act`] since creation (a cut one
+            /// counts).
+            pub fn actions(&self) -> u64 {
+                self.state.actions
             }
 
             /// Whether power is on (no cut has happened since the last [`Self::power_on`]).
@@ -821,6 +886,15 @@ macro_rules! strict_flash {
             }
             fn seed(&mut self, seed: u64) {
                 self.seed_noise(seed);
+            }
+            fn arm_action(&mut self, cut: ActionCut) {
+                self.schedule_action_cut(cut);
+            }
+            fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T> {
+                $flash::act(self, action)
+            }
+            fn actions(&self) -> u64 {
+                $flash::actions(self)
             }
         }
     };
