@@ -75,21 +75,46 @@ pub struct Held {
     pub digest: Digest,
 }
 
+// By hand, as a loop over the 6 bytes rather than serde's array (unrolled at each use),
+// and out of line: the board image carries one copy for its two stores.
 impl Serialize for Held {
+    #[inline(never)]
     fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+        use serde::ser::SerializeTuple;
         let [a, b] = self.pid.to_be_bytes();
         let [c, d, e, f] = self.digest;
-        [a, b, c, d, e, f].serialize(s)
+        let mut t = s.serialize_tuple(6)?;
+        for byte in &[a, b, c, d, e, f] {
+            t.serialize_element(byte)?;
+        }
+        t.end()
     }
 }
 
 impl<'de> Deserialize<'de> for Held {
+    #[inline(never)]
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let [a, b, c, d, e, f] = <[u8; 6]>::deserialize(d)?;
-        Ok(Self {
-            pid: u16::from_be_bytes([a, b]),
-            digest: [c, d, e, f],
-        })
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Held;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("6 bytes")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Held, A::Error> {
+                let mut b = [0u8; 6];
+                for (i, byte) in b.iter_mut().enumerate() {
+                    *byte = seq
+                        .next_element()?
+                        .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                }
+                let [a, b, c, d, e, f] = b;
+                Ok(Held {
+                    pid: u16::from_be_bytes([a, b]),
+                    digest: [c, d, e, f],
+                })
+            }
+        }
+        d.deserialize_tuple(6, Bytes)
     }
 }
 
@@ -170,23 +195,37 @@ impl<T: MaxSize, const N: usize> MaxSize for Record<T, N> {
 impl<T, const N: usize> Record<T, N> {
     /// Whether `pid` is held.
     pub fn holds(&self, pid: u16) -> bool {
-        self.held.iter().any(|h| h.pid == pid)
+        has(&self.held, pid)
     }
 
     /// Forgets the held `pids`, each leaving its tombstone (the oldest dropped when
     /// `N` are kept).
     fn release(&mut self, pids: &[u16]) {
-        for pid in pids {
-            let Some(at) = self.held.iter().position(|h| h.pid == *pid) else {
-                continue;
-            };
-            let gone = self.held.remove(at);
-            self.released.retain(|t| t.pid != gone.pid);
-            if self.released.is_full() {
-                self.released.remove(0);
-            }
-            let _ = self.released.push(gone); // a place was made
+        release(&mut self.held, &mut self.released, pids);
+    }
+}
+
+/// Whether `list` has `pid`. Out of line, and generic over nothing but `N` in its
+/// caller, so that a firmware with two stores carries one copy (idem-mqtt's board image
+/// is within 48 KiB by a few hundred bytes).
+#[inline(never)]
+fn has(list: &[Held], pid: u16) -> bool {
+    list.iter().any(|h| h.pid == pid)
+}
+
+/// [`Record::release`] on its two lists: one copy for every store of one `N`.
+#[inline(never)]
+fn release<const N: usize>(held: &mut Vec<Held, N>, released: &mut Vec<Held, N>, pids: &[u16]) {
+    for pid in pids {
+        let Some(at) = held.iter().position(|h| h.pid == *pid) else {
+            continue;
+        };
+        let gone = held.remove(at);
+        released.retain(|t| t.pid != gone.pid);
+        if released.is_full() {
+            released.remove(0);
         }
+        let _ = released.push(gone); // a place was made
     }
 }
 
@@ -407,7 +446,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     /// Whether `pid` is released and its tombstone kept: a PUBREL of it is answered
     /// with a plain PUBCOMP.
     pub fn released(&self, pid: u16) -> bool {
-        !self.holds(pid) && self.record.released.iter().any(|t| t.pid == pid)
+        !self.holds(pid) && has(&self.record.released, pid)
     }
 
     /// PUBLISHes the broker sent after their PUBREL, over every run on the flash: the
