@@ -798,9 +798,9 @@ where
         pid: u16,
         out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
-        let known = self.receiver.holds(pid) || self.receiver.released(pid);
+        let unknown = self.receiver.counts().unknown_releases;
         let reply = self.receiver.pubrel(flash, pid)?;
-        if known {
+        if self.receiver.counts().unknown_releases == unknown {
             out.take(reply);
         } else {
             let _ = out.send.push(Send::PubcompUnknown(pid)); // the first of two

@@ -157,7 +157,7 @@ impl Arrival {
 const RECORD_TAG: u32 = 0x7B5E_0002;
 
 /// The receiver's one durable record.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Record<T, const N: usize> {
     /// The store's state.
     pub state: T,
@@ -176,6 +176,63 @@ pub struct Record<T, const N: usize> {
     /// PUBLISHes the broker sent again after their PUBREL, over every run on the
     /// flash: a broker's violation (MQTT 3.1.1 §4.3.3), not applied.
     pub after_pubrel: u32,
+}
+
+/// What follows the state in a [`Record`].
+type Tail<const N: usize> = (u32, u32, u32, Vec<Held, N>, Vec<Held, N>, u32);
+
+// By hand: the state, then the rest read by one function out of line, which a firmware
+// with two stores carries once (derived, each store's copy inlined it all).
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Record<T, N> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<T, const N: usize>(core::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Fields<T, N> {
+            type Value = Record<T, N>;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("a receiver's record")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let missing = || serde::de::Error::invalid_length(0, &"a receiver's record");
+                let state = seq.next_element()?.ok_or_else(missing)?;
+                let (applied, skipped, rejected, held, released, after_pubrel) =
+                    tail::<A, N>(&mut seq)?;
+                Ok(Record {
+                    state,
+                    applied,
+                    skipped,
+                    rejected,
+                    held,
+                    released,
+                    after_pubrel,
+                })
+            }
+        }
+        d.deserialize_tuple(7, Fields(core::marker::PhantomData))
+    }
+}
+
+/// A [`Record`]'s fields after its state.
+#[inline(never)]
+fn tail<'de, A: serde::de::SeqAccess<'de>, const N: usize>(
+    seq: &mut A,
+) -> Result<Tail<N>, A::Error> {
+    fn next<'de, A: serde::de::SeqAccess<'de>, X: Deserialize<'de>>(
+        seq: &mut A,
+    ) -> Result<X, A::Error> {
+        let missing = || serde::de::Error::invalid_length(1, &"a receiver's record");
+        seq.next_element()?.ok_or_else(missing)
+    }
+    Ok((
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+    ))
 }
 
 impl<T, const N: usize> Record<T, N> {
@@ -197,12 +254,14 @@ impl<T, const N: usize> Record<T, N> {
     pub fn holds(&self, pid: u16) -> bool {
         has(&self.held, pid)
     }
+}
 
-    /// Forgets the held `pids`, each leaving its tombstone (the oldest dropped when
-    /// `N` are kept).
-    fn release(&mut self, pids: &[u16]) {
-        release(&mut self.held, &mut self.released, pids);
-    }
+/// Holds `h`, a new message: the tombstone of its identifier is no longer its. A place
+/// is free: checked by the caller, and releases only free more.
+#[inline(never)]
+fn admit<const N: usize>(held: &mut Vec<Held, N>, released: &mut Vec<Held, N>, h: Held) {
+    released.retain(|t| t.pid != h.pid);
+    let _ = held.push(h);
 }
 
 /// Whether `list` has `pid`. Out of line, and generic over nothing but `N` in its
@@ -544,11 +603,9 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             self.counts.held_again += 1;
             self.counts.publish_after_pubrel += 1;
             self.after_pubrel = self.after_pubrel.saturating_add(1);
-            let next = self.record.clone();
-            self.commit(flash, next, None)?;
-            reply.records = 1;
-            reply.decided = Some(Decided::Held);
-            reply.completed = core::mem::take(&mut self.releasing);
+            let ack = reply.ack;
+            let mut reply = self.rewrite(flash)?;
+            (reply.decided, reply.ack) = (Some(Decided::Held), ack);
             return Ok(reply);
         }
         if qos == QoS::ExactlyOnce && !self.has_place() {
@@ -618,13 +675,10 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         mut next: RecordOf<S, N>,
         held: Option<Held>,
     ) -> Result<(), ReceiveError<F::Error>> {
-        next.release(&self.releasing);
+        release(&mut next.held, &mut next.released, &self.releasing);
         next.after_pubrel = next.after_pubrel.saturating_add(self.after_pubrel);
         if let Some(h) = held.filter(|_| self.keep == Keep::Flash) {
-            // A new message under this identifier: its tombstone is no longer its.
-            next.released.retain(|t| t.pid != h.pid);
-            // A place is free: checked by the caller, and releases only free more.
-            let _ = next.held.push(h);
+            admit(&mut next.held, &mut next.released, h);
         }
         self.journal.append(flash, &next)?;
         self.record = next;
@@ -646,7 +700,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         let mut reply = Reply::empty();
         if !self.holds(pid) {
-            if !self.released(pid) {
+            if !has(&self.record.released, pid) {
                 self.counts.unknown_releases += 1;
             }
             let _ = reply.completed.push(pid); // N > 0: one place
@@ -673,12 +727,18 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         &mut self,
         flash: &mut F,
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
-        let mut reply = Reply::empty();
         if self.releasing.is_empty() {
-            return Ok(reply);
+            return Ok(Reply::empty());
         }
+        self.rewrite(flash)
+    }
+
+    /// Writes the record again with what waits for a record (releases, counts), and
+    /// allows the releases' PUBCOMPs.
+    fn rewrite<F: NorFlash>(&mut self, flash: &mut F) -> Result<Reply<N>, ReceiveError<F::Error>> {
         let next = self.record.clone();
         self.commit(flash, next, None)?;
+        let mut reply = Reply::empty();
         reply.records = 1;
         reply.completed = core::mem::take(&mut self.releasing);
         Ok(reply)
