@@ -152,7 +152,7 @@ impl Arrival {
 }
 
 /// The tag the receiver gives its journal: the caller's, with this one mixed in, which
-/// names the record's encoding (with tombstones since 0.2; a journal of the earlier
+/// names the record's encoding (the record with tombstones; a journal of the earlier
 /// record is refused as another journal's, never misread).
 const RECORD_TAG: u32 = 0x7B5E_0002;
 
@@ -438,8 +438,8 @@ pub struct Receiver<S: Store, const N: usize> {
 impl<S: Store, const N: usize> Receiver<S, N> {
     /// Opens the receiver's journal in `region` and takes its newest record (a blank
     /// region starts from the store's default state). `tag` names the store's state;
-    /// the receiver mixes in its record's own. A region written by an idem-mqtt before
-    /// 0.2 (no tombstones) is refused ([`JournalError::Foreign`]) and left as it is.
+    /// the receiver mixes in its record's own. A region written before the
+    /// tombstones (a shorter record) is refused ([`JournalError::Foreign`]) and left as it is.
     pub fn open<F: NorFlash>(
         flash: &mut F,
         region: Region,
