@@ -727,3 +727,49 @@ fn the_tombstones_keep_the_last_n_releases() {
     }
     assert_eq!(c.counts().publish_after_pubrel, 2);
 }
+
+/// MQTT 3.1.1 §4.6 [MQTT-4.6.0-2]: PUBACKs in the order their QoS 1 PUBLISHes came. A
+/// QoS 1 PUBLISH never waits (it needs no place), so its PUBACK goes out as it comes,
+/// also while a QoS 2 PUBLISH waits for a place; the rule orders PUBACKs among
+/// themselves and PUBRECs among themselves ([MQTT-4.6.0-3]), not one kind against the
+/// other.
+#[test]
+fn pubacks_go_out_in_the_order_their_publishes_came_while_a_qos_2_one_waits() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    connack(&mut c, &mut flash);
+    let qos1 = |pid| {
+        Incoming::Publish(Publish {
+            dup: false,
+            qos: QoS::AtLeastOnce,
+            pid: Some(pid),
+            retain: false,
+            topic: "t",
+            payload: b"1",
+        })
+    };
+    let mut all = Vec::new();
+    for packet in [
+        publish(1),
+        qos1(10),
+        publish(2),
+        publish(3),
+        qos1(11),
+        qos1(12),
+    ] {
+        all.extend(answered(&mut c, &mut flash, packet));
+    }
+    all.extend(answered(&mut c, &mut flash, Incoming::Pubrel(1)));
+    assert_eq!(
+        all,
+        [
+            Send::Ack(Ack::Pubrec(1)),
+            Send::Ack(Ack::Puback(10)),
+            Send::Ack(Ack::Pubrec(2)),
+            Send::Ack(Ack::Puback(11)),
+            Send::Ack(Ack::Puback(12)),
+            Send::Pubcomp(1),
+            Send::Ack(Ack::Pubrec(3)),
+        ]
+    );
+}
