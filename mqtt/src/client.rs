@@ -816,11 +816,17 @@ where
         out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
         let qos2 = p.pid.filter(|_| p.qos == QoS::ExactlyOnce);
+        let arrival = Arrival::of(p);
         let held = qos2.filter(|pid| self.receiver.holds(*pid));
         if let Some(pid) = held {
             self.note_reuse(pid, p.dup);
         }
-        let new_qos2 = qos2.is_some() && held.is_none();
+        // A message released, sent again after its PUBREL (its tombstone): answered as a
+        // resend, in its turn, and needs no place; with every place held, waiting for one
+        // it would stall the session.
+        let again = qos2.filter(|_| held.is_none() && self.receiver.tombstoned(&arrival));
+        let known = held.or(again);
+        let new_qos2 = qos2.is_some() && known.is_none();
         // Every identifier of the Receive Maximum held or waiting for a place, none
         // PUBCOMPed: the server is past its limit (MQTT 5 §4.9).
         let in_flight = self.receiver.held_len() + self.waiting.len - self.waiting.held;
@@ -834,9 +840,9 @@ where
             // here loses nothing and the broker sends it again at the next connection
             // (§4.4); one under an identifier held is decided (Held, nothing written) and
             // its PUBREC waits behind the others' (§4.6 [MQTT-4.6.0-3]).
-            Some(pid) if waits => self.wait(flash, p, pid, held.is_some(), payload, out),
+            Some(pid) if waits => self.wait(flash, p, pid, known.is_some(), payload, out),
             _ => {
-                out.take(self.receiver.decide(flash, &Arrival::of(p), payload)?);
+                out.take(self.receiver.decide(flash, &arrival, payload)?);
                 if out.decided.is_some() {
                     out.pid = p.pid;
                 }
@@ -887,8 +893,13 @@ where
             return Ok(());
         }
         if held {
-            // Decided now, as a resend: counted, nothing written; its PUBREC later.
-            self.receiver.decide(flash, &arrival, None)?;
+            // Decided now, as a resend: counted; its PUBREC later. One matching a
+            // tombstone writes its count, with the releases waiting: their PUBCOMPs now.
+            let reply = self.receiver.decide(flash, &arrival, None)?;
+            out.records = out.records.saturating_add(reply.records);
+            for pid in reply.completed {
+                let _ = out.completed.push(pid); // at most N
+            }
         } else {
             self.waited += 1;
         }

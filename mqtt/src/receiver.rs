@@ -508,6 +508,19 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         !self.holds(pid) && has(&self.record.released, pid)
     }
 
+    /// Whether `a` is a QoS 2 PUBLISH with DUP 1 that matches a tombstone: a message
+    /// released, sent again after its PUBREL.
+    pub fn tombstoned(&self, a: &Arrival) -> bool {
+        let (Some(pid), true) = (a.pid, a.dup) else {
+            return false;
+        };
+        let t = Held {
+            pid,
+            digest: a.digest,
+        };
+        a.qos == QoS::ExactlyOnce && !self.holds(pid) && self.record.released.contains(&t)
+    }
+
     /// PUBLISHes the broker sent after their PUBREL, over every run on the flash: the
     /// record's count and those not yet written.
     pub fn after_pubrel(&self) -> u64 {

@@ -773,3 +773,35 @@ fn pubacks_go_out_in_the_order_their_publishes_came_while_a_qos_2_one_waits() {
         ]
     );
 }
+
+/// A message released and sent again after its PUBREL needs no place: with every place
+/// held and a new PUBLISH waiting for one, it is answered in its turn (here ahead of the
+/// waiting one, which only a PUBREL can unblock), not left waiting for a place that would
+/// never come (Mosquitto 2.0.11 at MQTT 5 stalled the C door so).
+#[test]
+fn a_publish_after_its_pubrel_needs_no_place() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    connack(&mut c, &mut flash);
+    answered(&mut c, &mut flash, message(1, false, b"5"));
+    assert_eq!(
+        answered(&mut c, &mut flash, Incoming::Pubrel(1)),
+        [Send::Pubcomp(1)]
+    );
+    for pid in [2, 3] {
+        answered(&mut c, &mut flash, message(pid, false, b"1"));
+    }
+    assert_eq!(answered(&mut c, &mut flash, message(4, false, b"1")), []);
+    assert_eq!(
+        answered(&mut c, &mut flash, message(1, true, b"5")),
+        [Send::Ack(Ack::Pubrec(1))]
+    );
+    assert_eq!(
+        (
+            *c.receiver().state(),
+            c.counts().publish_after_pubrel,
+            c.waiting()
+        ),
+        (3, 1, 1)
+    );
+}
