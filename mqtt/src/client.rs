@@ -884,6 +884,15 @@ where
             kind,
             payload: payload.filter(|_| !held),
         };
+        if held && self.waiting.len == self.waiting.capacity() {
+            // A resend under an identifier held (or released), with the queue full of
+            // new PUBLISHes that wait for a place only its PUBREL can free: answered now,
+            // ahead of them, the only way on (left unanswered, the session would stall).
+            self.pubrec_ahead += 1;
+            out.take(self.receiver.decide(flash, &arrival, None)?);
+            out.pid = Some(pid);
+            return Ok(());
+        }
         if !self.waiting.push(w) {
             // The queue is full: `resend_due` asks for the next connection once it is
             // empty and a PUBREL frees a place.
