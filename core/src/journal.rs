@@ -93,8 +93,18 @@ pub const fn header_size(write_size: usize) -> usize {
     let unit = write_unit(write_size);
     16usize.div_ceil(unit) * unit + unit
 }
-/// The largest slot a journal supports (bounds the stack buffer used to write one).
+/// The largest slot a journal supports (bounds the stack buffer used to write one):
+/// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
+/// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
+/// consume`'s image). A journal of slots over 512 bytes is read by hosted builds only.
+#[cfg(target_os = "none")]
 pub const MAX_SLOT_SIZE: usize = 512;
+/// The largest slot a journal supports (bounds the stack buffer used to write one):
+/// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
+/// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
+/// consume`'s image). A journal of slots over 512 bytes is read by hosted builds only.
+#[cfg(not(target_os = "none"))]
+pub const MAX_SLOT_SIZE: usize = 1024;
 
 /// The largest page header: on a 32-byte flash word.
 const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
