@@ -264,11 +264,11 @@ fn the_mqtt_matrix_prints_each_qos_against_a_reset_at_every_crash_point() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for row in [
-        "QoS 0                   30  under at 371/372 -27903  under at 2939/2940 -220183",
-        "QoS 1                   30  over at 30/372 +141     exact at 2940",
-        "QoS 2, in RAM           30  over at 30/372 +141     exact at 2940",
-        "QoS 2, in flash         60  exact at 738            exact at 5880",
-        "QoS 2, with next        38  exact at 468            exact at 3724",
+        "QoS 0                   30  under at 677/678 -50921  under at 3239/3240 -242643",
+        "QoS 1                   30  over at 30/678 +141     exact at 3240",
+        "QoS 2, in RAM           30  over at 30/678 +141     exact at 3240",
+        "QoS 2, in flash         60  exact at 1356           exact at 6480",
+        "QoS 2, with next        38  exact at 860            exact at 4104",
     ] {
         assert!(text.lines().any(|l| l == row), "{row}\n{text}");
     }

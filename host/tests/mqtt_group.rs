@@ -114,10 +114,10 @@ fn a_read_of_20_publishes_takes_one_sync_for_their_ids_and_records() {
         vec![(false, vec![1]), (true, (2..=21).collect())],
     );
     let v = consume(&addr, &flash);
-    // 1 applied; 2 records of 128 bytes (the naive store's slot with 32 places, written
-    // whole); 3 syncs; bytes: a 64 KiB page erased, a 20-byte header, the two slots and
+    // 1 applied; 2 records of 420 bytes (the naive store's slot with 32 places and their
+    // 32 tombstones, written whole); 3 syncs; bytes: a 64 KiB page erased, a 20-byte header, the two slots and
     // the ids line `{"n":1,"id":"p1"}` and its line end.
-    assert_eq!(figures(&v), [1, 2, 3, 65536 + 20 + 2 * 128 + 18]);
+    assert_eq!(figures(&v), [1, 2, 3, 65536 + 20 + 2 * 420 + 18]);
     // 20 PUBLISHes in one read: 20 records and 20 lines, one sync before the 20
     // PUBRECs; their 20 PUBRELs in one read: one record, in one sync, before the 20
     // PUBCOMPs. One sync a group.
@@ -126,7 +126,7 @@ fn a_read_of_20_publishes_takes_one_sync_for_their_ids_and_records() {
     let ids_bytes: u64 = (2..=21u64).map(|n| if n < 10 { 18 } else { 20 }).sum();
     assert_eq!(
         figures(&v),
-        [21, 21, 2, 21 * 128 + ids_bytes],
+        [21, 21, 2, 21 * 420 + ids_bytes],
         "21 applied over both runs"
     );
     assert_eq!(v["final_total"], 21);
