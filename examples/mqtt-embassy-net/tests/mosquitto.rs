@@ -258,7 +258,11 @@ fn every_payment_is_applied_once_across_resets_over_the_adapter() {
     let session = Session::open(&mut *flash, REGION, SETTINGS).unwrap();
     let named = session.figures().publish_after_pubrel;
     assert_eq!(
-        (session.total(), session.figures().applied, named > 0 && resent.is_empty()),
+        (
+            session.total(),
+            session.figures().applied,
+            named > 0 && resent.is_empty()
+        ),
         (sum, 400, false)
     );
     eprintln!(
