@@ -247,8 +247,8 @@ fn what_a_step_and_a_boot_ask_of_the_flash() {
     assert_eq!(end, End::Closed);
     assert_eq!(session.total(), 300);
     let run = flash.asked.get();
-    assert_eq!((run.words, run.erases), (8445, 9));
-    assert_eq!(link.worst, (1, 19));
+    assert_eq!((run.words, run.erases), (19900, 20));
+    assert_eq!(link.worst, (1, 38));
     let before = flash.asked.get();
     let again = Session::open(&mut flash, REGION, SETTINGS).unwrap();
     let boot = flash.asked.get();
@@ -259,6 +259,6 @@ fn what_a_step_and_a_boot_ask_of_the_flash() {
             boot.read_bytes - before.read_bytes,
             boot.words - before.words
         ),
-        (297, 16344, 0)
+        (129, 16132, 0)
     );
 }
