@@ -21,6 +21,7 @@ use core::num::NonZeroU64;
 
 use crate::journal::JournalError;
 use crate::log::{Event, Log, Offset};
+#[doc(no_inline)]
 pub use crate::persist::ConsumerError;
 use crate::persist::{Layout, Phase, Recovered, Resolution, Sinks};
 use crate::store::{Outcome, Rejections};

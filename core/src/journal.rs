@@ -66,6 +66,8 @@ use embedded_storage::nor_flash::NorFlash;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Serialize, de::DeserializeOwned};
 
+pub use crate::flash::{Region, ZeroOver, write_unit};
+
 /// Marks a page as one of idem's journal pages. Neither all ones nor all zeros.
 pub const MAGIC: u32 = 0x1DE5_0A7C;
 /// The on-flash format of pages and records. A journal refuses pages of another version.
@@ -76,15 +78,6 @@ pub const HEADER_SIZE: usize = 20;
 
 /// The largest write unit a journal supports: an STM32H7's 32-byte flash word.
 pub const MAX_WRITE_SIZE: usize = 32;
-
-/// The unit a journal programs on a flash that writes `write_size` bytes at a time: a
-/// word, or the flash's own unit when it is larger. Each unit is programmed once between
-/// two erases, as ECC flash requires (an STM32L4 writes 8-byte double-words, an STM32H7
-/// 32-byte flash words), so the check word of a record, written last, gets a unit of its
-/// own.
-pub const fn write_unit(write_size: usize) -> usize {
-    if write_size < 4 { 4 } else { write_size }
-}
 
 /// Bytes of the page header on a flash that writes `write_size` bytes at a time: the four
 /// header words padded to a whole unit, then the CRC word in a unit of its own (20 bytes
@@ -201,35 +194,6 @@ const fn check_word(crc: u32, torn: u32) -> u32 {
 type Count = u32;
 #[cfg(not(target_os = "none"))]
 type Count = u64;
-
-/// A run of whole flash pages given to one journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Region {
-    /// Byte address of the first page; a multiple of the page size.
-    pub start: u32,
-    /// How many pages; at least 2.
-    pub pages: u32,
-}
-
-impl Region {
-    crate::io::doors! { const in Self;
-        /// The `pages` pages from page `first` on, in the pages of the flash `F`
-        /// (`ERASE_SIZE` bytes each): a region made from page numbers, never from byte
-        /// addresses worked out by hand.
-        pub const fn of_pages | of_pages_async ("A firmware whose driver is async only \
-            (embassy's) needs no blocking `NorFlash` to lay out its journals.")
-            [F] flash F (first: u32, pages: u32) -> Self
-            => Self { start: first * F::ERASE_SIZE as u32, pages };
-
-        /// The `pages` pages right after this region, on the flash `F`.
-        pub const fn next | next_async [F] flash F (&self, pages: u32) -> Self
-            => Self { start: self.start + self.pages * F::ERASE_SIZE as u32, pages };
-
-        /// The byte address just past the region's last page, on the flash `F`.
-        pub const fn end | end_async [F] flash F (&self) -> u32
-            => self.start + self.pages * F::ERASE_SIZE as u32;
-    }
-}
 
 /// What a journal can fail with; `E` is the flash driver's error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,18 +491,6 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
             -> Result<PageState, JournalError<F::Error>>
             => page_state(self, flash, page);
     }
-}
-
-/// A flash on which a write unit already programmed since its page's erase can be
-/// programmed once more, to all zeros: NOR's AND, which the nRF51 and nRF52 allow (a word
-/// may be written twice between erases) and a file image does. `embedded-storage`'s
-/// `NorFlash` forbids a second write and its `MultiwriteNorFlash` allows any, so this is
-/// the narrower promise [`Journal::void_after`] needs, spelt out. An ECC flash that
-/// refuses a second program of a unit (an STM32H7) must not implement it.
-pub trait ZeroOver: NorFlash {
-    /// Programs the `len` bytes at `offset` (whole write units) to zero, whether or not
-    /// they were programmed since the erase. A cut can leave some of their bits still set.
-    fn zero_over(&mut self, offset: u32, len: usize) -> Result<(), Self::Error>;
 }
 
 impl<T> Journal<T> {
@@ -904,7 +856,7 @@ mod tests {
 #[cfg(all(test, feature = "testing", feature = "async"))]
 mod async_only {
     use super::*;
-    use crate::persist::Layout;
+    use crate::flash::Layout;
     use crate::testing::flash::{FlashError, MemFlash};
     use embassy_futures::block_on;
     use embedded_storage_async::nor_flash::{ErrorType, NorFlash as AsyncNorFlash, ReadNorFlash};

@@ -15,7 +15,9 @@
 pub use postcard::experimental::max_size::MaxSize;
 
 pub mod consumer;
+mod contract;
 pub mod effects;
+mod flash;
 mod io;
 pub mod journal;
 pub mod log;

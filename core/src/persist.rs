@@ -10,13 +10,17 @@
 //!
 //! The [`Store`] contract is [`crate::store`]'s; a store names its policy
 //! ([`Store::Persist`]) and every policy is generic over the store, so [`Store`] and
-//! [`Persistence`] name each other, the one circle between the engine's modules
-//! (`core/tests/modules.rs`).
+//! [`Persistence`] name each other: the two traits, the policies' flash-step traits and
+//! what their signatures name ([`Phase`], [`Recovered`], [`Resolution`],
+//! [`ConsumerError`]) live together in one private module under this one
+//! (`core/src/contract.rs`), and [`Layout`] with the flash's regions under the journal
+//! (`core/src/flash.rs`); each is named here. The engine's modules import one another in
+//! one direction only (`core/tests/modules.rs`).
 //!
-//! One file a concern: the records (`persist/records.rs`), the layout and tags
-//! (`layout.rs`), the consumer's errors (`error.rs`), one file a policy (`each.rs`,
-//! `appended.rs`, `checkpoint.rs`, `two_phase.rs`), what a consumer drives (`sinks.rs`),
-//! and the flash steps of them all, written once for both builds (`io.rs`).
+//! One file a concern: the records (`persist/records.rs`), the journals' tags
+//! (`tags.rs`), one file a policy (`each.rs`, `appended.rs`, `checkpoint.rs`,
+//! `two_phase.rs`), what a consumer drives (`sinks.rs`), and the flash steps of them all,
+//! written once for both builds (`io.rs`).
 //!
 //! A store names its policy as [`Store::Persist`]; a policy that needs more of the store
 //! than its rule asks for it by trait: [`Checkpoint`] needs [`Positioned`], [`TwoPhase`]
@@ -56,88 +60,36 @@ use core::fmt::Debug;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+use crate::contract::{Outcome, Rejections, Store};
 use crate::journal::{Journal, JournalError, Region, ZeroOver};
 use crate::log::{Event, Offset};
-use crate::store::{Outcome, Rejections, Store};
 
 mod appended;
 mod checkpoint;
 mod each;
-mod error;
-mod layout;
 mod records;
 mod sinks;
+mod tags;
 mod two_phase;
 
+pub use crate::contract::{
+    ConsumerError, Disagreement, Persistence, Phase, PolicyIo, Recovered, Resolution,
+    StoreRecovered,
+};
+pub use crate::flash::Layout;
 pub use appended::*;
 pub use checkpoint::*;
 pub use each::*;
-pub use error::*;
-pub use layout::*;
 pub use records::*;
 pub use sinks::*;
+pub use tags::*;
 pub use two_phase::*;
-
-/// How far a commit got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// A two-phase store's prepared record is durable; the decision is not.
-    Prepared,
-    /// The position is durable.
-    Committed,
-}
-
-/// A persistence policy for the store `S`: the RAM it needs (journal cursors), and its
-/// three flash steps, recovery, the effect and the commit, in each build
-/// ([`blocking::Policy`], and with feature `async` `asynch::Policy`: one source, see
-/// `core/src/persist/io.rs`). idem's four policies are the ones there are: [`EachEffect`],
-/// [`Appended`], [`Checkpoint`] and [`TwoPhase`].
-pub trait Persistence<S: Store>: Sized + Clone + Debug + PolicyIo<S> {
-    /// Whether effects reach flash only at a commit (the store's record carries the
-    /// position): effects between checkpoints live in RAM and vanish at a crash.
-    const BATCHED: bool;
-    /// Whether the consumer's own position journal is used.
-    const POSITION_JOURNAL: bool;
-    /// The record of the store's journal.
-    type Record: Serialize + DeserializeOwned + MaxSize + Debug;
-
-    /// Journal records appended since the policy was opened.
-    fn records_written(&self) -> u64;
-
-    /// What recovery did with a record in doubt, if it found one.
-    fn resolution(&self) -> Option<Resolution> {
-        None
-    }
-
-    /// Before recovery, on a storage that can keep a later write and lose an earlier one
-    /// (a file under a page cache, synced only at commits): voids the store's records
-    /// that follow a hole after the durable position, and returns how many
-    /// ([`Appended`]; the others rebuild from one record and void nothing).
-    fn void_in_doubt<F: ZeroOver>(
-        _flash: &mut F,
-        _layout: &Layout,
-    ) -> Result<u32, ConsumerError<F::Error, S::Error>> {
-        Ok(0)
-    }
-}
-
-/// The flash steps every policy has: the blocking ones, and with feature `async` the
-/// async ones too.
-#[cfg(not(feature = "async"))]
-pub trait PolicyIo<S: Store>: blocking::Policy<S> {}
-#[cfg(not(feature = "async"))]
-impl<S: Store, P: blocking::Policy<S>> PolicyIo<S> for P {}
-/// The flash steps every policy has: the blocking ones, and with feature `async` the
-/// async ones too.
-#[cfg(feature = "async")]
-pub trait PolicyIo<S: Store>: blocking::Policy<S> + asynch::Policy<S> {}
-#[cfg(feature = "async")]
-impl<S: Store, P: blocking::Policy<S> + asynch::Policy<S>> PolicyIo<S> for P {}
 
 /// The flash steps over `embedded_storage`'s blocking `NorFlash`: each policy's
 /// ([`blocking::Policy`]) and those of what a consumer drives ([`blocking::Drive`]).
 pub mod blocking {
     use super::*;
+    pub use crate::contract::blocking::Policy;
     use crate::io::blocking::*;
     use crate::journal::blocking as journal_io;
     include!("persist/io.rs");
@@ -150,6 +102,7 @@ pub mod blocking {
 #[cfg(feature = "async")]
 pub mod asynch {
     use super::*;
+    pub use crate::contract::asynch::Policy;
     use crate::io::asynch::*;
     use crate::journal::asynch as journal_io;
     include!("persist/io.rs");

@@ -38,121 +38,18 @@
 use core::fmt::Debug;
 
 use postcard::experimental::max_size::MaxSize;
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize};
 
 use crate::journal::{Journal, JournalError, header_size, slot_size_on};
 use crate::log::{Event, Identified, MessageId, Offset};
 use crate::persist::{
-    Appendable, Appended, Covered, EachEffect, Layout, Persistence, Position, new_tag, not_ours,
-    positions_tag, sink_tag,
+    Appendable, Appended, Covered, EachEffect, Layout, Position, new_tag, not_ours, positions_tag,
+    sink_tag,
 };
 
-/// What a store does with one delivered event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The effect changes the state.
-    Applied,
-    /// A duplicate: the state stays as it is.
-    Skipped,
-    /// The application refuses the event: the state stays as it is, the position moves
-    /// past it, and the durable count of rejected events grows by one. Behind a dedup
-    /// rule the rejection is remembered like an effect, so a replay is skipped and counted
-    /// once; a store without one counts a replayed rejection again, as it applies a
-    /// replayed event again (at-least-once).
-    Rejected,
-}
-
-/// The durable count of events a store rejected, kept in the store's record: `u32` for a
-/// store that can reject, `()` for one that never does (its record then carries no count,
-/// not a byte). A `()` store that returns [`Outcome::Rejected`] stops the consumer with
-/// [`crate::consumer::ConsumerError::Rejections`].
-pub trait Rejections:
-    Copy + Default + PartialEq + Debug + Send + Sync + Serialize + DeserializeOwned + MaxSize
-{
-    /// The count with one more, or `None` when it cannot hold one more.
-    fn one_more(self) -> Option<Self>;
-
-    /// The count.
-    fn count(self) -> u32;
-}
-
-impl Rejections for () {
-    fn one_more(self) -> Option<Self> {
-        None
-    }
-
-    fn count(self) -> u32 {
-        0
-    }
-}
-
-impl Rejections for u32 {
-    fn one_more(self) -> Option<Self> {
-        self.checked_add(1)
-    }
-
-    fn count(self) -> u32 {
-        self
-    }
-}
-
-/// The application's rule over its durable state.
-pub trait Store: Clone + Debug {
-    /// What its events carry: the application's own type (decoded, and small enough to
-    /// copy: the consumer hands each event on by value).
-    type Payload: Copy;
-
-    /// The whole durable state: one journal record.
-    type State: Serialize + DeserializeOwned + MaxSize + Clone + Default + PartialEq + Debug;
-
-    /// Why an event could not be decided now (a bounded memory that is full, a value past
-    /// its range): the step stops and is tried again; nothing was written.
-    type Error: Debug;
-
-    /// The durable count of rejected events: `u32`, or `()` for a store that never
-    /// rejects.
-    type Rejections: Rejections;
-
-    /// How the consumer makes the record durable: [`EachEffect`], [`Appended`],
-    /// [`crate::persist::Checkpoint`] or [`crate::persist::TwoPhase`].
-    type Persist: Persistence<Self>;
-
-    /// Names the store's record in journal page headers, so one store never reads
-    /// another's pages. The rule: a tag names one encoding of the store's record, which is
-    /// its [`Store::State`] and its [`Store::Rejections`] (a count of `()` takes no byte, a
-    /// `u32` does). Change it with every change to that encoding (a field added, removed,
-    /// reordered or retyped; a count added), as a version: records of the old encoding are then refused as foreign
-    /// ([`crate::journal::JournalError::Foreign`]), never decoded into the new type (a
-    /// `(u8, u8)` record of the same size would read back as a `(u16,)`). Then open with
-    /// [`crate::consumer::Consumer::open_or_reset`] to start over. The consumer mixes the
-    /// layout's tag into it by XOR, and so does each dedup rule with a mark of its own
-    /// (in the low byte): keep the store tags of one application apart above the low
-    /// byte, leave the low byte 0 for the marks (`0x5E70_0100`), and give the application
-    /// its own layout tag. (idem's payment tags, `0x5301_00xx`, predate this rule; only the
-    /// combinations idem builds are kept apart.)
-    const TAG: u32;
-
-    /// Says what to do with `event`, reading the state only: apply it, skip it as a
-    /// duplicate, or reject it.
-    fn check(
-        &self,
-        state: &Self::State,
-        event: &Event<Self::Payload>,
-    ) -> Result<Outcome, Self::Error>;
-
-    /// Applies `event`, which [`Store::check`] said to apply, to `state` in RAM.
-    fn apply(&self, state: &mut Self::State, event: &Event<Self::Payload>);
-
-    /// Notes in its dedup memory an event that [`Store::check`] rejected, so that a replay
-    /// of it is skipped rather than counted twice. Only a dedup rule does anything here,
-    /// and passes it on to the store it wraps; an application's store keeps the default,
-    /// which does nothing, so its own state never changes for an event it rejected.
-    fn remember(&self, state: &mut Self::State, event: &Event<Self::Payload>) {
-        let _ = (state, event);
-    }
-}
+// The store contract lives with the policies' traits it names and that name it
+// (`core/src/contract.rs`).
+pub use crate::contract::{Outcome, Rejections, Store};
 
 /// A dedup rule's state: the state of the store it wraps, and what it remembers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

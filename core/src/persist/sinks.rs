@@ -50,23 +50,6 @@ impl<R: Serialize + DeserializeOwned + MaxSize> SinkThenPosition<R> {
     }
 }
 
-/// What recovery hands the consumer: the policy's RAM `D`, the state `T` and the count
-/// of rejected events `C` (a store's, or a pair of sinks'), and the next offset to read.
-#[derive(Debug, Clone)]
-pub struct Recovered<D, T, C> {
-    /// The policy's RAM (journal cursors).
-    pub durable: D,
-    /// The state.
-    pub state: T,
-    /// The durable count of rejected events.
-    pub rejected: C,
-    /// The next offset to read.
-    pub next: Offset,
-}
-
-/// What recovery of the store `S` under the policy `D` hands the consumer.
-pub type StoreRecovered<D, S> = Recovered<D, <S as Store>::State, <S as Store>::Rejections>;
-
 /// What recovery of the sinks `K` hands the consumer.
 pub type SinksRecovered<K> =
     Recovered<<K as Sinks>::Durable, <K as Sinks>::State, <K as Sinks>::Rejections>;

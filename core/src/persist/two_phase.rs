@@ -43,23 +43,6 @@ pub(super) fn resolved<S: TwoPhaseRecord>(
     (state, rejected)
 }
 
-/// What recovery did with a prepared (in-doubt) two-phase record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// The consumer's journal held the decision: the prepared values were kept and the
-    /// consumer resumes at `next`.
-    RolledForward {
-        /// The next offset to read.
-        next: Offset,
-    },
-    /// No decision was written: the last committed values were kept and the consumer
-    /// resumes at `next`, replaying the batch.
-    RolledBack {
-        /// The next offset to read.
-        next: Offset,
-    },
-}
-
 /// A store whose record can be prepared and resolved ([`TwoPhase`]).
 pub trait TwoPhaseRecord: Store {
     /// The committed position (next offset to read; 0: nothing committed).

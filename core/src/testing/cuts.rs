@@ -75,9 +75,9 @@
 //!     + found.reference.erases + 40);
 //! ```
 
-#[cfg(doc)]
-use super::flash::MemFlash;
-use super::flash::{ActionCut, FlashStats, PowerCut};
+#[cfg(feature = "alloc")]
+use super::flash::HeapFlash;
+use super::flash::{ActionCut, FlashStats, MemFlash, PowerCut};
 use super::rng::SplitMix64;
 
 /// How a power cut leaves the place it falls on.
@@ -287,6 +287,44 @@ pub trait Cuttable {
 pub fn act<F: Cuttable, T>(flash: &mut F, action: impl FnOnce() -> T) -> Option<T> {
     flash.act(action)
 }
+
+/// The strict flashes are cuttable: [`MemFlash`], and `HeapFlash` (feature `alloc`).
+macro_rules! cuttable {
+    ($flash:ident) => {
+        impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> Cuttable
+            for $flash<PAGES, PAGE, UNIT>
+        {
+            fn arm(&mut self, cut: PowerCut) {
+                self.schedule_power_cut(cut);
+            }
+            fn powered(&self) -> bool {
+                self.is_powered()
+            }
+            fn restore(&mut self) {
+                self.power_on();
+            }
+            fn counts(&self) -> FlashStats {
+                self.stats()
+            }
+            fn seed(&mut self, seed: u64) {
+                self.seed_noise(seed);
+            }
+            fn arm_action(&mut self, cut: ActionCut) {
+                self.schedule_action_cut(cut);
+            }
+            fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T> {
+                $flash::act(self, action)
+            }
+            fn actions(&self) -> u64 {
+                $flash::actions(self)
+            }
+        }
+    };
+}
+
+cuttable!(MemFlash);
+#[cfg(feature = "alloc")]
+cuttable!(HeapFlash);
 
 /// What the reference run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -860,41 +860,12 @@ macro_rules! strict_flash {
         /// Zeroing a unit is one more program of it (counted as a unit write), refused
         /// under [`Reprogram::Never`] when the unit was programmed; a cut in the middle
         /// clears only some of its bits, as a torn write does.
-        impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> crate::journal::ZeroOver
+        impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> crate::flash::ZeroOver
             for $flash<PAGES, PAGE, UNIT>
         {
             fn zero_over(&mut self, offset: u32, len: usize) -> Result<(), Self::Error> {
                 let (cells, state) = self.cells();
                 state.zero_over(cells, offset, len)
-            }
-        }
-
-        impl<const PAGES: usize, const PAGE: usize, const UNIT: usize>
-            crate::testing::cuts::Cuttable for $flash<PAGES, PAGE, UNIT>
-        {
-            fn arm(&mut self, cut: PowerCut) {
-                self.schedule_power_cut(cut);
-            }
-            fn powered(&self) -> bool {
-                self.is_powered()
-            }
-            fn restore(&mut self) {
-                self.power_on();
-            }
-            fn counts(&self) -> FlashStats {
-                self.stats()
-            }
-            fn seed(&mut self, seed: u64) {
-                self.seed_noise(seed);
-            }
-            fn arm_action(&mut self, cut: ActionCut) {
-                self.schedule_action_cut(cut);
-            }
-            fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T> {
-                $flash::act(self, action)
-            }
-            fn actions(&self) -> u64 {
-                $flash::actions(self)
             }
         }
     };
@@ -1078,7 +1049,7 @@ mod tests {
 
     #[test]
     fn each_rule_on_a_second_program() {
-        use crate::journal::ZeroOver;
+        use crate::flash::ZeroOver;
         let first = [0x0F, 0xFF, 0xFF, 0xFF];
         // Any: the unit reads the AND of its programs.
         let mut f = F::new().with_reprogram(Reprogram::Any);

@@ -1,10 +1,11 @@
 //! What stops a consumer: its errors, and the disagreements between its journals that
 //! recovery refuses.
 
-use super::*;
+use crate::journal::JournalError;
+use crate::log::Offset;
 
 /// Errors of the consumer: `E` is the flash's, `A` the store's
-/// ([`Store::Error`]). After the store's error (and after
+/// ([`Store::Error`](crate::store::Store::Error)). After the store's error (and after
 /// [`ConsumerError::Rejections`]) nothing changed and nothing was written: the next step
 /// tries the same event. After a journal error RAM may be ahead of the flash (a
 /// two-phase commit may have written its decision and not its committed record): open
