@@ -70,7 +70,7 @@
 //!     },
 //! );
 //! assert_eq!(found.reference.steps, 40);
-//! assert_eq!(found.wrong(), 0);
+//! found.assert_all_right();
 //! assert_eq!(found.trials(), 1 + 2 * (found.reference.unit_writes + found.reference.erases)
 //!     + found.reference.erases + 40);
 //! ```
@@ -405,6 +405,149 @@ impl<J> Found<J> {
     /// Trials the judge refused, the reference run's included.
     pub fn wrong(&self) -> u64 {
         u64::from(self.reference_wrong.is_some()) + self.models.iter().map(|t| t.wrong).sum::<u64>()
+    }
+
+    /// The verdict of a sweep whose program must be right at every cut: `Ok` when the
+    /// judge refused neither the reference run nor any trial and every trial's cut fell;
+    /// else the first of these that fails: the reference run refused, a model's first
+    /// refused trial (the models in the order of [`Model::ALL`], the order the sweep runs
+    /// them), a model's trials whose cut never fell. Its [`Display`](core::fmt::Display)
+    /// names the trial and what the judge said: a test that fails says where.
+    ///
+    /// ```
+    /// use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
+    /// use idem_core::testing::cuts::{Model, Plan, Refused, Seen, sweep};
+    /// use idem_core::testing::flash::MemFlash;
+    ///
+    /// // A count of 7 written over a blank word in place, with no journal: a cut in the
+    /// // middle of the write leaves a word that is neither blank nor 7.
+    /// let found = sweep(
+    ///     &Plan::new(),
+    ///     || (MemFlash::<1, 64>::new(), ()),
+    ///     |flash, _| {
+    ///         let mut word = [0; 4];
+    ///         flash.read(0, &mut word).map(|()| u32::from_le_bytes(word))
+    ///     },
+    ///     |count, flash, _| {
+    ///         if *count == 7 {
+    ///             return Ok(None);
+    ///         }
+    ///         flash.write(0, &7u32.to_le_bytes())?;
+    ///         *count = 7;
+    ///         Ok(Some(()))
+    ///     },
+    ///     |_, _, seen| match seen {
+    ///         Seen::Booted(&n) if n != u32::MAX && n != 7 => Err(format!("booted {n:#x}")),
+    ///         Seen::Failed(e) => Err(format!("{e:?}")),
+    ///         Seen::Stuck => Err("stuck".to_string()),
+    ///         _ => Ok(()),
+    ///     },
+    /// );
+    /// let refused = found.all_right().unwrap_err();
+    /// assert!(matches!(refused, Refused::Trial { model: Model::Torn, wrong: 1, trials: 1, .. }));
+    /// assert_eq!(
+    ///     refused.to_string(),
+    ///     "the judge refused 1 of 1 Torn trials, the first a cut torn unit write 1 \
+    ///      (noise seed 0x1de6): \"booted 0xe99f957\""
+    /// );
+    /// ```
+    pub fn all_right(&self) -> Result<(), Refused<'_, J>> {
+        if let Some(verdict) = &self.reference_wrong {
+            return Err(Refused::Reference(verdict));
+        }
+        let tallies = || Model::ALL.into_iter().zip(&self.models);
+        if let Some((model, tally, first)) =
+            tallies().find_map(|(model, tally)| Some((model, tally, tally.first_wrong.as_ref()?)))
+        {
+            return Err(Refused::Trial {
+                model,
+                wrong: tally.wrong,
+                trials: tally.trials,
+                first,
+            });
+        }
+        match tallies().find(|(_, tally)| tally.missed > 0) {
+            Some((model, tally)) => Err(Refused::Missed {
+                model,
+                missed: tally.missed,
+                trials: tally.trials,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Asserts [`Found::all_right`], for a test: the judge refused no trial and every
+    /// trial's cut fell.
+    ///
+    /// # Panics
+    ///
+    /// When [`Found::all_right`] refuses, with its sentence (the trial, its cuts and
+    /// what the judge said).
+    #[track_caller]
+    pub fn assert_all_right(&self)
+    where
+        J: core::fmt::Debug,
+    {
+        if let Err(refused) = self.all_right() {
+            panic!("{refused}");
+        }
+    }
+}
+
+/// Why a sweep is not all right: the first failure [`Found::all_right`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused<'a, J> {
+    /// The judge refused the reference run, which no cut falls in.
+    Reference(&'a J),
+    /// The judge refused trials of a model.
+    Trial {
+        /// The model.
+        model: Model,
+        /// Its trials the judge refused.
+        wrong: u64,
+        /// Its trials.
+        trials: u64,
+        /// The first it refused: the trial and what the judge said.
+        first: &'a Wrong<J>,
+    },
+    /// Trials of a model whose cut never fell (the run took another path than the
+    /// reference's).
+    Missed {
+        /// The model.
+        model: Model,
+        /// Its trials whose cut never fell.
+        missed: u64,
+        /// Its trials.
+        trials: u64,
+    },
+}
+
+impl<J: core::fmt::Debug> core::fmt::Display for Refused<'_, J> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Reference(verdict) => {
+                write!(f, "the judge refused the reference run: {verdict:?}")
+            }
+            Self::Trial {
+                model,
+                wrong,
+                trials,
+                first,
+            } => write!(
+                f,
+                "the judge refused {wrong} of {trials} {model:?} trials, the first {}: {:?}",
+                first.trial, first.verdict
+            ),
+            Self::Missed {
+                model,
+                missed,
+                trials,
+            } => write!(
+                f,
+                "{missed} of {trials} {model:?} trials ran without their cut falling \
+                 (the run took another path than the reference's)"
+            ),
+        }
     }
 }
 
@@ -802,6 +945,11 @@ mod tests {
         );
         assert_eq!(found.reference.steps, 5);
         assert_eq!(found.reference_wrong, Some(()));
+        assert_eq!(found.all_right(), Err(Refused::Reference(&())));
+        assert_eq!(
+            found.all_right().unwrap_err().to_string(),
+            "the judge refused the reference run: ()"
+        );
         assert_eq!(
             (found.of(Model::Reset).trials, found.of(Model::Reset).wrong),
             (5, 5)
@@ -934,5 +1082,50 @@ mod tests {
         ));
         let blocking = sweep(&Plan::new().double_cuts(u32::MAX), fresh, boot, step, judge);
         assert_eq!(found, blocking);
+    }
+
+    #[test]
+    fn all_right_names_the_first_wrong_trial_or_the_model_whose_cuts_never_fell() {
+        // Right in every model but the weak erase.
+        let plan = Plan::new().models(&[Model::Torn, Model::Clean, Model::Reset]);
+        let right = sweep(&plan, fresh, boot, step, judge);
+        assert_eq!(right.all_right(), Ok(()));
+        right.assert_all_right();
+        let weak = sweep(&Plan::new(), fresh, boot, step, judge);
+        assert_eq!(
+            weak.all_right().unwrap_err().to_string(),
+            "the judge refused 1 of 1 WeakErase trials, the first a cut weak at the end of \
+             erase 1 (noise seed 0x1dea): WeaklyErased { address: 0 }"
+        );
+        // Only the reference run writes its word: the cuts at that write never fall.
+        let mut runs = 0;
+        let missed = sweep(
+            &Plan::new(),
+            || {
+                runs += 1;
+                (F::new(), runs == 1)
+            },
+            |_, _| Ok::<_, FlashError>(false),
+            |done, flash, first| {
+                if *done {
+                    return Ok(None);
+                }
+                if *first {
+                    flash.write(0, &[0; 4])?;
+                }
+                *done = true;
+                Ok(Some(()))
+            },
+            |_, _, _| Ok::<_, ()>(()),
+        );
+        assert_eq!(
+            missed.models.map(|t| (t.trials, t.missed)),
+            [(1, 1), (1, 1), (0, 0), (1, 0)]
+        );
+        assert_eq!(
+            missed.all_right().unwrap_err().to_string(),
+            "1 of 1 Torn trials ran without their cut falling (the run took another path \
+             than the reference's)"
+        );
     }
 }

@@ -84,19 +84,16 @@ fn every_cut<F: NorFlash<Error = FlashError> + Cuttable>(
             }
             step => Ok(Some(step)),
         },
-        |trial, ended, seen| match seen {
+        |_, ended, seen| match seen {
             Seen::Ended if *ended != Some(expected) => {
-                Err(format!("{trial}: ended with {ended:?}, not {expected:?}"))
+                Err(format!("ended with {ended:?}, not {expected:?}"))
             }
-            Seen::Failed(e) => Err(format!("{trial}: {e:?}")),
-            Seen::Stuck => Err(format!("{trial}: stuck")),
+            Seen::Failed(e) => Err(format!("{e:?}")),
+            Seen::Stuck => Err("stuck".into()),
             _ => Ok(()),
         },
     );
-    assert_eq!(found.reference_wrong, None);
-    for tally in &found.models {
-        assert_eq!((&tally.first_wrong, tally.missed), (&None, 0));
-    }
+    found.assert_all_right();
     let r = found.reference;
     let counts = (
         [r.steps, r.unit_writes, r.erases],

@@ -10,7 +10,7 @@ use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig, Step};
 use idem_core::log::{Event, Received};
 use idem_core::persist::{EachEffect, Layout};
 use idem_core::store::{MessageIdWindow, Outcome, Store};
-use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
+use idem_core::testing::cuts::{Plan, Seen, sweep};
 use idem_core::testing::flash::{FlashError, MemFlash};
 use idem_example_dosing_pump::{Command, Controller, Did, Error, Kind, Motor, PumpState, WINDOW};
 
@@ -227,9 +227,7 @@ fn the_update_doses_once_and_keeps_the_window_at_every_cut_and_reset() {
         .each_ref()
         .map(|t| (t.trials, t.wrong, t.missed));
     println!("{:?}, trials by model {tallies:?}", found.reference);
-    for m in Model::ALL {
-        assert_eq!(found.of(m).first_wrong, None, "{m:?}");
-    }
+    found.assert_all_right();
     assert_eq!((truth.0, truth.1, v1_doses), (640, 230, 81));
     let r = found.reference;
     assert_eq!((r.steps, r.unit_writes, r.erases), (566, 3_396, 6));

@@ -188,23 +188,19 @@ fn every_cut(events: &[Event<Command>], ml: u64, flash: &Flash, meter: Meter) ->
             world.step = world.step.max(counted.cost);
             Ok((did? != Did::Consumed(Step::Done)).then_some(()))
         },
-        |trial, world, seen| {
+        |_, world, seen| {
             (boot, step) = (boot.max(world.boot), step.max(world.step));
             match seen {
-                Seen::Ended if world.meter.dispensed != ml => Err(format!(
-                    "{trial}: {} ml pumped, {ml} asked",
-                    world.meter.dispensed
-                )),
-                Seen::Failed(e) => Err(format!("{trial}: {e:?}")),
-                Seen::Stuck => Err(format!("{trial}: stuck")),
+                Seen::Ended if world.meter.dispensed != ml => {
+                    Err(format!("{} ml pumped, {ml} asked", world.meter.dispensed))
+                }
+                Seen::Failed(e) => Err(format!("{e:?}")),
+                Seen::Stuck => Err("stuck".into()),
                 _ => Ok(()),
             }
         },
     );
-    assert_eq!(found.reference_wrong, None);
-    for tally in &found.models {
-        assert_eq!((&tally.first_wrong, tally.missed), (&None, 0));
-    }
+    found.assert_all_right();
     let r = found.reference;
     let worst = Worst {
         reference: [r.steps, r.unit_writes, r.erases],

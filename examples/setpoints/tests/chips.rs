@@ -211,22 +211,19 @@ fn every_cut<const PAGE: usize, const UNIT: usize>(n: u64) -> Swept {
             }
             step => Ok(Some(step)),
         },
-        |trial, world, seen| {
+        |_, world, seen| {
             worst = worst.max(world.worst);
             match seen {
                 Seen::Ended if world.ended != Some((table.setpoints, rejected)) => {
-                    Err(format!("{trial}: ended with {:?}", world.ended))
+                    Err(format!("ended with {:?}", world.ended))
                 }
-                Seen::Failed(e) => Err(format!("{trial}: {e:?}")),
-                Seen::Stuck => Err(format!("{trial}: stuck")),
+                Seen::Failed(e) => Err(format!("{e:?}")),
+                Seen::Stuck => Err("stuck".into()),
                 _ => Ok(()),
             }
         },
     );
-    assert_eq!(found.reference_wrong, None);
-    for tally in &found.models {
-        assert_eq!((&tally.first_wrong, tally.missed), (&None, 0));
-    }
+    found.assert_all_right();
     let r = found.reference;
     let swept = Swept {
         reference: [r.steps, r.unit_writes, r.erases],

@@ -76,19 +76,16 @@ fn a_power_cut_at_every_flash_operation_of_two_hundred_commands_ends_exact() {
             }
             step => Ok(Some(step)),
         },
-        |trial, ended, seen| match seen {
+        |_, ended, seen| match seen {
             Seen::Ended if ended.0 != Some((table.setpoints, rejected)) => {
-                Err(format!("{trial}: ended with {:?}", ended.0))
+                Err(format!("ended with {:?}", ended.0))
             }
-            Seen::Failed(e) => Err(format!("{trial}: {e}")),
-            Seen::Stuck => Err(format!("{trial}: stuck")),
+            Seen::Failed(e) => Err(format!("{e}")),
+            Seen::Stuck => Err("stuck".into()),
             _ => Ok(()),
         },
     );
-    assert_eq!(found.reference_wrong, None);
-    for tally in &found.models {
-        assert_eq!((&tally.first_wrong, tally.missed), (&None, 0));
-    }
+    found.assert_all_right();
     let r = found.reference;
     // 200 deliveries, 200 effects, 20 commits.
     assert_eq!((r.steps, r.unit_writes, r.erases), (420, 2_921, 13));
