@@ -43,7 +43,8 @@ pub mod reason {
     pub const PROTOCOL_ERROR: u8 = 0x82;
 }
 
-/// A reason code in words, as MQTT 5 §2.4 names it (the codes a broker sends a client).
+/// A reason code in words, as MQTT 5 §2.4 names it (every code of its Table 2-6; 0x00 by
+/// its first name).
 pub fn reason_name(code: u8) -> &'static str {
     match code {
         0x00 => "Success",
@@ -51,6 +52,9 @@ pub fn reason_name(code: u8) -> &'static str {
         0x02 => "Granted QoS 2",
         0x04 => "Disconnect with Will Message",
         0x10 => "No matching subscribers",
+        0x11 => "No subscription existed",
+        0x18 => "Continue authentication",
+        0x19 => "Re-authenticate",
         0x80 => "Unspecified error",
         0x81 => "Malformed Packet",
         0x82 => "Protocol Error",
