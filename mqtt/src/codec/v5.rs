@@ -4,8 +4,9 @@
 //! No maintained `no_std`, no-alloc MQTT 5 codec could be used (checked December 2026):
 //! rust-mqtt 0.6.0 and minimq 0.13.5 speak MQTT 5 but keep their packet modules private
 //! behind an async client with its own session state (`mod packet;`, `mod packets;` in
-//! their lib.rs); mqute-codec 0.4.2 needs `bytes` and `tokio-util`; gmqtt 0.1.1 has had
-//! no release since 2021. mqttrs 0.4.1, which idem uses for MQTT 3.1.1, has no MQTT 5.
+//! their lib.rs); mountain-mqtt 0.2.0's packets are public, but it reads a QoS 2
+//! PUBLISH as QoS 1 (its `packets/publish.rs`); mqute-codec 0.4.2 needs `bytes` and
+//! `tokio-util`; gmqtt 0.1.1 has had no release since 2021. mqttrs 0.4.1, which idem uses for MQTT 3.1.1, has no MQTT 5.
 //!
 //! What is here (MQTT 5.0 OASIS Standard, 7 March 2019, section by section):
 //! - CONNECT with Clean Start, the Session Expiry Interval, Receive Maximum and Maximum
