@@ -56,7 +56,8 @@ pub const CHUNK: usize = 64;
 /// longest client id, a SUBSCRIBE with the longest topic, an acknowledgement.
 pub const SEND_MAX: usize = 64;
 
-/// The longest client identifier (MQTT 3.1.1 §3.1.3.1: a server must allow 23 bytes).
+/// The longest client identifier (MQTT 3.1.1 §3.1.3.1 [MQTT-3.1.3-5]: a server must allow
+/// 23 bytes of letters and digits).
 pub const CLIENT_ID_MAX: usize = 23;
 
 /// The longest topic or filter.
@@ -121,7 +122,8 @@ pub enum ModemStore {
 pub struct SessionConfig {
     /// The client identifier.
     pub client_id: String<CLIENT_ID_MAX>,
-    /// The topic or filter (order holds per topic only).
+    /// The topic or filter (with `+` or `#`, order holds per topic only, and on a topic
+    /// per publisher and QoS, MQTT 3.1.1 §4.6).
     pub topic: String<TOPIC_MAX>,
     /// The QoS subscribed at, 0 to 2.
     pub qos: u8,

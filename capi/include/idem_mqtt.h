@@ -40,8 +40,10 @@
 // dropped and it is counted as rejected. Any other return counts as this.
 #define IDEM_REJECTED 2
 
-// Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
-// `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
+// Places for QoS 2 identifiers held at once, and at MQTT 5 the Receive Maximum the door
+// announces. A broker's in-flight window can be larger (Mosquitto's default
+// `max_inflight_messages` is 20 at MQTT 3.1.1, and 2.0.11 sends past it after a
+// completion): the PUBLISHes past the places wait in `IDEM_WAITING`.
 #define IDEM_PLACES 16
 
 // New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
@@ -56,8 +58,8 @@
 // The longest topic filter, in bytes.
 #define IDEM_MAX_TOPIC 128
 
-// The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
-// §3.1.3.1, and may take more).
+// The longest client identifier, in bytes (a broker must take 1 to 23 letters and
+// digits, MQTT 3.1.1 §3.1.3.1 [MQTT-3.1.3-5], and may take more, or other characters).
 #define IDEM_MAX_CLIENT_ID 64
 
 // The journal's page in bytes: the chip's erase size must divide it.
@@ -283,9 +285,15 @@ typedef struct idem_stats {
   // handed out: one for each buffer `idem_input` took packets from (group commit),
   // and one for each `idem_idle` that wrote a record.
   uint64_t syncs;
-  // QoS 2 PUBLISHes the broker sent again after their PUBREL (MQTT 3.1.1 §4.3.3
-  // forbids it), recognised by the tombstone of the identifier released and not
-  // applied: over every run on the flash.
+  // QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+  // sent, each taken for a resend and not applied, over every run on the flash: the
+  // same message again (MQTT 3.1.1 §4.3.3 forbids it; recognised with DUP 1 by the
+  // tombstone of the identifier released), or a new one under an identifier its
+  // PUBCOMP had not yet freed (§2.3.1). The tombstone departs from a MUST of MQTT,
+  // which has a receiver take any PUBLISH after its PUBCOMP as new (MQTT 3.1.1
+  // [MQTT-4.3.3-2], MQTT 5 [MQTT-4.3.3-12]): a new message with the same topic and
+  // payload under the reused identifier, whose first send never arrived, is taken for
+  // the old one.
   uint64_t publish_after_pubrel;
 } idem_stats;
 

@@ -14,8 +14,10 @@ use crate::app::{Bytes, CStore, Raw};
 use crate::flash::{CFlash, Failed, Unit, idem_flash};
 use crate::status::*;
 
-/// Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
-/// `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
+/// Places for QoS 2 identifiers held at once, and at MQTT 5 the Receive Maximum the door
+/// announces. A broker's in-flight window can be larger (Mosquitto's default
+/// `max_inflight_messages` is 20 at MQTT 3.1.1, and 2.0.11 sends past it after a
+/// completion): the PUBLISHes past the places wait in `IDEM_WAITING`.
 pub const IDEM_PLACES: usize = 16;
 /// New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
 /// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 268 bytes
@@ -27,8 +29,8 @@ pub const IDEM_PLACES: usize = 16;
 pub const IDEM_WAITING: usize = 16;
 /// The longest topic filter, in bytes.
 pub const IDEM_MAX_TOPIC: usize = 128;
-/// The longest client identifier, in bytes (a broker must take 1 to 23, MQTT 3.1.1
-/// §3.1.3.1, and may take more).
+/// The longest client identifier, in bytes (a broker must take 1 to 23 letters and
+/// digits, MQTT 3.1.1 §3.1.3.1 [MQTT-3.1.3-5], and may take more, or other characters).
 pub const IDEM_MAX_CLIENT_ID: usize = 64;
 
 /// The largest packet taken whole: a PUBLISH of the longest topic and payload, with room

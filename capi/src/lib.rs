@@ -150,9 +150,15 @@ pub struct idem_stats {
     /// handed out: one for each buffer `idem_input` took packets from (group commit),
     /// and one for each `idem_idle` that wrote a record.
     pub syncs: u64,
-    /// QoS 2 PUBLISHes the broker sent again after their PUBREL (MQTT 3.1.1 §4.3.3
-    /// forbids it), recognised by the tombstone of the identifier released and not
-    /// applied: over every run on the flash.
+    /// QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+    /// sent, each taken for a resend and not applied, over every run on the flash: the
+    /// same message again (MQTT 3.1.1 §4.3.3 forbids it; recognised with DUP 1 by the
+    /// tombstone of the identifier released), or a new one under an identifier its
+    /// PUBCOMP had not yet freed (§2.3.1). The tombstone departs from a MUST of MQTT,
+    /// which has a receiver take any PUBLISH after its PUBCOMP as new (MQTT 3.1.1
+    /// [MQTT-4.3.3-2], MQTT 5 [MQTT-4.3.3-12]): a new message with the same topic and
+    /// payload under the reused identifier, whose first send never arrived, is taken for
+    /// the old one.
     pub publish_after_pubrel: u64,
 }
 

@@ -6,15 +6,19 @@
 //! a place ([`Client::take_waiting`]). A PUBLISH under an identifier held that arrives
 //! while others wait is answered behind them: PUBRECs go out in the order their
 //! PUBLISHes came (MQTT 3.1.1 §4.6 [MQTT-4.6.0-3], the same rule in MQTT 5 §4.6). With
-//! the queue full, it is left unanswered and
-//! unapplied ([`Left::Unanswered`]), the client reads on (the PUBRELs behind it free
-//! places), and asks for a new connection once the queue is empty and a place free, at
-//! which the broker sends it again (MQTT 3.1.1 §4.4). So any broker's in-flight limit is
-//! taken in bounded memory. The host's
-//! `idem mqtt consume` drives it over TCP; a board drives it over its link. Each call
-//! returns an [`Outbox`]: the records it made durable, and then the packets the caller
-//! may send, in order, once those records are durable on its flash (a host syncs its
-//! file first).
+//! the queue full, it is left unanswered and unapplied ([`Left::Unanswered`]), the
+//! client reads on (the PUBRELs behind it free places), and asks for a new connection
+//! once the queue is empty and a place free, at which the broker sends it again (MQTT
+//! 3.1.1 §4.4). So any broker's in-flight limit is taken in bounded memory. That rule is
+//! idem's own, not MQTT's: MQTT asks a PUBREC for every QoS 2 PUBLISH (§4.3.3: MQTT
+//! 3.1.1 [MQTT-4.3.3-2], MQTT 5 [MQTT-4.3.3-8]) in the order the PUBLISHes came
+//! ([MQTT-4.6.0-3]), and the client can answer later ones before one it left
+//! unanswered. A PUBREC says that the receiver has accepted ownership of the message,
+//! which the client does only once the identifier is in the record, and the record has
+//! `N` places. The host's `idem mqtt consume` drives it over TCP; a board drives it over
+//! its link. Each call returns an [`Outbox`]: the records it made durable, and then the
+//! packets the caller may send, in order, once those records are durable on its flash (a
+//! host syncs its file first).
 //!
 //! At MQTT 5 ([`Protocol::V5`]) the session says what MQTT 3.1.1 cannot: CONNECT carries
 //! Clean Start 0, the Session Expiry Interval of [`Config::session_expiry`] (an absent
@@ -25,10 +29,10 @@
 //! ([`Client::past_receive_maximum`]). Mosquitto
 //! 2.0.11 does (tests/tests/mqtt5.rs), and resends all of them at every
 //! reconnection, so closing at once with DISCONNECT 0x93 (§3.3.4) would repeat forever:
-//! the client keeps the MQTT 3.1.1 rule (leave it unanswered, read on, reconnect once a
-//! place is free), and that reconnection's DISCONNECT carries 0x93 (Receive Maximum
-//! exceeded). A PUBREL of an identifier not held is answered PUBCOMP 0x92 (Packet
-//! Identifier not found, §3.7.2.1).
+//! the client does what it does at MQTT 3.1.1 (its own rule, above: leave it unanswered,
+//! read on, reconnect once a place is free), and that reconnection's DISCONNECT carries
+//! 0x93 (Receive Maximum exceeded). A PUBREL of an identifier not held is answered
+//! PUBCOMP 0x92 (Packet Identifier not found, §3.7.2.1).
 
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
@@ -86,7 +90,7 @@ const NOT_A_PUBLISHERS: [&str; 4] = [
 pub const KEEP_ALIVE_S: u16 = 60;
 
 /// How long a connection may stay silent after CONNECT before the caller closes it, in
-/// seconds: MQTT 3.1.1 §3.1.4 leaves "a reasonable amount of time" to the application; a
+/// seconds: MQTT 3.1.1 §3.2 leaves "a reasonable amount of time" to the application; a
 /// broker on loopback answers in milliseconds.
 pub const CONNACK_WAIT_S: u16 = 10;
 

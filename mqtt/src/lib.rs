@@ -3,9 +3,10 @@
 //!
 //! A QoS 2 receiver must not apply a PUBLISH again while the broker has not released its
 //! packet identifier (MQTT 3.1.1 §4.3.3), and a broker that keeps a persistent session
-//! sends every unreleased PUBLISH again after a reconnect (§4.4). A client that keeps
-//! those identifiers in RAM forgets them at a reset and applies the resent message
-//! again. [`receiver::Receiver`] keeps them in the same power-fail-safe flash record as
+//! sends again, after a reconnect, every PUBLISH it has no PUBREC (at QoS 2) or PUBACK
+//! (at QoS 1) for, and every PUBREL it has no PUBCOMP for (§4.4 [MQTT-4.4.0-1]). A client
+//! that keeps those identifiers in RAM forgets them at a reset and applies the resent
+//! message again. [`receiver::Receiver`] keeps them in the same power-fail-safe flash record as
 //! the effect (an idem-core `Journal`), writes that record before PUBREC, PUBACK or
 //! PUBCOMP is allowed out, and says which of them the caller may send.
 //!
@@ -13,9 +14,8 @@
 //!   and checked first so that no input panics it, MQTT 5's by hand ([`codec::v5`]);
 //! - [`receiver`]: the rules, over any idem-core store (the message-id store makes QoS 1
 //!   exact);
-//! - [`client`]: the session around them, without I/O: SUBSCRIBE only for a new
-//!   session, the packets a subscriber refuses, PUBLISHes held back while every place
-//!   is taken;
+//! - [`client`]: the session around them, without I/O: SUBSCRIBE at every connection,
+//!   the packets a subscriber refuses, PUBLISHes held back while every place is taken;
 //! - `payments` (feature): idem's payment payloads;
 //! - `sim` (feature): a broker's persistent session, for sweeps at every crash point.
 //!

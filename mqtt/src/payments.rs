@@ -102,9 +102,10 @@ pub struct Figures {
     /// This run: QoS 2 PUBLISHes with DUP 0 under an identifier held, a broker's
     /// violation ([`crate::client::Client::held_identifier_reused`]).
     pub held_identifier_reused: u64,
-    /// QoS 2 PUBLISHes the broker sent again after their PUBREL, a broker's violation
-    /// taken for the message released and not applied, over every run on the flash
-    /// ([`crate::receiver::Record::after_pubrel`]).
+    /// QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+    /// sent, each taken for a resend and not applied: the same message again, or a new
+    /// one under an identifier its PUBCOMP had not yet freed; over every run on the
+    /// flash ([`crate::receiver::Counts::publish_after_pubrel`]).
     pub publish_after_pubrel: u64,
 }
 

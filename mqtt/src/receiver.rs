@@ -19,6 +19,17 @@
 //!   the broker may give the identifier to a new message; a PUBREL of an identifier not
 //!   held still gets PUBCOMP.
 //!
+//! One departure from §4.3.3, on purpose: the record keeps a tombstone of each identifier
+//! it releases (the identifier and a [`Digest`] of the message's topic and payload), and a
+//! QoS 2 PUBLISH with DUP 1 that matches one is taken for that message sent again after
+//! its PUBREL, which a sender must never do (MQTT 3.1.1 [MQTT-4.3.3-1], MQTT 5
+//! [MQTT-4.3.3-6]) and Mosquitto 2.0.11 does: PUBREC, nothing applied, counted. MQTT has
+//! the receiver take any PUBLISH under an identifier after its PUBCOMP as new (MQTT 3.1.1
+//! [MQTT-4.3.3-2], MQTT 5 [MQTT-4.3.3-12]), which applies such a resend twice; the
+//! departure takes one case wrongly for the old message: a new message with the same
+//! topic and payload under the reused identifier, whose first send never arrived, while
+//! the tombstone lasts.
+//!
 //! With [`Release::WithNext`] the forgetting shares the record of the next message, and
 //! its PUBCOMP waits for that record: one record a message, the floor. A caller that
 //! takes packets in groups (every packet one read brought, their records made durable by
@@ -171,10 +182,12 @@ pub struct Record<T, const N: usize> {
     pub rejected: u32,
     /// QoS 2 messages received and not yet released by PUBREL.
     pub held: Vec<Held, N>,
-    /// Tombstones: QoS 2 messages released, the oldest first, at most `N`.
+    /// Tombstones: QoS 2 messages released, the oldest first, at most `N` (the module's
+    /// departure from MQTT 3.1.1 §4.3.3).
     pub released: Vec<Held, N>,
-    /// PUBLISHes the broker sent again after their PUBREL, over every run on the
-    /// flash: a broker's violation (MQTT 3.1.1 §4.3.3), not applied.
+    /// QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+    /// sent, over every run on the flash, each taken for a resend and not applied
+    /// ([`Counts::publish_after_pubrel`]).
     pub after_pubrel: u32,
 }
 
@@ -326,9 +339,9 @@ pub enum Decided {
     Rejected,
     /// A QoS 2 identifier the receiver holds: the broker sent it again before PUBREL.
     /// PUBREC again; nothing applied, nothing written. Or, with DUP 1, a message whose
-    /// identifier the receiver released, matching its tombstone: the broker sent it
-    /// again after PUBREL ([`Counts::publish_after_pubrel`]); PUBREC again, nothing
-    /// applied, the count written.
+    /// identifier the receiver released, matching its tombstone: taken for the message
+    /// sent again after its PUBREL ([`Counts::publish_after_pubrel`]); PUBREC again,
+    /// nothing applied, the count written.
     Held,
     /// A retained message (RETAIN 1: sent because of a SUBSCRIBE, not a new message):
     /// acknowledged and reported, never applied.
@@ -411,9 +424,14 @@ pub struct Counts {
     pub retained: u64,
     /// PUBRELs of identifiers neither held nor released, answered with PUBCOMP.
     pub unknown_releases: u64,
-    /// QoS 2 PUBLISHes the broker sent after that message's PUBREL (MQTT 3.1.1 §4.3.3
-    /// forbids it): under an identifier whose release waits for its record, or, with
-    /// DUP 1, matching a tombstone. Not applied.
+    /// QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+    /// sent, each taken for a resend and not applied: under an identifier whose release
+    /// waits for its record (any DUP, any message), or, with DUP 1, matching a
+    /// tombstone. Each is the same message again (a sender never re-sends a PUBLISH once
+    /// it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its
+    /// PUBCOMP had not yet freed (§2.3.1); one that matches a tombstone can also be a new
+    /// message with the same topic and payload whose first send never arrived (the
+    /// module's departure from MQTT).
     pub publish_after_pubrel: u64,
 }
 
@@ -508,8 +526,9 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         !self.holds(pid) && has(&self.record.released, pid)
     }
 
-    /// Whether `a` is a QoS 2 PUBLISH with DUP 1 that matches a tombstone: a message
-    /// released, sent again after its PUBREL.
+    /// Whether `a` is a QoS 2 PUBLISH with DUP 1 that matches a tombstone: taken for a
+    /// message released, sent again after its PUBREL (the module's departure from
+    /// MQTT 3.1.1 §4.3.3).
     pub fn tombstoned(&self, a: &Arrival) -> bool {
         let (Some(pid), true) = (a.pid, a.dup) else {
             return false;
@@ -521,7 +540,8 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         a.qos == QoS::ExactlyOnce && !self.holds(pid) && self.record.released.contains(&t)
     }
 
-    /// PUBLISHes the broker sent after their PUBREL, over every run on the flash: the
+    /// QoS 2 PUBLISHes the broker sent under an identifier whose PUBREL it had already
+    /// sent ([`Counts::publish_after_pubrel`]), over every run on the flash: the
     /// record's count and those not yet written.
     pub fn after_pubrel(&self) -> u64 {
         u64::from(self.record.after_pubrel) + u64::from(self.after_pubrel)

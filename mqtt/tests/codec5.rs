@@ -211,6 +211,28 @@ fn reason_codes_on_acknowledgements_and_disconnect() {
     );
 }
 
+/// Every code of MQTT 5's Table 2-6 has its name, those of UNSUBACK and AUTH too (a
+/// subscriber never unsubscribes nor authenticates, but a broker can send them); only a
+/// code the table lacks is called undefined.
+#[test]
+fn every_reason_code_mqtt_5_defines_is_named() {
+    let names = [0x11, 0x18, 0x19, 0x12, 0xA3].map(v5::reason_name);
+    assert_eq!(
+        names,
+        [
+            "No subscription existed",
+            "Continue authentication",
+            "Re-authenticate",
+            "a reason code MQTT 5 does not define",
+            "a reason code MQTT 5 does not define",
+        ]
+    );
+    let defined = (0..=u8::MAX)
+        .filter(|&c| v5::reason_name(c) != "a reason code MQTT 5 does not define")
+        .count();
+    assert_eq!(defined, 43);
+}
+
 #[test]
 fn a_packet_past_the_maximum_packet_size_is_named_as_soon_as_its_length_arrives() {
     // A PUBLISH of 2 + 300 bytes against a limit of 200: named from its first three

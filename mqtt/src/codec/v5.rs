@@ -4,8 +4,9 @@
 //! No maintained `no_std`, no-alloc MQTT 5 codec could be used (checked December 2026):
 //! rust-mqtt 0.6.0 and minimq 0.13.5 speak MQTT 5 but keep their packet modules private
 //! behind an async client with its own session state (`mod packet;`, `mod packets;` in
-//! their lib.rs); mqute-codec 0.4.2 needs `bytes` and `tokio-util`; gmqtt 0.1.1 has had
-//! no release since 2021. mqttrs 0.4.1, which idem uses for MQTT 3.1.1, has no MQTT 5.
+//! their lib.rs); mountain-mqtt 0.2.0's packets are public, but it reads a QoS 2
+//! PUBLISH as QoS 1 (its `packets/publish.rs`); mqute-codec 0.4.2 needs `bytes` and
+//! `tokio-util`; gmqtt 0.1.1 has had no release since 2021. mqttrs 0.4.1, which idem uses for MQTT 3.1.1, has no MQTT 5.
 //!
 //! What is here (MQTT 5.0 OASIS Standard, 7 March 2019, section by section):
 //! - CONNECT with Clean Start, the Session Expiry Interval, Receive Maximum and Maximum
@@ -43,7 +44,8 @@ pub mod reason {
     pub const PROTOCOL_ERROR: u8 = 0x82;
 }
 
-/// A reason code in words, as MQTT 5 §2.4 names it (the codes a broker sends a client).
+/// A reason code in words, as MQTT 5 §2.4 names it (every code of its Table 2-6; 0x00 by
+/// its first name).
 pub fn reason_name(code: u8) -> &'static str {
     match code {
         0x00 => "Success",
@@ -51,6 +53,9 @@ pub fn reason_name(code: u8) -> &'static str {
         0x02 => "Granted QoS 2",
         0x04 => "Disconnect with Will Message",
         0x10 => "No matching subscribers",
+        0x11 => "No subscription existed",
+        0x18 => "Continue authentication",
+        0x19 => "Re-authenticate",
         0x80 => "Unspecified error",
         0x81 => "Malformed Packet",
         0x82 => "Protocol Error",

@@ -134,7 +134,7 @@ impl Link {
     }
 
     /// Sends `connect` (a CONNECT, encoded) and waits for the broker's CONNACK, `limit`
-    /// at most from the CONNECT (MQTT 3.1.1 §3.1.4: a client may close a connection
+    /// at most from the CONNECT (MQTT 3.1.1 §3.2: a client SHOULD close a connection
     /// whose CONNACK does not come in a reasonable time), whatever else the caller
     /// waits for. A CONNACK that accepts is kept for the caller's next read; no answer,
     /// a refusal, a close or bytes that are not MQTT are one sentence.
@@ -275,9 +275,10 @@ impl Link {
     }
 
     /// After DISCONNECT: waits, `limit` at most, for the broker to close the
-    /// connection (MQTT 3.1.1 §3.14.4), discarding what it still sends, so that it has
-    /// read every acknowledgement sent before the DISCONNECT when the next connection's
-    /// CONNECT arrives (a CONNECT that overtakes them makes the broker close this
+    /// connection (MQTT 3.1.1 §3.14.4: the server SHOULD close it; the client MUST,
+    /// [MQTT-3.14.4-1], as dropping the link after this wait does), discarding what it
+    /// still sends, so that it has read every acknowledgement sent before the DISCONNECT
+    /// when the next connection's CONNECT arrives (a CONNECT that overtakes them makes the broker close this
     /// connection as a session takeover, with those acknowledgements unread).
     pub fn wait_closed(&mut self, limit: Duration) {
         let deadline = Instant::now() + limit;

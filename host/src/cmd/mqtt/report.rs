@@ -54,7 +54,7 @@ fn violations(t: &Tally) -> Vec<String> {
     }
     if t.f.publish_after_pubrel > 0 {
         v.push(format!(
-            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent, the same message again (a sender never sends a PUBLISH again once it has sent its PUBREL, MQTT 3.1.1 §4.3.3); each was taken for a resend and not applied",
+            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied",
             t.f.publish_after_pubrel
         ));
     }
@@ -215,4 +215,21 @@ pub fn print(a: &Asked<'_>, t: &Tally, truth: Option<Truth<'_>>) -> anyhow::Resu
         writeln!(out, "  promise broken: {b}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publish_after_pubrel_is_named_as_either_fault_it_can_be() {
+        let mut t = Tally::default();
+        t.f.publish_after_pubrel = 11;
+        assert_eq!(
+            violations(&t),
+            [
+                "the broker sent 11 PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied"
+            ]
+        );
+    }
 }

@@ -292,9 +292,11 @@ impl Bridge {
     }
 
     /// After the board's DISCONNECT: waits, a second at most, for the broker to close
-    /// the connection (MQTT 3.1.1 §3.14.4), so that it has read every acknowledgement
-    /// before the next connection's CONNECT (one that overtakes them makes the broker
-    /// close this connection as a session takeover, with those unread).
+    /// the connection (MQTT 3.1.1 §3.14.4: the server SHOULD close it; the client MUST,
+    /// [MQTT-3.14.4-1], which the bridge does once this wait ends), so that it has read
+    /// every acknowledgement before the next connection's CONNECT (one that overtakes
+    /// them makes the broker close this connection as a session takeover, with those
+    /// unread).
     fn closed_by_broker(&mut self) {
         let Some(tcp) = &mut self.tcp else {
             return;

@@ -44,7 +44,8 @@ pub(super) struct Mqtt {
     /// Expiry Interval, reason codes).
     #[arg(long, value_name = "3.1.1|5", default_value = "3.1.1", value_parser = crate::cmd::mqtt::parse_protocol)]
     protocol: idem_mqtt::codec::Protocol,
-    /// The topic, or a filter with `+` or `#` (then order holds per topic only).
+    /// The topic, or a filter with `+` or `#` (then order holds per topic only, and on a
+    /// topic per publisher and QoS, MQTT 3.1.1 §4.6).
     #[arg(long)]
     topic: String,
     /// The QoS to subscribe at: 0, 1 or 2.
