@@ -54,7 +54,7 @@ fn violations(t: &Tally) -> Vec<String> {
     }
     if t.f.publish_after_pubrel > 0 {
         v.push(format!(
-            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied",
+            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied (one legal case looks the same and is lost: a new message of the same topic and payload under the identifier once freed, whose first send did not arrive; docs/mqtt.md)",
             t.f.publish_after_pubrel
         ));
     }
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(
             violations(&t),
             [
-                "the broker sent 11 PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied"
+                "the broker sent 11 PUBLISHes under a packet identifier whose PUBREL it had already sent: the same message again (a sender never re-sends a PUBLISH once it has sent its PUBREL, MQTT 3.1.1 §4.3.3), or a new one under an identifier its PUBCOMP had not yet freed (§2.3.1); each was taken for a resend and not applied (one legal case looks the same and is lost: a new message of the same topic and payload under the identifier once freed, whose first send did not arrive; docs/mqtt.md)"
             ]
         );
     }
