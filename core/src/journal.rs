@@ -69,7 +69,11 @@ use serde::{Serialize, de::DeserializeOwned};
 /// Marks a page as one of idem's journal pages. Neither all ones nor all zeros.
 pub const MAGIC: u32 = 0x1DE5_0A7C;
 /// The on-flash format of pages and records. A journal refuses pages of another version.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
+/// The format before: records in fixed slots of the largest record's size. Its pages are
+/// still read, and a page of it that is being filled is filled in it (see the module's
+/// documentation).
+pub const FORMAT_2: u16 = 2;
 /// Bytes of the page header on a flash whose write unit is at most a word (4 bytes): four
 /// words, then the CRC word. See [`header_size`] for the others.
 pub const HEADER_SIZE: usize = 20;
@@ -122,6 +126,21 @@ const ERASED_WORD: u32 = u32::MAX;
 #[cfg_attr(target_os = "none", inline(never))]
 fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
+}
+
+/// The CRC-32C a record's check word holds: over `bytes` (the four bytes of its key, then
+/// its own bytes before the check word), and in a format-3 page, its offset `at` after
+/// the key (a format-2 record's key, its sequence number, places it alone).
+#[cfg_attr(target_os = "none", inline(never))]
+fn record_crc(bytes: &[u8], at: Option<u32>) -> u32 {
+    let Some(at) = at else {
+        return crc32c(bytes);
+    };
+    let mut digest = CRC.digest();
+    digest.update(&bytes[..4]);
+    digest.update(&at.to_le_bytes());
+    digest.update(&bytes[4..]);
+    digest.finalize()
 }
 
 /// The sequence number of a region's first record.
@@ -269,10 +288,14 @@ impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
             Self::BadRegion => {
                 f.write_str("journal region must be at least two whole pages inside the flash")
             }
-            Self::Foreign { page, version, .. } if *version != FORMAT_VERSION => write!(
-                f,
-                "page {page} holds a journal in format {version}, and this idem reads format {FORMAT_VERSION} only"
-            ),
+            Self::Foreign { page, version, .. }
+                if *version != FORMAT_VERSION && *version != FORMAT_2 =>
+            {
+                write!(
+                    f,
+                    "page {page} holds a journal in format {version}, and this idem reads formats {FORMAT_2} and {FORMAT_VERSION} only"
+                )
+            }
             Self::Foreign { page, tag, version } => write!(
                 f,
                 "page {page} belongs to another journal (tag {tag:#010x}, format version {version})"
@@ -347,26 +370,50 @@ pub struct Journal<T> {
     _record: PhantomData<fn() -> T>,
 }
 
-/// The untyped part of a journal: its pages, slot size, sequence and cursor.
+/// The untyped part of a journal: its pages, record sizes, sequence and cursor.
 #[derive(Debug, Clone)]
 pub(crate) struct Ring {
     region: Region,
+    /// The largest record's extent (a format-2 page's slot).
     slot: u32,
-    /// Slots in one page, worked out at compile time per record type (no run-time
-    /// division, which would pull a software divider into a Cortex-M0 image).
+    /// Records of the largest size in one page (a format-2 page's slots), worked out at
+    /// compile time per record type (no run-time division, which would pull a software
+    /// divider into a Cortex-M0 image).
     per_page: u32,
+    /// Bytes of a page after its header.
+    data: u32,
+    /// The length of a record's postcard encoding at the start of the bytes given.
+    measure: Measure,
     tag: u32,
-    /// The sequence number of the cursor's page's first slot (of the page it will enter,
-    /// when it is not ready).
+    /// The sequence number of the record the cursor writes next.
+    cursor_seq: u32,
+    /// The first sequence number of the cursor's page (once it is entered).
     cursor_base: u32,
+    /// Byte offset of the cursor in its page's records (past the header).
+    cursor_off: u32,
+    /// The cursor's page is a format-2 page being filled in format 2.
+    cursor_v2: bool,
     newest: Option<SlotAddr>,
+    /// Byte offset of the newest record in its page's records.
+    newest_off: u32,
     newest_seq: u32,
     cursor: SlotAddr,
     cursor_page_ready: bool,
-    /// The cursor's page was erased by this ring and every slot from the cursor on has
+    /// The cursor's page was erased by this ring and every byte from the cursor on has
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
     appended: Count,
+}
+
+/// How a ring finds a record's length: postcard's decoder for its type, run over the
+/// bytes read (`None` where they do not decode).
+pub(crate) type Measure = fn(&[u8]) -> Option<usize>;
+
+/// [`Measure`] for records of type `T`.
+fn measure<T: DeserializeOwned>(bytes: &[u8]) -> Option<usize> {
+    postcard::take_from_bytes::<T>(bytes)
+        .ok()
+        .map(|(_, rest)| bytes.len() - rest.len())
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -500,14 +547,27 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.newest
     }
 
+    /// The byte offset of the newest valid record in its page, past the page header (a
+    /// format-3 record is where the ones before it ended, not at a slot), if any.
+    pub fn newest_offset(&self) -> Option<u32> {
+        self.ring.newest.map(|_| self.ring.newest_off)
+    }
+
     /// The slot the next append will try first.
     pub fn cursor(&self) -> SlotAddr {
         self.ring.cursor
     }
 
-    /// Slots in one page.
+    /// Records of the largest size one page holds (the slots of a format-2 page): the
+    /// fewest records a page takes. A format-3 page holds more when they encode shorter.
     pub fn slots_per_page(&self) -> u32 {
         self.ring.slots_per_page()
+    }
+
+    /// How many records of the largest size still fit in the cursor's page (0 when the
+    /// next append enters a new page).
+    pub fn room(&self) -> u32 {
+        self.ring.room()
     }
 
     crate::io::doors! { in Self;
@@ -532,10 +592,10 @@ pub trait ZeroOver: NorFlash {
 }
 
 impl<T> Journal<T> {
-    /// Voids every record newer than the one numbered `keep`: each slot from the oldest
-    /// of them to the newest that is not blank is programmed to zero, so it reads as a
-    /// torn slot, which the next append steps over and counts
-    /// ([`AFTER_TORN`]); blank slots among them are left for the appends. Returns how many
+    /// Voids every record newer than the one numbered `keep`: the bytes from the oldest
+    /// of them to the end of the newest are programmed to zero (in each page, where they
+    /// are not all blank), so they read as a write cut short, which the next append steps
+    /// over and counts ([`AFTER_TORN`]). Returns how many
     /// valid records it voided. The handle is consumed: open the journal again to go on.
     ///
     /// It is for a storage that can keep a later write and lose an earlier one (a file
@@ -554,29 +614,38 @@ impl<T> Journal<T> {
             return Ok(0);
         };
         let newer = ring.newest_seq.wrapping_sub(keep);
-        let (mut first, mut count) = (None, 0u32);
-        ring.walk_back(flash, &mut |seq, at, _, _| {
-            if ring.newest_seq.wrapping_sub(seq) >= newer {
+        let (mut first, mut count, mut end) = (None, 0u32, None);
+        ring.walk_back(flash, &mut |f, _, _| {
+            end = end.or(Some(f.off + f.len));
+            if ring.newest_seq.wrapping_sub(f.seq) >= newer {
                 return false;
             }
-            first = Some(at);
+            first = Some(*f);
             count += 1;
             true
         })?;
-        let Some(mut at) = first else {
+        let (Some(first), Some(end)) = (first, end) else {
             return Ok(0);
         };
+        // Every byte from the oldest of them to the end of the newest, page by page: the
+        // records, and the runs of torn bytes between them.
+        let (mut page, mut from) = (first.at.page, first.off);
         loop {
-            let addr = ring.slot_address::<F>(at);
-            if !blocking::blank(flash, addr, ring.slot)? {
+            let to = if page == newest.page {
+                end
+            } else {
+                ring.tail(flash, page)?
+            };
+            let addr = ring.address::<F>(page, from);
+            if to > from && !blocking::blank(flash, addr, to - from)? {
                 flash
-                    .zero_over(addr, ring.slot as usize)
+                    .zero_over(addr, (to - from) as usize)
                     .map_err(JournalError::Flash)?;
             }
-            if at == newest {
+            if page == newest.page {
                 return Ok(count);
             }
-            at = ring.after(at);
+            (page, from) = (ring.page_after(page), 0);
         }
     }
 }
@@ -590,22 +659,30 @@ type Migrated<T> = (Journal<T>, Option<T>, bool);
 /// [`Migrated`], and whether pages of the old journal remain.
 type MigratedMany<T> = (Journal<T>, Option<T>, bool, bool);
 
-/// A journal's page layout on one flash: slot size and slots per page. The write unit and
-/// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
-/// a firmware with one flash compiles them in, as it did when every unit was a word.
+/// A journal's page layout on one flash: its largest record and how many of those a page
+/// holds, and how a record's length is found. The write unit and the header size are
+/// constants of the flash type (`unit::<F>()`, `header::<F>()`), so a firmware with one
+/// flash compiles them in, as it did when every unit was a word.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
     slot: u32,
     per_page: u32,
+    data: u32,
+    measure: Measure,
 }
 
-/// The slot size and slots per page of a journal of `T` on a flash of this write unit
-/// and page size, worked out at compile time.
-const fn geometry_of<T: MaxSize>(write_size: usize, erase_size: usize) -> Geometry {
+/// The layout of a journal of `T` on a flash of this write unit and page size, worked
+/// out at compile time.
+const fn geometry_of<T: MaxSize + DeserializeOwned>(
+    write_size: usize,
+    erase_size: usize,
+) -> Geometry {
     let slot = slot_size_on::<T>(write_size);
     Geometry {
         slot: slot as u32,
         per_page: ((erase_size - header_size(write_size)) / slot) as u32,
+        data: (erase_size - header_size(write_size)) as u32,
+        measure: measure::<T>,
     }
 }
 
@@ -670,7 +747,7 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
         self.journal.newest_seq()
     }
 
-    /// Slots in one page.
+    /// Records of the largest size one page holds ([`Journal::slots_per_page`]).
     pub fn slots_per_page(&self) -> u32 {
         self.journal.slots_per_page()
     }
@@ -702,9 +779,15 @@ impl Ring {
             region,
             slot: geometry.slot,
             per_page: geometry.per_page,
+            data: geometry.data,
+            measure: geometry.measure,
             tag,
+            cursor_seq: FIRST_SEQ,
             cursor_base: FIRST_SEQ,
+            cursor_off: 0,
+            cursor_v2: false,
             newest: None,
+            newest_off: 0,
             newest_seq: 0,
             cursor: SlotAddr { page: 0, slot: 0 },
             cursor_page_ready: false,
@@ -717,72 +800,142 @@ impl Ring {
         self.per_page
     }
 
-    fn after(&self, at: SlotAddr) -> SlotAddr {
-        if at.slot + 1 < self.slots_per_page() {
-            SlotAddr {
-                page: at.page,
-                slot: at.slot + 1,
-            }
+    /// The page after `page` in the ring.
+    fn page_after(&self, page: u32) -> u32 {
+        if page + 1 == self.region.pages {
+            0
         } else {
-            SlotAddr {
-                page: if at.page + 1 == self.region.pages {
-                    0
-                } else {
-                    at.page + 1
-                },
-                slot: 0,
-            }
+            page + 1
         }
     }
 
-    /// The first sequence number of page `page` when it comes after the page of the
-    /// newest record (`newest`: its sequence number, its slot, and its page's first
-    /// sequence number) in the ring; with no record, the one of a first pass around the
-    /// ring.
+    /// The first sequence numbers page `page` can have when it comes after the page of
+    /// the newest record (`newest`: the record, and its page's first sequence number and
+    /// format) in the ring: the first of them and how many run on from it. With no record,
+    /// the one of a first pass around the ring of full format-2 pages. A format-2 page is
+    /// filled to its last slot, so the pages after it start a whole page of numbers on. A
+    /// format-3 page holds as many records as their sizes allow, and the page after it
+    /// starts right after its last record: the newest, or one more for each record lost
+    /// from the room after it (at most one a write unit of that room).
     // Called once, from `Ring::open`, and inlined there as it was written before.
     #[inline(always)]
-    fn base_after(&self, newest: Option<(u32, SlotAddr, u32)>, page: u32) -> u32 {
-        let Some((_, at, base)) = newest else {
-            return FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page));
+    fn base_after(&self, newest: Option<(Found, u32, bool)>, page: u32, unit: u32) -> (u32, u32) {
+        let Some((found, base, v2)) = newest else {
+            return (FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page)), 1);
         };
+        if !v2 {
+            let room = self.data.saturating_sub(found.off + found.len);
+            return (found.seq.wrapping_add(1), 1 + room / unit);
+        }
+        let at = found.at;
         let ahead = if page > at.page {
             page - at.page
         } else {
             page + self.region.pages - at.page
         };
-        base.wrapping_add(ahead.wrapping_mul(self.per_page))
+        (base.wrapping_add(ahead.wrapping_mul(self.per_page)), 1)
     }
 
-    /// Takes the record numbered `seq` at `at`, in a page whose first sequence number is
-    /// `base`, as the newest, and puts the cursor after it.
+    /// Takes `found`, in a page whose first sequence number is `base` and of format 2
+    /// when `v2`, as the newest record, and puts
+    /// the cursor after it: in its page when there is room left (a format-2 page is
+    /// filled slot by slot to its end; a format-3 page takes records until the next does
+    /// not fit), else at the start of the next page.
     // Called once, from `Ring::open`, and inlined there as it was written before.
     #[inline(always)]
-    fn settle(&mut self, seq: u32, at: SlotAddr, base: u32) {
-        self.newest_seq = seq;
-        self.newest = Some(at);
-        self.cursor = self.after(at);
-        self.cursor_page_ready = self.cursor.page == at.page;
-        self.cursor_base = if self.cursor_page_ready {
-            base
-        } else {
-            base.wrapping_add(self.per_page)
+    fn settle(&mut self, found: &Found, base: u32, v2: bool) {
+        self.newest_seq = found.seq;
+        self.cursor_base = base;
+        self.newest = Some(found.at);
+        self.newest_off = found.off;
+        self.cursor_seq = found.seq.wrapping_add(1);
+        self.cursor_off = found.off + found.len;
+        self.cursor = SlotAddr {
+            page: found.at.page,
+            slot: found.at.slot + 1,
         };
+        self.cursor_page_ready = !v2 || found.at.slot + 1 < self.per_page;
+        self.cursor_v2 = v2 && self.cursor_page_ready;
+        if !self.cursor_page_ready {
+            self.cursor = SlotAddr {
+                page: self.page_after(found.at.page),
+                slot: 0,
+            };
+        }
     }
 
+    /// Moves the cursor one record on: past a format-2 slot, or past a format-3 record of
+    /// `len` bytes (or the run of bytes a write cut short left, to `len`).
     // Out of line on bare metal: inlined, it was copied into several callers
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
-    fn advance(&mut self) {
-        let next = self.after(self.cursor);
-        self.cursor_page_ready = next.page == self.cursor.page;
-        if !self.cursor_page_ready {
-            // The numbers run on into the next page: one per slot around the ring.
-            self.cursor_base = self.cursor_base.wrapping_add(self.per_page);
+    fn advance(&mut self, len: u32) {
+        self.cursor_seq = self.cursor_seq.wrapping_add(1);
+        self.cursor_off += len;
+        self.cursor.slot += 1;
+        if self.cursor_v2 && self.cursor.slot == self.per_page {
+            self.turn_page();
         }
-        // Still fresh while the cursor stays in the page this ring erased.
-        self.cursor_page_fresh &= self.cursor_page_ready;
-        self.cursor = next;
     }
+
+    /// Puts the cursor at the start of the next page, to enter (erase) before its first
+    /// write. The sequence numbers run on there.
+    fn turn_page(&mut self) {
+        self.cursor = SlotAddr {
+            page: self.page_after(self.cursor.page),
+            slot: 0,
+        };
+        self.cursor_off = 0;
+        self.cursor_v2 = false;
+        self.cursor_page_ready = false;
+        self.cursor_page_fresh = false;
+    }
+
+    /// Puts the cursor at the start of page `page`, to enter (erase) before its first
+    /// write, its first record numbered `seq` (a migration's first page).
+    fn restart_at(&mut self, page: u32, seq: u32) {
+        self.cursor = SlotAddr { page, slot: 0 };
+        self.cursor_off = 0;
+        self.cursor_v2 = false;
+        self.cursor_page_ready = false;
+        self.cursor_seq = seq;
+    }
+
+    /// How many records of the largest size still fit after the cursor in its page.
+    fn room(&self) -> u32 {
+        if !self.cursor_page_ready {
+            return 0;
+        }
+        if self.cursor_v2 {
+            return self.per_page - self.cursor.slot;
+        }
+        let (mut room, mut fit) = (self.data.saturating_sub(self.cursor_off), 0);
+        while room >= self.slot {
+            room -= self.slot;
+            fit += 1;
+        }
+        fit
+    }
+}
+
+/// A valid record a page scan found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Found {
+    /// Its sequence number.
+    seq: u32,
+    /// Its page, and its place among the page's records (each run of bytes a write cut
+    /// short left counts as one).
+    at: SlotAddr,
+    /// Byte offset in the page's records (past the header).
+    off: u32,
+    /// Bytes it takes: payload, padding and check unit (a format-2 page's slot).
+    len: u32,
+    /// The torn slots (format 2) or write units (format 3) its writer stepped over
+    /// ([`AFTER_TORN`]).
+    torn: u32,
+    /// What its check word covers besides its bytes: its sequence number in a format-2
+    /// page, its page's first sequence number (and its offset) in a format-3 one.
+    key: u32,
 }
 
 #[cfg(all(test, feature = "testing"))]
