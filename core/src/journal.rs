@@ -339,11 +339,13 @@ pub enum PageState {
 pub struct PageSummary {
     /// Blank, valid or unformatted.
     pub state: PageState,
-    /// Slots holding a valid record.
+    /// Valid records.
     pub valid: u32,
-    /// Slots neither blank nor valid (a write cut short).
+    /// In a format-2 page, slots neither blank nor valid; in a format-3 page, runs of
+    /// bytes that hold no record (a write cut short, or records voided).
     pub torn: u32,
-    /// Blank slots.
+    /// In a format-2 page, blank slots; in a format-3 page, records of the largest size
+    /// that still fit after its last byte written.
     pub blank: u32,
     /// The highest sequence number among the valid records.
     pub newest_seq: Option<u32>,
@@ -745,6 +747,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
     /// The sequence number of the newest record, if the journal was opened and holds one.
     pub fn newest_seq(&self) -> Option<u32> {
         self.journal.newest_seq()
+    }
+
+    /// The byte offset of the newest record in its page ([`Journal::newest_offset`]).
+    pub fn newest_offset(&self) -> Option<u32> {
+        self.journal.newest_offset()
     }
 
     /// Records of the largest size one page holds ([`Journal::slots_per_page`]).
