@@ -106,7 +106,7 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
     };
     writeln!(
         text,
-        "{title}: pages {first}..={}, {}-byte slots, {} per page",
+        "{title}: pages {first}..={}, records at their encoded size, {} bytes at most ({} of those fill a page)",
         first + region.pages - 1,
         Journal::<T>::SLOT,
         j.slots_per_page()
@@ -126,10 +126,10 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         )?;
         return Ok(());
     }
-    match (j.newest(), newest) {
-        (Some(at), Some(record)) => writeln!(
+    match (j.newest(), j.newest_offset(), newest) {
+        (Some(at), Some(offset), Some(record)) => writeln!(
             text,
-            "  winner: page {} slot {}, seq {}: {record:?}",
+            "  winner: page {} record {} (byte {offset}), seq {}: {record:?}",
             first + at.page,
             at.slot,
             j.newest_seq().unwrap_or(0)
@@ -152,7 +152,7 @@ fn page_line(text: &mut String, number: u32, s: &PageSummary, erased: u32) -> st
     if s.state == PageState::Valid {
         writeln!(
             text,
-            "  page {number:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} blank  newest seq {:<8}  erased {erased}x",
+            "  page {number:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} room  newest seq {:<8}  erased {erased}x",
             s.valid,
             s.torn,
             s.blank,
