@@ -1,37 +1,48 @@
-//! A journal of postcard records in fixed-size slots on NOR flash.
+//! A journal of postcard records on NOR flash, each at its encoded size.
 //!
 //! A journal owns one [`Region`] of whole pages and writes its records round-robin
-//! through it. Each page starts with a 20-byte header (magic, format version, slot size,
-//! a tag naming what the journal holds, the sequence number of the page's first slot, and
-//! a CRC over the four words before it). Each record fills one slot: the postcard payload
-//! padded with `0xFF`, and a check word, written last in its own word write. (On a flash
-//! that programs 8 to 32 bytes at a time, each unit once, as ECC flash does, the header's
-//! words and a record's payload are padded to whole units and the check word gets a unit
-//! of its own, with its complement beside it: [`header_size`], [`slot_size_on`].) A record's
-//! sequence number is not stored in its slot (format 2; format 1 spent a word of every
-//! slot on it): it is the page's first sequence number plus the slot's index, so the
-//! numbers run on, one per slot, around the ring. The check word is a CRC-32C over the
-//! sequence number and the payload, so a record is valid only at the position it was
-//! written for. [`Journal::open`] scans the region once; the valid record with the
+//! through it. Each page starts with a 20-byte header (magic, format version, the
+//! largest record's extent, a tag naming what the journal holds, the sequence number of
+//! the page's first record, and a CRC over the four words before it). A record (format
+//! 3) is its postcard payload padded with `0xFF` to whole write units, then a check word
+//! in a unit of its own, written last; the next record starts right after it, and a
+//! record that does not fit the rest of the page goes to the next page. A record carries
+//! no head: its length is its postcard encoding's own. (On a flash that programs 8 to 32
+//! bytes at a time, each unit once, as ECC flash does, the header's words are padded to
+//! whole units and the check word's unit holds its complement too: [`header_size`],
+//! [`slot_size_on`].) Sequence numbers run on, one per record, around the ring; a
+//! record's number is not stored, but its check word is a CRC-32C over its bytes, its
+//! offset in the page and its number, so a record is valid only where, and as what, it
+//! was written. [`Journal::open`] scans the region once; the valid record with the
 //! highest sequence number wins, and the write cursor stays in RAM after that, so an
-//! append costs one slot write (plus a page erase and header when it enters a new page).
+//! append costs the record's units (plus a page erase and header when it enters a new
+//! page).
+//!
+//! Format 2 gave every record a slot of the largest record's size, numbered by its
+//! index. Its pages are still read, and a format-2 page being filled when a firmware of
+//! format 3 first boots is filled in format 2 to its end; the next page entered is
+//! format 3 ([`FORMAT_2`]).
 //!
 //! Crash safety: a record counts only once its check word is in place, so a crash between
 //! any two flash operations leaves either the previous record or the new one as the
 //! newest. A check word never reads erased (a CRC of `0xFFFF_FFFF` is stored with its
-//! low bit cleared, and checked the same way). A slot that is neither blank nor valid is
-//! skipped whole (its sequence number goes unused), a slot is blank-checked before it is
+//! low bit cleared, and checked the same way). Bytes after the newest record that are
+//! not blank (a write cut short) are stepped over by the next append, to the page's last
+//! byte written, and take one sequence number; a record is blank-checked before it is
 //! programmed, and a page is erased every time the cursor enters it (even one that reads
 //! blank: interrupted erases can leave a page that reads all ones without being reliably
 //! erased) and never while it holds the newest record. A page that is neither blank nor
 //! valid (never written, or an erase cut short) is erased before use; before that,
-//! recovery checks its slots against the sequence numbers they would carry if they were
-//! newer than the newest readable record (the number its damaged header still reads, and
-//! the one its place after the newest record's page gives, or with no readable record
-//! the one of a first pass around the ring), and refuses the region if one is: a damaged
-//! header must not roll a journal back. A record written after the journal stepped over
-//! torn slots says so in its check word ([`AFTER_TORN`]), so a write cut short is told
-//! apart from a record lost later.
+//! recovery checks its records against the sequence numbers they would carry if they
+//! were newer than the newest readable record (the number its damaged header still
+//! reads, and those its place after the newest record's page gives, or with no readable
+//! record the one of a first pass around the ring), and refuses the region if one is: a
+//! damaged header must not roll a journal back. A record written after the journal
+//! stepped over torn bytes says so in its check word ([`AFTER_TORN`]), so a write cut
+//! short is told apart from a record lost later: past bytes that hold no record, the next
+//! record is looked for at each write unit, under each of the [`HOLE_MAX`] numbers it can
+//! carry, and the numbers it skips are exactly the ones its writer stepped over, or
+//! records were lost there.
 //!
 //! It knows nothing of offsets or stores: those are [`crate::consumer`] and
 //! [`crate::store`]. On its own it is a durable record of any state, updated with no
@@ -128,19 +139,42 @@ fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
 }
 
-/// The CRC-32C a record's check word holds: over `bytes` (the four bytes of its key, then
-/// its own bytes before the check word), and in a format-3 page, its offset `at` after
-/// the key (a format-2 record's key, its sequence number, places it alone).
+/// The CRC-32C a record's check word holds. `bytes` is the four bytes of its sequence
+/// number, then its own bytes before the check word. A format-2 record's CRC is over
+/// `bytes` as they are (its slot places it); a format-3 record's over its own bytes, then
+/// its offset `at` in its page, then its sequence number, so a record is valid only where
+/// and as what it was written ([`record_crcs`] takes the CRC of one place for several
+/// numbers).
 #[cfg_attr(target_os = "none", inline(never))]
 fn record_crc(bytes: &[u8], at: Option<u32>) -> u32 {
     let Some(at) = at else {
         return crc32c(bytes);
     };
+    let mut found = 0;
+    let seq = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    record_crcs(&bytes[4..], at, (seq, 1), &mut |_, crc| {
+        found = crc;
+        true
+    });
+    found
+}
+
+/// The format-3 CRC ([`record_crc`]) of the record `bytes` at offset `at`, for each of
+/// the `seqs.1` sequence numbers from `seqs.0` on, passed to `take` until it returns
+/// `true`: the bytes are run through the CRC once, and each number finishes a copy.
+#[cfg_attr(target_os = "none", inline(never))]
+fn record_crcs(bytes: &[u8], at: u32, seqs: (u32, u32), take: &mut dyn FnMut(u32, u32) -> bool) {
     let mut digest = CRC.digest();
-    digest.update(&bytes[..4]);
+    digest.update(bytes);
     digest.update(&at.to_le_bytes());
-    digest.update(&bytes[4..]);
-    digest.finalize()
+    for i in 0..seqs.1 {
+        let seq = seqs.0.wrapping_add(i);
+        let mut each = digest.clone();
+        each.update(&seq.to_le_bytes());
+        if take(seq, each.finalize()) {
+            return;
+        }
+    }
 }
 
 /// The sequence number of a region's first record.
@@ -162,22 +196,31 @@ pub const fn slot_size_on<T: MaxSize>(write_size: usize) -> usize {
 }
 
 /// XORed into the check word of a record written after the journal stepped over torn
-/// slots, with the number of those slots (1 to [`TORN_MAX`]) in bits 1 to 4.
+/// slots (format 2) or a run of bytes holding no record (format 3), with the number of
+/// sequence numbers it stepped over (1 to [`TORN_MAX`]: one a slot, one a run) in bits 1
+/// to 4.
 ///
-/// The mark is what tells a write cut short apart from a record lost later: the slot of a
-/// write cut short is stepped over by the next append after the restart, which says so,
-/// and how many slots it stepped over, in its own check word. A record damaged after it
-/// was written leaves a hole no newer record vouches for, or one slot more than the
-/// vouching record counted (a write cut short right after it, then the record damaged).
-/// A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32 without
-/// the mark). On a flash whose write unit is 8 bytes or more, the check word's unit also
-/// holds its complement, and the odds are 16 in 2^64: a torn erase of a 1 KiB page on an
-/// 8-byte flash has 62 slots that recovery checks against two sequence numbers each, and
-/// 100,000 random power cuts met a slot that passed the 32-bit check alone.
+/// The mark is what tells a write cut short apart from a record lost later: the bytes of
+/// a write cut short are stepped over by the next append after the restart, which says
+/// so, and how many numbers it stepped over, in its own check word. A record damaged or
+/// lost after it was written leaves a hole no newer record vouches for, or numbers more
+/// than the vouching record counted (a write cut short right after it, then the record
+/// lost). A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32
+/// without the mark); a format-3 record past a run is tried under [`HOLE_MAX`] numbers at
+/// each write unit, with no mark or a mark of one, so 32 in 2^32 a unit tried. On a flash
+/// whose write unit is 8 bytes or more, the check word's unit also holds its complement,
+/// and the odds are 2^32 times smaller: a torn erase of a 1 KiB page on an 8-byte flash
+/// has 62 slots that recovery checks against two sequence numbers each, and 100,000
+/// random power cuts met a slot that passed the 32-bit check alone.
 pub const AFTER_TORN: u32 = 0x5EA1_ED00;
-/// The most torn slots a check word counts; a count of `TORN_MAX` means that many or more.
+/// The most steps over a check word counts; a count of `TORN_MAX` means that many or more.
 pub const TORN_MAX: u32 = 15;
 const TORN_BITS: u32 = TORN_MAX << 1;
+/// The most sequence numbers a format-3 record found past bytes that hold none can be
+/// ahead of the record before it (records lost there, and a run a writer stepped over):
+/// each number tried multiplies the odds of a false record, so a hole of more lost
+/// records hides the page's records after it, as lost too.
+pub const HOLE_MAX: u32 = 16;
 
 /// What a check word is XORed with for a record written over `torn` torn slots.
 const fn torn_mark(torn: u32) -> u32 {
@@ -389,8 +432,6 @@ pub(crate) struct Ring {
     tag: u32,
     /// The sequence number of the record the cursor writes next.
     cursor_seq: u32,
-    /// The first sequence number of the cursor's page (once it is entered).
-    cursor_base: u32,
     /// Byte offset of the cursor in its page's records (past the header).
     cursor_off: u32,
     /// The cursor's page is a format-2 page being filled in format 2.
@@ -526,9 +567,9 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         /// Visits the valid records from the newest back, newest first, while `visit`
         /// returns `true`: the records a store rebuilds its state from
         /// ([`crate::persist::Appended`]). Each comes with its sequence number and whether it
-        /// follows on from the record visited last: in the slot right before it, or with only
-        /// torn slots between that the newer record was written over (writes cut short, see
-        /// [`AFTER_TORN`]); either way none can have been lost there. Slots that hold no valid
+        /// follows on from the record visited last: numbered right before it, or with only
+        /// numbers between that the newer record's writer stepped over (writes cut short, see
+        /// [`AFTER_TORN`]); either way none can have been lost there. Bytes that hold no valid
         /// record are stepped over; the walk stops at a page that is not this journal's or
         /// after a full turn of the ring.
         pub fn recent | recent_async [F] flash F
@@ -790,7 +831,6 @@ impl Ring {
             measure: geometry.measure,
             tag,
             cursor_seq: FIRST_SEQ,
-            cursor_base: FIRST_SEQ,
             cursor_off: 0,
             cursor_v2: false,
             newest: None,
@@ -843,16 +883,14 @@ impl Ring {
         (base.wrapping_add(ahead.wrapping_mul(self.per_page)), 1)
     }
 
-    /// Takes `found`, in a page whose first sequence number is `base` and of format 2
-    /// when `v2`, as the newest record, and puts
-    /// the cursor after it: in its page when there is room left (a format-2 page is
+    /// Takes `found`, in a page of format 2 when `v2`, as the newest record, and puts the
+    /// cursor after it: in its page when there is room left (a format-2 page is
     /// filled slot by slot to its end; a format-3 page takes records until the next does
     /// not fit), else at the start of the next page.
     // Called once, from `Ring::open`, and inlined there as it was written before.
     #[inline(always)]
-    fn settle(&mut self, found: &Found, base: u32, v2: bool) {
+    fn settle(&mut self, found: &Found, v2: bool) {
         self.newest_seq = found.seq;
-        self.cursor_base = base;
         self.newest = Some(found.at);
         self.newest_off = found.off;
         self.cursor_seq = found.seq.wrapping_add(1);
@@ -940,9 +978,6 @@ pub(crate) struct Found {
     /// The torn slots (format 2) or write units (format 3) its writer stepped over
     /// ([`AFTER_TORN`]).
     torn: u32,
-    /// What its check word covers besides its bytes: its sequence number in a format-2
-    /// page, its page's first sequence number (and its offset) in a format-3 one.
-    key: u32,
 }
 
 #[cfg(all(test, feature = "testing"))]

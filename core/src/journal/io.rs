@@ -441,6 +441,10 @@ pub(crate) type FoundVisit<'a> = dyn FnMut(&Found) -> bool + 'a;
 /// is a format-2 page (records in fixed slots).
 pub(crate) type Head = (PageState, u32, bool);
 
+/// A record [`RingIo::read_at`] found valid: its length, the steps over its check word
+/// counts, and its sequence number.
+pub(crate) type Valid = (u32, u32, u32);
+
 /// Records a walk back holds at once from one page; a page with more is scanned again
 /// from its start for each batch ([`RingIo::walk_back`]).
 const BATCH: usize = 8;
@@ -509,10 +513,10 @@ pub(crate) trait RingIo {
         &self,
         flash: &mut F,
         at: (u32, u32),
-        key: u32,
+        seqs: (u32, u32),
         how: (bool, u32),
         buf: &mut SlotBuf,
-    ) -> io!(Result<Option<(u32, u32)>, JournalError<F::Error>>);
+    ) -> io!(Result<Option<Valid>, JournalError<F::Error>>);
     fn tail<F: Flash>(&self, flash: &mut F, page: u32)
     -> io!(Result<u32, JournalError<F::Error>>);
     fn enter_page<F: Flash>(
@@ -593,12 +597,12 @@ impl RingIo for Ring {
             }
             // No record: the first append erases page 0 and starts there, at the first
             // sequence number (a header without records is worth one erase, not a rule).
-            let Some((found, base, v2)) = newest else {
+            let Some((found, _, v2)) = newest else {
                 return Ok((r, false));
             };
-            r.settle(&found, base, v2);
+            r.settle(&found, v2);
             let at = (found.at.page, found.off);
-            aw!(r.read_at(flash, at, found.key, (v2, TORN_MAX), buf))?;
+            aw!(r.read_at(flash, at, (found.seq, 1), (v2, TORN_MAX), buf))?;
             Ok((r, true))
         })
     }
@@ -644,8 +648,7 @@ impl RingIo for Ring {
                     let check_at = (4 + extent - unit) as usize;
                     let end = check_at + unit as usize;
                     let seq = self.cursor_seq;
-                    let key = if self.cursor_v2 { seq } else { self.cursor_base };
-                    buf[..4].copy_from_slice(&key.to_le_bytes());
+                    buf[..4].copy_from_slice(&seq.to_le_bytes());
                     let at = (!self.cursor_v2).then_some(self.cursor_off);
                     let check = check_word(record_crc(&buf[..check_at], at), stepped_over);
                     buf[check_at..][..4].copy_from_slice(&check.to_le_bytes());
@@ -675,7 +678,7 @@ impl RingIo for Ring {
                     let tail = aw!(self.tail(flash, self.cursor.page))?;
                     tail.max(self.cursor_off + unit) - self.cursor_off
                 };
-                stepped_over += if self.cursor_v2 { 1 } else { over / unit };
+                stepped_over += 1;
                 self.advance(over);
             }
             Err(JournalError::NoSpace)
@@ -812,9 +815,9 @@ impl RingIo for Ring {
     /// whether it follows on, newest first. A page's records are found by scanning it from
     /// its start (a format-3 record's length is in its payload, so the one before it is
     /// found from the front); [`BATCH`] at a time, the newest first. A record follows on
-    /// from the one visited before it when the bytes between that hold no record (in a
-    /// format-2 page, the slots; in a format-3 page, the write units, up to the last one
-    /// written in each page) are exactly those that record's writer stepped over.
+    /// from the one visited before it when the sequence numbers between them are exactly
+    /// those that record's writer stepped over (torn slots, or runs of bytes holding no
+    /// record: its check word counts them, [`AFTER_TORN`]).
     fn walk_back<F: Flash>(
         &self,
         flash: &mut F,
@@ -826,22 +829,13 @@ impl RingIo for Ring {
             };
             let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
             let (mut page, mut until) = (newest.page, self.newest_off + 1);
-            // The torn slots or units the record visited last was written over, and those
-            // met since.
-            let (mut vouched, mut gap) = (None::<u32>, 0u32);
+            // The number of the record visited last, and the steps over its writer counted.
+            let mut vouched = None::<(u32, u32)>;
             for _ in 0..self.region.pages {
                 let (state, base, v2) = aw!(self.header(flash, page, None))?;
                 if state != PageState::Valid {
                     break;
                 }
-                // Where the page's records end: its slots, or its last unit written.
-                let end = if v2 {
-                    self.per_page
-                } else {
-                    aw!(self.tail(flash, page))? / unit::<F>() as u32
-                };
-                // In slots or units: the place just past the record visited last in this page.
-                let mut after = end;
                 loop {
                     let mut batch = [None::<Found>; BATCH];
                     let mut n = 0usize;
@@ -858,34 +852,27 @@ impl RingIo for Ring {
                             continue;
                         };
                         let at = (page, f.off);
-                        let Some((len, _)) =
-                            aw!(self.read_at(flash, at, f.key, (v2, TORN_MAX), &mut buf))?
+                        let seqs = (f.seq, 1);
+                        let Some((len, _, _)) =
+                            aw!(self.read_at(flash, at, seqs, (v2, TORN_MAX), &mut buf))?
                         else {
                             continue;
                         };
-                        let (from, to) = if v2 {
-                            (f.at.slot, f.at.slot + 1)
-                        } else {
-                            let unit = unit::<F>() as u32;
-                            (f.off / unit, (f.off + len) / unit)
-                        };
-                        gap += after.saturating_sub(to);
-                        let adjacent = vouched.is_none_or(|v| {
-                            gap == v || (v == TORN_MAX && gap > TORN_MAX)
+                        let adjacent = vouched.is_none_or(|(seq, torn)| {
+                            let gap = seq.wrapping_sub(f.seq).wrapping_sub(1);
+                            gap == torn || (torn == TORN_MAX && gap > TORN_MAX)
                         });
                         let body = &buf[4..(4 + len) as usize - unit::<F>()];
                         if !visit(&f, body, adjacent) {
                             return Ok(());
                         }
-                        (vouched, gap, after) = (Some(f.torn), 0, from);
+                        vouched = Some((f.seq, f.torn));
                         until = f.off;
                     }
                     if n <= BATCH {
                         break;
                     }
                 }
-                // What lies before the page's oldest record holds none.
-                gap += after;
                 page = page.checked_sub(1).unwrap_or(self.region.pages - 1);
                 until = u32::MAX;
             }
@@ -895,12 +882,12 @@ impl RingIo for Ring {
 
     /// Visits the valid records of page `page`, whose first sequence number and format
     /// are `head`, in order. A format-2 page's records are in fixed slots, numbered one a
-    /// slot. A format-3 page's follow one another; where the bytes after a record hold
-    /// none (a write cut short, or records voided or lost), the next record is the first
-    /// valid one further on, up to the page's last byte written, and the run takes one
-    /// sequence number: the one the writer, stepping over it, left for it. (A format-3
-    /// record's check word covers where it was written, not its sequence number, so a
-    /// record is found past any run of bytes lost before it.)
+    /// slot. A format-3 page's follow one another, each numbered one more than the one
+    /// before; where the bytes after a record hold none (a write cut short, or records
+    /// voided or lost), the next record is the first valid one further on, up to the page's
+    /// last byte written, under one of the [`HOLE_MAX`] numbers after the one the bytes
+    /// would have started with (its check word says which: it covers its number and where
+    /// it was written). The run counts as one place in the page.
     fn scan<F: Flash>(
         &self,
         flash: &mut F,
@@ -924,8 +911,7 @@ impl RingIo for Ring {
                 } else if off + unit > data::<F>() {
                     break;
                 }
-                let key = if v2 { seq } else { base };
-                let mut hit = aw!(self.read_at(flash, (page, off), key, (v2, TORN_MAX), buf))?
+                let mut hit = aw!(self.read_at(flash, (page, off), (seq, 1), (v2, TORN_MAX), buf))?
                     .map(|h| (off, h));
                 if hit.is_none() && v2 {
                     if buf[4..4 + self.slot as usize].iter().all(|&b| b == 0xFF) {
@@ -943,11 +929,13 @@ impl RingIo for Ring {
                         break;
                     }
                     seen.regions += 1;
-                    (seq, slot) = (seq.wrapping_add(1), slot + 1);
+                    slot += 1;
+                    // Past the run, a record's writer stepped over it (its check word
+                    // counts one) or wrote it right after records lost since (none).
                     let mut at = off + unit;
+                    let after = (seq.wrapping_add(1), HOLE_MAX);
                     while at < end && hit.is_none() {
-                        let most = ((at - off) / unit).min(TORN_MAX);
-                        hit = aw!(self.read_at(flash, (page, at), base, (false, most), buf))?
+                        hit = aw!(self.read_at(flash, (page, at), after, (false, 1), buf))?
                             .map(|h| (at, h));
                         at += unit;
                     }
@@ -955,14 +943,14 @@ impl RingIo for Ring {
                         break;
                     }
                 }
-                if let Some((at, (len, torn))) = hit {
+                if let Some((at, (len, torn, number))) = hit {
+                    seq = number;
                     let f = Found {
                         seq,
                         at: SlotAddr { page, slot },
                         off: at,
                         len,
                         torn,
-                        key: if v2 { seq } else { base },
                     };
                     if !visit(&f) {
                         return Ok(seen);
@@ -982,21 +970,21 @@ impl RingIo for Ring {
         })
     }
 
-    /// Reads the record at byte `off` of page `page`'s records (`at`) into `buf`, its
-    /// check word taken over `key` and its bytes (a format-2 record's sequence number; a
-    /// format-3 record's page's first sequence number, then `off`: where it was written);
-    /// its length and how many torn slots or units were stepped over to write it (as its
-    /// check word counts them) when it is valid. `how`: whether the page is format 2 (a
-    /// record fills a slot), and the most units its writer can have stepped over (the
-    /// run of torn bytes it is looked for past, or [`TORN_MAX`]).
+    /// Reads the record at byte `off` of page `page`'s records (`at`) into `buf`; when it
+    /// is valid as one of the `seqs.1` sequence numbers from `seqs.0` on (the first that
+    /// fits), its length, how many torn slots or runs its writer stepped over (as its check
+    /// word counts them) and that number. `how`: whether the page is format 2 (a record
+    /// fills a slot; its check word covers its number and bytes), and the most steps over
+    /// its check word may count (a format-3 check word covers the record's bytes, its
+    /// offset and its number: [`record_crc`]).
     fn read_at<F: Flash>(
         &self,
         flash: &mut F,
         at: (u32, u32),
-        key: u32,
+        seqs: (u32, u32),
         how: (bool, u32),
         buf: &mut SlotBuf,
-    ) -> io!(Result<Option<(u32, u32)>, JournalError<F::Error>>) {
+    ) -> io!(Result<Option<Valid>, JournalError<F::Error>>) {
         body!({
             let ((page, off), (v2, most)) = (at, how);
             let unit = unit::<F>();
@@ -1008,7 +996,7 @@ impl RingIo for Ring {
             }
             aw!(flash.read(self.address::<F>(page, off), &mut buf[4..4 + n]))
                 .map_err(JournalError::Flash)?;
-            buf[..4].copy_from_slice(&key.to_le_bytes());
+            buf[..4].copy_from_slice(&seqs.0.to_le_bytes());
             // The check word starts the record's last unit: a slot's, or the one after the
             // payload's units.
             let c = if v2 {
@@ -1035,10 +1023,21 @@ impl RingIo for Ring {
             // `check_word` in reverse: the stored word is the CRC, or the CRC XOR the mark, with
             // the low bit cleared where that made `0xFFFF_FFFF`.
             let sealed = if check == ERASED_WORD & !1 { !1 } else { !0 };
-            let mark = (record_crc(&buf[..c], (!v2).then_some(off)) ^ check) & sealed;
-            let torn = (mark & TORN_BITS) >> 1;
-            let valid = mark == torn_mark(torn) && torn <= most;
-            Ok(valid.then_some(((c + unit - 4) as u32, torn)))
+            let mut valid = None;
+            let mut fits = |seq: u32, crc: u32| {
+                let mark = (crc ^ check) & sealed;
+                let torn = (mark & TORN_BITS) >> 1;
+                if mark == torn_mark(torn) && torn <= most {
+                    valid = Some(((c + unit - 4) as u32, torn, seq));
+                }
+                valid.is_some()
+            };
+            if v2 {
+                fits(seqs.0, crc32c(&buf[..c]));
+            } else {
+                record_crcs(&buf[4..c], off, seqs, &mut fits);
+            }
+            Ok(valid)
         })
     }
 
@@ -1110,7 +1109,6 @@ impl RingIo for Ring {
                 .map_err(JournalError::Flash)?;
             }
             self.cursor = SlotAddr { page, slot: 0 };
-            self.cursor_base = self.cursor_seq;
             self.cursor_off = 0;
             self.cursor_v2 = false;
             self.cursor_page_ready = true;

@@ -412,17 +412,16 @@ fn a_write_cut_short_is_stepped_over_and_vouched_for_a_lost_record_is_not() {
         [(6, 11, true), (5, 10, true), (3, 2, true), (1, 0, false)]
     );
     // Record 3 (sequence 3), the one right before the torn unit, damaged: record 5
-    // vouches for one torn unit, the walk finds three (record 3's two and the torn one),
-    // and says so. The two runs read as one, which takes one sequence number: the
-    // records after it are numbered one lower than they were written (their check
-    // words cover where they are, not their numbers, so they are still found).
+    // vouches for one run stepped over (sequence 4), the walk finds two numbers missing
+    // (3 and 4), and says so. The records after keep their numbers: their check words
+    // cover them.
     let mut damaged = image(&f);
     damaged[256 + HEADER_SIZE + 16] ^= 1;
     let mut g = F::from_image(&damaged);
     let (j, _) = open(&mut g);
     assert_eq!(
         walk(&mut g, &j),
-        [(5, 11, true), (4, 10, true), (2, 1, false), (1, 0, true)]
+        [(6, 11, true), (5, 10, true), (2, 1, false), (1, 0, true)]
     );
 }
 
@@ -450,26 +449,26 @@ fn writes_cut_short_twice_in_a_row_are_counted() {
         j = open(&mut f).0;
     }
     append_n(&mut f, &mut j, 10, 1);
-    // Two units torn, one after the other: one run, sequence 3; record 4 counts two
-    // units and follows on from record 2.
+    // Two units torn, one after the other: one run, sequence 3, which record 4 was
+    // written over, and it follows on from record 2.
     assert_eq!(
         walk(&mut f, &j),
         [(4, 10, true), (2, 1, true), (1, 0, true)]
     );
-    // Its check word carries the count: CRC-32C over where it is (the page's first
-    // sequence number, 1, and its offset, 24) and its bytes before the check word (the
-    // payload's unit), XOR the mark with 2 in bits 1 to 4.
+    // Its check word carries the count: CRC-32C over its bytes before the check word (the
+    // payload's unit), where it is (offset 24 in the page's records) and its sequence
+    // number (4), XOR the mark with one run stepped over (1) in bits 1 to 4.
     let at = 256 + HEADER_SIZE + 24;
     let record = &image(&f)[at..at + 8];
     let (body, check) = record.split_at(4);
     let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
     let mut digest = crc32c.digest();
-    digest.update(&1u32.to_le_bytes());
-    digest.update(&24u32.to_le_bytes());
     digest.update(body);
+    digest.update(&24u32.to_le_bytes());
+    digest.update(&4u32.to_le_bytes());
     assert_eq!(
         u32::from_le_bytes(check.try_into().unwrap()),
-        digest.finalize() ^ 0x5EA1_ED00 ^ (2 << 1)
+        digest.finalize() ^ 0x5EA1_ED00 ^ (1 << 1)
     );
 }
 
@@ -785,4 +784,31 @@ fn voiding_after_a_hole_leaves_records_that_follow_on() {
     );
     // Nothing after the newest: voiding after it writes nothing.
     assert_eq!(j.void_after(&mut f, 6).unwrap(), 0);
+}
+
+/// Records lost from the middle of a page (back to erased, as a write that never reached
+/// the disk), two and then three in a row: the records after the hole keep the sequence
+/// numbers they were written with (their check words cover them), and the walk says the
+/// hole is not vouched for.
+#[test]
+fn records_after_a_hole_of_lost_records_keep_their_numbers() {
+    for lost in [2u32, 3] {
+        let mut f = F::new();
+        let (mut j, _) = open(&mut f);
+        append_n(&mut f, &mut j, 0, 9);
+        // Records 4 to 3 + `lost` (8 bytes each: the values are small) back to erased.
+        let mut damaged = image(&f);
+        let from = REGION.start as usize + HEADER_SIZE + 3 * 8;
+        damaged[from..from + 8 * lost as usize].fill(0xFF);
+        let mut g = F::from_image(&damaged);
+        let (j, newest) = open(&mut g);
+        assert_eq!(
+            (j.newest_seq(), newest.map(|r| r.offset)),
+            (Some(9), Some(8))
+        );
+        let after: Vec<_> = (4 + lost..=9).rev().map(|s| (s, s - 1, true)).collect();
+        let mut expected = after;
+        expected.extend([(3, 2, false), (2, 1, true), (1, 0, true)]);
+        assert_eq!(walk(&mut g, &j), expected, "{lost} records lost");
+    }
 }

@@ -71,25 +71,27 @@ pub fn check_recovery(image: &[u8]) {
         // Format 2: a slot of the largest size, its check word over its sequence number
         // (the page's first, header bytes 12..16, plus its index) and the payload. Format
         // 3: the payload (its postcard length) padded to whole words, then the check word,
-        // over the page's first sequence number, the record's offset and the payload.
-        // Either way a CRC-32C, a CRC that would read erased stored with its low bit
-        // cleared.
+        // over the payload, the record's offset and the sequence number the journal
+        // reports for it. Either way a CRC-32C, a CRC that would read erased stored with
+        // its low bit cleared.
         let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
         let mut digest = crc32c.digest();
-        let body = if page[4..6] == 2u16.to_le_bytes() {
+        let seq = journal.newest_seq().expect("a record has a number");
+        let format = u16::from_le_bytes([page[4], page[5]]);
+        let (body, tail) = if format == 2 {
             digest.update(&(base + at.slot).to_le_bytes());
-            Journal::<OffsetTotal>::SLOT - 4
+            (Journal::<OffsetTotal>::SLOT - 4, Vec::new())
         } else {
-            let format = u16::from_le_bytes([page[4], page[5]]);
             assert_eq!(format, 3, "a format-2 or format-3 page");
-            digest.update(&base.to_le_bytes());
-            digest.update(&(off as u32).to_le_bytes());
             let (_, left) = postcard::take_from_bytes::<OffsetTotal>(rest).expect("decodes");
-            (rest.len() - left.len()).div_ceil(4) * 4
+            let mut tail = (off as u32).to_le_bytes().to_vec();
+            tail.extend(seq.to_le_bytes());
+            ((rest.len() - left.len()).div_ceil(4) * 4, tail)
         };
         let bytes = &rest[..body + 4];
         digest.update(&bytes[..body]);
-        // A record written after the journal stepped over k torn slots or units (1 to 15)
+        digest.update(&tail);
+        // A record written after the journal stepped over k torn slots or runs (1 to 15)
         // has its CRC XOR 0x5EA1_ED00 XOR k << 1.
         let seal = |crc: u32| if crc == u32::MAX { crc - 1 } else { crc };
         let crc = digest.finalize();
