@@ -887,7 +887,8 @@ impl RingIo for Ring {
     /// voided or lost), the next record is the first valid one further on, up to the page's
     /// last byte written, under one of the [`HOLE_MAX`] numbers after the one the bytes
     /// would have started with (its check word says which: it covers its number and where
-    /// it was written). The run counts as one place in the page.
+    /// it was written), and with a mark of one run stepped over or none (a record written
+    /// right after records lost since). The run counts as one place in the page.
     fn scan<F: Flash>(
         &self,
         flash: &mut F,
@@ -930,8 +931,6 @@ impl RingIo for Ring {
                     }
                     seen.regions += 1;
                     slot += 1;
-                    // Past the run, a record's writer stepped over it (its check word
-                    // counts one) or wrote it right after records lost since (none).
                     let mut at = off + unit;
                     let after = (seq.wrapping_add(1), HOLE_MAX);
                     while at < end && hit.is_none() {
