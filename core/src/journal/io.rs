@@ -445,6 +445,11 @@ pub(crate) type Head = (PageState, u32, bool);
 /// counts, and its sequence number.
 pub(crate) type Valid = (u32, u32, u32);
 
+/// Where a page scan starts: the first of the sequence numbers its first record can
+/// carry, how many (one, but on a page whose header is damaged), and whether the page is
+/// format 2.
+pub(crate) type Head3 = (u32, u32, bool);
+
 /// Records a walk back holds at once from one page; a page with more is scanned again
 /// from its start for each batch ([`RingIo::walk_back`]).
 const BATCH: usize = 8;
@@ -505,7 +510,7 @@ pub(crate) trait RingIo {
         &self,
         flash: &mut F,
         page: u32,
-        head: (u32, bool),
+        head: Head3,
         buf: &mut SlotBuf,
         visit: &mut FoundVisit<'_>,
     ) -> io!(Result<Scanned, JournalError<F::Error>>);
@@ -567,16 +572,11 @@ impl RingIo for Ring {
                     let formats = if pass == PageState::Valid { 1 } else { 2 };
                     for v2 in [v2, !v2].into_iter().take(formats) {
                         // The number the header reads, then those its place gives.
-                        for i in 0..=more {
-                            let base = if i == 0 {
-                                read_base
-                            } else {
-                                after.wrapping_add(i - 1)
-                            };
-                            if i > 0 && (pass == PageState::Valid || base == read_base) {
+                        for (i, (base, count)) in [(read_base, 1), (after, more)].into_iter().enumerate() {
+                            if i > 0 && (pass == PageState::Valid || (base, count) == (read_base, 1)) {
                                 continue;
                             }
-                            aw!(r.scan(flash, page, (base, v2), buf, &mut |f| {
+                            aw!(r.scan(flash, page, (base, count, v2), buf, &mut |f| {
                                 if newest.is_none_or(|(n, _, _)| f.seq > n.seq) {
                                     if pass != PageState::Valid {
                                         damaged = true;
@@ -707,7 +707,7 @@ impl RingIo for Ring {
             // still reads: records in it are damage to show.
             let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
             let (mut valid, mut newest) = (0, None);
-            let seen = aw!(self.scan(flash, page, (base, v2), &mut buf, &mut |f| {
+            let seen = aw!(self.scan(flash, page, (base, 1, v2), &mut buf, &mut |f| {
                 valid += 1;
                 newest = Some(newest.map_or(f.seq, |s: u32| s.max(f.seq)));
                 true
@@ -839,7 +839,7 @@ impl RingIo for Ring {
                 loop {
                     let mut batch = [None::<Found>; BATCH];
                     let mut n = 0usize;
-                    aw!(self.scan(flash, page, (base, v2), &mut buf, &mut |f| {
+                    aw!(self.scan(flash, page, (base, 1, v2), &mut buf, &mut |f| {
                         if f.off >= until {
                             return false;
                         }
@@ -880,28 +880,28 @@ impl RingIo for Ring {
         })
     }
 
-    /// Visits the valid records of page `page`, whose first sequence number and format
-    /// are `head`, in order. A format-2 page's records are in fixed slots, numbered one a
-    /// slot. A format-3 page's follow one another, each numbered one more than the one
-    /// before; where the bytes after a record hold none (a write cut short, or records
-    /// voided or lost), the next record is the first valid one further on, up to the page's
-    /// last byte written, under one of the [`HOLE_MAX`] numbers after the one the bytes
-    /// would have started with (its check word says which: it covers its number and where
-    /// it was written), and with a mark of one run stepped over or none (a record written
+    /// Visits the valid records of page `page`, in order. `head`: the sequence numbers the
+    /// page's first record can carry (one, but where a damaged header leaves it unknown)
+    /// and its format. A format-2 page's records are in fixed slots, numbered one a slot.
+    /// A format-3 page's follow one another, each numbered one more than the one before;
+    /// where the bytes after a record hold none (a write cut short, or records voided or
+    /// lost), the next record is the first valid one further on, up to the page's last
+    /// byte written, under one of the [`HOLE_MAX`] numbers after the one the bytes would
+    /// have started with (its check word says which: it covers its number and where it
+    /// was written), and with a mark of one run stepped over or none (a record written
     /// right after records lost since). The run counts as one place in the page.
     fn scan<F: Flash>(
         &self,
         flash: &mut F,
         page: u32,
-        head: (u32, bool),
+        head: Head3,
         buf: &mut SlotBuf,
         visit: &mut FoundVisit<'_>,
     ) -> io!(Result<Scanned, JournalError<F::Error>>) {
         body!({
-            let (base, v2) = head;
+            let (mut seq, mut count, v2) = head;
             let unit = unit::<F>() as u32;
-            let (mut off, mut slot, mut seq) = (0, 0, base);
-            let mut tail = None;
+            let (mut off, mut slot, mut tail) = (0, 0, None);
             let mut seen = Scanned::default();
             loop {
                 if v2 {
@@ -912,7 +912,8 @@ impl RingIo for Ring {
                 } else if off + unit > data::<F>() {
                     break;
                 }
-                let mut hit = aw!(self.read_at(flash, (page, off), (seq, 1), (v2, TORN_MAX), buf))?
+                let at = (page, off);
+                let mut hit = aw!(self.read_at(flash, at, (seq, count), (v2, TORN_MAX), buf))?
                     .map(|h| (off, h));
                 if hit.is_none() && v2 {
                     if buf[4..4 + self.slot as usize].iter().all(|&b| b == 0xFF) {
@@ -929,10 +930,9 @@ impl RingIo for Ring {
                     if off >= end {
                         break;
                     }
-                    seen.regions += 1;
-                    slot += 1;
+                    (seen.regions, slot) = (seen.regions + 1, slot + 1);
                     let mut at = off + unit;
-                    let after = (seq.wrapping_add(1), HOLE_MAX);
+                    let after = (seq.wrapping_add(1), count - 1 + HOLE_MAX);
                     while at < end && hit.is_none() {
                         hit = aw!(self.read_at(flash, (page, at), after, (false, 1), buf))?
                             .map(|h| (at, h));
@@ -943,7 +943,7 @@ impl RingIo for Ring {
                     }
                 }
                 if let Some((at, (len, torn, number))) = hit {
-                    seq = number;
+                    (seq, count) = (number, 1);
                     let f = Found {
                         seq,
                         at: SlotAddr { page, slot },
@@ -1032,7 +1032,13 @@ impl RingIo for Ring {
                 valid.is_some()
             };
             if v2 {
-                fits(seqs.0, crc32c(&buf[..c]));
+                for i in 0..seqs.1 {
+                    let seq = seqs.0.wrapping_add(i);
+                    buf[..4].copy_from_slice(&seq.to_le_bytes());
+                    if fits(seq, crc32c(&buf[..c])) {
+                        break;
+                    }
+                }
             } else {
                 record_crcs(&buf[4..c], off, seqs, &mut fits);
             }
