@@ -672,11 +672,15 @@ impl RingIo for Ring {
                 // it whole, one sequence number for it, and say so in the record that
                 // follows. In a format-2 page, one slot; in a format-3 page, every byte up
                 // to the page's last one written.
+                // A write cut short can have programmed units that read erased past the page's
+                // last byte that does not (a payload unit of all ones): each lies within a
+                // largest record of the write's start, which is at or before that byte.
                 let over = if self.cursor_v2 {
                     self.slot
                 } else {
                     let tail = aw!(self.tail(flash, self.cursor.page))?;
-                    tail.max(self.cursor_off + unit) - self.cursor_off
+                    (tail + self.slot).min(data::<F>()).max(self.cursor_off + unit)
+                        - self.cursor_off
                 };
                 stepped_over += 1;
                 self.advance(over);

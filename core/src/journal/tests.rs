@@ -456,15 +456,18 @@ fn writes_cut_short_twice_in_a_row_are_counted() {
         [(4, 10, true), (2, 1, true), (1, 0, true)]
     );
     // Its check word carries the count: CRC-32C over its bytes before the check word (the
-    // payload's unit), where it is (offset 24 in the page's records) and its sequence
-    // number (4), XOR the mark with one run stepped over (1) in bits 1 to 4.
-    let at = 256 + HEADER_SIZE + 24;
+    // payload's unit), where it is (offset 64 in the page's records) and its sequence
+    // number (4), XOR the mark with one run stepped over (1) in bits 1 to 4. It is at
+    // offset 64: the second torn unit was at 40, and a step over runs a largest record
+    // (20 bytes) past the last byte written (44), since a write cut short may have
+    // programmed units that read erased past it.
+    let at = 256 + HEADER_SIZE + 64;
     let record = &image(&f)[at..at + 8];
     let (body, check) = record.split_at(4);
     let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
     let mut digest = crc32c.digest();
     digest.update(body);
-    digest.update(&24u32.to_le_bytes());
+    digest.update(&64u32.to_le_bytes());
     digest.update(&4u32.to_le_bytes());
     assert_eq!(
         u32::from_le_bytes(check.try_into().unwrap()),
