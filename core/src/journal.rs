@@ -4,10 +4,11 @@
 //! through it. Each page starts with a 20-byte header (magic, format version, the
 //! largest record's extent, a tag naming what the journal holds, the sequence number of
 //! the page's first record, and a CRC over the four words before it). A record (format
-//! 3) is its postcard payload padded with `0xFF` to whole write units, then a check word
-//! in a unit of its own, written last; the next record starts right after it, and a
-//! record that does not fit the rest of the page goes to the next page. A record carries
-//! no head: its length is its postcard encoding's own. (On a flash that programs 8 to 32
+//! 3) is one byte that counts its write units before the check word, its postcard
+//! payload, `0xFF` to whole units, then a check word in a unit of its own, written last;
+//! the next record starts right after it, and a record that does not fit the rest of the
+//! page goes to the next page. A reader reads a record whole from its first byte, with no
+//! decoder: a page is read a [`MAX_SLOT_SIZE`] window at a time. (On a flash that programs 8 to 32
 //! bytes at a time, each unit once, as ECC flash does, the header's words are padded to
 //! whole units and the check word's unit holds its complement too: [`header_size`],
 //! [`slot_size_on`].) Sequence numbers run on, one per record, around the ring; a
@@ -114,13 +115,34 @@ pub const MAX_SLOT_SIZE: usize = 512;
 /// The largest page header: on a 32-byte flash word.
 const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
 
-/// Slots up to this size are written from a buffer of this size (plus the sequence word).
+/// Records up to this size are written from a buffer of this size.
 const SMALL_SLOT: usize = 64;
 
-/// A slot as the journal handles it in RAM: the record's sequence number (never written
-/// to flash, but covered by the check word), then the slot's bytes (payload, check word).
-/// The check word is one CRC over the first `slot` bytes.
-type SlotBuf = [u8; 4 + MAX_SLOT_SIZE];
+/// Bytes of one page read ahead: `bytes[..len]` hold page `page`'s records from byte
+/// `off` on (past the header). A scan reads a page a window at a time, not a record at a
+/// time; a record found valid is read from here.
+#[derive(Debug)]
+pub(crate) struct Window {
+    bytes: [u8; MAX_SLOT_SIZE],
+    page: u32,
+    off: u32,
+    len: u32,
+    /// Where the payload of the record [`Journal::open`]'s scan found newest starts.
+    body: usize,
+}
+
+impl Window {
+    /// A window holding nothing.
+    const fn new() -> Self {
+        Self {
+            bytes: [0; MAX_SLOT_SIZE],
+            page: 0,
+            off: 0,
+            len: 0,
+            body: 0,
+        }
+    }
+}
 
 /// CRC-32C. On bare metal it is computed bit by bit (no table: 1 KiB less flash, and a
 /// slot is a few dozen bytes); hosted builds use sixteen 256-entry tables (slice-by-16,
@@ -139,38 +161,44 @@ fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
 }
 
-/// The CRC-32C a record's check word holds. `bytes` is the four bytes of its sequence
-/// number, then its own bytes before the check word. A format-2 record's CRC is over
-/// `bytes` as they are (its slot places it); a format-3 record's over its own bytes, then
-/// its offset `at` in its page, then its sequence number, so a record is valid only where
-/// and as what it was written ([`record_crcs`] takes the CRC of one place for several
-/// numbers).
+/// The CRC-32C a record's check word holds, of its `bytes` before the check word, as
+/// record number `seq`: for a format-2 record, over the four bytes of its number, then its
+/// bytes (its slot places it); for a format-3 one, over its bytes, then its offset `at` in
+/// its page, then its number, so a record is valid only where and as what it was written
+/// ([`record_crcs`] takes the CRC of one place for several numbers).
 #[cfg_attr(target_os = "none", inline(never))]
-fn record_crc(bytes: &[u8], at: Option<u32>) -> u32 {
-    let Some(at) = at else {
-        return crc32c(bytes);
-    };
+fn record_crc(bytes: &[u8], at: Option<u32>, seq: u32) -> u32 {
     let mut found = 0;
-    let seq = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    record_crcs(&bytes[4..], at, (seq, 1), &mut |_, crc| {
+    record_crcs(bytes, at, (seq, 1), &mut |_, crc| {
         found = crc;
         true
     });
     found
 }
 
-/// The format-3 CRC ([`record_crc`]) of the record `bytes` at offset `at`, for each of
-/// the `seqs.1` sequence numbers from `seqs.0` on, passed to `take` until it returns
-/// `true`: the bytes are run through the CRC once, and each number finishes a copy.
+/// The CRC ([`record_crc`]) of the record `bytes` at offset `at` (`None` in a format-2
+/// page), for each of the `seqs.1` sequence numbers from `seqs.0` on, passed to `take`
+/// until it returns `true`. A format-3 record's bytes are run through the CRC once, and
+/// each number finishes a copy.
 #[cfg_attr(target_os = "none", inline(never))]
-fn record_crcs(bytes: &[u8], at: u32, seqs: (u32, u32), take: &mut dyn FnMut(u32, u32) -> bool) {
+fn record_crcs(
+    bytes: &[u8],
+    at: Option<u32>,
+    seqs: (u32, u32),
+    take: &mut dyn FnMut(u32, u32) -> bool,
+) {
     let mut digest = CRC.digest();
-    digest.update(bytes);
-    digest.update(&at.to_le_bytes());
+    if let Some(at) = at {
+        digest.update(bytes);
+        digest.update(&at.to_le_bytes());
+    }
     for i in 0..seqs.1 {
         let seq = seqs.0.wrapping_add(i);
         let mut each = digest.clone();
         each.update(&seq.to_le_bytes());
+        if at.is_none() {
+            each.update(bytes);
+        }
         if take(seq, each.finalize()) {
             return;
         }
@@ -189,10 +217,19 @@ pub const fn slot_size<T: MaxSize>() -> usize {
 
 /// The size in bytes of the slot that holds a record of type `T` on a flash that writes
 /// `write_size` bytes at a time: the largest postcard encoding of `T` padded to whole
-/// units, then the check word in a unit of its own.
+/// units, then the check word in a unit of its own. It names the record type in a page's
+/// header, and is a format-2 page's slot.
 pub const fn slot_size_on<T: MaxSize>(write_size: usize) -> usize {
     let unit = write_unit(write_size);
     T::POSTCARD_MAX_SIZE.div_ceil(unit) * unit + unit
+}
+
+/// The largest format-3 record of type `T` on a flash that writes `write_size` bytes at a
+/// time: its length byte and largest postcard encoding padded to whole units, then the
+/// check unit.
+pub(crate) const fn largest_on<T: MaxSize>(write_size: usize) -> usize {
+    let unit = write_unit(write_size);
+    (1 + T::POSTCARD_MAX_SIZE).div_ceil(unit) * unit + unit
 }
 
 /// XORed into the check word of a record written after the journal stepped over torn
@@ -419,16 +456,16 @@ pub struct Journal<T> {
 #[derive(Debug, Clone)]
 pub(crate) struct Ring {
     region: Region,
-    /// The largest record's extent (a format-2 page's slot).
+    /// A format-2 page's slot (named in every page's header).
     slot: u32,
+    /// The largest format-3 record's extent.
+    largest: u32,
     /// Records of the largest size in one page (a format-2 page's slots), worked out at
     /// compile time per record type (no run-time division, which would pull a software
     /// divider into a Cortex-M0 image).
     per_page: u32,
     /// Bytes of a page after its header.
     data: u32,
-    /// The length of a record's postcard encoding at the start of the bytes given.
-    measure: Measure,
     tag: u32,
     /// The sequence number of the record the cursor writes next.
     cursor_seq: u32,
@@ -446,17 +483,6 @@ pub(crate) struct Ring {
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
     appended: Count,
-}
-
-/// How a ring finds a record's length: postcard's decoder for its type, run over the
-/// bytes read (`None` where they do not decode).
-pub(crate) type Measure = fn(&[u8]) -> Option<usize>;
-
-/// [`Measure`] for records of type `T`.
-fn measure<T: DeserializeOwned>(bytes: &[u8]) -> Option<usize> {
-    postcard::take_from_bytes::<T>(bytes)
-        .ok()
-        .map(|(_, rest)| bytes.len() - rest.len())
 }
 
 impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
@@ -677,7 +703,7 @@ impl<T> Journal<T> {
             let to = if page == newest.page {
                 end
             } else {
-                ring.tail(flash, page)?
+                ring.tail(flash, page, &mut [0; 64])?
             };
             let addr = ring.address::<F>(page, from);
             if to > from && !blocking::blank(flash, addr, to - from)? {
@@ -702,30 +728,27 @@ type Migrated<T> = (Journal<T>, Option<T>, bool);
 /// [`Migrated`], and whether pages of the old journal remain.
 type MigratedMany<T> = (Journal<T>, Option<T>, bool, bool);
 
-/// A journal's page layout on one flash: its largest record and how many of those a page
-/// holds, and how a record's length is found. The write unit and the header size are
+/// A journal's page layout on one flash: its largest record in each format and how many
+/// format-2 slots a page holds. The write unit and the header size are
 /// constants of the flash type (`unit::<F>()`, `header::<F>()`), so a firmware with one
 /// flash compiles them in, as it did when every unit was a word.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
     slot: u32,
+    largest: u32,
     per_page: u32,
     data: u32,
-    measure: Measure,
 }
 
 /// The layout of a journal of `T` on a flash of this write unit and page size, worked
 /// out at compile time.
-const fn geometry_of<T: MaxSize + DeserializeOwned>(
-    write_size: usize,
-    erase_size: usize,
-) -> Geometry {
+const fn geometry_of<T: MaxSize>(write_size: usize, erase_size: usize) -> Geometry {
     let slot = slot_size_on::<T>(write_size);
     Geometry {
         slot: slot as u32,
+        largest: largest_on::<T>(write_size) as u32,
         per_page: ((erase_size - header_size(write_size)) / slot) as u32,
         data: (erase_size - header_size(write_size)) as u32,
-        measure: measure::<T>,
     }
 }
 
@@ -826,9 +849,9 @@ impl Ring {
         Self {
             region,
             slot: geometry.slot,
+            largest: geometry.largest,
             per_page: geometry.per_page,
             data: geometry.data,
-            measure: geometry.measure,
             tag,
             cursor_seq: FIRST_SEQ,
             cursor_off: 0,
@@ -955,8 +978,8 @@ impl Ring {
             return self.per_page - self.cursor.slot;
         }
         let (mut room, mut fit) = (self.data.saturating_sub(self.cursor_off), 0);
-        while room >= self.slot {
-            room -= self.slot;
+        while room >= self.largest {
+            room -= self.largest;
             fit += 1;
         }
         fit

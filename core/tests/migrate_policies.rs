@@ -246,7 +246,7 @@ fn a_checkpoint_store_takes_its_state_and_position_across_an_update_at_every_cut
     assert_eq!((c.resume_at(), c.state().extra), (16, 7));
     assert_eq!(
         sweep(sum::<(), true>(), sum::<u8, true>(), 41, migrate),
-        (44, 11)
+        (56, 12)
     );
 }
 

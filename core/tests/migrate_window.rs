@@ -208,7 +208,7 @@ fn the_window_crosses_the_update_in_order_at_every_cut() {
         }
         figures.push((slot, checked, in_migration));
     }
-    assert_eq!(figures, vec![(2, 681, 90), (8, 605, 50)]);
+    assert_eq!(figures, vec![(2, 726, 90), (8, 652, 50)]);
 }
 
 /// A third firmware: millilitres, doses and the last dose.

@@ -25,7 +25,7 @@ pub(crate) fn open<T: Serialize + DeserializeOwned + MaxSize, F: Flash>(
 ) -> io!(Result<Opened<T>, JournalError<F::Error>>) {
     const { fits::<T, F>() }
     body!({
-        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        let mut buf = Window::new();
         let (ring, found) = aw!(Ring::open(
             flash,
             region,
@@ -69,7 +69,7 @@ where
         if old_tag == tag {
             return Err(JournalError::SameTag { tag });
         }
-        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        let mut buf = Window::new();
         // This journal's pages first: a record there means the migration is done (or was
         // never needed); what is left of the old journal is erased.
         let (ring, found) = aw!(Ring::open(
@@ -162,7 +162,7 @@ where
         if old_tag == tag {
             return Err(JournalError::SameTag { tag });
         }
-        let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+        let mut buf = Window::new();
         let (ring, found) = aw!(Ring::open(
             flash,
             region,
@@ -329,12 +329,11 @@ fn erase_page<F: Flash>(
     })
 }
 
-/// The payload of the record a ring's scan left in `buf`, as a `T`.
+/// The payload a ring's scan left in `win` (at `win.body`), as a `T`.
 fn decode<T: DeserializeOwned + MaxSize, F: Flash>(
-    buf: &[u8; 4 + MAX_SLOT_SIZE],
+    win: &Window,
 ) -> Result<T, JournalError<F::Error>> {
-    let payload = &buf[4..4 + slot_size_on::<T>(F::WRITE_SIZE) - unit::<F>()];
-    match postcard::take_from_bytes(payload) {
+    match postcard::take_from_bytes(&win.bytes[win.body..]) {
         Ok((record, _)) => Ok(record),
         Err(_) => Err(JournalError::Decode),
     }
@@ -348,12 +347,12 @@ const fn fits<T: MaxSize, F: Flash>() {
         "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
     );
     assert!(
-        slot_size_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE,
+        largest_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE,
         "journal record too large for a slot"
     );
     assert!(
         F::ERASE_SIZE.is_multiple_of(write_unit(F::WRITE_SIZE))
-            && header_size(F::WRITE_SIZE) + slot_size_on::<T>(F::WRITE_SIZE) <= F::ERASE_SIZE,
+            && header_size(F::WRITE_SIZE) + largest_on::<T>(F::WRITE_SIZE) <= F::ERASE_SIZE,
         "journal slot larger than a page of this flash (ERASE_SIZE)"
     );
 }
@@ -368,21 +367,24 @@ pub(crate) fn append_view<T: MaxSize, F: Flash, V: Serialize + ?Sized>(
     body!({
         // A journal of small records fills a small buffer: clearing a whole
         // `MAX_SLOT_SIZE` one cost a 512-byte memset per append (44 instructions of 674 in
-        // the callgrind profile). The slot size is a constant, so only one branch is
-        // compiled.
-        let (slot, unit) = (slot_size_on::<T>(F::WRITE_SIZE), unit::<F>());
-        if slot <= SMALL_SLOT {
-            let mut buf = [0xFFu8; 4 + SMALL_SLOT];
-            let len = postcard::to_slice(record, &mut buf[4..4 + slot - unit])
+        // the callgrind profile). The size is a constant, so only one branch is compiled.
+        // The payload goes after its length byte (format 3's layout; `Ring::append` moves
+        // it back a byte in a format-2 slot).
+        let (largest, unit) = (largest_on::<T>(F::WRITE_SIZE), unit::<F>());
+        // One byte more than the largest record: a format-2 slot is the bytes after the
+        // length byte, as long as the largest record when that takes a unit more.
+        if largest < SMALL_SLOT {
+            let mut buf = [0xFFu8; SMALL_SLOT];
+            let len = postcard::to_slice(record, &mut buf[1..largest - unit])
                 .map_err(|_| JournalError::Encode)?
                 .len();
-            aw!(journal.ring.append(flash, &mut buf[..4 + slot], len))
+            aw!(journal.ring.append(flash, &mut buf[..largest + 1], len))
         } else {
-            let mut buf = [0xFFu8; 4 + MAX_SLOT_SIZE];
-            let len = postcard::to_slice(record, &mut buf[4..4 + slot - unit])
+            let mut buf = [0xFFu8; MAX_SLOT_SIZE + 1];
+            let len = postcard::to_slice(record, &mut buf[1..largest - unit])
                 .map_err(|_| JournalError::Encode)?
                 .len();
-            aw!(journal.ring.append(flash, &mut buf[..4 + slot], len))
+            aw!(journal.ring.append(flash, &mut buf[..largest + 1], len))
         }
     })
 }
@@ -442,8 +444,8 @@ pub(crate) type FoundVisit<'a> = dyn FnMut(&Found) -> bool + 'a;
 pub(crate) type Head = (PageState, u32, bool);
 
 /// A record [`RingIo::read_at`] found valid: its length, the steps over its check word
-/// counts, and its sequence number.
-pub(crate) type Valid = (u32, u32, u32);
+/// counts, its sequence number, and where its payload starts in the window.
+pub(crate) type Valid = (u32, u32, u32, usize);
 
 /// Where a page scan starts: the first of the sequence numbers its first record can
 /// carry, how many (one, but on a page whose header is damaged), and whether the page is
@@ -477,7 +479,7 @@ pub(crate) trait RingIo {
         tag: u32,
         stale: Option<u32>,
         geometry: Geometry,
-        buf: &mut SlotBuf,
+        win: &mut Window,
     ) -> io!(Result<(Ring, bool), JournalError<F::Error>>);
     fn append<F: Flash>(
         &mut self,
@@ -511,7 +513,7 @@ pub(crate) trait RingIo {
         flash: &mut F,
         page: u32,
         head: Head3,
-        buf: &mut SlotBuf,
+        win: &mut Window,
         visit: &mut FoundVisit<'_>,
     ) -> io!(Result<Scanned, JournalError<F::Error>>);
     fn read_at<F: Flash>(
@@ -520,10 +522,21 @@ pub(crate) trait RingIo {
         at: (u32, u32),
         seqs: (u32, u32),
         how: (bool, u32),
-        buf: &mut SlotBuf,
+        win: &mut Window,
     ) -> io!(Result<Option<Valid>, JournalError<F::Error>>);
-    fn tail<F: Flash>(&self, flash: &mut F, page: u32)
-    -> io!(Result<u32, JournalError<F::Error>>);
+    fn tail<F: Flash>(
+        &self,
+        flash: &mut F,
+        page: u32,
+        chunk: &mut [u8],
+    ) -> io!(Result<u32, JournalError<F::Error>>);
+    fn fetch<F: Flash>(
+        &self,
+        flash: &mut F,
+        win: &mut Window,
+        at: (u32, u32),
+        n: usize,
+    ) -> io!(Result<usize, JournalError<F::Error>>);
     fn enter_page<F: Flash>(
         &mut self,
         flash: &mut F,
@@ -534,20 +547,21 @@ pub(crate) trait RingIo {
 
 impl RingIo for Ring {
     /// Scans `region` laid out as `geometry`: the ring with its cursor after the newest
-    /// valid record, and whether there is one (then `buf` holds it).
+    /// valid record, and whether there is one (then its payload is at `win.body`).
     fn open<F: Flash>(
         flash: &mut F,
         region: Region,
         tag: u32,
         stale: Option<u32>,
         geometry: Geometry,
-        buf: &mut SlotBuf,
+        win: &mut Window,
     ) -> io!(Result<(Self, bool), JournalError<F::Error>>) {
         body!({
             if !region.fits(F::ERASE_SIZE, flash.capacity()) {
                 return Err(JournalError::BadRegion);
             }
             let mut r = Self::new(region, tag, geometry);
+            win.len = 0;
             // The newest record, its page's first sequence number and format.
             let mut newest: Option<(Found, u32, bool)> = None;
             let mut damaged = false;
@@ -576,7 +590,7 @@ impl RingIo for Ring {
                             if i > 0 && (pass == PageState::Valid || (base, count) == (read_base, 1)) {
                                 continue;
                             }
-                            aw!(r.scan(flash, page, (base, count, v2), buf, &mut |f| {
+                            aw!(r.scan(flash, page, (base, count, v2), win, &mut |f| {
                                 if newest.is_none_or(|(n, _, _)| f.seq > n.seq) {
                                     if pass != PageState::Valid {
                                         damaged = true;
@@ -602,17 +616,20 @@ impl RingIo for Ring {
             };
             r.settle(&found, v2);
             let at = (found.at.page, found.off);
-            aw!(r.read_at(flash, at, (found.seq, 1), (v2, TORN_MAX), buf))?;
+            let read = aw!(r.read_at(flash, at, (found.seq, 1), (v2, TORN_MAX), win))?;
+            if let Some((_, _, _, body)) = read {
+                win.body = body;
+            }
             Ok((r, true))
         })
     }
 
-    /// Writes the record in `buf` (four bytes for the sequence number, then its `len`
-    /// bytes of payload, then `0xFF` to the largest record's size) as the new newest
-    /// record: fills in its sequence number and check word, then programs it at the
-    /// cursor: the payload's units first, then the check word's. In a format-2 page being
-    /// filled, the record takes a whole slot; in a format-3 page, its payload's units and
-    /// the check unit, in the next page when they do not fit this one.
+    /// Writes the record in `buf` (a byte for its length, then its `len` bytes of payload,
+    /// then `0xFF` to one byte past the largest record's size) as the new newest record: fills in its
+    /// length and check word, then programs it at the cursor: the payload's units first,
+    /// then the check word's. In a format-2 page being filled, the record takes a whole
+    /// slot, with no length byte; in a format-3 page, its units and the check unit, in the
+    /// next page when they do not fit this one.
     /// Inlined into each typed journal's append, so a host build sees the sizes as
     /// constants (the firmware, built for size, keeps one copy).
     #[inline]
@@ -624,7 +641,11 @@ impl RingIo for Ring {
     ) -> io!(Result<(), JournalError<F::Error>>) {
         body!({
             let unit = unit::<F>() as u32;
-            let packed = (len as u32).div_ceil(unit) * unit + unit;
+            // A format-2 slot has no length byte: its record starts with the payload.
+            let v2_at = buf.len() - 1;
+            // The units before the check unit: the length byte's and the payload's.
+            let units = (1 + len as u32).div_ceil(unit);
+            let packed = (units + 1) * unit;
             // Each pass that does not write steps over a torn slot or run of bytes, or
             // moves to the next page.
             let attempts = self.region.pages * (self.per_page + 2) + 1;
@@ -645,12 +666,17 @@ impl RingIo for Ring {
                 // back (88 of 674 instructions a commit in the callgrind profile). A page
                 // found at recovery may hold a torn write: read it.
                 if self.cursor_page_fresh || aw!(blank(flash, addr, extent))? {
-                    let check_at = (4 + extent - unit) as usize;
+                    let check_at = (extent - unit) as usize;
                     let end = check_at + unit as usize;
                     let seq = self.cursor_seq;
-                    buf[..4].copy_from_slice(&seq.to_le_bytes());
+                    let buf = if self.cursor_v2 {
+                        &mut buf[1..]
+                    } else {
+                        buf[0] = units as u8;
+                        &mut buf[..v2_at]
+                    };
                     let at = (!self.cursor_v2).then_some(self.cursor_off);
-                    let check = check_word(record_crc(&buf[..check_at], at), stepped_over);
+                    let check = check_word(record_crc(&buf[..check_at], at, seq), stepped_over);
                     buf[check_at..][..4].copy_from_slice(&check.to_le_bytes());
                     if unit >= 8 {
                         // A wide unit has room for the complement: 32 more check bits.
@@ -678,8 +704,8 @@ impl RingIo for Ring {
                 let over = if self.cursor_v2 {
                     self.slot
                 } else {
-                    let tail = aw!(self.tail(flash, self.cursor.page))?;
-                    (tail + self.slot).min(data::<F>()).max(self.cursor_off + unit)
+                    let tail = aw!(self.tail(flash, self.cursor.page, &mut [0; 64]))?;
+                    (tail + self.largest).min(data::<F>()).max(self.cursor_off + unit)
                         - self.cursor_off
                 };
                 stepped_over += 1;
@@ -709,9 +735,9 @@ impl RingIo for Ring {
             }
             // An unformatted page is counted too, with the first sequence number its header
             // still reads: records in it are damage to show.
-            let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+            let mut win = Window::new();
             let (mut valid, mut newest) = (0, None);
-            let seen = aw!(self.scan(flash, page, (base, 1, v2), &mut buf, &mut |f| {
+            let seen = aw!(self.scan(flash, page, (base, 1, v2), &mut win, &mut |f| {
                 valid += 1;
                 newest = Some(newest.map_or(f.seq, |s: u32| s.max(f.seq)));
                 true
@@ -831,7 +857,7 @@ impl RingIo for Ring {
             let Some(newest) = self.newest else {
                 return Ok(());
             };
-            let mut buf = [0u8; 4 + MAX_SLOT_SIZE];
+            let mut win = Window::new();
             let (mut page, mut until) = (newest.page, self.newest_off + 1);
             // The number of the record visited last, and the steps over its writer counted.
             let mut vouched = None::<(u32, u32)>;
@@ -843,7 +869,7 @@ impl RingIo for Ring {
                 loop {
                     let mut batch = [None::<Found>; BATCH];
                     let mut n = 0usize;
-                    aw!(self.scan(flash, page, (base, 1, v2), &mut buf, &mut |f| {
+                    aw!(self.scan(flash, page, (base, 1, v2), &mut win, &mut |f| {
                         if f.off >= until {
                             return false;
                         }
@@ -857,8 +883,8 @@ impl RingIo for Ring {
                         };
                         let at = (page, f.off);
                         let seqs = (f.seq, 1);
-                        let Some((len, _, _)) =
-                            aw!(self.read_at(flash, at, seqs, (v2, TORN_MAX), &mut buf))?
+                        let Some((_, _, _, body)) =
+                            aw!(self.read_at(flash, at, seqs, (v2, TORN_MAX), &mut win))?
                         else {
                             continue;
                         };
@@ -866,8 +892,9 @@ impl RingIo for Ring {
                             let gap = seq.wrapping_sub(f.seq).wrapping_sub(1);
                             gap == torn || (torn == TORN_MAX && gap > TORN_MAX)
                         });
-                        let body = &buf[4..(4 + len) as usize - unit::<F>()];
-                        if !visit(&f, body, adjacent) {
+                        // The payload and what follows it in the window: postcard reads what
+                        // it needs.
+                        if !visit(&f, &win.bytes[body..], adjacent) {
                             return Ok(());
                         }
                         vouched = Some((f.seq, f.torn));
@@ -899,7 +926,7 @@ impl RingIo for Ring {
         flash: &mut F,
         page: u32,
         head: Head3,
-        buf: &mut SlotBuf,
+        win: &mut Window,
         visit: &mut FoundVisit<'_>,
     ) -> io!(Result<Scanned, JournalError<F::Error>>) {
         body!({
@@ -917,10 +944,12 @@ impl RingIo for Ring {
                     break;
                 }
                 let at = (page, off);
-                let mut hit = aw!(self.read_at(flash, at, (seq, count), (v2, TORN_MAX), buf))?
+                let mut hit = aw!(self.read_at(flash, at, (seq, count), (v2, TORN_MAX), win))?
                     .map(|h| (off, h));
                 if hit.is_none() && v2 {
-                    if buf[4..4 + self.slot as usize].iter().all(|&b| b == 0xFF) {
+                    let n = self.slot as usize;
+                    let from = aw!(self.fetch(flash, win, at, n))?;
+                    if win.bytes[from..from + n].iter().all(|&b| b == 0xFF) {
                         seen.blank += 1;
                     } else {
                         seen.regions += 1;
@@ -928,7 +957,12 @@ impl RingIo for Ring {
                 } else if hit.is_none() {
                     let end = match tail {
                         Some(t) => t,
-                        None => aw!(self.tail(flash, page))?,
+                        None => {
+                            // Read through the window's bytes, which then hold nothing.
+                            let t = aw!(self.tail(flash, page, &mut win.bytes))?;
+                            win.len = 0;
+                            t
+                        }
                     };
                     tail = Some(end);
                     if off >= end {
@@ -938,7 +972,7 @@ impl RingIo for Ring {
                     let mut at = off + unit;
                     let after = (seq.wrapping_add(1), count - 1 + HOLE_MAX);
                     while at < end && hit.is_none() {
-                        hit = aw!(self.read_at(flash, (page, at), after, (false, 1), buf))?
+                        hit = aw!(self.read_at(flash, (page, at), after, (false, 1), win))?
                             .map(|h| (at, h));
                         at += unit;
                     }
@@ -946,7 +980,7 @@ impl RingIo for Ring {
                         break;
                     }
                 }
-                if let Some((at, (len, torn, number))) = hit {
+                if let Some((at, (len, torn, number, _))) = hit {
                     (seq, count) = (number, 1);
                     let f = Found {
                         seq,
@@ -964,8 +998,8 @@ impl RingIo for Ring {
             }
             if !v2 {
                 let mut room = data::<F>() - off.max(tail.unwrap_or(0)).min(data::<F>());
-                while room >= self.slot {
-                    room -= self.slot;
+                while room >= self.largest {
+                    room -= self.largest;
                     seen.blank += 1;
                 }
             }
@@ -973,53 +1007,46 @@ impl RingIo for Ring {
         })
     }
 
-    /// Reads the record at byte `off` of page `page`'s records (`at`) into `buf`; when it
-    /// is valid as one of the `seqs.1` sequence numbers from `seqs.0` on (the first that
-    /// fits), its length, how many torn slots or runs its writer stepped over (as its check
-    /// word counts them) and that number. `how`: whether the page is format 2 (a record
-    /// fills a slot; its check word covers its number and bytes), and the most steps over
-    /// its check word may count (a format-3 check word covers the record's bytes, its
-    /// offset and its number: [`record_crc`]).
+    /// Reads the record at byte `off` of page `page`'s records (`at`) through the window
+    /// `win`; when it is valid as one of the `seqs.1` sequence numbers from `seqs.0` on (the
+    /// first that fits), its length, how many torn slots or runs its writer stepped over (as
+    /// its check word counts them), that number and where its payload starts in
+    /// `win.bytes`. `how`: whether the page is format 2 (a record fills a slot; its check
+    /// word covers its number and bytes), and the most steps over its check word may count
+    /// (a format-3 record's first byte counts its units before the check unit, and its
+    /// check word covers its bytes, its offset and its number: [`record_crc`]).
     fn read_at<F: Flash>(
         &self,
         flash: &mut F,
         at: (u32, u32),
         seqs: (u32, u32),
         how: (bool, u32),
-        buf: &mut SlotBuf,
+        win: &mut Window,
     ) -> io!(Result<Option<Valid>, JournalError<F::Error>>) {
         body!({
-            let ((page, off), (v2, most)) = (at, how);
+            let ((_, off), (v2, most)) = (at, how);
             let unit = unit::<F>();
-            // A record holds at least its check word, and fits the buffer and the page.
-            let slot = (self.slot as usize).clamp(unit, MAX_SLOT_SIZE);
-            let n = slot.min((data::<F>() - off) as usize);
+            // A record holds at least its check word, and fits the page: a slot, or up to
+            // the largest record.
+            let n = if v2 { self.slot } else { self.largest };
+            let n = (n as usize).min((data::<F>() - off) as usize);
             if n < unit {
                 return Ok(None);
             }
-            aw!(flash.read(self.address::<F>(page, off), &mut buf[4..4 + n]))
-                .map_err(JournalError::Flash)?;
-            buf[..4].copy_from_slice(&seqs.0.to_le_bytes());
+            let from = aw!(self.fetch(flash, win, at, n))?;
+            let b = &win.bytes[from..from + n];
             // The check word starts the record's last unit: a slot's, or the one after the
-            // payload's units.
-            let c = if v2 {
-                4 + slot - unit
-            } else {
-                match (self.measure)(&buf[4..4 + n]) {
-                    Some(len) => 4 + len.div_ceil(unit) * unit,
-                    None => return Ok(None),
-                }
-            };
-            if c + unit > 4 + n {
+            // units its first byte counts.
+            let c = if v2 { self.slot as usize - unit } else { b[0] as usize * unit };
+            if (!v2 && c == 0) || c + unit > n {
                 return Ok(None);
             }
-            let check = u32::from_le_bytes([buf[c], buf[c + 1], buf[c + 2], buf[c + 3]]);
+            let check = u32::from_le_bytes([b[c], b[c + 1], b[c + 2], b[c + 3]]);
             // A check word that reads erased was never written (`check_word` never is one).
             if check == ERASED_WORD {
                 return Ok(None);
             }
-            if unit >= 8
-                && u32::from_le_bytes([buf[c + 4], buf[c + 5], buf[c + 6], buf[c + 7]]) != !check
+            if unit >= 8 && u32::from_le_bytes([b[c + 4], b[c + 5], b[c + 6], b[c + 7]]) != !check
             {
                 return Ok(None);
             }
@@ -1027,43 +1054,64 @@ impl RingIo for Ring {
             // the low bit cleared where that made `0xFFFF_FFFF`.
             let sealed = if check == ERASED_WORD & !1 { !1 } else { !0 };
             let mut valid = None;
-            let mut fits = |seq: u32, crc: u32| {
+            let body = from + usize::from(!v2);
+            record_crcs(&b[..c], (!v2).then_some(off), seqs, &mut |seq, crc| {
                 let mark = (crc ^ check) & sealed;
                 let torn = (mark & TORN_BITS) >> 1;
                 if mark == torn_mark(torn) && torn <= most {
-                    valid = Some(((c + unit - 4) as u32, torn, seq));
+                    valid = Some(((c + unit) as u32, torn, seq, body));
                 }
                 valid.is_some()
-            };
-            if v2 {
-                for i in 0..seqs.1 {
-                    let seq = seqs.0.wrapping_add(i);
-                    buf[..4].copy_from_slice(&seq.to_le_bytes());
-                    if fits(seq, crc32c(&buf[..c])) {
-                        break;
-                    }
-                }
-            } else {
-                record_crcs(&buf[4..c], off, seqs, &mut fits);
-            }
+            });
             Ok(valid)
+        })
+    }
+
+    /// Where in `win.bytes` the `n` bytes at byte `off` of page `page`'s records (`at`)
+    /// are, read into it first when it does not hold them: a whole window from `off` on,
+    /// or, when `off` is before the bytes it holds (a walk back), one that ends with them.
+    fn fetch<F: Flash>(
+        &self,
+        flash: &mut F,
+        win: &mut Window,
+        at: (u32, u32),
+        n: usize,
+    ) -> io!(Result<usize, JournalError<F::Error>>) {
+        body!({
+            let ((page, off), n) = (at, n as u32);
+            let held = win.page == page && win.len > 0;
+            if !held || off < win.off || off + n > win.off + win.len {
+                let len = (MAX_SLOT_SIZE as u32).min(data::<F>());
+                let from = if held && off < win.off {
+                    (off + n).saturating_sub(len)
+                } else {
+                    off.min(data::<F>() - len)
+                };
+                aw!(flash.read(
+                    self.address::<F>(page, from),
+                    &mut win.bytes[..len as usize]
+                ))
+                .map_err(JournalError::Flash)?;
+                (win.page, win.off, win.len) = (page, from, len);
+            }
+            Ok((off - win.off) as usize)
         })
     }
 
     /// The byte offset, in page `page`'s records, just past the last write unit that is
     /// not blank (0 for a page with no record bytes written). Read from the page's end
-    /// back, in small chunks.
+    /// back, a `chunk` at a time.
     fn tail<F: Flash>(
         &self,
         flash: &mut F,
         page: u32,
+        chunk: &mut [u8],
     ) -> io!(Result<u32, JournalError<F::Error>>) {
         body!({
             let start = self.address::<F>(page, 0);
-            let mut chunk = [0u8; 64];
             let mut end = data::<F>();
             while end > 0 {
-                let n = end.min(64);
+                let n = end.min(chunk.len() as u32);
                 let from = end - n;
                 aw!(flash.read(start + from, &mut chunk[..n as usize]))
                     .map_err(JournalError::Flash)?;
@@ -1131,8 +1179,8 @@ impl RingIo for Ring {
     }
 }
 
-/// Programs the record in `buf` (four bytes of key, then its bytes) at `addr`: the
-/// units before `check_at` first, then the check word's unit.
+/// Programs the record in `buf` at `addr`: the units before `check_at` first, then the
+/// check word's unit.
 fn program<F: Flash>(
     flash: &mut F,
     addr: u32,
@@ -1147,17 +1195,16 @@ fn program<F: Flash>(
         // ones is programmed, the bytes read written. The check word is never
         // all ones, so the record's last unit always is programmed.
         let w = F::WRITE_SIZE;
-        let mut from = 4;
+        let mut from = 0;
         while buf[from..from + w].iter().all(|&b| b == 0xFF) {
             from += w;
         }
         if from < check_at {
-            aw!(flash.write(addr + (from - 4) as u32, &buf[from..check_at]))
+            aw!(flash.write(addr + from as u32, &buf[from..check_at]))
                 .map_err(JournalError::Flash)?;
         }
         let from = from.max(check_at);
-        aw!(flash.write(addr + (from - 4) as u32, &buf[from..]))
-            .map_err(JournalError::Flash)?;
+        aw!(flash.write(addr + from as u32, &buf[from..])).map_err(JournalError::Flash)?;
         Ok(())
     })
 }

@@ -70,23 +70,22 @@ pub fn check_recovery(image: &[u8]) {
         let base = u32::from_le_bytes(page[12..16].try_into().unwrap());
         // Format 2: a slot of the largest size, its check word over its sequence number
         // (the page's first, header bytes 12..16, plus its index) and the payload. Format
-        // 3: the payload (its postcard length) padded to whole words, then the check word,
-        // over the payload, the record's offset and the sequence number the journal
-        // reports for it. Either way a CRC-32C, a CRC that would read erased stored with
+        // 3: a byte counting the record's words before its check word, the payload and
+        // padding to those words, then the check word, over those words, the record's
+        // offset and the sequence number the journal reports for it. Either way a CRC-32C, a CRC that would read erased stored with
         // its low bit cleared.
         let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
         let mut digest = crc32c.digest();
         let seq = journal.newest_seq().expect("a record has a number");
         let format = u16::from_le_bytes([page[4], page[5]]);
-        let (body, tail) = if format == 2 {
+        let (payload_at, body, tail) = if format == 2 {
             digest.update(&(base + at.slot).to_le_bytes());
-            (Journal::<OffsetTotal>::SLOT - 4, Vec::new())
+            (0, Journal::<OffsetTotal>::SLOT - 4, Vec::new())
         } else {
             assert_eq!(format, 3, "a format-2 or format-3 page");
-            let (_, left) = postcard::take_from_bytes::<OffsetTotal>(rest).expect("decodes");
             let mut tail = (off as u32).to_le_bytes().to_vec();
             tail.extend(seq.to_le_bytes());
-            ((rest.len() - left.len()).div_ceil(4) * 4, tail)
+            (1, usize::from(rest[0]) * 4, tail)
         };
         let bytes = &rest[..body + 4];
         digest.update(&bytes[..body]);
@@ -100,7 +99,8 @@ pub fn check_recovery(image: &[u8]) {
             stored == seal(crc) || (1..=15).any(|k| stored == seal(crc ^ 0x5EA1_ED00 ^ (k << 1))),
             "returned a record whose CRC does not match"
         );
-        let payload: OffsetTotal = postcard::from_bytes(&bytes[..body]).expect("payload decodes");
+        let payload: OffsetTotal =
+            postcard::from_bytes(&bytes[payload_at..body]).expect("payload decodes");
         assert_eq!(
             payload, record,
             "returned a record other than the newest one on flash"
