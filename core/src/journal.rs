@@ -256,7 +256,9 @@ const TORN_BITS: u32 = TORN_MAX << 1;
 /// The most sequence numbers a format-3 record found past bytes that hold none can be
 /// ahead of the record before it (records lost there, and a run a writer stepped over):
 /// each number tried multiplies the odds of a false record, so a hole of more lost
-/// records hides the page's records after it, as lost too.
+/// records hides the page's records after it, as lost too. A unit past such bytes is
+/// tried only where its first byte counts a record that fits (one unit to the largest
+/// record's), read from the page's window: the numbers cost CRC work, not reads.
 pub const HOLE_MAX: u32 = 16;
 
 /// What a check word is XORed with for a record written over `torn` torn slots.
