@@ -497,6 +497,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         slot_size_on::<T>(F::WRITE_SIZE)
     }
 
+    /// Bytes of this journal's largest format-3 record on a flash whose write unit is at
+    /// most a word: its length byte and largest encoding in whole words, then the check
+    /// word (a record takes what it encodes to, up to this).
+    pub const LARGEST: usize = largest_on::<T>(4);
+
     crate::io::doors! { in Self;
         /// Scans `region` and returns the journal with its cursor after the newest valid
         /// record, and that record (`None` on a blank or unformatted region). Reads only.

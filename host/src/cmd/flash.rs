@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::journal::{Inspector, Journal, JournalError, PageState, PageSummary, Region};
+use idem_core::journal::{
+    HEADER_SIZE, Inspector, Journal, JournalError, PageState, PageSummary, Region,
+};
 use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
@@ -108,8 +110,8 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         text,
         "{title}: pages {first}..={}, records at their encoded size, {} bytes at most ({} of those fill a page)",
         first + region.pages - 1,
-        Journal::<T>::SLOT,
-        j.slots_per_page()
+        Journal::<T>::LARGEST,
+        (PAGE - HEADER_SIZE) / Journal::<T>::LARGEST
     )?;
     for page in 0..region.pages {
         let flash: &mut FileFlash = &mut image.flash;
