@@ -696,11 +696,9 @@ impl RingIo for Ring {
                 }
                 // Not blank (a torn write from before a crash, or records voided): step over
                 // it whole, one sequence number for it, and say so in the record that
-                // follows. In a format-2 page, one slot; in a format-3 page, every byte up
-                // to the page's last one written.
-                // A write cut short can have programmed units that read erased past the page's
-                // last byte that does not (a payload unit of all ones): each lies within a
-                // largest record of the write's start, which is at or before that byte.
+                // follows. In a format-2 page, one slot; in a format-3 page, to a largest
+                // record past the page's last byte written: a write cut short can have
+                // programmed units of all ones, which read erased, up to there.
                 let over = if self.cursor_v2 {
                     self.slot
                 } else {
@@ -955,16 +953,11 @@ impl RingIo for Ring {
                         seen.regions += 1;
                     }
                 } else if hit.is_none() {
-                    let end = match tail {
-                        Some(t) => t,
-                        None => {
-                            // Read through the window's bytes, which then hold nothing.
-                            let t = aw!(self.tail(flash, page, &mut win.bytes))?;
-                            win.len = 0;
-                            t
-                        }
-                    };
-                    tail = Some(end);
+                    if tail.is_none() {
+                        // Read through the window's bytes, which then hold nothing.
+                        (tail, win.len) = (Some(aw!(self.tail(flash, page, &mut win.bytes))?), 0);
+                    }
+                    let end = tail.unwrap_or(0);
                     if off >= end {
                         break;
                     }
