@@ -482,8 +482,9 @@ fn lossy_lines_resets_and_power_cuts_leave_qos_2_in_flash_exact() {
     }
     println!("16 runs of 200 QoS 2 messages: {resets} resets, {cuts} of them power cuts");
     // The model is deterministic: these seeds make these faults (175 and 48 before the
-    // client's waiting queue and the board's MQTT 5, which change the bytes exchanged).
-    assert_eq!((resets, cuts), (182, 49));
+    // client's waiting queue and the board's MQTT 5, which change the bytes exchanged;
+    // 182 and 49 before journal format 3, whose records take fewer flash writes).
+    assert_eq!((resets, cuts), (170, 49));
 }
 
 #[test]
