@@ -313,12 +313,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/stores/0/worst_over/by",
     ),
     (
-        "the ddia run programs 4,760 bytes of flash",
+        "the ddia run programs 2,140 bytes of flash",
         "run ddia --store message-id --json",
         "/flash/bytes_written",
     ),
     (
-        "the ddia run programs 5,980 bytes",
+        "the ddia run programs 1,740 bytes",
         "run ddia --store producer-seq --json",
         "/flash/bytes_written",
     ),
