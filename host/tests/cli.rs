@@ -442,7 +442,7 @@ fn runs_say_which_offsets_and_what_recovery_did() {
         "{back}"
     );
     assert!(back.contains("  redelivered         offsets 40..49 (10 events)\n"));
-    // A cut in the middle of the 29th word write lands between the decision and the
+    // A cut in the middle of the 17th word write lands between the decision and the
     // committed record of the first checkpoint.
     let forward = text(&[
         "run",
@@ -450,7 +450,7 @@ fn runs_say_which_offsets_and_what_recovery_did() {
         "--store",
         "two-phase",
         "--schedule",
-        "crash@torn:29",
+        "crash@torn:17",
     ]);
     assert!(
         forward.contains(
