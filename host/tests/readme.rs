@@ -261,7 +261,7 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/index_sum",
     ),
     (
-        "exact at all **532** points",
+        "exact at all **315** points",
         "sweep ddia --store two-phase --torn-writes --json",
         "/stores/0/exact",
     ),
@@ -288,12 +288,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/stores/0/exact",
     ),
     (
-        "(1,200 points in all for the offset store",
+        "(548 points in all for the offset store",
         "sweep ddia --store offset --torn-writes --json",
         "/stores/0/exact",
     ),
     (
-        "1,406 for message-id)",
+        "748 for message-id)",
         "sweep ddia --store message-id --torn-writes --json",
         "/stores/0/exact",
     ),
