@@ -281,8 +281,6 @@ pub struct BootCounts {
     pub past_receive_maximum: u64,
     /// DUP 0 PUBLISHes under an identifier held.
     pub held_identifier_reused: u64,
-    /// PUBLISHes under an identifier whose PUBREL came before its PUBCOMP went out.
-    pub publish_after_pubrel: u64,
 }
 
 impl BootCounts {
@@ -302,7 +300,6 @@ impl BootCounts {
             resend_reconnects: f.resend_reconnects,
             past_receive_maximum: f.past_receive_maximum,
             held_identifier_reused: f.held_identifier_reused,
-            publish_after_pubrel: f.publish_after_pubrel,
         }
     }
 
@@ -324,7 +321,7 @@ impl BootCounts {
         f.resend_reconnects = f.resend_reconnects.saturating_add(self.resend_reconnects);
         sum(&mut f.past_receive_maximum, self.past_receive_maximum);
         sum(&mut f.held_identifier_reused, self.held_identifier_reused);
-        sum(&mut f.publish_after_pubrel, self.publish_after_pubrel);
+        // `publish_after_pubrel` is the record's, over every boot: not summed.
     }
 }
 

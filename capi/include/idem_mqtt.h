@@ -25,7 +25,8 @@
 #define IDEM_RECEIVER_WORDS 960
 
 // The largest state the C side may declare, in bytes, fixed when the library is built:
-// the receiver's record (this, its counts, and 32 identifiers) fits one journal slot.
+// the receiver's record (this, its counts, 16 identifiers held and 16 tombstones of
+// identifiers released) fits one journal slot.
 #define IDEM_STATE_MAX 256
 
 // The effect applied the message: its changes to the state are kept.
@@ -41,10 +42,10 @@
 
 // Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
 // `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
-#define IDEM_PLACES 32
+#define IDEM_PLACES 16
 
 // New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
-// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 264 bytes
+// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 268 bytes
 // of the receiver's storage (a payload of up to 256 bytes). A broker that sends past
 // its in-flight limit (Mosquitto 2.0.11 does, after a completion) has the next ones
 // decided in the order they came as PUBRELs free places, not left unanswered for a
@@ -282,6 +283,10 @@ typedef struct idem_stats {
   // handed out: one for each buffer `idem_input` took packets from (group commit),
   // and one for each `idem_idle` that wrote a record.
   uint64_t syncs;
+  // QoS 2 PUBLISHes the broker sent again after their PUBREL (MQTT 3.1.1 §4.3.3
+  // forbids it), recognised by the tombstone of the identifier released and not
+  // applied: over every run on the flash.
+  uint64_t publish_after_pubrel;
 } idem_stats;
 
 #ifdef __cplusplus

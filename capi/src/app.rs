@@ -11,7 +11,8 @@ use idem_core::store::{Outcome, Store};
 use serde::{Deserialize, Serialize};
 
 /// The largest state the C side may declare, in bytes, fixed when the library is built:
-/// the receiver's record (this, its counts, and 32 identifiers) fits one journal slot.
+/// the receiver's record (this, its counts, 16 identifiers held and 16 tombstones of
+/// identifiers released) fits one journal slot.
 pub const IDEM_STATE_MAX: usize = 256;
 
 /// The effect applied the message: its changes to the state are kept.

@@ -16,9 +16,9 @@ use crate::status::*;
 
 /// Places for QoS 2 identifiers: the broker's in-flight window (Mosquitto's default
 /// `max_inflight_messages` is 20, and 2.0.11 sends past it after a completion).
-pub const IDEM_PLACES: usize = 32;
+pub const IDEM_PLACES: usize = 16;
 /// New QoS 2 PUBLISHes that may wait, decoded and unanswered, for a place once all
-/// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 264 bytes
+/// `IDEM_PLACES` are taken (idem-mqtt's `Client::with_waiting`): each slot is 268 bytes
 /// of the receiver's storage (a payload of up to 256 bytes). A broker that sends past
 /// its in-flight limit (Mosquitto 2.0.11 does, after a completion) has the next ones
 /// decided in the order they came as PUBRELs free places, not left unanswered for a
@@ -509,7 +509,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_waiting_slot_costs_264_bytes_of_the_receivers_storage() {
-        assert_eq!(core::mem::size_of::<Option<Waiting<Raw>>>(), 264);
+    fn a_waiting_slot_costs_268_bytes_of_the_receivers_storage() {
+        assert_eq!(core::mem::size_of::<Option<Waiting<Raw>>>(), 268);
     }
 }

@@ -54,10 +54,12 @@ const SLOTS_AT: usize =
 const _: () = assert!(SLOTS_AT + core::mem::size_of::<door::Slots>() <= IDEM_RECEIVER_WORDS * 8);
 const _: () = assert!(core::mem::align_of::<Door>() <= 8);
 const _: () = assert!(core::mem::align_of::<door::Slots>() <= 8);
-// The receiver's record, with the largest state, fits a journal slot on either unit.
+// The receiver's record, with the largest state, fits a journal on either unit, on a
+// device: 512 bytes at its largest, the bare-metal `MAX_SLOT_SIZE` (a hosted build allows
+// more).
 const _: () = assert!(
-    idem_core::journal::slot_size_on::<idem_mqtt::receiver::RecordOf<app::CStore, IDEM_PLACES>>(32)
-        <= idem_core::journal::MAX_SLOT_SIZE
+    idem_core::journal::largest_on::<idem_mqtt::receiver::RecordOf<app::CStore, IDEM_PLACES>>(32)
+        <= 512
 );
 
 /// A receiver's storage, which the C side provides (a `static`, or zeroed memory), never
@@ -149,6 +151,10 @@ pub struct idem_stats {
     /// handed out: one for each buffer `idem_input` took packets from (group commit),
     /// and one for each `idem_idle` that wrote a record.
     pub syncs: u64,
+    /// QoS 2 PUBLISHes the broker sent again after their PUBREL (MQTT 3.1.1 §4.3.3
+    /// forbids it), recognised by the tombstone of the identifier released and not
+    /// applied: over every run on the flash.
+    pub publish_after_pubrel: u64,
 }
 
 fn guard(f: impl FnOnce() -> c_int) -> c_int {
@@ -452,7 +458,7 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             applied: record.applied,
             duplicates: record.skipped,
             rejected: record.rejected,
-            held: c.receiver().held().len() as u32,
+            held: c.receiver().held_len() as u32,
             records: counts.records,
             redeliveries: counts.redeliveries,
             held_again: counts.held_again,
@@ -469,6 +475,7 @@ pub unsafe extern "C" fn idem_get_stats(rx: *mut idem_receiver, stats: *mut idem
             most_waiting: c.most_waiting as u32,
             waiting: c.waiting() as u32,
             syncs: d.syncs(),
+            publish_after_pubrel: c.receiver().after_pubrel(),
         };
         // SAFETY: non-null and valid, the caller's contract.
         unsafe { stats.write(s) };

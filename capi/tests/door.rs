@@ -637,14 +637,14 @@ fn at_mqtt_5_connect_asks_the_session_expiry_and_a_receive_maximum_of_the_places
     assert_eq!(unsafe { idem_connect(&mut *rx) }, IDEM_OK);
     let connect = output(&mut rx);
     // MQTT 5 §3.1.2: "MQTT", level 5, flags 0 (Clean Start 0), keep-alive 60; the
-    // properties: Session Expiry Interval 3,600, Receive Maximum 32, Maximum Packet
+    // properties: Session Expiry Interval 3,600, Receive Maximum 16, Maximum Packet
     // Size 0xFFFFFFFF; the client identifier.
     let mut want = vec![0x10, 31, 0, 4, b'M', b'Q', b'T', b'T', 5, 0, 0, 60, 13];
-    want.extend_from_slice(&[0x11, 0, 0, 0x0E, 0x10, 0x21, 0, 32]);
+    want.extend_from_slice(&[0x11, 0, 0, 0x0E, 0x10, 0x21, 0, 16]);
     want.extend_from_slice(&[0x27, 0xFF, 0xFF, 0xFF, 0xFF, 0, 5]);
     want.extend_from_slice(b"dev-1");
     assert_eq!(connect, want);
-    assert_eq!(IDEM_PLACES, 32);
+    assert_eq!(IDEM_PLACES, 16);
     // The broker's CONNACK sets a shorter interval (§3.2.2.3.2): the one in force.
     let (mut rx, rc, _) = connect5(&mut m, 3600, &[0x20, 8, 0, 0, 5, 0x11, 0, 0, 0, 60]);
     assert_eq!((rc, stats(&mut rx).session_expiry_s), (IDEM_OK, 60));
@@ -724,7 +724,12 @@ fn at_mqtt_5_a_broker_past_the_receive_maximum_waits_in_order_then_is_counted_an
     let s = stats(&mut rx);
     assert_eq!(
         (s.applied, s.waiting, s.most_waiting, s.unanswered),
-        (32, IDEM_WAITING as u32, IDEM_WAITING as u32, 1)
+        (
+            IDEM_PLACES as u32,
+            IDEM_WAITING as u32,
+            IDEM_WAITING as u32,
+            1
+        )
     );
     // Each PUBREL frees a place: its PUBCOMP, then the PUBREC of the one that waited
     // longest, after the sync that follows both records.
@@ -759,7 +764,7 @@ fn at_mqtt_5_a_broker_past_the_receive_maximum_waits_in_order_then_is_counted_an
             s.resend_reconnects
         ),
         (
-            32 + IDEM_WAITING as u32,
+            IDEM_PLACES as u32 + IDEM_WAITING as u32,
             IDEM_WAITING as u64,
             0,
             1,

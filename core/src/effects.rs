@@ -29,6 +29,10 @@
 //! What it does not own: the actuator, and what "took effect" means for it (a dose
 //! half pumped when power failed is the application's to finish: ask the counter for
 //! the remainder). The ledger holds only serials; the actions live in the store's state.
+//!
+//! To test it with the power-cut checker, run each action through
+//! `testing::cuts::act` (feature `testing`): the checker sees the flash, not the
+//! hardware, and cuts around an action only where it is marked.
 
 use core::fmt::Debug;
 
@@ -40,12 +44,23 @@ use crate::journal::{Journal, JournalError, Region};
 /// The newest action a store's state asks of the hardware: its serial number (1 for
 /// the first; 0: none yet) and the action. Kept in the store's state, it is durable in
 /// the record of the command that issued it, before anything moves.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Intent<A> {
     /// How many intents were issued: the newest one's serial number.
     pub serial: u32,
     /// The newest one's action.
     pub action: Option<A>,
+}
+
+/// None issued, whatever the action's type (no `A: Default` asked of a state that
+/// derives `Default`).
+impl<A> Default for Intent<A> {
+    fn default() -> Self {
+        Self {
+            serial: 0,
+            action: None,
+        }
+    }
 }
 
 impl<A: MaxSize> MaxSize for Intent<A> {
@@ -122,7 +137,11 @@ pub struct Ledger {
 
 impl Ledger {
     crate::io::doors! { in Self;
-        /// Opens the ledger on `region` (blank: nothing done yet).
+        /// Opens the ledger on `region` (blank: nothing done yet): a region of its own of
+        /// at least 2 pages, as every journal (fewer is [`JournalError::BadRegion`], "journal
+        /// region must be at least two whole pages inside the flash"), placed after the
+        /// consumer's with `layout.sink.next::<F>(2)`. Its first done after a blank
+        /// region erases the first page, which may read blank without being erased.
         pub fn open | open_async [F] flash F
             (flash: &mut F, region: Region, tag: u32) -> Result<Self, JournalError<F::Error>>
             => open(flash, region, tag);
@@ -193,6 +212,21 @@ mod tests {
         assert_eq!(p.decide(Choice::Drop), None);
     }
 
+    #[test]
+    fn an_intent_defaults_to_none_for_an_action_without_default() {
+        /// An action with no `Default` of its own.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        struct Open(u8);
+        #[derive(Default)]
+        struct State {
+            intent: Intent<Open>,
+        }
+        let mut s = State::default();
+        assert_eq!((s.intent.serial, s.intent.action), (0, None));
+        s.intent.issue(Open(3));
+        assert_eq!((s.intent.serial, s.intent.action), (1, Some(Open(3))));
+    }
+
     #[cfg(feature = "testing")]
     #[test]
     fn an_intent_is_pending_until_its_serial_is_done() {
@@ -215,6 +249,13 @@ mod tests {
             })
         );
         let done = Ledger { done: 2, ..ledger };
+        let mut flash = crate::testing::flash::MemFlash::<2, 1024>::new();
+        let one_page = Region { start: 0, pages: 1 };
+        let refused = Ledger::open(&mut flash, one_page, 1).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "journal region must be at least two whole pages inside the flash"
+        );
         assert_eq!(done.pending(&intent), None);
         let mut buf = [0u8; 8];
         assert_eq!(

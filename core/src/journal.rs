@@ -8,7 +8,8 @@
 //! payload, `0xFF` to whole units, then a check word in a unit of its own, written last;
 //! the next record starts right after it, and a record that does not fit the rest of the
 //! page goes to the next page. A reader reads a record whole from its first byte, with no
-//! decoder: a page is read a [`MAX_SLOT_SIZE`] window at a time. (On a flash that programs 8 to 32
+//! decoder: a page is read a 512-byte window at a time (on a hosted build, a window of the
+//! largest record where that is longer). (On a flash that programs 8 to 32
 //! bytes at a time, each unit once, as ECC flash does, the header's words are padded to
 //! whole units and the check word's unit holds its complement too: [`header_size`],
 //! [`slot_size_on`].) Sequence numbers run on, one per record, around the ring; a
@@ -109,14 +110,31 @@ pub const fn header_size(write_size: usize) -> usize {
     let unit = write_unit(write_size);
     16usize.div_ceil(unit) * unit + unit
 }
-/// The largest slot a journal supports (bounds the stack buffer used to write one).
+/// The largest slot a journal supports (bounds the stack buffer used to write one):
+/// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
+/// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
+/// consume`'s image). A journal whose largest record is over 512 bytes is read by hosted
+/// builds only.
+#[cfg(target_os = "none")]
 pub const MAX_SLOT_SIZE: usize = 512;
+/// The largest slot a journal supports (bounds the stack buffer used to write one):
+/// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
+/// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
+/// consume`'s image). A journal whose largest record is over 512 bytes is read by hosted
+/// builds only.
+#[cfg(not(target_os = "none"))]
+pub const MAX_SLOT_SIZE: usize = 1024;
 
 /// The largest page header: on a 32-byte flash word.
 const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
 
 /// Records up to this size are written from a buffer of this size.
 const SMALL_SLOT: usize = 64;
+
+/// Bytes a reader reads at a time: the bare-metal [`MAX_SLOT_SIZE`]. A hosted build reads
+/// the same windows (its reads are what a device's would be) unless its journal's largest
+/// record is longer, and then a window of that record's length.
+const WINDOW: usize = 512;
 
 /// Bytes of one page read ahead: `bytes[..len]` hold page `page`'s records from byte
 /// `off` on (past the header). A scan reads a page a window at a time, not a record at a
@@ -226,8 +244,8 @@ pub const fn slot_size_on<T: MaxSize>(write_size: usize) -> usize {
 
 /// The largest format-3 record of type `T` on a flash that writes `write_size` bytes at a
 /// time: its length byte and largest postcard encoding padded to whole units, then the
-/// check unit.
-pub(crate) const fn largest_on<T: MaxSize>(write_size: usize) -> usize {
+/// check unit. A journal of `T` builds only where this is at most [`MAX_SLOT_SIZE`].
+pub const fn largest_on<T: MaxSize>(write_size: usize) -> usize {
     let unit = write_unit(write_size);
     (1 + T::POSTCARD_MAX_SIZE).div_ceil(unit) * unit + unit
 }

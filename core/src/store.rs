@@ -40,7 +40,7 @@ use core::fmt::Debug;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::journal::{Journal, JournalError, header_size, slot_size_on};
+use crate::journal::{Journal, JournalError, header_size, largest_on};
 use crate::log::{Event, Identified, MessageId, Offset};
 use crate::persist::{
     Appendable, Appended, Covered, EachEffect, Layout, Persistence, Position, new_tag, not_ours,
@@ -576,11 +576,86 @@ crate::io::doors! { in self;
 /// the old window's journal (the window and the copies [`migrate_window`] makes), or
 /// fewer than `w` of the new one's.
 const fn room_to_migrate<Old: MaxSize, New: MaxSize>(w: usize, unit: usize, page: usize) {
-    let page = page - header_size(unit);
-    assert!(
-        page / slot_size_on::<Old>(unit) > 2 * w && page / slot_size_on::<New>(unit) >= w,
-        "a window migrates where a page holds twice its ids and one more of its records"
+    let (header, old, new) = (
+        header_size(unit),
+        largest_on::<Old>(unit),
+        largest_on::<New>(unit),
     );
+    let room = page - header;
+    if room / old > 2 * w && room / new >= w {
+        return;
+    }
+    let m = Message::new()
+        .text("a window migrates where a page holds twice its ids and one more of its records: a page of ")
+        .num(page)
+        .text(" bytes less its header of ")
+        .num(header)
+        .text(" holds ")
+        .num(room / old)
+        .text(" old records of ")
+        .num(old)
+        .text(" bytes (")
+        .num(2 * w + 1)
+        .text(" needed) and ")
+        .num(room / new)
+        .text(" new ones of ")
+        .num(new)
+        .text(" bytes (")
+        .num(w)
+        .text(" needed)");
+    panic!("{}", m.as_str());
+}
+
+/// A sentence with numbers, built in a `const` for a build-time refusal: `core::fmt`
+/// cannot run there, and a crate for it would be idem-core's one dependency for one
+/// message.
+struct Message {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Message {
+    const fn new() -> Self {
+        Self {
+            buf: [0; 320],
+            len: 0,
+        }
+    }
+
+    /// Appends `s` (cut at the buffer's end).
+    const fn text(mut self, s: &str) -> Self {
+        let s = s.as_bytes();
+        let mut i = 0;
+        while i < s.len() && self.len < self.buf.len() {
+            self.buf[self.len] = s[i];
+            (self.len, i) = (self.len + 1, i + 1);
+        }
+        self
+    }
+
+    /// Appends `n` in decimal.
+    const fn num(self, mut n: usize) -> Self {
+        let (mut digits, mut len) = ([0u8; 20], 0);
+        loop {
+            digits[19 - len] = b'0' + (n % 10) as u8;
+            (n, len) = (n / 10, len + 1);
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = digits.split_at(20 - len).1;
+        match core::str::from_utf8(digits) {
+            Ok(s) => self.text(s),
+            Err(_) => self,
+        }
+    }
+
+    const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
 }
 
 /// The window's migration over `embedded_storage`'s blocking `NorFlash`.
@@ -604,6 +679,24 @@ mod asynch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_migrations_room_refusal_gives_its_sizes() {
+        // On 4-byte units a page keeps 20 bytes for its header; a 60-byte record takes up
+        // to 68 bytes (its length byte and payload in 64, the check word), so 1,004 bytes
+        // hold 14, short of the 17 a window of 8 needs, and enough for a window of 6.
+        let refused =
+            std::panic::catch_unwind(|| room_to_migrate::<[u8; 60], [u8; 60]>(8, 4, 1024));
+        let message = *refused.unwrap_err().downcast::<String>().unwrap();
+        assert_eq!(
+            message,
+            "a window migrates where a page holds twice its ids and one more of its records: \
+             a page of 1024 bytes less its header of 20 holds 14 old records of 68 bytes \
+             (17 needed) and 14 new ones of 68 bytes (8 needed)"
+        );
+        room_to_migrate::<[u8; 60], [u8; 60]>(6, 4, 1024);
+        assert_eq!(Message::new().num(0).num(907).as_str(), "0907");
+    }
 
     /// A counter of distinct commands that rejects zero: the smallest store that is not a
     /// sum of payments.

@@ -2,13 +2,22 @@
 //!
 //! After every cut and recovery the journal must return the last acknowledged record or
 //! the one in flight, never an older one and never garbage, and must never program a
-//! write unit twice (the strict flash refuses that, so any such attempt fails the test).
-//! Each test runs on three flashes: a word flash (4-byte writes, the micro:bit's nRF51
-//! and nRF52), an 8-byte one (the STM32L4, G0, G4, WB and U5, whose ECC allows one
-//! program per double-word) and a 32-byte one (the STM32H7's flash word).
-//! Every case runs once over the blocking steps and once over the async ones. The cut at
-//! every unit write and erase is the power-cut checker's (`idem_core::testing::cuts`), in
-//! its four models. Counts are printed: run with `--show-output` to see them.
+//! write unit twice where the flash refuses it (the strict flash fails such an attempt,
+//! and the test with it). Each journal test runs on three flashes of 1 KiB pages: a word
+//! flash (4-byte writes, the micro:bit's nRF51 and nRF52), an 8-byte one (the STM32L4,
+//! G0, G4, WB and U5, whose ECC allows one program per double-word) and a 32-byte one
+//! (the STM32H7's flash word). The sweeps run again on each chip family's flash
+//! (`idem_core::testing::chips`: its unit, page and rule on a second program), the
+//! journal's and the consumer's (`power_cut/consumer.rs`), the H7's 128 KiB sectors on the
+//! heap with a seeded sample of cuts.
+//! Every journal case runs once over the blocking steps and once over the async ones. The
+//! cut at every unit write and erase is the power-cut checker's
+//! (`idem_core::testing::cuts`), in its four models. Counts are printed: run with
+//! `--show-output` to see them.
+
+/// The consumer's suite on each chip family's flash (blocking).
+#[path = "power_cut/consumer.rs"]
+mod consumer;
 
 #[path = "support/offset_total.rs"]
 mod offset_total;

@@ -3,20 +3,10 @@
 //! Every rule comes from `idem-core`; this binary parses arguments, loads event files,
 //! and renders reports for a person (text) or a machine (`--json`).
 
-mod cleanup;
 mod cmd;
-mod device;
-mod drive;
-mod failure;
-mod files;
-mod image;
-#[cfg(any(feature = "kafka", test))]
-mod kafka;
-#[cfg(test)]
-mod own_store;
-mod truth;
 
-use idem_lab::{error, render, select};
+use idem_host::cleanup;
+use idem_lab::error;
 
 use std::process::ExitCode;
 
@@ -54,7 +44,7 @@ enum Command {
     /// Draw total against step for stores of a scenario, as SVG.
     Plot(cmd::plot::Cmd),
     /// The board as the consumer of a stream the host feeds it (a board, or QEMU).
-    Device(cmd::board::Cmd),
+    Device(cmd::device::Cmd),
     /// Serve the browser playground (built by `bash web/build.sh`) on 127.0.0.1.
     Serve(cmd::serve::Cmd),
     /// Decode a device's frames (serial port, pty, file or stdin) and show its totals.

@@ -259,3 +259,40 @@ fn an_image_of_format_4_is_refused_and_nothing_is_written() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
 }
+
+/// An image whose receiver's journal carries another record's tag (an older idem's, whose
+/// record lacked the tombstones of released identifiers) is refused in one sentence,
+/// exit 2, and nothing is written: the journal's first page header gets another tag, its
+/// check recomputed, as an older idem's receiver would have written it.
+#[test]
+fn a_receiver_journal_of_another_record_is_refused_and_nothing_is_written() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("dev.img");
+    // Two turns at one address, as the image's session names its broker; the second is
+    // never dialled (the journal is refused before any connection), so its thread is
+    // left to end with the test.
+    let (addr, _b) = broker(vec![
+        (connack_and_publish(false, "pay", "p1"), false),
+        (connack(true), false),
+    ]);
+    report(&mut consume(&addr, img.path(), &[]));
+    let mut bytes = std::fs::read(img.path()).unwrap();
+    // The receiver's journal starts after the image's 512-byte header; its page header's
+    // tag is at +8 and its CRC-32C over the first 16 bytes at +16.
+    let page = 512;
+    let tag = u32::from_le_bytes(bytes[page + 8..page + 12].try_into().unwrap());
+    let old = tag ^ 0x0000_0003;
+    bytes[page + 8..page + 12].copy_from_slice(&old.to_le_bytes());
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(&bytes[page..page + 16]);
+    bytes[page + 16..page + 20].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(img.path(), &bytes).unwrap();
+    consume(&addr, img.path(), &[])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "idem: {} holds a receiver's journal this idem does not read (tagged {old:#010x}, journal format 2, at page 0): it was written by another idem, whose receiver record differs, or for another store; it was left untouched, start a new image\n",
+            img.path().display()
+        ));
+    assert_eq!(std::fs::read(img.path()).unwrap(), bytes);
+}

@@ -39,7 +39,7 @@ use crate::codec::{
     self, ConnackProperties, EncodeError, Frame, FrameError, Framer, Incoming, Outgoing, Protocol,
     Publish, QoS,
 };
-use crate::receiver::{Ack, Counts, Decided, Keep, ReceiveError, Receiver, Reply};
+use crate::receiver::{Ack, Arrival, Counts, Decided, Digest, Keep, ReceiveError, Receiver, Reply};
 
 /// What the caller sends: its bytes come from [`Client::encode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +151,8 @@ pub struct Waiting<P> {
     pub pid: u16,
     /// DUP.
     pub dup: bool,
+    /// Its topic and payload ([`crate::receiver::digest`]).
+    pub digest: Digest,
     /// What it waits for.
     pub kind: WaitingKind,
     /// The payload, decoded.
@@ -363,12 +365,6 @@ pub struct Client<S: Store, const N: usize, Q = NoWaiting<<S as Store>::Payload>
     /// §3.3.1.1 [MQTT-3.3.1-1]), a broker's violation: taken for a resend of the
     /// message held and not applied.
     pub held_identifier_reused: u64,
-    /// QoS 2 PUBLISHes under an identifier whose PUBREL came and whose PUBCOMP waits
-    /// for its record: the broker sent a PUBLISH after that PUBREL, before the PUBCOMP
-    /// that frees the identifier (§2.3.1; a sender never sends a PUBLISH again once it
-    /// sent its PUBREL, §4.3.3 [MQTT-4.3.3-1]), a broker's violation:
-    /// taken for a resend of the message released and not applied.
-    pub publish_after_pubrel: u64,
     /// PUBRECs of resends under an identifier held sent ahead of a new PUBLISH that
     /// came before them and waits for a place (every place held): without them no
     /// PUBREL would come to free one ([`Client::take_waiting`]).
@@ -448,7 +444,7 @@ where
     /// on a board, a boxed slice on a host.
     pub fn with_waiting(receiver: Receiver<S, N>, slots: Q) -> Self {
         let record = receiver.record();
-        let resumed = record.decided() > 0 || !record.held.is_empty();
+        let resumed = record.decided() > 0 || !record.held.is_empty() || record.after_pubrel > 0;
         Self {
             receiver,
             waiting: Queue {
@@ -466,7 +462,6 @@ where
             past_receive_maximum: 0,
             connack: ConnackProperties::default(),
             held_identifier_reused: 0,
-            publish_after_pubrel: 0,
             pubrec_ahead: 0,
             unanswered_now: 0,
             unanswered: 0,
@@ -574,14 +569,14 @@ where
             return Ok(None);
         };
         let before = self.receiver.counts().records;
-        let reply = (self.receiver).decide(
-            flash,
-            QoS::ExactlyOnce,
-            Some(w.pid),
-            w.dup,
-            w.kind == WaitingKind::Retained,
-            w.payload,
-        )?;
+        let arrival = Arrival {
+            qos: QoS::ExactlyOnce,
+            pid: Some(w.pid),
+            dup: w.dup,
+            retain: w.kind == WaitingKind::Retained,
+            digest: w.digest,
+        };
+        let reply = self.receiver.decide(flash, &arrival, w.payload)?;
         out.take(reply);
         out.pid = Some(w.pid);
         out.records = (self.receiver.counts().records - before) as u8;
@@ -794,17 +789,18 @@ where
         out
     }
 
-    /// A PUBREL: PUBCOMP once its release is durable; for an identifier not held, at
-    /// once (at MQTT 5 with 0x92, §3.7.2.1).
+    /// A PUBREL: PUBCOMP once its release is durable; for an identifier released
+    /// before (its tombstone kept), at once; for one neither held nor released, at once
+    /// (at MQTT 5 with 0x92, §3.7.2.1).
     fn pubrel<F: NorFlash>(
         &mut self,
         flash: &mut F,
         pid: u16,
         out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
-        let held = self.receiver.held().contains(&pid);
+        let unknown = self.receiver.counts().unknown_releases;
         let reply = self.receiver.pubrel(flash, pid)?;
-        if held {
+        if self.receiver.counts().unknown_releases == unknown {
             out.take(reply);
         } else {
             let _ = out.send.push(Send::PubcompUnknown(pid)); // the first of two
@@ -820,14 +816,20 @@ where
         out: &mut Outbox<N>,
     ) -> Result<(), ClientError<F::Error>> {
         let qos2 = p.pid.filter(|_| p.qos == QoS::ExactlyOnce);
-        let held = qos2.filter(|pid| self.receiver.held().contains(pid));
+        let arrival = Arrival::of(p);
+        let held = qos2.filter(|pid| self.receiver.holds(*pid));
         if let Some(pid) = held {
             self.note_reuse(pid, p.dup);
         }
-        let new_qos2 = qos2.is_some() && held.is_none();
+        // A message released, sent again after its PUBREL (its tombstone): answered as a
+        // resend, in its turn, and needs no place; with every place held, waiting for one
+        // it would stall the session.
+        let again = qos2.filter(|_| held.is_none() && self.receiver.tombstoned(&arrival));
+        let known = held.or(again);
+        let new_qos2 = qos2.is_some() && known.is_none();
         // Every identifier of the Receive Maximum held or waiting for a place, none
         // PUBCOMPed: the server is past its limit (MQTT 5 §4.9).
-        let in_flight = self.receiver.held().len() + self.waiting.len - self.waiting.held;
+        let in_flight = self.receiver.held_len() + self.waiting.len - self.waiting.held;
         if new_qos2 && self.protocol == Protocol::V5 && in_flight >= N {
             self.past_receive_maximum_now = self.past_receive_maximum_now.saturating_add(1);
             self.past_receive_maximum += 1;
@@ -838,12 +840,9 @@ where
             // here loses nothing and the broker sends it again at the next connection
             // (§4.4); one under an identifier held is decided (Held, nothing written) and
             // its PUBREC waits behind the others' (§4.6 [MQTT-4.6.0-3]).
-            Some(pid) if waits => self.wait(flash, p, pid, held.is_some(), payload, out),
+            Some(pid) if waits => self.wait(flash, p, pid, known.is_some(), payload, out),
             _ => {
-                out.take(
-                    self.receiver
-                        .decide(flash, p.qos, p.pid, p.dup, p.retain, payload)?,
-                );
+                out.take(self.receiver.decide(flash, &arrival, payload)?);
                 if out.decided.is_some() {
                     out.pid = p.pid;
                 }
@@ -853,12 +852,10 @@ where
     }
 
     /// A QoS 2 PUBLISH under an identifier held: counted as the broker's violation when
-    /// it cannot be a resend of the message held (DUP 0), or comes after that message's
-    /// PUBREL.
+    /// it cannot be a resend of the message held (DUP 0). One after that message's
+    /// PUBREL the receiver counts ([`Counts::publish_after_pubrel`]).
     fn note_reuse(&mut self, pid: u16, dup: bool) {
-        if self.receiver.releasing().contains(&pid) {
-            self.publish_after_pubrel += 1;
-        } else if !dup {
+        if !dup && !self.receiver.releasing().contains(&pid) {
             self.held_identifier_reused += 1;
         }
     }
@@ -879,12 +876,23 @@ where
             (false, true) => WaitingKind::Retained,
             (false, false) => WaitingKind::New,
         };
+        let arrival = Arrival::of(p);
         let w = Waiting {
             pid,
             dup: p.dup,
+            digest: arrival.digest,
             kind,
             payload: payload.filter(|_| !held),
         };
+        if held && self.waiting.len == self.waiting.capacity() {
+            // A resend under an identifier held (or released), with the queue full of
+            // new PUBLISHes that wait for a place only its PUBREL can free: answered now,
+            // ahead of them, the only way on (left unanswered, the session would stall).
+            self.pubrec_ahead += 1;
+            out.take(self.receiver.decide(flash, &arrival, None)?);
+            out.pid = Some(pid);
+            return Ok(());
+        }
         if !self.waiting.push(w) {
             // The queue is full: `resend_due` asks for the next connection once it is
             // empty and a PUBREL frees a place.
@@ -894,9 +902,13 @@ where
             return Ok(());
         }
         if held {
-            // Decided now, as a resend: counted, nothing written; its PUBREC later.
-            self.receiver
-                .decide(flash, p.qos, p.pid, p.dup, p.retain, None)?;
+            // Decided now, as a resend: counted; its PUBREC later. One matching a
+            // tombstone writes its count, with the releases waiting: their PUBCOMPs now.
+            let reply = self.receiver.decide(flash, &arrival, None)?;
+            out.records = out.records.saturating_add(reply.records);
+            for pid in reply.completed {
+                let _ = out.completed.push(pid); // at most N
+            }
         } else {
             self.waited += 1;
         }

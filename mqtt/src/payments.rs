@@ -102,9 +102,9 @@ pub struct Figures {
     /// This run: QoS 2 PUBLISHes with DUP 0 under an identifier held, a broker's
     /// violation ([`crate::client::Client::held_identifier_reused`]).
     pub held_identifier_reused: u64,
-    /// This run: QoS 2 PUBLISHes under an identifier whose PUBREL came before its
-    /// PUBCOMP went out, a broker's violation
-    /// ([`crate::client::Client::publish_after_pubrel`]).
+    /// QoS 2 PUBLISHes the broker sent again after their PUBREL, a broker's violation
+    /// taken for the message released and not applied, over every run on the flash
+    /// ([`crate::receiver::Record::after_pubrel`]).
     pub publish_after_pubrel: u64,
 }
 
@@ -142,7 +142,7 @@ impl Figures {
             resend_reconnects: client.resend_reconnects,
             past_receive_maximum: client.past_receive_maximum,
             held_identifier_reused: client.held_identifier_reused,
-            publish_after_pubrel: client.publish_after_pubrel,
+            publish_after_pubrel: client.receiver().after_pubrel(),
         }
     }
 }

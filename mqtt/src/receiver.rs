@@ -40,8 +40,124 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{Publish, QoS};
 
+/// What recognises a message again: CRC-32C over its topic's length (two bytes, big
+/// endian, as on the wire), its topic and its payload. 32 bits, as the journal's own
+/// check on each record: a CRC tells apart any two messages of one length that differ
+/// within 32 consecutive bits (two payments whose ids differ in a few digits always
+/// differ), and two others collide once in 2^32, a chance taken only when a broker sends
+/// a PUBLISH with DUP 1 under an identifier whose tombstone is still kept. A 64-bit hash
+/// would add 4 bytes to each of the record's `2 N` entries for no case a test could tell.
+pub type Digest = [u8; 4];
+
+#[cfg(target_os = "none")]
+const CRC: crc::Crc<u32, crc::NoTable> = crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISCSI);
+#[cfg(not(target_os = "none"))]
+const CRC: crc::Crc<u32, crc::Table<1>> = crc::Crc::<u32, crc::Table<1>>::new(&crc::CRC_32_ISCSI);
+
+/// The [`Digest`] of a message on `topic` with `payload`.
+pub fn digest(topic: &str, payload: &[u8]) -> Digest {
+    let mut d = CRC.digest();
+    // A topic is at most 65,535 bytes on the wire (MQTT 3.1.1 §1.5.3).
+    d.update(&(topic.len() as u16).to_be_bytes());
+    d.update(topic.as_bytes());
+    d.update(payload);
+    d.finalize().to_le_bytes()
+}
+
+/// A QoS 2 message in the record: held (received, not released) or a tombstone
+/// (released). Encoded in 6 bytes (the identifier big endian, then the digest), not as
+/// postcard's varints, so that `2 N` of them have a fixed size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    /// The packet identifier.
+    pub pid: u16,
+    /// Its message's topic and payload.
+    pub digest: Digest,
+}
+
+// By hand, as a loop over the 6 bytes rather than serde's array (unrolled at each use),
+// and out of line: the board image carries one copy for its two stores.
+impl Serialize for Held {
+    #[inline(never)]
+    fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+        use serde::ser::SerializeTuple;
+        let [a, b] = self.pid.to_be_bytes();
+        let [c, d, e, f] = self.digest;
+        let mut t = s.serialize_tuple(6)?;
+        for byte in &[a, b, c, d, e, f] {
+            t.serialize_element(byte)?;
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Held {
+    #[inline(never)]
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Held;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("6 bytes")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Held, A::Error> {
+                let mut b = [0u8; 6];
+                for (i, byte) in b.iter_mut().enumerate() {
+                    *byte = seq
+                        .next_element()?
+                        .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                }
+                let [a, b, c, d, e, f] = b;
+                Ok(Held {
+                    pid: u16::from_be_bytes([a, b]),
+                    digest: [c, d, e, f],
+                })
+            }
+        }
+        d.deserialize_tuple(6, Bytes)
+    }
+}
+
+impl MaxSize for Held {
+    const POSTCARD_MAX_SIZE: usize = 6;
+}
+
+/// What the receiver reads of a PUBLISH to decide it: its QoS, identifier, DUP and
+/// RETAIN flags, and the [`Digest`] of its topic and payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// QoS.
+    pub qos: QoS,
+    /// The packet identifier (none at QoS 0).
+    pub pid: Option<u16>,
+    /// DUP.
+    pub dup: bool,
+    /// RETAIN.
+    pub retain: bool,
+    /// Its topic and payload.
+    pub digest: Digest,
+}
+
+impl Arrival {
+    /// What the receiver reads of `p`.
+    pub fn of(p: &Publish<'_>) -> Self {
+        Self {
+            qos: p.qos,
+            pid: p.pid,
+            dup: p.dup,
+            retain: p.retain,
+            digest: digest(p.topic, p.payload),
+        }
+    }
+}
+
+/// The tag the receiver gives its journal: the caller's, with this one mixed in, which
+/// names the record's encoding (the record with tombstones; a journal of the earlier
+/// record is refused as another journal's, never misread).
+const RECORD_TAG: u32 = 0x7B5E_0002;
+
 /// The receiver's one durable record.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Record<T, const N: usize> {
     /// The store's state.
     pub state: T,
@@ -53,8 +169,70 @@ pub struct Record<T, const N: usize> {
     /// here rather than as the store's own count, since a store that never rejects
     /// still receives payloads it cannot decode.)
     pub rejected: u32,
-    /// QoS 2 identifiers received and not yet released by PUBREL.
-    pub held: Vec<u16, N>,
+    /// QoS 2 messages received and not yet released by PUBREL.
+    pub held: Vec<Held, N>,
+    /// Tombstones: QoS 2 messages released, the oldest first, at most `N`.
+    pub released: Vec<Held, N>,
+    /// PUBLISHes the broker sent again after their PUBREL, over every run on the
+    /// flash: a broker's violation (MQTT 3.1.1 §4.3.3), not applied.
+    pub after_pubrel: u32,
+}
+
+/// What follows the state in a [`Record`].
+type Tail<const N: usize> = (u32, u32, u32, Vec<Held, N>, Vec<Held, N>, u32);
+
+// By hand: the state, then the rest read by one function out of line, which a firmware
+// with two stores carries once (derived, each store's copy inlined it all).
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Record<T, N> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<T, const N: usize>(core::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Fields<T, N> {
+            type Value = Record<T, N>;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("a receiver's record")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let missing = || serde::de::Error::invalid_length(0, &"a receiver's record");
+                let state = seq.next_element()?.ok_or_else(missing)?;
+                let (applied, skipped, rejected, held, released, after_pubrel) =
+                    tail::<A, N>(&mut seq)?;
+                Ok(Record {
+                    state,
+                    applied,
+                    skipped,
+                    rejected,
+                    held,
+                    released,
+                    after_pubrel,
+                })
+            }
+        }
+        d.deserialize_tuple(7, Fields(core::marker::PhantomData))
+    }
+}
+
+/// A [`Record`]'s fields after its state.
+#[inline(never)]
+fn tail<'de, A: serde::de::SeqAccess<'de>, const N: usize>(
+    seq: &mut A,
+) -> Result<Tail<N>, A::Error> {
+    fn next<'de, A: serde::de::SeqAccess<'de>, X: Deserialize<'de>>(
+        seq: &mut A,
+    ) -> Result<X, A::Error> {
+        let missing = || serde::de::Error::invalid_length(1, &"a receiver's record");
+        seq.next_element()?.ok_or_else(missing)
+    }
+    Ok((
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+        next(seq)?,
+    ))
 }
 
 impl<T, const N: usize> Record<T, N> {
@@ -67,9 +245,47 @@ impl<T, const N: usize> Record<T, N> {
 
 impl<T: MaxSize, const N: usize> MaxSize for Record<T, N> {
     const POSTCARD_MAX_SIZE: usize = T::POSTCARD_MAX_SIZE
-        + 3 * u32::POSTCARD_MAX_SIZE
-        + idem_core::store::varint_len(N)
-        + N * u16::POSTCARD_MAX_SIZE;
+        + 4 * u32::POSTCARD_MAX_SIZE
+        + 2 * (idem_core::store::varint_len(N) + N * Held::POSTCARD_MAX_SIZE);
+}
+
+impl<T, const N: usize> Record<T, N> {
+    /// Whether `pid` is held.
+    pub fn holds(&self, pid: u16) -> bool {
+        has(&self.held, pid)
+    }
+}
+
+/// Holds `h`, a new message: the tombstone of its identifier is no longer its. A place
+/// is free: checked by the caller, and releases only free more.
+#[inline(never)]
+fn admit<const N: usize>(held: &mut Vec<Held, N>, released: &mut Vec<Held, N>, h: Held) {
+    released.retain(|t| t.pid != h.pid);
+    let _ = held.push(h);
+}
+
+/// Whether `list` has `pid`. Out of line, and generic over nothing but `N` in its
+/// caller, so that a firmware with two stores carries one copy (idem-mqtt's board image
+/// is within 48 KiB by a few hundred bytes).
+#[inline(never)]
+fn has(list: &[Held], pid: u16) -> bool {
+    list.iter().any(|h| h.pid == pid)
+}
+
+/// [`Record::release`] on its two lists: one copy for every store of one `N`.
+#[inline(never)]
+fn release<const N: usize>(held: &mut Vec<Held, N>, released: &mut Vec<Held, N>, pids: &[u16]) {
+    for pid in pids {
+        let Some(at) = held.iter().position(|h| h.pid == *pid) else {
+            continue;
+        };
+        let gone = held.remove(at);
+        released.retain(|t| t.pid != gone.pid);
+        if released.is_full() {
+            released.remove(0);
+        }
+        let _ = released.push(gone); // a place was made
+    }
 }
 
 /// The record of a receiver over the store `S` with `N` places.
@@ -109,7 +325,10 @@ pub enum Decided {
     /// acknowledged, so the broker stops sending it, and counted.
     Rejected,
     /// A QoS 2 identifier the receiver holds: the broker sent it again before PUBREL.
-    /// PUBREC again; nothing applied, nothing written.
+    /// PUBREC again; nothing applied, nothing written. Or, with DUP 1, a message whose
+    /// identifier the receiver released, matching its tombstone: the broker sent it
+    /// again after PUBREL ([`Counts::publish_after_pubrel`]); PUBREC again, nothing
+    /// applied, the count written.
     Held,
     /// A retained message (RETAIN 1: sent because of a SUBSCRIBE, not a new message):
     /// acknowledged and reported, never applied.
@@ -190,8 +409,12 @@ pub struct Counts {
     pub held_again: u64,
     /// Retained messages reported and not applied.
     pub retained: u64,
-    /// PUBRELs of identifiers not held, answered with PUBCOMP.
+    /// PUBRELs of identifiers neither held nor released, answered with PUBCOMP.
     pub unknown_releases: u64,
+    /// QoS 2 PUBLISHes the broker sent after that message's PUBREL (MQTT 3.1.1 §4.3.3
+    /// forbids it): under an identifier whose release waits for its record, or, with
+    /// DUP 1, matching a tombstone. Not applied.
+    pub publish_after_pubrel: u64,
 }
 
 /// A subscriber's receive rules over the store `S`, with `N` places for QoS 2
@@ -205,6 +428,8 @@ pub struct Receiver<S: Store, const N: usize> {
     ram: Vec<u16, N>,
     /// Released identifiers whose forgetting waits for the next record.
     releasing: Vec<u16, N>,
+    /// PUBLISHes after PUBREL counted and not yet in a record.
+    after_pubrel: u32,
     keep: Keep,
     release: Release,
     counts: Counts,
@@ -212,7 +437,9 @@ pub struct Receiver<S: Store, const N: usize> {
 
 impl<S: Store, const N: usize> Receiver<S, N> {
     /// Opens the receiver's journal in `region` and takes its newest record (a blank
-    /// region starts from the store's default state). `tag` names the record's encoding.
+    /// region starts from the store's default state). `tag` names the store's state;
+    /// the receiver mixes in its record's own. A region written before the
+    /// tombstones (a shorter record) is refused ([`JournalError::Foreign`]) and left as it is.
     pub fn open<F: NorFlash>(
         flash: &mut F,
         region: Region,
@@ -222,13 +449,14 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         release: Release,
     ) -> Result<Self, JournalError<F::Error>> {
         const { assert!(N > 0, "a receiver needs a place for an identifier") };
-        let (journal, newest) = Journal::open(flash, region, tag)?;
+        let (journal, newest) = Journal::open(flash, region, tag ^ RECORD_TAG)?;
         Ok(Self {
             store,
             journal,
             record: newest.unwrap_or_default(),
             ram: Vec::new(),
             releasing: Vec::new(),
+            after_pubrel: 0,
             keep,
             release,
             counts: Counts::default(),
@@ -251,11 +479,52 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     }
 
     /// The identifiers held, wherever they are kept.
-    pub fn held(&self) -> &[u16] {
+    pub fn held(&self) -> Vec<u16, N> {
         match self.keep {
-            Keep::Flash => &self.record.held,
-            Keep::Ram => &self.ram,
+            Keep::Flash => self.record.held.iter().map(|h| h.pid).collect(),
+            Keep::Ram => self.ram.clone(),
         }
+    }
+
+    /// Whether `pid` is held.
+    pub fn holds(&self, pid: u16) -> bool {
+        match self.keep {
+            Keep::Flash => self.record.holds(pid),
+            Keep::Ram => self.ram.contains(&pid),
+        }
+    }
+
+    /// How many identifiers are held.
+    pub fn held_len(&self) -> usize {
+        match self.keep {
+            Keep::Flash => self.record.held.len(),
+            Keep::Ram => self.ram.len(),
+        }
+    }
+
+    /// Whether `pid` is released and its tombstone kept: a PUBREL of it is answered
+    /// with a plain PUBCOMP.
+    pub fn released(&self, pid: u16) -> bool {
+        !self.holds(pid) && has(&self.record.released, pid)
+    }
+
+    /// Whether `a` is a QoS 2 PUBLISH with DUP 1 that matches a tombstone: a message
+    /// released, sent again after its PUBREL.
+    pub fn tombstoned(&self, a: &Arrival) -> bool {
+        let (Some(pid), true) = (a.pid, a.dup) else {
+            return false;
+        };
+        let t = Held {
+            pid,
+            digest: a.digest,
+        };
+        a.qos == QoS::ExactlyOnce && !self.holds(pid) && self.record.released.contains(&t)
+    }
+
+    /// PUBLISHes the broker sent after their PUBREL, over every run on the flash: the
+    /// record's count and those not yet written.
+    pub fn after_pubrel(&self) -> u64 {
+        u64::from(self.record.after_pubrel) + u64::from(self.after_pubrel)
     }
 
     /// The counts since the receiver was opened.
@@ -266,13 +535,6 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
-    }
-
-    fn held_mut(&mut self) -> &mut Vec<u16, N> {
-        match self.keep {
-            Keep::Flash => &mut self.record.held,
-            Keep::Ram => &mut self.ram,
-        }
     }
 
     /// After a CONNACK: with session present 0 the broker holds nothing of the session,
@@ -289,12 +551,13 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         if session_present {
             return Ok(0);
         }
-        let lost = self.held().len();
-        if lost > 0 {
-            self.held_mut().clear();
-            if self.keep == Keep::Flash {
-                self.write(flash)?;
-            }
+        let lost = self.held_len();
+        self.ram.clear();
+        if self.record.held.len() + self.record.released.len() > 0 {
+            // The broker holds nothing of the session: nothing it could send again.
+            self.record.held.clear();
+            self.record.released.clear();
+            self.write(flash)?;
         }
         Ok(lost)
     }
@@ -307,20 +570,18 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         p: &Publish<'_>,
         payload: Option<S::Payload>,
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
-        self.decide(flash, p.qos, p.pid, p.dup, p.retain, payload)
+        self.decide(flash, &Arrival::of(p), payload)
     }
 
-    /// Decides a PUBLISH from its parts: its QoS, its identifier, its DUP and RETAIN
-    /// flags, and its payload as the caller decoded it.
+    /// Decides a PUBLISH from what the receiver reads of it, `a`, and its payload as
+    /// the caller decoded it.
     pub fn decide<F: NorFlash>(
         &mut self,
         flash: &mut F,
-        qos: QoS,
-        pid: Option<u16>,
-        dup: bool,
-        retain: bool,
+        a: &Arrival,
         payload: Option<S::Payload>,
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
+        let (qos, pid, dup, retain) = (a.qos, a.pid, a.dup, a.retain);
         if dup {
             self.counts.redeliveries += 1;
         }
@@ -335,9 +596,29 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             QoS::AtLeastOnce => Some(Ack::Puback(pid)),
             QoS::ExactlyOnce => Some(Ack::Pubrec(pid)),
         };
-        if qos == QoS::ExactlyOnce && self.held().contains(&pid) {
+        if qos == QoS::ExactlyOnce && self.holds(pid) {
             self.counts.held_again += 1;
+            if self.releasing.contains(&pid) {
+                // Its PUBREL came: counted, and written with that release.
+                self.counts.publish_after_pubrel += 1;
+                self.after_pubrel = self.after_pubrel.saturating_add(1);
+            }
             reply.decided = Some(Decided::Held);
+            return Ok(reply);
+        }
+        let tombstone = Held {
+            pid,
+            digest: a.digest,
+        };
+        if qos == QoS::ExactlyOnce && dup && self.record.released.contains(&tombstone) {
+            // The message released, sent again after its PUBREL: PUBREC, so that the
+            // broker moves on, nothing applied; the count written first.
+            self.counts.held_again += 1;
+            self.counts.publish_after_pubrel += 1;
+            self.after_pubrel = self.after_pubrel.saturating_add(1);
+            let ack = reply.ack;
+            let mut reply = self.rewrite(flash)?;
+            (reply.decided, reply.ack) = (Some(Decided::Held), ack);
             return Ok(reply);
         }
         if qos == QoS::ExactlyOnce && !self.has_place() {
@@ -358,8 +639,9 @@ impl<S: Store, const N: usize> Receiver<S, N> {
             _ => &mut next.rejected,
         };
         *count = count.checked_add(1).ok_or(ReceiveError::Count)?;
-        let held = (qos == QoS::ExactlyOnce).then_some(pid);
+        let held = (qos == QoS::ExactlyOnce).then_some(tombstone);
         self.commit(flash, next, held)?;
+        self.counts.decided += 1;
         reply.records = 1;
         reply.decided = Some(decided);
         reply.completed = core::mem::take(&mut self.releasing);
@@ -398,28 +680,26 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         }
     }
 
-    /// Writes `next` with the releases waiting for a record and, for a QoS 2 message,
-    /// its identifier `held`; then it is the receiver's record.
+    /// Writes `next` with the releases waiting for a record, the PUBLISHes after PUBREL
+    /// counted and, for a QoS 2 message, `held`; then it is the receiver's record.
     fn commit<F: NorFlash>(
         &mut self,
         flash: &mut F,
         mut next: RecordOf<S, N>,
-        held: Option<u16>,
+        held: Option<Held>,
     ) -> Result<(), ReceiveError<F::Error>> {
-        for released in &self.releasing {
-            next.held.retain(|h| h != released);
-        }
-        if let Some(pid) = held.filter(|_| self.keep == Keep::Flash) {
-            // A place is free: checked by the caller, and releases only free more.
-            let _ = next.held.push(pid);
+        release(&mut next.held, &mut next.released, &self.releasing);
+        next.after_pubrel = next.after_pubrel.saturating_add(self.after_pubrel);
+        if let Some(h) = held.filter(|_| self.keep == Keep::Flash) {
+            admit(&mut next.held, &mut next.released, h);
         }
         self.journal.append(flash, &next)?;
         self.record = next;
-        if let Some(pid) = held.filter(|_| self.keep == Keep::Ram) {
-            let _ = self.ram.push(pid);
+        self.after_pubrel = 0;
+        if let Some(h) = held.filter(|_| self.keep == Keep::Ram) {
+            let _ = self.ram.push(h.pid);
         }
         self.counts.records += 1;
-        self.counts.decided += 1;
         Ok(())
     }
 
@@ -432,8 +712,10 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         pid: u16,
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
         let mut reply = Reply::empty();
-        if !self.held().contains(&pid) {
-            self.counts.unknown_releases += 1;
+        if !self.holds(pid) {
+            if !has(&self.record.released, pid) {
+                self.counts.unknown_releases += 1;
+            }
             let _ = reply.completed.push(pid); // N > 0: one place
             return Ok(reply);
         }
@@ -458,17 +740,18 @@ impl<S: Store, const N: usize> Receiver<S, N> {
         &mut self,
         flash: &mut F,
     ) -> Result<Reply<N>, ReceiveError<F::Error>> {
-        let mut reply = Reply::empty();
         if self.releasing.is_empty() {
-            return Ok(reply);
+            return Ok(Reply::empty());
         }
-        let mut next = self.record.clone();
-        for released in &self.releasing {
-            next.held.retain(|h| h != released);
-        }
-        self.journal.append(flash, &next)?;
-        self.record = next;
-        self.counts.records += 1;
+        self.rewrite(flash)
+    }
+
+    /// Writes the record again with what waits for a record (releases, counts), and
+    /// allows the releases' PUBCOMPs.
+    fn rewrite<F: NorFlash>(&mut self, flash: &mut F) -> Result<Reply<N>, ReceiveError<F::Error>> {
+        let next = self.record.clone();
+        self.commit(flash, next, None)?;
+        let mut reply = Reply::empty();
         reply.records = 1;
         reply.completed = core::mem::take(&mut self.releasing);
         Ok(reply)
@@ -496,7 +779,7 @@ impl<S: Store, const N: usize> Receiver<S, N> {
     /// in-flight limit (Mosquitto 2.0.11 does, after a completion) holds such a PUBLISH
     /// back, unanswered, until a PUBREL frees a place.
     pub fn has_place(&self) -> bool {
-        self.held().len() - self.releasing.len() < N
+        self.held_len() - self.releasing.len() < N
     }
 
     /// Identifiers whose PUBCOMP waits for a record.

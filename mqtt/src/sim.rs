@@ -412,7 +412,14 @@ fn hand<S: Store<Payload = Message>>(
         }) => {
             let pid = (qos != QoS::AtMostOnce).then_some(pid);
             let payment = payments::parse(&payload(message), &IdKey::PUBLIC).ok();
-            device.decide(flash, qos, pid, dup, false, payment)
+            let arrival = crate::receiver::Arrival {
+                qos,
+                pid,
+                dup,
+                retain: false,
+                digest: crate::receiver::digest("payments", &payload(message)),
+            };
+            device.decide(flash, &arrival, payment)
         }
         Some(ToDevice::Pubrel(pid)) => device.pubrel(flash, pid),
         None if done => return None,

@@ -160,7 +160,7 @@ fn a_publish_past_the_places_is_left_unanswered_and_a_reconnection_asked_once_on
             *c.receiver().state(),
             c.unanswered,
             c.resend_reconnects,
-            c.receiver().held()
+            c.receiver().held().as_slice()
         ),
         (4, 4, 1, &[2, 3][..])
     );
@@ -496,14 +496,7 @@ fn a_client_without_slots_leaves_a_publish_past_the_places_unanswered_at_once() 
 
 /// A QoS 2 PUBLISH under `pid`, with DUP as given.
 fn resend(pid: u16, dup: bool) -> Incoming<'static> {
-    Incoming::Publish(Publish {
-        dup,
-        qos: QoS::ExactlyOnce,
-        pid: Some(pid),
-        retain: false,
-        topic: "t",
-        payload: b"1",
-    })
+    message(pid, dup, b"1")
 }
 
 /// Every packet the calls allow, in the order the caller sends them: each call's, then
@@ -581,9 +574,15 @@ fn a_broker_reusing_an_identifier_not_freed_is_counted() {
     connack(&mut c, &mut flash);
     c.on_packet(&mut flash, publish(1), "t", one).unwrap();
     c.on_packet(&mut flash, resend(1, true), "t", one).unwrap();
-    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (0, 0));
+    assert_eq!(
+        (c.held_identifier_reused, c.counts().publish_after_pubrel),
+        (0, 0)
+    );
     c.on_packet(&mut flash, resend(1, false), "t", one).unwrap();
-    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 0));
+    assert_eq!(
+        (c.held_identifier_reused, c.counts().publish_after_pubrel),
+        (1, 0)
+    );
     // PUBREL 1: its PUBCOMP waits for the next record; a PUBLISH under 1 now, DUP 0 or
     // 1, comes after the PUBREL.
     assert!(
@@ -597,7 +596,10 @@ fn a_broker_reusing_an_identifier_not_freed_is_counted() {
         let out = c.on_packet(&mut flash, resend(1, dup), "t", one).unwrap();
         assert_eq!(out.decided, Some(Decided::Held));
     }
-    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 2));
+    assert_eq!(
+        (c.held_identifier_reused, c.counts().publish_after_pubrel),
+        (1, 2)
+    );
     assert_eq!((*c.receiver().state(), c.counts().held_again), (1, 4));
     // Its PUBCOMP sent, 1 is free: a PUBLISH under it is new.
     c.on_quiet(&mut flash).unwrap();
@@ -606,5 +608,200 @@ fn a_broker_reusing_an_identifier_not_freed_is_counted() {
         (out.decided, *c.receiver().state()),
         (Some(Decided::Applied), 2)
     );
-    assert_eq!((c.held_identifier_reused, c.publish_after_pubrel), (1, 2));
+    assert_eq!(
+        (c.held_identifier_reused, c.counts().publish_after_pubrel),
+        (1, 2)
+    );
+}
+
+/// A QoS 2 PUBLISH on `t` under `pid`, its payload `payload` (an amount in ASCII).
+fn message(pid: u16, dup: bool, payload: &'static [u8]) -> Incoming<'static> {
+    Incoming::Publish(Publish {
+        dup,
+        qos: QoS::ExactlyOnce,
+        pid: Some(pid),
+        retain: false,
+        topic: "t",
+        payload,
+    })
+}
+
+fn amount(payload: &[u8]) -> Option<i64> {
+    core::str::from_utf8(payload).ok()?.parse().ok()
+}
+
+/// A scripted broker that sends a QoS 2 PUBLISH again (DUP 1) after it sent its PUBREL,
+/// which MQTT 3.1.1 §4.3.3 forbids and Mosquitto 2.0.11 does when a client connects twice
+/// in quick succession: here across a reset of the receiver, after the release reached
+/// its record. The tombstone in that record recognises the message (identifier, topic,
+/// payload): PUBREC, nothing applied, the count written before the PUBREC; the PUBREL
+/// that follows gets a plain PUBCOMP. A new message under the identifier is applied,
+/// with DUP 0, or with DUP 1 and another payload.
+#[test]
+fn a_publish_sent_again_after_its_pubrel_across_a_reset_is_recognised_and_not_applied() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    connack(&mut c, &mut flash);
+    c.on_packet(&mut flash, message(7, false, b"5"), "t", amount)
+        .unwrap();
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(7), "t", amount)
+        .unwrap();
+    assert_eq!((out.records, sent(&out)), (1, vec![Send::Pubcomp(7)]));
+    // A reset: the PUBCOMP may or may not have reached the broker.
+    let mut c = client(&mut flash);
+    connack(&mut c, &mut flash);
+    let out = c
+        .on_packet(&mut flash, message(7, true, b"5"), "t", amount)
+        .unwrap();
+    assert_eq!(
+        (out.records, sent(&out), out.decided),
+        (1, vec![Send::Ack(Ack::Pubrec(7))], Some(Decided::Held))
+    );
+    assert_eq!(
+        (
+            *c.receiver().state(),
+            c.counts().publish_after_pubrel,
+            c.receiver().after_pubrel()
+        ),
+        (5, 1, 1)
+    );
+    let out = c
+        .on_packet(&mut flash, Incoming::Pubrel(7), "t", amount)
+        .unwrap();
+    assert_eq!((out.records, sent(&out)), (0, vec![Send::Pubcomp(7)]));
+    assert_eq!(c.counts().unknown_releases, 0);
+    // Another reset: the count is in the record, over every run on the flash.
+    let mut c = client(&mut flash);
+    connack(&mut c, &mut flash);
+    assert_eq!(
+        (c.receiver().after_pubrel(), c.counts().publish_after_pubrel),
+        (1, 0)
+    );
+    // 7 given to a new message whose DUP 0 send never arrived: DUP 1, another payload.
+    let out = c
+        .on_packet(&mut flash, message(7, true, b"3"), "t", amount)
+        .unwrap();
+    assert_eq!(
+        (out.decided, *c.receiver().state()),
+        (Some(Decided::Applied), 8)
+    );
+    c.on_packet(&mut flash, Incoming::Pubrel(7), "t", amount)
+        .unwrap();
+    // And a new message with DUP 0 is new, whatever its payload.
+    let out = c
+        .on_packet(&mut flash, message(7, false, b"3"), "t", amount)
+        .unwrap();
+    assert_eq!(
+        (out.decided, *c.receiver().state()),
+        (Some(Decided::Applied), 11)
+    );
+    assert_eq!(c.receiver().after_pubrel(), 1);
+}
+
+/// The tombstones are a ring of `N` (two here): the oldest release is forgotten, and
+/// its message sent again after PUBREL is taken as new.
+#[test]
+fn the_tombstones_keep_the_last_n_releases() {
+    let mut flash = Flash::new();
+    let mut c = client(&mut flash);
+    connack(&mut c, &mut flash);
+    for pid in [1, 2, 3] {
+        c.on_packet(&mut flash, message(pid, false, b"1"), "t", amount)
+            .unwrap();
+        c.on_packet(&mut flash, Incoming::Pubrel(pid), "t", amount)
+            .unwrap();
+    }
+    let tombstones: Vec<u16> = c
+        .receiver()
+        .record()
+        .released
+        .iter()
+        .map(|t| t.pid)
+        .collect();
+    assert_eq!(tombstones, vec![2, 3]);
+    for (pid, applied) in [(3, 3), (2, 3), (1, 4)] {
+        c.on_packet(&mut flash, message(pid, true, b"1"), "t", amount)
+            .unwrap();
+        assert_eq!(*c.receiver().state(), applied, "{pid}");
+    }
+    assert_eq!(c.counts().publish_after_pubrel, 2);
+}
+
+/// MQTT 3.1.1 §4.6 [MQTT-4.6.0-2]: PUBACKs in the order their QoS 1 PUBLISHes came. A
+/// QoS 1 PUBLISH never waits (it needs no place), so its PUBACK goes out as it comes,
+/// also while a QoS 2 PUBLISH waits for a place; the rule orders PUBACKs among
+/// themselves and PUBRECs among themselves ([MQTT-4.6.0-3]), not one kind against the
+/// other.
+#[test]
+fn pubacks_go_out_in_the_order_their_publishes_came_while_a_qos_2_one_waits() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    connack(&mut c, &mut flash);
+    let qos1 = |pid| {
+        Incoming::Publish(Publish {
+            dup: false,
+            qos: QoS::AtLeastOnce,
+            pid: Some(pid),
+            retain: false,
+            topic: "t",
+            payload: b"1",
+        })
+    };
+    let mut all = Vec::new();
+    for packet in [
+        publish(1),
+        qos1(10),
+        publish(2),
+        publish(3),
+        qos1(11),
+        qos1(12),
+    ] {
+        all.extend(answered(&mut c, &mut flash, packet));
+    }
+    all.extend(answered(&mut c, &mut flash, Incoming::Pubrel(1)));
+    assert_eq!(
+        all,
+        [
+            Send::Ack(Ack::Pubrec(1)),
+            Send::Ack(Ack::Puback(10)),
+            Send::Ack(Ack::Pubrec(2)),
+            Send::Ack(Ack::Puback(11)),
+            Send::Ack(Ack::Puback(12)),
+            Send::Pubcomp(1),
+            Send::Ack(Ack::Pubrec(3)),
+        ]
+    );
+}
+
+/// A message released and sent again after its PUBREL needs no place: with every place
+/// held and a new PUBLISH waiting for one, it is answered in its turn (here ahead of the
+/// waiting one, which only a PUBREL can unblock), not left waiting for a place that would
+/// never come (Mosquitto 2.0.11 at MQTT 5 stalled the C door so).
+#[test]
+fn a_publish_after_its_pubrel_needs_no_place() {
+    let mut flash = Flash::new();
+    let mut c = waiting_client(&mut flash);
+    connack(&mut c, &mut flash);
+    answered(&mut c, &mut flash, message(1, false, b"5"));
+    assert_eq!(
+        answered(&mut c, &mut flash, Incoming::Pubrel(1)),
+        [Send::Pubcomp(1)]
+    );
+    for pid in [2, 3] {
+        answered(&mut c, &mut flash, message(pid, false, b"1"));
+    }
+    assert_eq!(answered(&mut c, &mut flash, message(4, false, b"1")), []);
+    assert_eq!(
+        answered(&mut c, &mut flash, message(1, true, b"5")),
+        [Send::Ack(Ack::Pubrec(1))]
+    );
+    assert_eq!(
+        (
+            *c.receiver().state(),
+            c.counts().publish_after_pubrel,
+            c.waiting()
+        ),
+        (3, 1, 1)
+    );
 }

@@ -4,7 +4,7 @@
 use idem_core::journal::Region;
 use idem_core::testing::flash::MemFlash;
 use idem_mqtt::codec::QoS;
-use idem_mqtt::receiver::{Ack, Decided, Keep, ReceiveError, Receiver, Release};
+use idem_mqtt::receiver::{Ack, Arrival, Decided, Keep, ReceiveError, Receiver, Release, digest};
 
 mod common;
 use common::Sum;
@@ -17,6 +17,18 @@ fn open(flash: &mut Flash, keep: Keep, release: Release) -> Receiver<Sum, 4> {
     Receiver::open(flash, REGION, TAG, Sum, keep, release).unwrap()
 }
 
+/// A PUBLISH on topic `t` whose payload names its identifier.
+fn at(qos: QoS, pid: Option<u16>, dup: bool, retain: bool) -> Arrival {
+    let payload = pid.unwrap_or(0).to_be_bytes();
+    Arrival {
+        qos,
+        pid,
+        dup,
+        retain,
+        digest: digest("t", &payload),
+    }
+}
+
 fn qos2(
     r: &mut Receiver<Sum, 4>,
     flash: &mut Flash,
@@ -24,7 +36,11 @@ fn qos2(
     amount: Option<i64>,
 ) -> (Option<Decided>, Option<Ack>, Vec<u16>) {
     let reply = r
-        .decide(flash, QoS::ExactlyOnce, Some(pid), false, false, amount)
+        .decide(
+            flash,
+            &at(QoS::ExactlyOnce, Some(pid), false, false),
+            amount,
+        )
         .unwrap();
     (reply.decided, reply.ack, reply.completed.to_vec())
 }
@@ -46,12 +62,12 @@ fn a_held_identifier_is_a_duplicate_and_its_release_is_durable_before_pubcomp() 
     assert_eq!(flash.stats(), before);
     // A reset here: the identifier is in the record with the effect.
     let mut r = open(&mut flash, Keep::Flash, Release::Now);
-    assert_eq!((*r.state(), r.held()), (5, &[7][..]));
+    assert_eq!((*r.state(), r.held().as_slice()), (5, &[7][..]));
     assert_eq!(qos2(&mut r, &mut flash, 7, Some(5)).0, Some(Decided::Held));
     let reply = r.pubrel(&mut flash, 7).unwrap();
     assert_eq!((reply.completed.as_slice(), reply.records), (&[7][..], 1));
     let r2 = open(&mut flash, Keep::Flash, Release::Now);
-    assert_eq!((*r2.state(), r2.held()), (5, &[][..]));
+    assert_eq!((*r2.state(), r2.held().as_slice()), (5, &[][..]));
     // A PUBREL of an identifier not held still gets PUBCOMP, and writes nothing.
     let before = flash.stats();
     let reply = r.pubrel(&mut flash, 7).unwrap();
@@ -92,10 +108,7 @@ fn a_new_identifier_with_every_place_taken_is_refused_and_writes_nothing() {
     let before = flash.stats();
     let full = r.decide(
         &mut flash,
-        QoS::ExactlyOnce,
-        Some(99),
-        false,
-        false,
+        &at(QoS::ExactlyOnce, Some(99), false, false),
         Some(1),
     );
     assert_eq!(full, Err(ReceiveError::Full { pid: 99, places: 4 }));
@@ -105,10 +118,7 @@ fn a_new_identifier_with_every_place_taken_is_refused_and_writes_nothing() {
     let qos1 = r
         .decide(
             &mut flash,
-            QoS::AtLeastOnce,
-            Some(99),
-            false,
-            false,
+            &at(QoS::AtLeastOnce, Some(99), false, false),
             Some(1),
         )
         .unwrap();
@@ -135,7 +145,7 @@ fn a_release_shares_the_next_record_and_its_pubcomp_waits_for_it() {
         qos2(&mut r, &mut flash, 2, Some(3)),
         (Some(Decided::Applied), Some(Ack::Pubrec(2)), vec![1])
     );
-    assert_eq!(r.record().held.as_slice(), &[2]);
+    assert_eq!(r.held().as_slice(), &[2]);
     assert_eq!(r.counts().records, 2);
     // Idle: the caller flushes the waiting release alone.
     r.pubrel(&mut flash, 2).unwrap();
@@ -180,10 +190,7 @@ fn a_group_ends_with_its_releases_written_only_when_the_broker_waits_for_them() 
         (reply.completed.as_slice(), reply.records),
         (&[1, 2, 3][..], 1)
     );
-    assert_eq!(
-        (r.record().held.as_slice(), r.counts().records),
-        (&[][..], 4)
-    );
+    assert_eq!((r.held().as_slice(), r.counts().records), (&[][..], 4));
     // Nothing waiting: nothing written.
     let before = flash.stats();
     assert_eq!(r.group_end(&mut flash).unwrap().records, 0);
@@ -204,10 +211,7 @@ fn poison_retained_and_dup_messages() {
     let refused = r
         .decide(
             &mut flash,
-            QoS::AtLeastOnce,
-            Some(2),
-            false,
-            false,
+            &at(QoS::AtLeastOnce, Some(2), false, false),
             Some(-4),
         )
         .unwrap();
@@ -219,7 +223,11 @@ fn poison_retained_and_dup_messages() {
     // A retained message is acknowledged and reported, never applied or written.
     let before = flash.stats();
     let retained = r
-        .decide(&mut flash, QoS::AtLeastOnce, Some(3), false, true, Some(9))
+        .decide(
+            &mut flash,
+            &at(QoS::AtLeastOnce, Some(3), false, true),
+            Some(9),
+        )
         .unwrap();
     assert_eq!(
         (retained.decided, retained.ack),
@@ -231,14 +239,22 @@ fn poison_retained_and_dup_messages() {
     );
     // DUP 1 is counted, never used: a first receipt with DUP 1 is applied.
     let dup = r
-        .decide(&mut flash, QoS::AtLeastOnce, Some(4), true, false, Some(6))
+        .decide(
+            &mut flash,
+            &at(QoS::AtLeastOnce, Some(4), true, false),
+            Some(6),
+        )
         .unwrap();
     assert_eq!(
         (dup.decided, *r.state(), r.counts().redeliveries),
         (Some(Decided::Applied), 6, 1)
     );
     // A QoS 1 or 2 PUBLISH must carry an identifier.
-    let none = r.decide(&mut flash, QoS::ExactlyOnce, None, false, false, Some(1));
+    let none = r.decide(
+        &mut flash,
+        &at(QoS::ExactlyOnce, None, false, false),
+        Some(1),
+    );
     assert_eq!(none, Err(ReceiveError::NoIdentifier));
 }
 
@@ -249,9 +265,9 @@ fn a_broker_that_lost_the_session_leaves_held_identifiers_standing_for_nothing()
     qos2(&mut r, &mut flash, 1, Some(5));
     qos2(&mut r, &mut flash, 2, Some(5));
     assert_eq!(r.connected(&mut flash, true).unwrap(), 0);
-    assert_eq!(r.held(), &[1, 2]);
+    assert_eq!(r.held().as_slice(), &[1, 2]);
     // Session present 0: the two are forgotten durably, and counted for the report.
     assert_eq!(r.connected(&mut flash, false).unwrap(), 2);
     let r = open(&mut flash, Keep::Flash, Release::Now);
-    assert_eq!((r.held(), *r.state()), (&[][..], 10));
+    assert_eq!((r.held().as_slice(), *r.state()), (&[][..], 10));
 }

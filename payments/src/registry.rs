@@ -5,8 +5,8 @@
 //!
 //! A store of the application's own needs no entry: it states its own ([`Listed`]) and
 //! runs on the sources that [take any store](Source::takes_any), through their generic
-//! paths (`host/src/own_store.rs` writes one and runs it on the simulator and on a file
-//! image). The registry names the stores the command line and the page can choose.
+//! paths (`host-lib/src/own_store.rs` writes one and runs it on the simulator and on a
+//! file image). The registry names the stores the command line and the page can choose.
 
 use crate::stores::{
     Atomic, Max, MessageIdWindow, Naive, OffsetStamped, ProducerSeq, Set, TwoPhase, UniqueKey,

@@ -1,6 +1,6 @@
 //! The store registry (`idem_payments::registry`): every store by name and the sources that
 //! take it. A store of the application's own, which the registry has no entry for, runs
-//! on every source its own entry lists: `host/src/own_store.rs` writes one and runs it
+//! on every source its own entry lists: `host-lib/src/own_store.rs` writes one and runs it
 //! on the simulator and on the file image.
 
 use idem_payments::registry::{STORES, Source, StoreKind};

@@ -93,9 +93,9 @@ fn the_firmware_the_host_and_the_link_test_read_the_policy() {
         // image's effect takes QEMU's time.
         ("firmware/src/link.rs", &["DEVICE_SILENCE_MS"][..]),
         ("firmware/src/bin/feed.rs", &["QEMU_EFFECT_MS"][..]),
-        ("host/src/cmd/board/qemu.rs", &["QEMU_EFFECT_US"][..]),
+        ("host/src/cmd/device/qemu.rs", &["QEMU_EFFECT_US"][..]),
         (
-            "host/src/cmd/board/feed.rs",
+            "host/src/cmd/device/feed.rs",
             &["HostTimer", "hello_due", "finished"][..],
         ),
         (
@@ -118,10 +118,10 @@ fn the_firmware_the_host_and_the_link_test_read_the_policy() {
 fn no_file_of_the_feed_writes_one_of_its_durations() {
     let mut files = vec![
         "firmware/src/bin/feed.rs".to_string(),
-        "host/src/device.rs".to_string(),
+        "host-lib/src/image_consumer.rs".to_string(),
         "board/tests/feed_link.rs".to_string(),
     ];
-    for dir in ["board/src", "firmware/src", "host/src/cmd/board"] {
+    for dir in ["board/src", "firmware/src", "host/src/cmd/device"] {
         for entry in fs::read_dir(root().join(dir)).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
             if name.ends_with(".rs") && name != "timing.rs" {

@@ -170,14 +170,15 @@ void plat_report(const idem_stats *s, int64_t total) {
            "\"session_present\":%s,\"granted_qos\":%d,\"resumed\":%s,\"reason\":%u,"
            "\"session_expiry_s\":%lu,\"resend_reconnects\":%u,\"past_receive_maximum\":%llu,"
            "\"waited\":%llu,\"most_waiting\":%u,\"syncs\":%llu,\"flash_fdatasyncs\":%llu,"
-           "\"log_fdatasyncs\":%llu}\n",
+           "\"log_fdatasyncs\":%llu,\"publish_after_pubrel\":%llu}\n",
            (long long)total, s->applied, s->duplicates, s->rejected, s->held,
            (unsigned long long)s->records, (unsigned long long)s->redeliveries,
            (unsigned long long)s->held_again, (unsigned long long)s->unanswered,
            s->session_present ? "true" : "false", s->granted_qos, s->resumed ? "true" : "false",
            s->reason, (unsigned long)s->session_expiry_s, s->resend_reconnects,
            (unsigned long long)s->past_receive_maximum, (unsigned long long)s->waited,
-           s->most_waiting, (unsigned long long)s->syncs, flash_syncs, log_syncs);
+           s->most_waiting, (unsigned long long)s->syncs, flash_syncs, log_syncs,
+           (unsigned long long)s->publish_after_pubrel);
 }
 
 /* Opens the flash file, made blank (0xFF) when new. */

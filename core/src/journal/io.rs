@@ -471,6 +471,18 @@ const fn data<F: Flash>() -> u32 {
     (F::ERASE_SIZE - header_size(F::WRITE_SIZE)) as u32
 }
 
+/// Bytes a reader reads at a time on the flash `F`, for a journal whose largest record
+/// takes `largest` bytes: a [`WINDOW`] (on bare metal always), a longer record's length
+/// on a hosted build, at most a page's records.
+const fn window<F: Flash>(largest: u32) -> u32 {
+    let len = if MAX_SLOT_SIZE > WINDOW && largest > WINDOW as u32 {
+        largest
+    } else {
+        WINDOW as u32
+    };
+    if len < data::<F>() { len } else { data::<F>() }
+}
+
 /// The ring's flash steps.
 pub(crate) trait RingIo {
     fn open<F: Flash>(
@@ -955,7 +967,8 @@ impl RingIo for Ring {
                 } else if hit.is_none() {
                     if tail.is_none() {
                         // Read through the window's bytes, which then hold nothing.
-                        (tail, win.len) = (Some(aw!(self.tail(flash, page, &mut win.bytes))?), 0);
+                        let chunk = &mut win.bytes[..window::<F>(self.largest) as usize];
+                        (tail, win.len) = (Some(aw!(self.tail(flash, page, chunk))?), 0);
                     }
                     let end = tail.unwrap_or(0);
                     if off >= end {
@@ -1074,7 +1087,7 @@ impl RingIo for Ring {
             let ((page, off), n) = (at, n as u32);
             let held = win.page == page && win.len > 0;
             if !held || off < win.off || off + n > win.off + win.len {
-                let len = (MAX_SLOT_SIZE as u32).min(data::<F>());
+                let len = window::<F>(self.largest);
                 let from = if held && off < win.off {
                     (off + n).saturating_sub(len)
                 } else {

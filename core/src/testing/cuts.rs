@@ -13,8 +13,19 @@
 //! unit before it programmed and it untouched ([`Model::Clean`], power lost between two
 //! units of one write); at the end of an erase, leaving a page that reads all `0xFF` but
 //! refuses a program until it is erased again ([`Model::WeakErase`]); or between two
-//! steps, no flash operation interrupted ([`Model::Reset`]). [`Plan::double_cuts`] adds,
-//! for every cut, second cuts in the run that recovers from it.
+//! steps, or right before or right after a hardware action the program marked, no flash
+//! operation interrupted ([`Model::Reset`]). [`Plan::double_cuts`] adds, for every cut,
+//! second cuts in the run that recovers from it.
+//!
+//! **Mark each hardware action.** The checker sees the flash, not the hardware: a step
+//! that writes its record and then opens a valve in the same call is one place to it, so
+//! no cut falls between the durable record and the valve, and a program that loses or
+//! doubles the opening there is judged right. Run every action that moves hardware
+//! through [`act`] (`cuts::act(flash, || valve.open())`): the sweep then also resets
+//! right before and right after each one, in [`Model::Reset`]. Firmware code that moves
+//! hardware inside its own step takes the action as a closure or trait its test routes
+//! through [`act`]. An action not marked is invisible to the checker, and a sweep that
+//! finds nothing wrong says nothing about it.
 //!
 //! It owns no rule of what is right: the judge says. A boot or step that fails with the
 //! power on (the program's error, or the flash refusing a unit programmed twice or a
@@ -64,7 +75,10 @@
 //!     + found.reference.erases + 40);
 //! ```
 
-use super::flash::{FlashStats, MemFlash, PowerCut};
+#[cfg(doc)]
+use super::flash::MemFlash;
+use super::flash::{ActionCut, FlashStats, PowerCut};
+use super::rng::SplitMix64;
 
 /// How a power cut leaves the place it falls on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +93,8 @@ pub enum Model {
     /// At the end of an erase: the page reads all `0xFF` and refuses a program until it
     /// is erased again ([`PowerCut::WeakErase`]).
     WeakErase,
-    /// Between two steps: RAM is lost, no flash operation is interrupted.
+    /// Between two steps, or right before or right after a hardware action marked
+    /// with [`act`]: RAM is lost, no flash operation is interrupted.
     Reset,
 }
 
@@ -102,6 +117,10 @@ pub enum At {
     Erase(u64),
     /// After the n-th step that reported.
     AfterStep(u64),
+    /// Right before the n-th hardware action marked with [`act`]: it does not run.
+    BeforeAction(u64),
+    /// Right after the n-th hardware action marked with [`act`].
+    AfterAction(u64),
 }
 
 /// One power cut: its model and where it falls.
@@ -125,6 +144,8 @@ impl core::fmt::Display for Cut {
             At::UnitWrite(n) => write!(f, "{how} unit write {n}"),
             At::Erase(n) => write!(f, "{how} erase {n}"),
             At::AfterStep(n) => write!(f, "{how} after step {n}"),
+            At::BeforeAction(n) => write!(f, "{how} before action {n}"),
+            At::AfterAction(n) => write!(f, "{how} after action {n}"),
         }
     }
 }
@@ -170,6 +191,8 @@ pub enum Seen<'a, A, R, E> {
 pub struct Plan {
     models: [bool; 4],
     double: u32,
+    /// First cuts a model: all of them (0), or a seeded sample of this many.
+    sample: u64,
     seed: u64,
     max_steps: u64,
 }
@@ -187,6 +210,7 @@ impl Plan {
         Self {
             models: [true; 4],
             double: 0,
+            sample: 0,
             seed: 0x1DE5,
             max_steps: 0,
         }
@@ -210,6 +234,15 @@ impl Plan {
         self
     }
 
+    /// Of each model's places, only `n` first cuts, drawn at random from the plan's seed
+    /// (all of them when the model has `n` or fewer; 0, the default, for all): a run too
+    /// long to cut at every place (a flash of large sectors) swept within a bounded time.
+    /// Second cuts ([`Plan::double_cuts`]) follow each drawn first cut as they would.
+    pub const fn sample(mut self, n: u64) -> Self {
+        self.sample = n;
+        self
+    }
+
     /// The seed of the torn contents: trial `i` (0 for the reference) uses `seed + i`.
     pub const fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -224,7 +257,8 @@ impl Plan {
     }
 }
 
-/// A flash the checker can cut: [`MemFlash`] of any geometry.
+/// A flash the checker can cut: [`MemFlash`] of any geometry (and `HeapFlash`, feature
+/// `alloc`).
 pub trait Cuttable {
     /// Arms `cut`, counted from now (replacing an armed cut of its kind).
     fn arm(&mut self, cut: PowerCut);
@@ -236,26 +270,22 @@ pub trait Cuttable {
     fn counts(&self) -> FlashStats;
     /// Seeds the generator of torn contents.
     fn seed(&mut self, seed: u64);
+    /// Arms a cut at a hardware action, counted from now (replacing an armed one).
+    fn arm_action(&mut self, cut: ActionCut);
+    /// Runs a hardware action as a place a cut can fall ([`act`]).
+    fn act<T>(&mut self, action: impl FnOnce() -> T) -> Option<T>;
+    /// Hardware actions run through [`Cuttable::act`] since creation.
+    fn actions(&self) -> u64;
 }
 
-impl<const PAGES: usize, const PAGE: usize, const UNIT: usize> Cuttable
-    for MemFlash<PAGES, PAGE, UNIT>
-{
-    fn arm(&mut self, cut: PowerCut) {
-        self.schedule_power_cut(cut);
-    }
-    fn powered(&self) -> bool {
-        self.is_powered()
-    }
-    fn restore(&mut self) {
-        self.power_on();
-    }
-    fn counts(&self) -> FlashStats {
-        self.stats()
-    }
-    fn seed(&mut self, seed: u64) {
-        self.seed_noise(seed);
-    }
+/// Runs `action`, a move of the hardware outside the flash (a valve opened, a dose
+/// pumped), as a place the checker cuts: in a [`Model::Reset`] trial the power fails
+/// right before it (it does not run: `None`) or right after it, and every flash
+/// operation after it in the step fails as after any cut. `None` too, without running
+/// it, when the power is already off. Mark every action this way, or the checker never
+/// cuts between an action and the flash writes around it (see the module's docs).
+pub fn act<F: Cuttable, T>(flash: &mut F, action: impl FnOnce() -> T) -> Option<T> {
+    flash.act(action)
 }
 
 /// What the reference run did.
@@ -267,6 +297,8 @@ pub struct Reference {
     pub unit_writes: u64,
     /// Page erases (its boot's included).
     pub erases: u64,
+    /// Hardware actions marked with [`act`] (its boot's included).
+    pub actions: u64,
 }
 
 /// A trial the judge refused, and what it said.
@@ -345,24 +377,59 @@ struct Ran<J> {
     fired: u8,
     /// Steps that reported, over the whole trial.
     steps: u64,
-    /// Flash operations over the whole trial.
-    ops: FlashStats,
-    /// Steps and flash operations from the reboot after the first cut to the end.
-    after_first: (u64, FlashStats),
+    /// Flash operations and marked actions over the whole trial.
+    ops: Ops,
+    /// Steps, flash operations and marked actions from the reboot after the first cut to
+    /// the end.
+    after_first: (u64, Ops),
+}
+
+/// Flash operations and marked hardware actions, counted over a stretch of a run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ops {
+    flash: FlashStats,
+    actions: u64,
+}
+
+impl Ops {
+    fn of<F: Cuttable>(flash: &F) -> Self {
+        Self {
+            flash: flash.counts(),
+            actions: flash.actions(),
+        }
+    }
+
+    /// The difference of two counters.
+    fn minus(self, b: Ops) -> Ops {
+        let (a, f) = (self.flash, b.flash);
+        Ops {
+            flash: FlashStats {
+                word_writes: a.word_writes - f.word_writes,
+                erases: a.erases - f.erases,
+                bytes_written: a.bytes_written - f.bytes_written,
+            },
+            actions: self.actions - b.actions,
+        }
+    }
 }
 
 /// The places a cut of `model` can fall in a run of `steps` steps and these operations.
-fn places(model: Model, steps: u64, ops: FlashStats) -> impl Iterator<Item = At> + Clone {
+fn places(model: Model, steps: u64, ops: Ops) -> impl Iterator<Item = At> + Clone {
     let (writes, erases) = match model {
-        Model::Torn | Model::Clean => (ops.word_writes, ops.erases),
-        Model::WeakErase => (0, ops.erases),
+        Model::Torn | Model::Clean => (ops.flash.word_writes, ops.flash.erases),
+        Model::WeakErase => (0, ops.flash.erases),
         Model::Reset => (0, 0),
     };
-    let steps = if model == Model::Reset { steps } else { 0 };
+    let (steps, actions) = if model == Model::Reset {
+        (steps, ops.actions)
+    } else {
+        (0, 0)
+    };
     (1..=writes)
         .map(At::UnitWrite)
         .chain((1..=erases).map(At::Erase))
         .chain((1..=steps).map(At::AfterStep))
+        .chain((1..=actions).flat_map(|n| [At::BeforeAction(n), At::AfterAction(n)]))
 }
 
 /// `n` of `places` spread evenly (all of them when there are `n` or fewer).
@@ -379,19 +446,27 @@ fn spread(places: impl Iterator<Item = At> + Clone, n: u32) -> impl Iterator<Ite
         .map(|(_, at)| at)
 }
 
-/// The difference of two counters.
-fn minus(a: FlashStats, b: FlashStats) -> FlashStats {
-    FlashStats {
-        word_writes: a.word_writes - b.word_writes,
-        erases: a.erases - b.erases,
-        bytes_written: a.bytes_written - b.bytes_written,
-    }
+/// `n` of `places` drawn at random from `seed`, in their order (all of them when there
+/// are `n` or fewer, or `n` is 0): Knuth's selection sampling, each place picked with the
+/// chance of the picks left over the places left.
+fn sample(places: impl Iterator<Item = At> + Clone, n: u64, seed: u64) -> impl Iterator<Item = At> {
+    let len = places.clone().count() as u64;
+    let (mut rng, mut left, mut picks) = (SplitMix64::new(seed), len, n);
+    places.filter(move |_| {
+        let picked = n == 0 || len <= n || rng.next_u64() % left < picks;
+        left -= 1;
+        picks -= u64::from(picked && picks > 0);
+        picked
+    })
 }
 
-/// Arms `cut` on `flash` (a reset is not the flash's: the trial counts steps).
+/// Arms `cut` on `flash` (a reset between steps is not the flash's: the trial counts
+/// steps).
 fn arm<F: Cuttable>(flash: &mut F, cut: Cut) {
     let power_cut = match (cut.model, cut.at) {
         (_, At::AfterStep(_)) => return,
+        (_, At::BeforeAction(n)) => return flash.arm_action(ActionCut::Before(n)),
+        (_, At::AfterAction(n)) => return flash.arm_action(ActionCut::After(n)),
         (Model::Clean, At::UnitWrite(n)) => PowerCut::BeforeWordWrite(n),
         (Model::Clean, At::Erase(n)) => PowerCut::BeforeErase(n),
         (Model::WeakErase, At::Erase(n)) => PowerCut::WeakErase(n),
@@ -408,9 +483,9 @@ macro_rules! trial {
         let trial: Trial = $trial;
         let (mut flash, mut world) = $fresh();
         flash.seed(trial.seed);
-        let start = flash.counts();
-        let mut ran = Ran { verdict: Ok(()), fired: 0, steps: 0, ops: FlashStats::default(),
-            after_first: (0, FlashStats::default()) };
+        let start = Ops::of(&flash);
+        let mut ran = Ran { verdict: Ok(()), fired: 0, steps: 0, ops: Ops::default(),
+            after_first: (0, Ops::default()) };
         let (mut rebooted_at, mut since_arm) = ((0, start), 0);
         if let Some(cut) = trial.cuts[0] {
             arm(&mut flash, cut);
@@ -466,16 +541,16 @@ macro_rules! trial {
             ran.fired += 1;
             since_arm = 0;
             if ran.fired == 1 {
-                rebooted_at = (ran.steps, flash.counts());
+                rebooted_at = (ran.steps, Ops::of(&flash));
             }
             if let Some(Some(next)) = trial.cuts.get(usize::from(ran.fired)) {
                 arm(&mut flash, *next);
             }
         }
-        let end = flash.counts();
-        ran.ops = minus(end, start);
+        let end = Ops::of(&flash);
+        ran.ops = end.minus(start);
         if ran.fired > 0 {
-            ran.after_first = (ran.steps - rebooted_at.0, minus(end, rebooted_at.1));
+            ran.after_first = (ran.steps - rebooted_at.0, end.minus(rebooted_at.1));
         }
         ran
     }};
@@ -491,8 +566,9 @@ macro_rules! sweep_body {
         let mut found = Found {
             reference: Reference {
                 steps: reference.steps,
-                unit_writes: reference.ops.word_writes,
-                erases: reference.ops.erases,
+                unit_writes: reference.ops.flash.word_writes,
+                erases: reference.ops.flash.erases,
+                actions: reference.ops.actions,
             },
             reference_wrong: reference.verdict.err(),
             models: [Tally::NONE, Tally::NONE, Tally::NONE, Tally::NONE],
@@ -500,7 +576,12 @@ macro_rules! sweep_body {
         let bound = if $plan.max_steps == 0 { 4 * reference.steps + 64 } else { $plan.max_steps };
         let mut next_seed = seed;
         for model in Model::ALL.into_iter().filter(|m| $plan.models[m.index()]) {
-            for at in places(model, reference.steps, reference.ops) {
+            let sampled = sample(
+                places(model, reference.steps, reference.ops),
+                $plan.sample,
+                seed ^ (model as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            for at in sampled {
                 let first = Some(Cut { model, at });
                 next_seed = next_seed.wrapping_add(1);
                 let t = Trial { cuts: [first, None], seed: next_seed };
@@ -564,7 +645,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::flash::FlashError;
+    use crate::testing::flash::{FlashError, MemFlash};
     use embedded_storage::nor_flash::{NorFlash, ReadNorFlash};
 
     type F = MemFlash<2, 64>;
@@ -623,6 +704,7 @@ mod tests {
             steps: 2,
             unit_writes: 1,
             erases: 1,
+            actions: 0,
         };
         assert_eq!((found.reference, found.reference_wrong), (reference, None));
         let counts = found.models.map(|t| (t.trials, t.wrong, t.missed));
@@ -687,10 +769,13 @@ mod tests {
             (5, 5)
         );
         let picked = |n| {
-            let ops = FlashStats {
-                word_writes: 10,
-                erases: 0,
-                bytes_written: 0,
+            let ops = Ops {
+                flash: FlashStats {
+                    word_writes: 10,
+                    erases: 0,
+                    bytes_written: 0,
+                },
+                actions: 0,
             };
             spread(places(Model::Torn, 0, ops), n).collect::<Vec<_>>()
         };
@@ -700,6 +785,86 @@ mod tests {
         );
         assert_eq!(picked(10).len(), 10);
         assert_eq!(picked(99).len(), 10);
+    }
+
+    #[test]
+    fn a_sample_draws_n_places_in_order_from_its_seed() {
+        let ops = Ops {
+            flash: FlashStats {
+                word_writes: 1_000,
+                erases: 0,
+                bytes_written: 0,
+            },
+            actions: 0,
+        };
+        let drawn = |n, seed| sample(places(Model::Torn, 0, ops), n, seed).collect::<Vec<_>>();
+        let five = drawn(5, 7);
+        assert_eq!(five.len(), 5);
+        assert!(five.windows(2).all(|w| match (w[0], w[1]) {
+            (At::UnitWrite(a), At::UnitWrite(b)) => a < b,
+            _ => false,
+        }));
+        assert_eq!(five, drawn(5, 7), "the same seed draws the same places");
+        assert_ne!(five, drawn(5, 8));
+        assert_eq!(drawn(300, 1).len(), 300);
+        assert_eq!(drawn(0, 1).len(), 1_000, "0: every place");
+        assert_eq!(drawn(5_000, 1).len(), 1_000);
+        // A sweep with a sample runs the reference and n trials a model (fewer when a
+        // model has fewer places).
+        let found = sweep(&Plan::new().sample(1), fresh, boot, step, judge);
+        assert_eq!(found.models.map(|t| t.trials), [1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn a_marked_action_is_cut_before_it_or_right_after_it() {
+        let mut flash = F::new();
+        assert_eq!(act(&mut flash, || 1), Some(1));
+        flash.arm_action(ActionCut::Before(2));
+        assert_eq!(act(&mut flash, || 2), Some(2));
+        let mut ran = false;
+        assert_eq!(act(&mut flash, || ran = true), None);
+        assert!(
+            !ran && !flash.powered(),
+            "cut before the third: it did not run"
+        );
+        assert_eq!(
+            act(&mut flash, || 4),
+            None,
+            "nothing runs with the power off"
+        );
+        assert_eq!(flash.write(0, &[0; 4]), Err(FlashError::PowerCut));
+        flash.restore();
+        flash.arm_action(ActionCut::After(1));
+        assert_eq!(act(&mut flash, || 5), Some(5));
+        assert!(!flash.powered(), "cut right after the action that ran");
+        assert_eq!(flash.actions(), 4);
+        // A program that writes a word, then acts, in one step: the reset places are
+        // after the step, before the action and after it.
+        let found = sweep(
+            &Plan::new().models(&[Model::Reset]),
+            || (F::new(), 0u32),
+            // Boot: done when the word is written.
+            |flash, _| word0(flash).map(|w| w == 0),
+            |done, flash, acted| {
+                if *done {
+                    return Ok(None);
+                }
+                flash.write(0, &[0; 4])?;
+                act(flash, || *acted += 1);
+                *done = true;
+                Ok(Some(()))
+            },
+            // A boot finds the word written and the action not run: lost.
+            |_, acted: &mut u32, seen| match seen {
+                Seen::Ended if *acted == 0 => Err("lost"),
+                _ => Ok(()),
+            },
+        );
+        assert_eq!(found.reference.actions, 1);
+        let reset = found.of(Model::Reset);
+        assert_eq!((reset.trials, reset.wrong), (3, 1));
+        let first = reset.first_wrong.unwrap().trial.cuts[0].unwrap();
+        assert_eq!(format!("{first}"), "reset before action 1");
     }
 
     #[cfg(feature = "async")]

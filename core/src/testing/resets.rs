@@ -7,7 +7,9 @@
 //! loss between two flash writes), opens the consumer again from the flash alone, runs it
 //! to the end, and hands the end state and its count of rejected events to the judge.
 //! A write cut short inside the flash is [`super::flash::MemFlash`]'s power cuts; this
-//! harness covers the places between the consumer's steps, where a firmware resets.
+//! harness covers the places between the consumer's steps, where a firmware resets. It
+//! sees no hardware: for an action that moves hardware, sweep the program with
+//! [`super::cuts::sweep`] and mark each action with [`super::cuts::act`].
 
 use embedded_storage::nor_flash::NorFlash;
 

@@ -3,7 +3,8 @@
 
 use crate::OffsetTotal;
 use idem_core::journal::{Journal, JournalError, Region, header_size};
-use idem_core::testing::cuts::{Model, Plan, Seen, sweep};
+use idem_core::testing::chips;
+use idem_core::testing::cuts::{Cuttable, Model, Plan, Seen, sweep};
 use idem_core::testing::flash::{FlashError, MemFlash, PowerCut};
 use idem_core::testing::rng::SplitMix64;
 
@@ -93,6 +94,64 @@ fn a_cut_at_every_flash_word_write_and_every_erase() {
     );
 }
 
+// Each chip family's flash (`idem_core::testing::chips`): its unit, its page, and its rule
+// on a unit programmed twice. Two pages each, enough commits to wrap the journal round
+// them (three erases at least).
+
+#[test]
+fn every_cut_on_the_nrf52840s_and_the_esp32_c3s_flash() {
+    // The same unit, page and rule (4 B, 4 KiB, programmed again allowed): one sweep.
+    assert_eq!(
+        (
+            chips::NRF52840.unit,
+            chips::NRF52840.page,
+            chips::NRF52840.reprogram
+        ),
+        (
+            chips::ESP32_C3.unit,
+            chips::ESP32_C3.page,
+            chips::ESP32_C3.reprogram
+        )
+    );
+    assert_eq!(
+        every_cut_on(chips::nrf52840::<2>, &Plan::new(), 700, &[2]),
+        [2_118, 2_118, 3, 700]
+    );
+}
+
+#[test]
+fn every_cut_on_the_rp2040s_flash() {
+    // 1-byte units: the journal's 4-byte words are 4 places to cut each.
+    assert_eq!(
+        every_cut_on(chips::rp2040::<2>, &Plan::new(), 700, &[2]),
+        [8_461, 8_461, 3, 700]
+    );
+}
+
+#[test]
+fn every_cut_on_the_stm32l476s_flash() {
+    assert_eq!(
+        every_cut_on(chips::stm32l476::<2>, &Plan::new(), 300, &[2]),
+        [612, 612, 3, 300]
+    );
+}
+
+#[test]
+fn a_seeded_sample_of_cuts_on_the_stm32h743s_sectors() {
+    // Two sectors of 128 KiB hold 2,047 slots of 64 B each: 4,100 commits wrap them.
+    // A sample of 400 first cuts a model, drawn from the plan's seed, of the 8,206 unit
+    // writes, 3 erases and 4,100 steps of the run (a full sweep is 20,521 trials).
+    assert_eq!(
+        every_cut_on(
+            chips::stm32h743::<2>,
+            &Plan::new().sample(400).seed(0x4743),
+            4_100,
+            &[2]
+        ),
+        [400, 400, 3, 400]
+    );
+}
+
 /// What the journal has acknowledged (the next record's index), and the record in flight.
 #[derive(Default)]
 struct Acked {
@@ -105,11 +164,22 @@ struct Acked {
 /// it finds the last acknowledged record or the one in flight, and the journal goes on to
 /// the last commit. How many trials each model ran.
 fn every_cut<const W: usize>(plan: &Plan, commits: u32, pages: &[u32]) -> [u64; 4] {
+    every_cut_on(Flash::<W>::new, plan, commits, pages)
+}
+
+/// [`every_cut`] on the flashes `fresh` makes.
+fn every_cut_on<F: NorFlash<Error = FlashError> + Cuttable>(
+    fresh: impl Fn() -> F,
+    plan: &Plan,
+    commits: u32,
+    pages: &[u32],
+) -> [u64; 4] {
+    let w = F::WRITE_SIZE;
     let mut trials = [0; 4];
     for &pages in pages {
         let found = sweep(
             plan,
-            || (Flash::<W>::new(), Acked::default()),
+            || (fresh(), Acked::default()),
             |f, _| open_j(f, Region { start: 0, pages }, TAG),
             |(j, newest), f, acked| {
                 let i = newest.map_or(0, |r| r.offset);
@@ -144,7 +214,8 @@ fn every_cut<const W: usize>(plan: &Plan, commits: u32, pages: &[u32]) -> [u64; 
         );
         let r = found.reference;
         println!(
-            "{W}-byte writes, {pages} pages: {commits} commits, {} unit writes and {} erases; trials a model (torn, clean, weak erase, reset): {:?}",
+            "{w}-byte writes, {pages} pages of {} B: {commits} commits, {} unit writes and {} erases; trials a model (torn, clean, weak erase, reset): {:?}",
+            F::ERASE_SIZE,
             r.unit_writes,
             r.erases,
             found.models.each_ref().map(|t| t.trials)
@@ -166,7 +237,7 @@ fn every_cut<const W: usize>(plan: &Plan, commits: u32, pages: &[u32]) -> [u64; 
             *sum += tally.trials;
         }
     }
-    println!("{W}-byte writes: power cuts checked a model: {trials:?}");
+    println!("{w}-byte writes: power cuts checked a model: {trials:?}");
     trials
 }
 

@@ -17,9 +17,9 @@ use idem_sim::rng::SplitMix64;
 use idem_sim::run::Report;
 use serde_json::json;
 
-use crate::cleanup;
-use crate::device::{self, Progress};
-use crate::image::Image;
+use idem_host::cleanup;
+use idem_host::image::Image;
+use idem_host::image_consumer::{self, Progress};
 use idem_lab::error::usage;
 use idem_lab::select::{self, Loaded, ScenarioKind, StoreKind, WorkloadArgs};
 
@@ -52,7 +52,7 @@ pub struct Cmd {
     workload: WorkloadArgs,
     /// When the consumers' writes reach the disk (see `idem consume --sync`)
     #[arg(long, value_parser = idem_lab::choice::sync(), default_value = "checkpoint")]
-    sync: crate::image::SyncMode,
+    sync: idem_host::image::SyncMode,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -62,7 +62,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         // Everything a consume run would refuse is refused here, before any process.
-        let (loaded, _) = device::prepare(self.scenario, self.store, &self.workload)?;
+        let (loaded, _) = image_consumer::prepare(self.scenario, self.store, &self.workload)?;
         let (path, temporary) = match &self.flash {
             Some(p) if std::fs::symlink_metadata(p).is_ok() => {
                 return Err(usage(format!(
@@ -125,7 +125,7 @@ impl Cmd {
     fn kill_loop(&self, loaded: &Loaded, path: &Path) -> anyhow::Result<ExitCode> {
         let killed = self.kill(loaded, path)?;
         self.finish(path)?;
-        let p = device::recover(&mut Image::open(path, false)?, None)?;
+        let p = image_consumer::recover(&mut Image::open(path, false)?, None)?;
         let verdict = Verdict::of(p.total, p.true_total);
         // The same log and store without a crash, simulated: what the log itself causes
         // (a duplicate the store cannot see) is not the kills'.
@@ -167,7 +167,7 @@ impl Cmd {
                     child.wait()?;
                     killed.kills += 1;
                     if path.exists() {
-                        let p = device::recover(&mut Image::open(path, false)?, None)?;
+                        let p = image_consumer::recover(&mut Image::open(path, false)?, None)?;
                         killed.mid_stream += u32::from(p.next_offset < p.events);
                     }
                 }

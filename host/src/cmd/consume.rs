@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::device;
-use crate::image::{Image, SyncMode};
+use idem_host::image::{Image, SyncMode};
+use idem_host::image_consumer;
 use idem_lab::render;
 use idem_lab::select::{ScenarioKind, StoreKind, WorkloadArgs};
 
@@ -43,9 +43,9 @@ pub struct Cmd {
 impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let (loaded, meta) = device::prepare(self.scenario, self.store, &self.workload)?;
+        let (loaded, meta) = image_consumer::prepare(self.scenario, self.store, &self.workload)?;
         let mut image = Image::open_or_create(&self.flash, &meta)?;
-        let positions = crate::image::bytes(device::layout(&image.meta).positions);
+        let positions = idem_host::image::bytes(image_consumer::layout(&image.meta).positions);
         image.flash.set_sync(self.sync, vec![positions]);
         // One line per durable checkpoint on stderr, as it happens: something to watch
         // (and to interrupt) while stdout keeps the one final report.
@@ -60,7 +60,7 @@ impl Cmd {
                 render::position_text(next)
             );
         };
-        let p = device::consume(
+        let p = image_consumer::consume(
             &mut image,
             Duration::from_millis(self.pace_ms),
             &mut progress,

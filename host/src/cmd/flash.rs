@@ -15,9 +15,9 @@ use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
 
-use crate::device;
-use crate::image::{FileFlash, Image, PAGE};
 use idem_core::persist::sink_tag;
+use idem_host::image::{FileFlash, Image, PAGE};
+use idem_host::image_consumer;
 use idem_lab::select::{self, HostSinks, StoreJob};
 use idem_payments::Sum;
 
@@ -42,7 +42,7 @@ impl Cmd {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let Action::Inspect { file } = self.action;
         let mut image = Image::open(&file, false)?;
-        let (_, store) = device::scenario_of(&image.meta, &image.path)?;
+        let (_, store) = image_consumer::scenario_of(&image.meta, &image.path)?;
         let mut text = format!(
             "{}: {}\nimage: {} pages of {PAGE} bytes, erased {} times in all\n",
             file.display(),
@@ -63,7 +63,7 @@ impl StoreJob for Inspect<'_> {
     type Out = ();
     fn call<S: Sum + HostSinks>(self, _: S) -> anyhow::Result<()> {
         let Inspect(image, text) = self;
-        let layout = device::layout(&image.meta);
+        let layout = image_consumer::layout(&image.meta);
         if !S::POSITION_JOURNAL {
             writeln!(
                 text,
@@ -104,7 +104,7 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
             None,
             Some(address / PAGE as u32),
         ),
-        Err(e) => return Err(crate::failure::journal_error(image, e)),
+        Err(e) => return Err(idem_host::failure::journal_error(image, e)),
     };
     writeln!(
         text,
@@ -117,7 +117,7 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         let flash: &mut FileFlash = &mut image.flash;
         let s = j
             .summarize(flash, page)
-            .map_err(|e| crate::failure::journal_error(image, e))?;
+            .map_err(|e| idem_host::failure::journal_error(image, e))?;
         let erased = image.flash.erase_counts()[(first + page) as usize];
         page_line(text, first + page, &s, erased)?;
     }

@@ -1,9 +1,9 @@
 //! One module per subcommand; each has a clap `Cmd` with a `run()`.
 
-pub mod board;
 pub mod chaos;
 pub mod consume;
 pub mod demo;
+pub mod device;
 pub mod flash;
 #[cfg(feature = "kafka")]
 pub mod kafka;

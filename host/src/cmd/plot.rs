@@ -59,7 +59,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         // A target that is not a regular file is refused before anything runs.
-        crate::files::check_target(&self.svg)?;
+        idem_host::files::check_target(&self.svg)?;
         for store in &self.store {
             select::check_pair(self.scenario, *store)?;
         }
@@ -78,7 +78,7 @@ impl Cmd {
             series.push((*store, o.trace.unwrap_or_default(), o.report.final_total));
         }
         let svg = draw(&loaded, &series, &truth, self.x);
-        crate::files::write_atomically(&self.svg, svg.as_bytes())?;
+        idem_host::files::write_atomically(&self.svg, svg.as_bytes())?;
         eprintln!("wrote {}", self.svg.display());
         Ok(ExitCode::SUCCESS)
     }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::device::{self, Progress};
-use crate::image::{Image, Meta};
+use idem_host::image::{Image, Meta};
+use idem_host::image_consumer::{self, Progress};
 
 /// Show the store, scenario, position and total held by a flash image.
 #[derive(Debug, Args)]
@@ -39,7 +39,7 @@ impl Cmd {
     /// Runs the command.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let mut image = Image::open(&self.flash, false)?;
-        let p = device::recover(&mut image, None)?;
+        let p = image_consumer::recover(&mut image, None)?;
         let mut out = std::io::stdout().lock();
         if self.json {
             writeln!(out, "{}", progress_json(&image.meta, &p))?;

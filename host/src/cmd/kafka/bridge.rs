@@ -11,10 +11,10 @@ use rdkafka::{Offset as KOffset, TopicPartitionList};
 
 use super::client::{commit, committed, consumer, partitions, reader};
 use super::read::{end_offsets, positions, truth_read};
-use crate::cmd::board::IdBytes;
-use crate::error::usage;
-use crate::kafka::stream::{Judge, Judged, Window, place};
-use crate::kafka::trust::ReadRules;
+use idem_host::id_bytes::IdBytes;
+use idem_host::kafka::stream::{Judge, Judged, Window, place};
+use idem_host::kafka::trust::ReadRules;
+use idem_lab::error::usage;
 
 /// One partition of a topic as the board's stream: its records from offset 0 to the end
 /// offset the broker gave when the bridge started, and the consumer group that gets the
@@ -22,7 +22,7 @@ use crate::kafka::trust::ReadRules;
 pub struct BoardSource {
     /// The partition's amounts, by offset (0 where no payment is): each offset's event is
     /// its amount with an id of `id_bytes` under the board's own key
-    /// ([`crate::kafka::record::message_of`]), 8 bytes an offset besides its id's.
+    /// ([`idem_host::kafka::record::message_of`]), 8 bytes an offset besides its id's.
     pub amounts: Vec<i64>,
     /// The bytes each event's message id is made of: its record's key, or for a keyless
     /// record and a placeholder, its place (a NUL byte, the partition, `@`, the offset).
@@ -131,8 +131,8 @@ fn read_events(
         }
     };
     while !window.complete() {
-        if crate::cleanup::stop_requested() {
-            return Err(crate::cleanup::Interrupted.into());
+        if idem_host::cleanup::stop_requested() {
+            return Err(idem_host::cleanup::Interrupted.into());
         }
         match reader.poll(Duration::from_millis(100)) {
             Some(m) => {

@@ -10,12 +10,12 @@ use super::client::{consumer, partitions};
 use super::partition::{ConsumeOptions, PARTITION_PAGES, SharedOut, layout};
 use super::shared::SharedConsume;
 use super::streamed::Streamed;
-use crate::error::usage;
-use crate::image::{Image, Meta};
-use crate::kafka::applied::AppliedLog;
-use crate::kafka::trust::ReadRules;
-use crate::select::dispatch::with_sinks;
-use crate::select::{StoreKind, WINDOW};
+use idem_host::image::{Image, Meta};
+use idem_host::kafka::applied::AppliedLog;
+use idem_host::kafka::trust::ReadRules;
+use idem_lab::error::usage;
+use idem_lab::select::dispatch::with_sinks;
+use idem_lab::select::{StoreKind, WINDOW};
 
 /// Consumes every partition of the topic into the image; one result per partition.
 pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
@@ -46,7 +46,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         pages: PARTITION_PAGES * n as u32,
         mqtt: None,
     };
-    let fresh = crate::files::regular_or_missing(o.flash, "a flash image")?.is_none();
+    let fresh = idem_host::files::regular_or_missing(o.flash, "a flash image")?.is_none();
     let mut image = Image::open_or_create(o.flash, &meta)?;
     if o.truth.is_none() {
         // Only a graded run keeps the log of ids applied: one left beside the image
@@ -54,7 +54,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
         AppliedLog::remove(o.flash)?;
     }
     let barriers = (0..n)
-        .map(|p| crate::image::bytes(layout(&image, p).positions))
+        .map(|p| idem_host::image::bytes(layout(&image, p).positions))
         .collect();
     image.flash.set_sync(o.sync, barriers);
     let rules = ReadRules {
@@ -68,7 +68,7 @@ pub(super) fn consume(o: &ConsumeOptions<'_>) -> anyhow::Result<SharedOut> {
     }
     if o.follow {
         // Ctrl-C ends a follow between two steps, with the report.
-        crate::cleanup::defer_signals();
+        idem_host::cleanup::defer_signals();
     }
     let job = Streamed {
         o,

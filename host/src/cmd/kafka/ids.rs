@@ -1,7 +1,7 @@
 //! `kafka consume --truth`: the ids each partition applies, logged beside the image
 //! ([`AppliedLog`]) as the drive steps: a delivered event's id before the step that
 //! writes the record holding it, a skipped one undone after, and the log synced before
-//! each checkpoint's sync. The log's rules are `crate::kafka::applied`'s; this module
+//! each checkpoint's sync. The log's rules are `idem_host::kafka::applied`'s; this module
 //! reads each partition's newest store record from the image, which they need.
 
 use idem_core::consumer::Step;
@@ -12,10 +12,10 @@ use idem_lab::select::{self, HostSinks, StoreJob, WINDOW};
 use idem_payments::{Message, Sum};
 
 use super::partition::layout;
-use crate::image::Image;
-use crate::kafka::applied::AppliedLog;
-use crate::kafka::stream::Window;
-use crate::select::StoreKind;
+use idem_host::image::Image;
+use idem_host::kafka::applied::AppliedLog;
+use idem_host::kafka::stream::Window;
+use idem_lab::select::StoreKind;
 
 /// The sequence number of partition `p`'s newest store record in `image` (0 for none).
 pub(super) fn newest_record(image: &mut Image, store: StoreKind, p: i32) -> anyhow::Result<u32> {
@@ -28,7 +28,7 @@ pub(super) fn newest_record(image: &mut Image, store: StoreKind, p: i32) -> anyh
             type Record<S> = <<S as idem_core::store::Store>::Persist as Persistence<S>>::Record;
             let (j, _) =
                 Journal::<Record<S>>::open(&mut image.flash, layout.sink, sink_tag::<S>(&layout))
-                    .map_err(|e| crate::failure::journal_error(image, e))?;
+                    .map_err(|e| idem_host::failure::journal_error(image, e))?;
             Ok(j.newest_seq().unwrap_or(0))
         }
     }
@@ -42,13 +42,13 @@ pub(super) fn open_log(
     store: StoreKind,
     partitions: i32,
     fresh: bool,
-    sync: crate::image::SyncMode,
+    sync: idem_host::image::SyncMode,
 ) -> anyhow::Result<AppliedLog> {
     let newest = (0..partitions)
         .map(|p| newest_record(image, store, p))
         .collect::<anyhow::Result<Vec<u32>>>()?;
-    let synced = sync != crate::image::SyncMode::None;
-    let each = sync == crate::image::SyncMode::EveryWrite;
+    let synced = sync != idem_host::image::SyncMode::None;
+    let each = sync == idem_host::image::SyncMode::EveryWrite;
     AppliedLog::open(&image.path.clone(), &newest, fresh, (synced, each))
 }
 

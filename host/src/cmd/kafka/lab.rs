@@ -14,9 +14,9 @@ use super::consume::consume;
 use super::partition::ConsumeOptions;
 use super::produce::{Batching, send_created};
 use super::read::read_partition;
-use crate::image::SyncMode;
-use crate::kafka::trust::ReadRules;
-use crate::select::StoreKind;
+use idem_host::image::SyncMode;
+use idem_host::kafka::trust::ReadRules;
+use idem_lab::select::StoreKind;
 
 /// A record read back: partition, offset, key (or "(none)") and value.
 type ReadBack = (i32, usize, String, String);

@@ -30,12 +30,58 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 
-use crate::image::SyncMode;
-use crate::kafka::trust::{Keyless, OnBadRecord, ReadRules};
-use crate::select::StoreKind;
-use crate::truth::TruthFile;
+use idem_host::image::SyncMode;
+use idem_host::kafka::trust::{Keyless, OnBadRecord, ReadRules};
+use idem_host::truth::TruthFile;
+use idem_lab::select::StoreKind;
+
+/// One of the library's choices by name, with the words `--help` shows beside each
+/// (the library carries no clap).
+fn named<T: Copy + Send + Sync + 'static>(
+    choices: [(&'static str, &'static str, T); 2],
+) -> impl TypedValueParser<Value = T> {
+    let names = choices.map(|(name, words, _)| PossibleValue::new(name).help(words));
+    PossibleValuesParser::new(names).try_map(move |name| {
+        (choices.iter().find(|c| c.0 == name))
+            .map(|c| c.2)
+            .ok_or("no such choice")
+    })
+}
+
+/// `--on-bad-record`: stop or skip.
+fn on_bad_record() -> impl TypedValueParser<Value = OnBadRecord> {
+    named([
+        (
+            "stop",
+            "Stop with exit 2, naming the partition and offset",
+            OnBadRecord::Stop,
+        ),
+        (
+            "skip",
+            "Step over it (its offset counts as consumed), name it, and go on",
+            OnBadRecord::Skip,
+        ),
+    ])
+}
+
+/// `--keyless`: refuse, or take the record's place as its id.
+fn keyless() -> impl TypedValueParser<Value = Keyless> {
+    named([
+        (
+            "refuse",
+            "It has no message id: a bad record",
+            Keyless::Refuse,
+        ),
+        (
+            "offset",
+            "Its id is its partition and offset (a resend of it is then not caught)",
+            Keyless::Offset,
+        ),
+    ])
+}
 
 /// The most partitions `consume` handles ([`partition::PARTITION_PAGES`] flash pages each).
 const MAX_PARTITIONS: i32 = 6;
@@ -141,12 +187,12 @@ struct ConsumeArgs {
     /// A record that is not a payment (no value, not JSON, a bad amount, an amount
     /// that overflows, a keyless record the store refuses): stop (exit 2) or skip it
     /// (it is named, and the total excludes it).
-    #[arg(long, value_enum, default_value = "stop")]
+    #[arg(long, value_parser = on_bad_record(), default_value = "stop")]
     on_bad_record: OnBadRecord,
     /// A record without a key, for the message-id store: refuse it (no key, no
     /// message id), or take its partition and offset as its id (a resend of it is
     /// then not caught). The other stores never read ids.
-    #[arg(long, value_enum, default_value = "refuse")]
+    #[arg(long, value_parser = keyless(), default_value = "refuse")]
     keyless: Keyless,
     /// Keep consuming new records until Ctrl-C (a line per durable checkpoint on
     /// stderr), then report.
@@ -303,7 +349,7 @@ impl Cmd {
                 broker,
             } => {
                 if !(1..=MAX_STREAM).contains(&count) {
-                    return Err(crate::error::usage(format!(
+                    return Err(idem_lab::error::usage(format!(
                         "--count takes 1 to {MAX_STREAM} payments"
                     )));
                 }
@@ -342,4 +388,45 @@ fn mock_broker(out: &mut impl Write) -> anyhow::Result<()> {
     });
     let _ = wait.recv_timeout(MOCK_LIFETIME);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[arg(long, value_parser = on_bad_record(), default_value = "stop")]
+        on_bad_record: OnBadRecord,
+        #[arg(long, value_parser = keyless(), default_value = "refuse")]
+        keyless: Keyless,
+    }
+
+    /// Each name reads as its choice, the defaults are stop and refuse, and an unknown
+    /// name is clap's usage error listing the names.
+    #[test]
+    fn the_choices_of_a_bad_or_keyless_record_read_by_name() {
+        let read = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["idem"], args].concat()).unwrap();
+            (cli.on_bad_record, cli.keyless)
+        };
+        assert_eq!(read(&[]), (OnBadRecord::Stop, Keyless::Refuse));
+        assert_eq!(
+            read(&["--on-bad-record", "skip", "--keyless", "offset"]),
+            (OnBadRecord::Skip, Keyless::Offset)
+        );
+        assert_eq!(
+            read(&["--on-bad-record", "stop", "--keyless", "refuse"]),
+            (OnBadRecord::Stop, Keyless::Refuse)
+        );
+        let Err(e) = Cli::try_parse_from(["idem", "--keyless", "Offset"]) else {
+            panic!("names are matched exactly");
+        };
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(
+            e.to_string().contains("[possible values: refuse, offset]"),
+            "{e}"
+        );
+    }
 }

@@ -13,11 +13,11 @@ use idem_core::persist::Layout;
 use rdkafka::consumer::BaseConsumer;
 
 use super::client::commit;
-use crate::image::{Image, PAGE, SyncMode};
-use crate::kafka::group::Take;
-use crate::kafka::trust::{ReadFacts, ReadRules};
-use crate::select::StoreKind;
-use crate::truth::TruthFile;
+use idem_host::image::{Image, PAGE, SyncMode};
+use idem_host::kafka::group::Take;
+use idem_host::kafka::trust::{ReadFacts, ReadRules};
+use idem_host::truth::TruthFile;
+use idem_lab::select::StoreKind;
 
 /// Events a partition's window holds before its consumer steps through them.
 pub(super) const BATCH: usize = 4096;
@@ -103,7 +103,7 @@ pub(super) struct ConsumeOptions<'a> {
     /// copy of the one before (the window between a flash commit and its group commit).
     pub(super) abort_after: Option<u64>,
     /// Test hook: abort right after this many flash commits, the group holding what the
-    /// delayed commits gave it (up to [`crate::kafka::group::COMMIT_CHECKPOINTS`]
+    /// delayed commits gave it (up to [`idem_host::kafka::group::COMMIT_CHECKPOINTS`]
     /// checkpoints behind).
     pub(super) abort_behind: Option<u64>,
     /// Give up when no record comes for this long while a partition is short of its end.

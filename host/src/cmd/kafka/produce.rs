@@ -10,8 +10,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 
 use super::MAX_PARTITIONS;
 use super::client::{config, consumer, create_topic, partitions, unreachable};
-use crate::kafka::trust::Payment;
-use crate::truth::TruthWriter;
+use idem_host::kafka::trust::Payment;
+use idem_host::truth::TruthWriter;
 
 /// Delivery reports of the producer: the (partition, offset) of each send, or its error.
 #[derive(Default)]
@@ -60,7 +60,7 @@ pub(super) fn produce(
 ) -> anyhow::Result<usize> {
     anyhow::ensure!(
         (1..=MAX_PARTITIONS).contains(&n),
-        crate::error::Usage(format!("a topic here has 1 to {MAX_PARTITIONS} partitions"))
+        idem_lab::error::Usage(format!("a topic here has 1 to {MAX_PARTITIONS} partitions"))
     );
     let c = consumer(brokers, "idem-produce")?;
     let created = match partitions(&c, brokers, topic)? {
@@ -101,8 +101,8 @@ pub(super) fn send_chunked(
 ) -> anyhow::Result<Vec<(i32, i64)>> {
     let mut acks = Vec::with_capacity(records.len());
     for chunk in records.chunks(CHUNK) {
-        if crate::cleanup::stop_requested() {
-            return Err(crate::cleanup::Interrupted.into());
+        if idem_host::cleanup::stop_requested() {
+            return Err(idem_host::cleanup::Interrupted.into());
         }
         acks.extend(send_created(
             brokers, topic, idempotent, batching, chunk, created,

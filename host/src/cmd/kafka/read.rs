@@ -1,4 +1,4 @@
-//! Reading a partition from the broker, by the rules of [`crate::kafka::trust`].
+//! Reading a partition from the broker, by the rules of [`idem_host::kafka::trust`].
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +12,8 @@ use idem_core::log::Offset;
 use rdkafka::consumer::CommitMode;
 
 use super::client::{BROKER_TIMEOUT, reader, unreachable};
-use crate::kafka::stream::TruthFold;
-use crate::kafka::trust::{PartitionRead, ReadRules};
+use idem_host::kafka::stream::TruthFold;
+use idem_host::kafka::trust::{PartitionRead, ReadRules};
 
 /// Reads partition `p` of `topic` from offset 0 until it has passed the broker's end
 /// offset and the fetches return nothing new for `rules.idle`: an end offset alone is not
@@ -53,11 +53,11 @@ pub(super) fn read_more(
     let mut last_new = Instant::now();
     let mut next = from as i64; // the next offset to fetch, by what arrived
     loop {
-        if crate::cleanup::stop_requested() {
+        if idem_host::cleanup::stop_requested() {
             if rules.follow {
                 break; // the report follows
             }
-            return Err(crate::cleanup::Interrupted.into());
+            return Err(idem_host::cleanup::Interrupted.into());
         }
         if rules.done(next, high, last_new.elapsed()) {
             break;
@@ -192,8 +192,8 @@ pub(super) fn truth_read(
         folds[i].ingest(topic, offset, m.key(), m.payload())
     };
     while let Some(i) = folds.iter().position(|f| !f.reached(None)) {
-        if crate::cleanup::stop_requested() {
-            return Err(crate::cleanup::Interrupted.into());
+        if idem_host::cleanup::stop_requested() {
+            return Err(idem_host::cleanup::Interrupted.into());
         }
         match c.poll(Duration::from_millis(100)) {
             Some(Err(e)) if passing(&e) => {}

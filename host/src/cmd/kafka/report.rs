@@ -8,13 +8,13 @@ use serde_json::json;
 
 use super::client::ISOLATION_LEVEL;
 use super::partition::SharedOut;
-use crate::error::usage;
-use crate::kafka::group::TakeAction;
-use crate::kafka::trust::Skipped;
-use crate::kafka::verdict::{self, UNVERIFIED, verdict};
-use crate::render::count;
-use crate::select::StoreKind;
-use crate::truth::{FirstAmounts, IdCounts, TruthFile};
+use idem_host::kafka::group::TakeAction;
+use idem_host::kafka::trust::Skipped;
+use idem_host::kafka::verdict::{self, UNVERIFIED, verdict};
+use idem_host::truth::{FirstAmounts, IdCounts, TruthFile};
+use idem_lab::error::usage;
+use idem_lab::render::count;
+use idem_lab::select::StoreKind;
 
 /// What a consume is graded against: a truth file (`--truth`) and its ids, or each
 /// partition's read of its own.
@@ -100,7 +100,7 @@ pub(super) fn report(
     };
     let skipped: Vec<&Skipped> = results.iter().flat_map(|r| &r.read.skipped).collect();
     if json_out {
-        let syncs = crate::image::FileFlash::process_syncs();
+        let syncs = idem_host::image::FileFlash::process_syncs();
         let v = json!({
             "topic": topic,
             "store": store.name(),

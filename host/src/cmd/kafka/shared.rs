@@ -17,16 +17,16 @@ use super::partition::{
     BATCH, ConsumeOptions, GroupCommit, PARTITION_PAGES, POLL, PartitionResult, SharedOut, layout,
 };
 use super::read::{end_offsets, positions, truth_read};
-use crate::device;
-use crate::drive::Drive;
-use crate::image::{Image, PAGE};
-use crate::kafka::group::{
+use idem_host::drive::Drive;
+use idem_host::image::{Image, PAGE};
+use idem_host::image_consumer;
+use idem_host::kafka::group::{
     SESSION_TIMEOUT, Take, TakeAction, group_copy, group_offset, member_may_stop, rebalance,
 };
-use crate::kafka::stream::{Judge, Window};
-use crate::kafka::trust::ReadRules;
-use crate::select::HostSinks;
-use crate::select::dispatch::SinksJob;
+use idem_host::kafka::stream::{Judge, Window};
+use idem_host::kafka::trust::ReadRules;
+use idem_lab::select::HostSinks;
+use idem_lab::select::dispatch::SinksJob;
 
 /// A partition this member owns in `--shared` mode.
 struct Owned<K: SumSinks> {
@@ -139,7 +139,7 @@ impl Member<'_> {
         let group_offset = group_offset(committed(&self.group, self.brokers, self.topic, p)?);
         let layout = layout(image, p);
         let mut consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
-            .map_err(|e| device::consumer_error(image, e))?;
+            .map_err(|e| image_consumer::consumer_error(image, e))?;
         let take = Take::decide(p, group_offset, consumer.next_offset());
         if take.action == TakeAction::Rebuilt {
             let from = layout.positions.start;
@@ -153,7 +153,7 @@ impl Member<'_> {
                 },
             )?;
             consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
-                .map_err(|e| device::consumer_error(image, e))?;
+                .map_err(|e| image_consumer::consumer_error(image, e))?;
         }
         eprintln!(
             "took partition {p}: the group's offset {group_offset}, this image's {}: {}",
@@ -189,7 +189,7 @@ impl SinksJob for SharedConsume<'_> {
         let Self { image, member } = self;
         let partitions = (image.meta.pages / PARTITION_PAGES) as i32;
         for p in 0..partitions {
-            device::void_in_doubt::<K>(image, layout(image, p))?;
+            image_consumer::void_in_doubt::<K>(image, layout(image, p))?;
         }
         let mut held = Held {
             owned: BTreeMap::new(),
@@ -205,8 +205,8 @@ impl SinksJob for SharedConsume<'_> {
             .context("subscribing to the topic")?;
         let started = Instant::now();
         loop {
-            if crate::cleanup::stop_requested() {
-                return Err(crate::cleanup::Interrupted.into());
+            if idem_host::cleanup::stop_requested() {
+                return Err(idem_host::cleanup::Interrupted.into());
             }
             anyhow::ensure!(
                 started.elapsed() < MEMBER_LIFETIME,
@@ -219,7 +219,7 @@ impl SinksJob for SharedConsume<'_> {
             member.apply(image, idle, &mut held)?;
             // Done: every owned partition applied to the end of what was read, and
             // nothing new (no record, no rebalance) for the idle period.
-            let caught_up = held.owned.values().all(|o| o.window.len() == 0);
+            let caught_up = held.owned.values().all(|o| o.window.is_empty());
             if member_may_stop(
                 caught_up,
                 held.owned.is_empty(),
@@ -286,7 +286,7 @@ impl Member<'_> {
     /// Reads one record into its partition's window, or, with none, passes each window
     /// to its fetch position. Whether the read was idle.
     fn poll<K: SumSinks>(&self, partitions: i32, held: &mut Held<K>) -> anyhow::Result<bool> {
-        let waiting = held.owned.values().any(|o| o.window.len() > 0);
+        let waiting = held.owned.values().any(|o| !o.window.is_empty());
         let Some(m) = self
             .reader
             .poll(if waiting { Duration::ZERO } else { POLL })
@@ -329,7 +329,7 @@ impl Member<'_> {
         };
         let commits = &mut held.commits;
         for (&p, o) in &mut held.owned {
-            if o.window.len() < BATCH && (o.window.len() == 0 || !idle) {
+            if o.window.len() < BATCH && (o.window.is_empty() || !idle) {
                 continue;
             }
             let at_take = o.group_at_take;
@@ -353,7 +353,7 @@ impl Member<'_> {
                 *commits += 1;
                 eprintln!(
                     "partition {p}: checkpoint: {}; total {total}",
-                    crate::render::position_text(next)
+                    idem_lab::render::position_text(next)
                 );
                 group.copy(*commits, p, next)
             })?;

@@ -22,15 +22,15 @@ use super::partition::{BATCH, ConsumeOptions, POLL, PartitionResult, SharedOut, 
 use super::read::{
     assign_from_zero, commit_positions, end_offsets, passing, positions, truth_read,
 };
-use crate::device;
-use crate::drive::Drive;
-use crate::image::Image;
-use crate::kafka::applied::AppliedLog;
-use crate::kafka::group::{CommitPacer, group_was};
-use crate::kafka::stream::{Judge, TruthFold, Window};
-use crate::kafka::trust::{ReadFacts, ReadRules, Skipped};
-use crate::select::HostSinks;
-use crate::select::dispatch::SinksJob;
+use idem_host::drive::Drive;
+use idem_host::image::Image;
+use idem_host::image_consumer;
+use idem_host::kafka::applied::AppliedLog;
+use idem_host::kafka::group::{CommitPacer, group_was};
+use idem_host::kafka::stream::{Judge, TruthFold, Window};
+use idem_host::kafka::trust::{ReadFacts, ReadRules, Skipped};
+use idem_lab::select::HostSinks;
+use idem_lab::select::dispatch::SinksJob;
 
 /// How often `--follow` asks the broker for new end offsets once it has reached them.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
@@ -65,7 +65,7 @@ struct Part<K: SumSinks> {
 
 impl<K: SumSinks> Part<K> {
     fn done(&self) -> bool {
-        self.window.complete() && self.window.len() == 0
+        self.window.complete() && self.window.is_empty()
     }
 }
 
@@ -148,10 +148,10 @@ fn open_parts<K: HostSinks>(
     let (mut parts, mut was) = (Vec::new(), Vec::new());
     for (p, &end) in (0..).zip(ends) {
         let layout = layout(image, p);
-        device::void_in_doubt::<K>(image, layout)?;
+        image_consumer::void_in_doubt::<K>(image, layout)?;
         // The image is the position's one truth: recovery reads it from the journals.
         let consumer = Consumer::open(&mut image.flash, layout, sinks.clone(), config)
-            .map_err(|e| device::consumer_error(image, e))?;
+            .map_err(|e| image_consumer::consumer_error(image, e))?;
         let from = consumer.next_offset();
         let committed = super::client::committed(kafka, o.brokers, o.topic, p)?;
         was.push(group_was(committed, from));
@@ -227,11 +227,11 @@ fn consume_all<K: SumSinks>(
     let mut last_record = Instant::now();
     let mut asked_ends = Instant::now();
     loop {
-        if crate::cleanup::stop_requested() {
+        if idem_host::cleanup::stop_requested() {
             if o.follow {
                 break; // the report follows
             }
-            return Err(crate::cleanup::Interrupted.into());
+            return Err(idem_host::cleanup::Interrupted.into());
         }
         let polled = poll_one(kafka, topic, parts)?;
         if polled == Polled::Record {
@@ -289,7 +289,7 @@ fn poll_one<K: SumSinks>(
     topic: &str,
     parts: &mut [Part<K>],
 ) -> anyhow::Result<Polled> {
-    let waiting = parts.iter().any(|x| x.window.len() > 0);
+    let waiting = parts.iter().any(|x| !x.window.is_empty());
     match kafka.poll(if waiting { Duration::ZERO } else { POLL }) {
         Some(Err(e)) if passing(&e) => Ok(Polled::Passing),
         Some(m) => {
@@ -337,7 +337,7 @@ fn apply<K: SumSinks>(
     (pacer, commits, logged): (&mut CommitPacer<Instant>, &mut u64, &mut u64),
     idle: bool,
 ) -> anyhow::Result<()> {
-    let stop = || o.follow && crate::cleanup::stop_requested();
+    let stop = || o.follow && idem_host::cleanup::stop_requested();
     for (p, part) in parts.iter_mut().enumerate() {
         let n = part.window.len();
         if n < BATCH && (n == 0 || !(idle || part.window.complete())) {
@@ -390,7 +390,7 @@ fn checkpointed(
     if o.follow {
         eprintln!(
             "partition {p}: checkpoint: {}; total {total}",
-            crate::render::position_text(next)
+            idem_lab::render::position_text(next)
         );
     }
     if o.abort_after == Some(commits) {

@@ -15,13 +15,13 @@ use idem_mqtt::receiver::{Decided, Keep, Receiver, Release};
 use idem_payments::Sum;
 use idem_payments::registry::SumStoreJob;
 
-use super::applied::AppliedLog;
 use super::identity;
 use super::link::{self, Broken, Got, Link};
 use super::{ConsumeArgs, Tally};
-use crate::error::usage;
-use crate::image::{Image, Pages};
 use fail::{client_error, journal_error};
+use idem_host::image::{Image, Pages};
+use idem_host::mqtt::applied::AppliedLog;
+use idem_lab::error::usage;
 use idem_mqtt::payments::Figures;
 
 mod fail;
@@ -48,11 +48,11 @@ pub const WAITING: usize = 16_384;
 /// if" delivered; one between the two arrives, and is acknowledged and rejected.
 pub const MAXIMUM_PACKET: u32 = 1 << 20;
 /// The receiver journal's page on the host: the image's own, 64 KiB
-/// ([`crate::image::MQTT_PAGE`], seen whole through [`Pages`]). Each page the journal
+/// ([`idem_host::image::MQTT_PAGE`], seen whole through [`Pages`]). Each page the journal
 /// enters costs a sync before its erase and one after its header: at 1 KiB that was two
 /// syncs every 7 records of the naive store, at 8 KiB every 63, at 64 KiB every 511
 /// (its slot is 128 bytes), against one a group of up to 20.
-pub const JOURNAL_PAGE: usize = crate::image::MQTT_PAGE;
+pub const JOURNAL_PAGE: usize = idem_host::image::MQTT_PAGE;
 /// The image's flash as the receiver's journal sees it.
 type Flash<'a> = Pages<'a, JOURNAL_PAGE>;
 /// The journal's pages (three: room for a group's records past the newest durable one).
@@ -109,7 +109,7 @@ pub fn protocol_figures(a: &ConsumeArgs, t: &Tally, asked: &mut super::Asked<'_>
     asked.extra.push(("protocol", json!(a.protocol.name())));
     asked.extra.push(("bytes_written", json!(t.bytes)));
     // What one sync takes bounds a durable run: a group a sync, of at most a window.
-    let syncs = crate::image::FileFlash::process_syncs();
+    let syncs = idem_host::image::FileFlash::process_syncs();
     asked.extra.push(("sync_median_us", json!(syncs.median_us)));
     if a.protocol == idem_mqtt::codec::Protocol::V5 {
         let past = t.f.past_receive_maximum;

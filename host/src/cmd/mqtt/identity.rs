@@ -7,8 +7,8 @@
 use idem_mqtt::client::Broken;
 
 use super::ConsumeArgs;
-use crate::image::{Meta, MqttSession};
-use crate::select::WINDOW;
+use idem_host::image::{Meta, MqttSession};
+use idem_lab::select::WINDOW;
 
 /// The image's run: the session, field by field, and the store.
 pub fn meta(a: &ConsumeArgs, pages: u32) -> Meta {

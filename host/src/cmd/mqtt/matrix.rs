@@ -10,7 +10,7 @@ use idem_mqtt::sim::{self, Cell, ROWS};
 use idem_payments::registry::{self, Source, SumStoreJob};
 use serde_json::json;
 
-use crate::select::{StoreKind, WINDOW};
+use idem_lab::select::{StoreKind, WINDOW};
 
 /// A row of the matrix: the QoS, where the identifiers are kept, when a release is written.
 type Row = (idem_mqtt::codec::QoS, Keep, Release);

@@ -7,7 +7,6 @@
 //! image; `publish` sends a seeded stream and writes what it sent to a truth file, which
 //! `consume --truth` grades against.
 
-mod applied;
 mod bench;
 mod consume;
 mod identity;
@@ -23,9 +22,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::error::usage;
-use crate::image::SyncMode;
-use crate::select::{StoreKind, WINDOW};
+use idem_host::image::SyncMode;
+use idem_lab::error::usage;
+use idem_lab::select::{StoreKind, WINDOW};
 use idem_mqtt::codec::Protocol;
 use idem_payments::registry::{self, Source};
 
@@ -268,7 +267,7 @@ impl Cmd {
                 let truth = a
                     .truth
                     .as_deref()
-                    .map(crate::truth::TruthFile::read_ids)
+                    .map(idem_host::truth::TruthFile::read_ids)
                     .transpose()?;
                 let job = consume::Job { args: &a };
                 let tally = registry::with_mqtt_store(a.store, WINDOW, job)

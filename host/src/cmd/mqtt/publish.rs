@@ -17,7 +17,7 @@ use idem_mqtt::codec::{ConnackProperties, Outgoing, Protocol, Publish, QoS};
 use idem_sim::rng::SplitMix64;
 
 use super::link::{Broken, Got, Link};
-use crate::truth::TruthWriter;
+use idem_host::truth::TruthWriter;
 
 /// Incomplete PUBLISHes at a time: the test broker's `max_inflight_messages`, which
 /// Mosquitto also holds a publisher to (a fifth costs the connection).

@@ -9,7 +9,7 @@ use serde_json::json;
 use idem_mqtt::client::Broken;
 
 use super::{Asked, Tally};
-use crate::truth::{FirstAmounts, IdCounts, TruthFile};
+use idem_host::truth::{FirstAmounts, IdCounts, TruthFile};
 
 /// Each way the promise did not hold (`idem_mqtt::client::Broken`), in words.
 fn broken(a: &Asked<'_>, t: &Tally) -> Vec<String> {
@@ -54,7 +54,7 @@ fn violations(t: &Tally) -> Vec<String> {
     }
     if t.f.publish_after_pubrel > 0 {
         v.push(format!(
-            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent, before the receiver's PUBCOMP (the identifier is freed only by PUBCOMP, MQTT 3.1.1 §2.3.1, and a sender never sends a PUBLISH again after its PUBREL, §4.3.3); each was taken for a resend and not applied",
+            "the broker sent {} PUBLISHes under a packet identifier whose PUBREL it had already sent, the same message again (a sender never sends a PUBLISH again once it has sent its PUBREL, MQTT 3.1.1 §4.3.3); each was taken for a resend and not applied",
             t.f.publish_after_pubrel
         ));
     }

@@ -11,7 +11,7 @@ use idem_mqtt::codec::QoS;
 use idem_sim::check::Verdict;
 use serde_json::json;
 
-use crate::select::StoreKind;
+use idem_lab::select::StoreKind;
 
 /// What to run, and how to print it.
 #[derive(Debug, Clone, Copy)]

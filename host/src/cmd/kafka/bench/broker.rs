@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::child::{kill_group, wait_bounded};
-use crate::error::usage;
+use idem_lab::error::usage;
 
 /// The longest tansu takes to listen.
 const START_LIMIT: Duration = Duration::from_secs(20);
@@ -113,8 +113,8 @@ impl Tansu {
                     broker.last_log_line()
                 );
             }
-            if crate::cleanup::stop_requested() {
-                return Err(crate::cleanup::Interrupted.into());
+            if idem_host::cleanup::stop_requested() {
+                return Err(idem_host::cleanup::Interrupted.into());
             }
             anyhow::ensure!(
                 started.elapsed() < START_LIMIT,

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cleanup::{Interrupted, stop_requested};
-use crate::error::usage;
+use idem_host::cleanup::{Interrupted, stop_requested};
+use idem_lab::error::usage;
 
 /// GNU time: the child's peak resident memory, from `wait4`.
 pub(super) const GNU_TIME: &str = "/usr/bin/time";

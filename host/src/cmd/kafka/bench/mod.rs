@@ -20,12 +20,12 @@ use idem_payments::registry::Source;
 
 use super::produce::{Batching, send_chunked};
 use super::{Broker, KafkaScenario, MAX_PARTITIONS, client};
-use crate::error::usage;
-use crate::image::SyncMode;
-use crate::select::StoreKind;
-use crate::truth::TruthWriter;
 use broker::Tansu;
 use child::{Measured, measure};
+use idem_host::image::SyncMode;
+use idem_host::truth::TruthWriter;
+use idem_lab::error::usage;
+use idem_lab::select::StoreKind;
 use table::{Report, Row};
 
 /// The most records a bench produces.
@@ -170,7 +170,7 @@ impl Bench {
         // Ctrl-C, SIGTERM, SIGHUP: the running child and the broker are killed, the
         // directories removed, and the bench exits 130. SIGKILL: the broker's shell
         // does the same (broker.rs).
-        crate::cleanup::defer_signals();
+        idem_host::cleanup::defer_signals();
         let version = Tansu::version(&tansu)?;
         let work = tempfile::Builder::new()
             .prefix("run-")
@@ -380,7 +380,7 @@ impl Setup {
         if let Some(image) = flash {
             std::fs::remove_file(&image)?;
             // And the log of ids a run graded by the truth file keeps beside it.
-            crate::kafka::applied::AppliedLog::remove(&image)?;
+            idem_host::kafka::applied::AppliedLog::remove(&image)?;
         }
         let checked = table::check(reader, &measured.stdout, self.records, self.sum)
             .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::super::client::{self, BROKER_TIMEOUT, unreachable};
-use crate::error::usage;
+use idem_lab::error::usage;
 
 /// The longest the loop reads before it gives up.
 const DEADLINE: Duration = Duration::from_secs(120);

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::child::{GNU_TIME, Measured};
 use super::{Reader, TruthBy};
-use crate::image::SyncMode;
+use idem_host::image::SyncMode;
 
 /// What a run printed, once checked.
 pub(super) struct Checked {
@@ -326,7 +326,7 @@ fn median_u64(xs: &[u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::StoreKind;
+    use idem_lab::select::StoreKind;
 
     const IDEM: Reader = Reader::Idem(StoreKind::Offset, SyncMode::Checkpoint, TruthBy::File);
 

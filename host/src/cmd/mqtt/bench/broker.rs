@@ -48,11 +48,11 @@ pub(super) fn find(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         });
     match path {
         Some(p) if p.is_file() => Ok(p),
-        Some(p) => Err(crate::error::usage(format!(
+        Some(p) => Err(idem_lab::error::usage(format!(
             "the Mosquitto broker {} does not exist",
             p.display()
         ))),
-        None => Err(crate::error::usage(
+        None => Err(idem_lab::error::usage(
             "no Mosquitto broker found: pass --mosquitto PATH or set IDEM_MOSQUITTO (on Debian: apt-get install mosquitto)",
         )),
     }
@@ -99,8 +99,8 @@ impl Mosquitto {
         broker.pipe = broker.child.stdin.take();
         let started = Instant::now();
         while TcpStream::connect(&broker.addr).is_err() {
-            if crate::cleanup::stop_requested() {
-                return Err(crate::cleanup::Interrupted.into());
+            if idem_host::cleanup::stop_requested() {
+                return Err(idem_host::cleanup::Interrupted.into());
             }
             if started.elapsed() > START_LIMIT || broker.child.try_wait()?.is_some() {
                 let said = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();

@@ -16,8 +16,8 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::error::usage;
 use broker::Mosquitto;
+use idem_lab::error::usage;
 
 /// The paho baseline, run with `python -c`.
 const PLAIN_SUB_PY: &str = include_str!("plain_sub.py");
@@ -43,7 +43,7 @@ pub struct BenchArgs {
     runs: u32,
     /// naive or message-id.
     #[arg(long, value_parser = idem_lab::choice::store(), default_value = "naive")]
-    store: crate::select::StoreKind,
+    store: idem_lab::select::StoreKind,
     /// Pass --release-now to idem's consume (each release in a record of its own).
     #[arg(long)]
     release_now: bool,
@@ -253,7 +253,7 @@ impl Setup<'_> {
 /// The truth file's total, read as `--truth` reads it (idem's first and end lines
 /// included).
 fn true_sum(truth: &Path) -> anyhow::Result<i64> {
-    Ok(crate::truth::TruthFile::read(truth)?.total)
+    Ok(idem_host::truth::TruthFile::read(truth)?.total)
 }
 
 /// A run that did not take every message once is no figure.

@@ -7,7 +7,7 @@ use idem_mqtt::client::ClientError;
 use idem_mqtt::codec::{self, Protocol};
 
 use super::super::link::{self, Broken};
-use crate::error::usage;
+use idem_lab::error::usage;
 
 pub(super) fn client_error<E: core::fmt::Debug>(
     e: ClientError<E>,
@@ -53,8 +53,23 @@ pub(super) fn journal_error<E: core::fmt::Debug>(
     path: &Path,
     e: idem_core::journal::JournalError<E>,
 ) -> anyhow::Error {
-    usage(format!(
-        "{} does not hold a receiver's journal this idem reads ({e:?}); it was left untouched",
-        path.display()
-    ))
+    use idem_core::journal::JournalError as J;
+    let name = path.display();
+    match e {
+        // The receiver's record is tagged with its layout: an image another idem wrote,
+        // whose record had other fields (before the tombstones of released identifiers,
+        // say), or one made for another store, is foreign to this one.
+        J::Foreign { page, tag, version } => usage(format!(
+            "{name} holds a receiver's journal this idem does not read (tagged {tag:#010x}, journal format {version}, at page {page}): it was written by another idem, whose receiver record differs, or for another store; it was left untouched, start a new image"
+        )),
+        J::Decode => usage(format!(
+            "{name} holds a receiver's record that does not decode; it was left untouched"
+        )),
+        J::Damaged { address } => usage(format!(
+            "{name}: the page at flash address {address:#x} has a damaged header but holds the receiver's newest record; it was left untouched"
+        )),
+        other => usage(format!(
+            "{name} does not hold a receiver's journal this idem reads ({other:?}); it was left untouched"
+        )),
+    }
 }

@@ -35,7 +35,6 @@
 //! The engine already hands the drive what the log needs: each step as it returns,
 //! the count of records appended (`Consumer::records_written`), and each journal's
 //! newest record's number.
-#![cfg_attr(not(feature = "kafka"), allow(dead_code))]
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -19,15 +19,13 @@ mod report;
 mod sim;
 mod stream;
 
-#[cfg(feature = "kafka")]
-pub(crate) use stream::IdBytes;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use idem_board::feed::StreamConfig;
 use idem_core::log::{IdKey, MessageId, Offset};
+use idem_host::id_bytes::IdBytes;
 use idem_payments::Payment;
 
 use feed::{connect, feed};
@@ -177,7 +175,7 @@ enum Events {
     /// Every event whole: a scenario's, a log file's.
     Held(Vec<Payment>),
     /// A Kafka partition's: each offset's amount only, its event made from it and its
-    /// id's bytes as it is sent ([`crate::kafka::record::message_of`]).
+    /// id's bytes as it is sent ([`idem_host::kafka::record::message_of`]).
     #[cfg(feature = "kafka")]
     Amounts(Vec<i64>),
 }
@@ -199,7 +197,7 @@ struct Stream {
     events: Events,
     /// The bytes each event's id was made of, when the ids came from outside idem (a log
     /// file, a Kafka partition): the board gets them keyed under its own key.
-    id_bytes: Option<stream::IdBytes>,
+    id_bytes: Option<IdBytes>,
     true_total: i64,
     config: StreamConfig,
     /// A Kafka partition's group, when the stream is one.
@@ -225,7 +223,12 @@ impl idem_board::feed::Source for Stream {
             #[cfg(feature = "kafka")]
             Events::Amounts(amounts) => Some(idem_core::log::Event {
                 offset,
-                payload: crate::kafka::record::message_of(key, bytes?, offset, *amounts.get(i)?),
+                payload: idem_host::kafka::record::message_of(
+                    key,
+                    bytes?,
+                    offset,
+                    *amounts.get(i)?,
+                ),
             }),
         }
     }

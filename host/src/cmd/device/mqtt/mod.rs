@@ -28,11 +28,11 @@ use serde_json::json;
 use super::qemu::{firmware_elf, reset_targets, resetter, start};
 use crate::cmd::mqtt::report::print;
 use crate::cmd::mqtt::{Asked, Tally, check_broker};
-use crate::error::usage;
-use crate::render::count;
-use crate::select::StoreKind;
-use crate::truth::TruthFile;
 use bridge::Bridge;
+use idem_host::truth::TruthFile;
+use idem_lab::error::usage;
+use idem_lab::render::count;
+use idem_lab::select::StoreKind;
 
 /// `idem device mqtt`.
 #[derive(Debug, Args)]

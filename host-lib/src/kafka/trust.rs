@@ -11,7 +11,6 @@ use idem_lab::error::usage;
 
 use super::record::{checked, message, place};
 // The record's rules, where `cmd::kafka` has always found them.
-#[cfg(feature = "kafka")]
 pub use super::record::Payment;
 pub use super::record::{Keyless, OnBadRecord, ReadRules, Skipped};
 
@@ -118,7 +117,6 @@ pub struct PartitionRead {
 }
 
 /// What a read of a partition found, for the report.
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 #[derive(Debug, Clone, Default)]
 pub struct ReadFacts {
     /// Records fetched (distinct offsets).

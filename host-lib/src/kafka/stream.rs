@@ -39,7 +39,6 @@ pub struct Judge {
     next: Offset,
 }
 
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 impl Judge {
     /// A judge of partition `partition`, from offset 0.
     pub fn new(partition: i32, rules: ReadRules) -> Self {
@@ -111,7 +110,6 @@ pub struct Window {
     end: Offset,
 }
 
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 impl Window {
     /// An empty window of `partition` from offset `from` (the consumer's next) to `end`,
     /// its ids under `key`.
@@ -145,6 +143,11 @@ impl Window {
     /// The events held.
     pub fn len(&self) -> usize {
         self.events.len()
+    }
+
+    /// Whether it holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
     }
 
     /// Whether it holds every offset up to its end.
@@ -263,7 +266,6 @@ pub struct TruthFold {
     pub skipped: Vec<Skipped>,
 }
 
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 impl TruthFold {
     /// A fold of `partition` up to `end`, judged by `rules`.
     pub fn new(partition: i32, rules: ReadRules, end: Offset) -> Self {

@@ -11,7 +11,6 @@ use idem_payments::Message;
 use serde::{Deserialize, Serialize};
 
 /// A record's value, as `idem kafka produce` writes it.
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Payment {
     /// Who pays.
@@ -21,7 +20,7 @@ pub struct Payment {
 }
 
 /// What to do with a record that is not a payment idem can apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnBadRecord {
     /// Stop with exit 2, naming the partition and offset.
     Stop,
@@ -30,7 +29,7 @@ pub enum OnBadRecord {
 }
 
 /// What a record without a key means to the message-id store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keyless {
     /// It has no message id: a bad record.
     Refuse,

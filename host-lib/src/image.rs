@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
 use idem_core::log::IdKey;
+use idem_lab::error::usage;
 use idem_payments::registry::StoreKind;
 
 mod flash;
@@ -262,7 +262,6 @@ pub struct Image {
     /// Where it is.
     pub path: PathBuf,
     /// The image's own message-id key.
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     key: IdKey,
 }
 
@@ -273,7 +272,6 @@ impl Image {
     /// rerun on the image uses the same one. Secret: a producer who does not know it
     /// cannot choose two ids that collide. (Only `kafka consume` reads ids from outside
     /// into an image so far; the scenarios' ids are idem's own, under the public key.)
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub fn id_key(&self) -> IdKey {
         self.key
     }

@@ -1,7 +1,8 @@
-//! A device whose flash is an image file: what `consume`, `status`, `flash inspect` and
-//! `chaos` share. The consumer and its rules are the core's; this module only opens
-//! the image and picks the scenario and store it was made for (`crate::failure` words the
-//! errors).
+//! The image's consumer: a consumer whose flash is an image file, as `idem consume`,
+//! `status`, `flash inspect` and `chaos` run it (a device's flash on the host; the board
+//! itself is `idem device`'s). The consumer and its rules are the core's; this module
+//! only opens the image and picks the scenario and store it was made for
+//! (`crate::failure` words the errors).
 
 use idem_payments::Total;
 use std::path::Path;

@@ -8,6 +8,7 @@ use idem_payments::registry::{self, Source};
 #[cfg(feature = "kafka")]
 use super::Bridge;
 use super::{Events, Stream, StreamArgs};
+use idem_host::id_bytes::IdBytes;
 use idem_lab::error::usage;
 use idem_lab::select::{self, ScenarioArgs, ScenarioKind, StoreKind};
 
@@ -19,36 +20,6 @@ fn store_id(kind: StoreKind) -> anyhow::Result<StoreId> {
             kind.name()
         ))
     })
-}
-
-/// The bytes each event's message id is made of, when the ids came from outside idem
-/// (a log file's ids, a Kafka record's key or its place), by offset from 0: in one
-/// buffer, so a million of them take their bytes and a word each.
-#[derive(Debug, Default)]
-pub(crate) struct IdBytes {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl IdBytes {
-    /// Adds the next offset's bytes.
-    pub(crate) fn push(&mut self, id: &[u8]) {
-        self.bytes.extend_from_slice(id);
-        self.ends.push(self.bytes.len());
-    }
-
-    /// How many offsets it holds.
-    #[cfg(feature = "kafka")]
-    pub(crate) fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// The bytes of offset `i`'s id.
-    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
-        let end = *self.ends.get(i)?;
-        let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
-        Some(&self.bytes[start..end])
-    }
 }
 
 /// The id of a stream of events: another stream is another id. Ids that came as bytes

@@ -1,7 +1,7 @@
 //! A store of the application's own, written in this file and nowhere else, runs on
 //! every source its entry lists ([`Listed::SOURCES`]), through each source's own path:
 //! the simulator's run with its crash and checker, and the file image's consume path
-//! (`device::consume_store`, which `idem consume` runs). No other file names it.
+//! (`image_consumer::consume_store`, which `idem consume` runs). No other file names it.
 
 use std::time::Duration;
 
@@ -15,9 +15,9 @@ use idem_sim::check::Verdict;
 use idem_sim::run::{self, Action, TraceStep};
 use idem_sim::scenario;
 
-use crate::device::{self, Progress};
 use crate::drive::Drive;
 use crate::image::{Image, Meta};
+use crate::image_consumer::{self, Progress};
 
 /// The application's own store: a total that applies an event only when its offset is
 /// newer than the last it applied, kept in the total's record (set-if-newer, written by
@@ -107,16 +107,18 @@ fn on_image<S: Runnable + Copy>(store: S, name: &str) -> (u64, Progress) {
     };
     let mut image = Image::open_or_create(&path, &meta).unwrap();
     let first =
-        device::consume_store(&mut image, &s, store, Some(&gone), &mut |_, _| Ok(())).unwrap();
+        image_consumer::consume_store(&mut image, &s, store, Some(&gone), &mut |_, _| Ok(()))
+            .unwrap();
     assert_eq!((first.next_offset, first.total), (45, 45));
     drop(image);
     let mut image = Image::open_or_create(&path, &meta).unwrap();
-    let recovered = device::consume_store(&mut image, &s, store, None, &mut |_, _| Ok(()))
+    let recovered = image_consumer::consume_store(&mut image, &s, store, None, &mut |_, _| Ok(()))
         .unwrap()
         .next_offset;
     let to_end = Drive::to_end(Duration::ZERO);
     let end =
-        device::consume_store(&mut image, &s, store, Some(&to_end), &mut |_, _| Ok(())).unwrap();
+        image_consumer::consume_store(&mut image, &s, store, Some(&to_end), &mut |_, _| Ok(()))
+            .unwrap();
     (recovered, end)
 }
 

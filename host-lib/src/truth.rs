@@ -243,7 +243,7 @@ impl FirstAmounts {
 }
 
 /// The longest line a truth file may hold, in bytes: a payment with an id of
-/// [`MAX_KEY`] bytes fits, and a file with no line end is refused instead of read whole.
+/// `MAX_KEY` bytes fits, and a file with no line end is refused instead of read whole.
 pub const MAX_LINE: usize = MAX_KEY + 1024;
 
 /// The first line of a truth file that idem writes: `{"idem_truth": 1, "writer": "mqtt
@@ -270,7 +270,7 @@ struct End {
 /// What a producer sent, as its truth file says: one JSON payment a line
 /// (`{"id": "p17", "payer": "ada", "amount": 5}`), every send (resends included), each
 /// id counted once at its first amount. `idem mqtt publish --truth` and `idem kafka
-/// produce --truth` write one with a first line ([`Head`]) and a last ([`End`]): such a
+/// produce --truth` write one with a first line (`Head`) and a last (`End`): such a
 /// file without its last line is one whose writer stopped, and is refused. A file from
 /// another writer (a hand-made one, paho, kafka-python) is payment lines only.
 /// `consume --truth` grades against it, a truth that does not come from the read it
@@ -418,8 +418,8 @@ impl TruthFile {
 }
 
 /// A truth file being written: under a temporary name beside its path
-/// (`NAME.XXXXXXXX.idem-tmp`), with [`Head`] first; [`TruthWriter::finish`] adds
-/// [`End`], syncs it and renames it into place. Whatever stops the writer before then
+/// (`NAME.XXXXXXXX.idem-tmp`), with `Head` first; [`TruthWriter::finish`] adds
+/// `End`, syncs it and renames it into place. Whatever stops the writer before then
 /// leaves no file under the truth's name (an earlier one is removed at the start), so
 /// no consumer is graded against a truth that was never finished.
 pub struct TruthWriter {
@@ -483,7 +483,6 @@ impl TruthWriter {
     }
 
     /// Writes the payment `id` of `payer` and `amount`, as JSON in the payload's order.
-    #[cfg(any(feature = "kafka", test))]
     pub fn payment(&mut self, id: &str, payer: &str, amount: i64) -> anyhow::Result<()> {
         let text = |s: &str| serde_json::to_string(s);
         let (id, payer) = (text(id)?, text(payer)?);
