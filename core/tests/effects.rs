@@ -377,20 +377,20 @@ fn the_pump_doses_once_at_every_cut_when_it_asks_its_counter() {
 #[test]
 fn pumping_in_the_consumers_step_is_caught_once_the_pumping_is_marked() {
     // The dose pumped right after the step that applied it, in the same call, no
-    // ledger: 90 steps, 523 unit writes, 3 erases. Not marked, no cut falls between the
-    // durable record and the pump, and the sweep finds nothing wrong in 3,432 trials
+    // ledger: 90 steps, 222 unit writes, 2 erases. Not marked, no cut falls between the
+    // durable record and the pump, and the sweep finds nothing wrong in 1,617 trials
     // although a reset there loses the dose: the checker's blind spot.
     let unmarked = sweep_shape(Policy::Asked, Shape::SameStep { marked: false });
-    assert_eq!(unmarked, ([1_578, 1_578, 8, 268], [0, 0], [90, 523, 3, 0]));
+    assert_eq!(unmarked, ([672, 672, 5, 268], [0, 0], [90, 222, 2, 0]));
     // Marked with `cuts::act`: the 28 pumpings are 56 more reset places (before and
     // after each), and the reset right before each of them loses its dose: 28 wrong.
     // (A lost dose ends its trial at the boot that finds it, so those 28 get no second
     // cuts; the 28 after a pumping get 2 each: 112 more reset trials.)
     let marked = sweep_shape(Policy::Asked, Shape::SameStep { marked: true });
-    assert_eq!(marked, ([1_578, 1_578, 8, 380], [0, 28], [90, 523, 3, 28]));
+    assert_eq!(marked, ([672, 672, 5, 380], [0, 28], [90, 222, 2, 28]));
     // The intent and its done, every pumping marked (in its own step and at boot): the
     // 56 reset places and their 112 second cuts added to the 352 resets after steps,
-    // and exact in all 4,059 trials.
+    // and exact in all 2,412 trials.
     let intent = sweep_shape(Policy::Asked, Shape::IntentDone { marked: true });
-    assert_eq!(intent, ([1_764, 1_764, 11, 520], [0, 0], [118, 584, 4, 28]));
+    assert_eq!(intent, ([942, 942, 8, 520], [0, 0], [118, 311, 3, 28]));
 }
