@@ -483,8 +483,10 @@ fn lossy_lines_resets_and_power_cuts_leave_qos_2_in_flash_exact() {
     println!("16 runs of 200 QoS 2 messages: {resets} resets, {cuts} of them power cuts");
     // The model is deterministic: these seeds make these faults (175 and 48 before the
     // client's waiting queue and the board's MQTT 5, which change the bytes exchanged;
-    // 182 and 49 before the receiver's tombstones, which lengthen each record).
-    assert_eq!((resets, cuts), (185, 53));
+    // 182 and 49 before the receiver's tombstones, which lengthen each record, 185 and 53
+    // with them in journal format 2, whose slots took more flash writes than format 3's
+    // records at their encoded size).
+    assert_eq!((resets, cuts), (162, 45));
 }
 
 #[test]
@@ -549,8 +551,8 @@ fn qos_1_with_the_message_id_store_is_exact_and_identifiers_in_ram_apply_again()
     }
     println!("QoS 2 with the identifiers in RAM: {over} over the truth in 4 runs");
     // 23 before the receiver's tombstones lengthened each record, and so moved the
-    // seeded resets.
-    assert_eq!(over, 27, "the resets between a record and its PUBREC");
+    // seeded resets; 27 with them in journal format 2's slots.
+    assert_eq!(over, 23, "the resets between a record and its PUBREC");
 }
 
 #[test]

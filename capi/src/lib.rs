@@ -54,10 +54,11 @@ const SLOTS_AT: usize =
 const _: () = assert!(SLOTS_AT + core::mem::size_of::<door::Slots>() <= IDEM_RECEIVER_WORDS * 8);
 const _: () = assert!(core::mem::align_of::<Door>() <= 8);
 const _: () = assert!(core::mem::align_of::<door::Slots>() <= 8);
-// The receiver's record, with the largest state, fits a journal slot on either unit, on
-// a device: 512 bytes, the bare-metal `MAX_SLOT_SIZE` (a hosted build allows more).
+// The receiver's record, with the largest state, fits a journal on either unit, on a
+// device: 512 bytes at its largest, the bare-metal `MAX_SLOT_SIZE` (a hosted build allows
+// more).
 const _: () = assert!(
-    idem_core::journal::slot_size_on::<idem_mqtt::receiver::RecordOf<app::CStore, IDEM_PLACES>>(32)
+    idem_core::journal::largest_on::<idem_mqtt::receiver::RecordOf<app::CStore, IDEM_PLACES>>(32)
         <= 512
 );
 

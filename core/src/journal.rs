@@ -1,37 +1,50 @@
-//! A journal of postcard records in fixed-size slots on NOR flash.
+//! A journal of postcard records on NOR flash, each at its encoded size.
 //!
 //! A journal owns one [`Region`] of whole pages and writes its records round-robin
-//! through it. Each page starts with a 20-byte header (magic, format version, slot size,
-//! a tag naming what the journal holds, the sequence number of the page's first slot, and
-//! a CRC over the four words before it). Each record fills one slot: the postcard payload
-//! padded with `0xFF`, and a check word, written last in its own word write. (On a flash
-//! that programs 8 to 32 bytes at a time, each unit once, as ECC flash does, the header's
-//! words and a record's payload are padded to whole units and the check word gets a unit
-//! of its own, with its complement beside it: [`header_size`], [`slot_size_on`].) A record's
-//! sequence number is not stored in its slot (format 2; format 1 spent a word of every
-//! slot on it): it is the page's first sequence number plus the slot's index, so the
-//! numbers run on, one per slot, around the ring. The check word is a CRC-32C over the
-//! sequence number and the payload, so a record is valid only at the position it was
-//! written for. [`Journal::open`] scans the region once; the valid record with the
+//! through it. Each page starts with a 20-byte header (magic, format version, the
+//! largest record's extent, a tag naming what the journal holds, the sequence number of
+//! the page's first record, and a CRC over the four words before it). A record (format
+//! 3) is one byte that counts its write units before the check word, its postcard
+//! payload, `0xFF` to whole units, then a check word in a unit of its own, written last;
+//! the next record starts right after it, and a record that does not fit the rest of the
+//! page goes to the next page. A reader reads a record whole from its first byte, with no
+//! decoder: a page is read a 512-byte window at a time (on a hosted build, a window of the
+//! largest record where that is longer). (On a flash that programs 8 to 32
+//! bytes at a time, each unit once, as ECC flash does, the header's words are padded to
+//! whole units and the check word's unit holds its complement too: [`header_size`],
+//! [`slot_size_on`].) Sequence numbers run on, one per record, around the ring; a
+//! record's number is not stored, but its check word is a CRC-32C over its bytes, its
+//! offset in the page and its number, so a record is valid only where, and as what, it
+//! was written. [`Journal::open`] scans the region once; the valid record with the
 //! highest sequence number wins, and the write cursor stays in RAM after that, so an
-//! append costs one slot write (plus a page erase and header when it enters a new page).
+//! append costs the record's units (plus a page erase and header when it enters a new
+//! page).
+//!
+//! Format 2 gave every record a slot of the largest record's size, numbered by its
+//! index. Its pages are still read, and a format-2 page being filled when a firmware of
+//! format 3 first boots is filled in format 2 to its end; the next page entered is
+//! format 3 ([`FORMAT_2`]).
 //!
 //! Crash safety: a record counts only once its check word is in place, so a crash between
 //! any two flash operations leaves either the previous record or the new one as the
 //! newest. A check word never reads erased (a CRC of `0xFFFF_FFFF` is stored with its
-//! low bit cleared, and checked the same way). A slot that is neither blank nor valid is
-//! skipped whole (its sequence number goes unused), a slot is blank-checked before it is
+//! low bit cleared, and checked the same way). Bytes after the newest record that are
+//! not blank (a write cut short) are stepped over by the next append, to the page's last
+//! byte written, and take one sequence number; a record is blank-checked before it is
 //! programmed, and a page is erased every time the cursor enters it (even one that reads
 //! blank: interrupted erases can leave a page that reads all ones without being reliably
 //! erased) and never while it holds the newest record. A page that is neither blank nor
 //! valid (never written, or an erase cut short) is erased before use; before that,
-//! recovery checks its slots against the sequence numbers they would carry if they were
-//! newer than the newest readable record (the number its damaged header still reads, and
-//! the one its place after the newest record's page gives, or with no readable record
-//! the one of a first pass around the ring), and refuses the region if one is: a damaged
-//! header must not roll a journal back. A record written after the journal stepped over
-//! torn slots says so in its check word ([`AFTER_TORN`]), so a write cut short is told
-//! apart from a record lost later.
+//! recovery checks its records against the sequence numbers they would carry if they
+//! were newer than the newest readable record (the number its damaged header still
+//! reads, and those its place after the newest record's page gives, or with no readable
+//! record the one of a first pass around the ring), and refuses the region if one is: a
+//! damaged header must not roll a journal back. A record written after the journal
+//! stepped over torn bytes says so in its check word ([`AFTER_TORN`]), so a write cut
+//! short is told apart from a record lost later: past bytes that hold no record, the next
+//! record is looked for at each write unit, under each of the [`HOLE_MAX`] numbers it can
+//! carry, and the numbers it skips are exactly the ones its writer stepped over, or
+//! records were lost there.
 //!
 //! It knows nothing of offsets or stores: those are [`crate::consumer`] and
 //! [`crate::store`]. On its own it is a durable record of any state, updated with no
@@ -71,7 +84,11 @@ pub use crate::flash::{Region, ZeroOver, write_unit};
 /// Marks a page as one of idem's journal pages. Neither all ones nor all zeros.
 pub const MAGIC: u32 = 0x1DE5_0A7C;
 /// The on-flash format of pages and records. A journal refuses pages of another version.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
+/// The format before: records in fixed slots of the largest record's size. Its pages are
+/// still read, and a page of it that is being filled is filled in it (see the module's
+/// documentation).
+pub const FORMAT_2: u16 = 2;
 /// Bytes of the page header on a flash whose write unit is at most a word (4 bytes): four
 /// words, then the CRC word. See [`header_size`] for the others.
 pub const HEADER_SIZE: usize = 20;
@@ -89,26 +106,54 @@ pub const fn header_size(write_size: usize) -> usize {
 /// The largest slot a journal supports (bounds the stack buffer used to write one):
 /// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
 /// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
-/// consume`'s image). A journal of slots over 512 bytes is read by hosted builds only.
+/// consume`'s image). A journal whose largest record is over 512 bytes is read by hosted
+/// builds only.
 #[cfg(target_os = "none")]
 pub const MAX_SLOT_SIZE: usize = 512;
 /// The largest slot a journal supports (bounds the stack buffer used to write one):
 /// 512 bytes on bare metal; 1,024 on a hosted build, whose records may be larger (an
 /// MQTT receiver's of 32 places, its tombstones and a message-id window, in `idem mqtt
-/// consume`'s image). A journal of slots over 512 bytes is read by hosted builds only.
+/// consume`'s image). A journal whose largest record is over 512 bytes is read by hosted
+/// builds only.
 #[cfg(not(target_os = "none"))]
 pub const MAX_SLOT_SIZE: usize = 1024;
 
 /// The largest page header: on a 32-byte flash word.
 const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
 
-/// Slots up to this size are written from a buffer of this size (plus the sequence word).
+/// Records up to this size are written from a buffer of this size.
 const SMALL_SLOT: usize = 64;
 
-/// A slot as the journal handles it in RAM: the record's sequence number (never written
-/// to flash, but covered by the check word), then the slot's bytes (payload, check word).
-/// The check word is one CRC over the first `slot` bytes.
-type SlotBuf = [u8; 4 + MAX_SLOT_SIZE];
+/// Bytes a reader reads at a time: the bare-metal [`MAX_SLOT_SIZE`]. A hosted build reads
+/// the same windows (its reads are what a device's would be) unless its journal's largest
+/// record is longer, and then a window of that record's length.
+const WINDOW: usize = 512;
+
+/// Bytes of one page read ahead: `bytes[..len]` hold page `page`'s records from byte
+/// `off` on (past the header). A scan reads a page a window at a time, not a record at a
+/// time; a record found valid is read from here.
+#[derive(Debug)]
+pub(crate) struct Window {
+    bytes: [u8; MAX_SLOT_SIZE],
+    page: u32,
+    off: u32,
+    len: u32,
+    /// Where the payload of the record [`Journal::open`]'s scan found newest starts.
+    body: usize,
+}
+
+impl Window {
+    /// A window holding nothing.
+    const fn new() -> Self {
+        Self {
+            bytes: [0; MAX_SLOT_SIZE],
+            page: 0,
+            off: 0,
+            len: 0,
+            body: 0,
+        }
+    }
+}
 
 /// CRC-32C. On bare metal it is computed bit by bit (no table: 1 KiB less flash, and a
 /// slot is a few dozen bytes); hosted builds use sixteen 256-entry tables (slice-by-16,
@@ -127,6 +172,50 @@ fn crc32c(bytes: &[u8]) -> u32 {
     CRC.checksum(bytes)
 }
 
+/// The CRC-32C a record's check word holds, of its `bytes` before the check word, as
+/// record number `seq`: for a format-2 record, over the four bytes of its number, then its
+/// bytes (its slot places it); for a format-3 one, over its bytes, then its offset `at` in
+/// its page, then its number, so a record is valid only where and as what it was written
+/// ([`record_crcs`] takes the CRC of one place for several numbers).
+#[cfg_attr(target_os = "none", inline(never))]
+fn record_crc(bytes: &[u8], at: Option<u32>, seq: u32) -> u32 {
+    let mut found = 0;
+    record_crcs(bytes, at, (seq, 1), &mut |_, crc| {
+        found = crc;
+        true
+    });
+    found
+}
+
+/// The CRC ([`record_crc`]) of the record `bytes` at offset `at` (`None` in a format-2
+/// page), for each of the `seqs.1` sequence numbers from `seqs.0` on, passed to `take`
+/// until it returns `true`. A format-3 record's bytes are run through the CRC once, and
+/// each number finishes a copy.
+#[cfg_attr(target_os = "none", inline(never))]
+fn record_crcs(
+    bytes: &[u8],
+    at: Option<u32>,
+    seqs: (u32, u32),
+    take: &mut dyn FnMut(u32, u32) -> bool,
+) {
+    let mut digest = CRC.digest();
+    if let Some(at) = at {
+        digest.update(bytes);
+        digest.update(&at.to_le_bytes());
+    }
+    for i in 0..seqs.1 {
+        let seq = seqs.0.wrapping_add(i);
+        let mut each = digest.clone();
+        each.update(&seq.to_le_bytes());
+        if at.is_none() {
+            each.update(bytes);
+        }
+        if take(seq, each.finalize()) {
+            return;
+        }
+    }
+}
+
 /// The sequence number of a region's first record.
 pub(crate) const FIRST_SEQ: u32 = 1;
 
@@ -139,29 +228,49 @@ pub const fn slot_size<T: MaxSize>() -> usize {
 
 /// The size in bytes of the slot that holds a record of type `T` on a flash that writes
 /// `write_size` bytes at a time: the largest postcard encoding of `T` padded to whole
-/// units, then the check word in a unit of its own.
+/// units, then the check word in a unit of its own. It names the record type in a page's
+/// header, and is a format-2 page's slot.
 pub const fn slot_size_on<T: MaxSize>(write_size: usize) -> usize {
     let unit = write_unit(write_size);
     T::POSTCARD_MAX_SIZE.div_ceil(unit) * unit + unit
 }
 
+/// The largest format-3 record of type `T` on a flash that writes `write_size` bytes at a
+/// time: its length byte and largest postcard encoding padded to whole units, then the
+/// check unit. A journal of `T` builds only where this is at most [`MAX_SLOT_SIZE`].
+pub const fn largest_on<T: MaxSize>(write_size: usize) -> usize {
+    let unit = write_unit(write_size);
+    (1 + T::POSTCARD_MAX_SIZE).div_ceil(unit) * unit + unit
+}
+
 /// XORed into the check word of a record written after the journal stepped over torn
-/// slots, with the number of those slots (1 to [`TORN_MAX`]) in bits 1 to 4.
+/// slots (format 2) or a run of bytes holding no record (format 3), with the number of
+/// sequence numbers it stepped over (1 to [`TORN_MAX`]: one a slot, one a run) in bits 1
+/// to 4.
 ///
-/// The mark is what tells a write cut short apart from a record lost later: the slot of a
-/// write cut short is stepped over by the next append after the restart, which says so,
-/// and how many slots it stepped over, in its own check word. A record damaged after it
-/// was written leaves a hole no newer record vouches for, or one slot more than the
-/// vouching record counted (a write cut short right after it, then the record damaged).
-/// A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32 without
-/// the mark). On a flash whose write unit is 8 bytes or more, the check word's unit also
-/// holds its complement, and the odds are 16 in 2^64: a torn erase of a 1 KiB page on an
-/// 8-byte flash has 62 slots that recovery checks against two sequence numbers each, and
-/// 100,000 random power cuts met a slot that passed the 32-bit check alone.
+/// The mark is what tells a write cut short apart from a record lost later: the bytes of
+/// a write cut short are stepped over by the next append after the restart, which says
+/// so, and how many numbers it stepped over, in its own check word. A record damaged or
+/// lost after it was written leaves a hole no newer record vouches for, or numbers more
+/// than the vouching record counted (a write cut short right after it, then the record
+/// lost). A slot of random bytes passes as a record with odds of 16 in 2^32 (1 in 2^32
+/// without the mark); a format-3 record past a run is tried under [`HOLE_MAX`] numbers at
+/// each write unit, with no mark or a mark of one, so 32 in 2^32 a unit tried. On a flash
+/// whose write unit is 8 bytes or more, the check word's unit also holds its complement,
+/// and the odds are 2^32 times smaller: a torn erase of a 1 KiB page on an 8-byte flash
+/// has 62 slots that recovery checks against two sequence numbers each, and 100,000
+/// random power cuts met a slot that passed the 32-bit check alone.
 pub const AFTER_TORN: u32 = 0x5EA1_ED00;
-/// The most torn slots a check word counts; a count of `TORN_MAX` means that many or more.
+/// The most steps over a check word counts; a count of `TORN_MAX` means that many or more.
 pub const TORN_MAX: u32 = 15;
 const TORN_BITS: u32 = TORN_MAX << 1;
+/// The most sequence numbers a format-3 record found past bytes that hold none can be
+/// ahead of the record before it (records lost there, and a run a writer stepped over):
+/// each number tried multiplies the odds of a false record, so a hole of more lost
+/// records hides the page's records after it, as lost too. A unit past such bytes is
+/// tried only where its first byte counts a record that fits (one unit to the largest
+/// record's), read from the page's window: the numbers cost CRC work, not reads.
+pub const HOLE_MAX: u32 = 16;
 
 /// What a check word is XORed with for a record written over `torn` torn slots.
 const fn torn_mark(torn: u32) -> u32 {
@@ -243,10 +352,14 @@ impl<E: core::fmt::Display> core::fmt::Display for JournalError<E> {
             Self::BadRegion => {
                 f.write_str("journal region must be at least two whole pages inside the flash")
             }
-            Self::Foreign { page, version, .. } if *version != FORMAT_VERSION => write!(
-                f,
-                "page {page} holds a journal in format {version}, and this idem reads format {FORMAT_VERSION} only"
-            ),
+            Self::Foreign { page, version, .. }
+                if *version != FORMAT_VERSION && *version != FORMAT_2 =>
+            {
+                write!(
+                    f,
+                    "page {page} holds a journal in format {version}, and this idem reads formats {FORMAT_2} and {FORMAT_VERSION} only"
+                )
+            }
             Self::Foreign { page, tag, version } => write!(
                 f,
                 "page {page} belongs to another journal (tag {tag:#010x}, format version {version})"
@@ -290,11 +403,13 @@ pub enum PageState {
 pub struct PageSummary {
     /// Blank, valid or unformatted.
     pub state: PageState,
-    /// Slots holding a valid record.
+    /// Valid records.
     pub valid: u32,
-    /// Slots neither blank nor valid (a write cut short).
+    /// In a format-2 page, slots neither blank nor valid; in a format-3 page, runs of
+    /// bytes that hold no record (a write cut short, or records voided).
     pub torn: u32,
-    /// Blank slots.
+    /// In a format-2 page, blank slots; in a format-3 page, records of the largest size
+    /// that still fit after its last byte written.
     pub blank: u32,
     /// The highest sequence number among the valid records.
     pub newest_seq: Option<u32>,
@@ -321,23 +436,34 @@ pub struct Journal<T> {
     _record: PhantomData<fn() -> T>,
 }
 
-/// The untyped part of a journal: its pages, slot size, sequence and cursor.
+/// The untyped part of a journal: its pages, record sizes, sequence and cursor.
 #[derive(Debug, Clone)]
 pub(crate) struct Ring {
     region: Region,
+    /// A format-2 page's slot (named in every page's header).
     slot: u32,
-    /// Slots in one page, worked out at compile time per record type (no run-time
-    /// division, which would pull a software divider into a Cortex-M0 image).
+    /// The largest format-3 record's extent.
+    largest: u32,
+    /// Records of the largest size in one page (a format-2 page's slots), worked out at
+    /// compile time per record type (no run-time division, which would pull a software
+    /// divider into a Cortex-M0 image).
     per_page: u32,
+    /// Bytes of a page after its header.
+    data: u32,
     tag: u32,
-    /// The sequence number of the cursor's page's first slot (of the page it will enter,
-    /// when it is not ready).
-    cursor_base: u32,
+    /// The sequence number of the record the cursor writes next.
+    cursor_seq: u32,
+    /// Byte offset of the cursor in its page's records (past the header).
+    cursor_off: u32,
+    /// The cursor's page is a format-2 page being filled in format 2.
+    cursor_v2: bool,
     newest: Option<SlotAddr>,
+    /// Byte offset of the newest record in its page's records.
+    newest_off: u32,
     newest_seq: u32,
     cursor: SlotAddr,
     cursor_page_ready: bool,
-    /// The cursor's page was erased by this ring and every slot from the cursor on has
+    /// The cursor's page was erased by this ring and every byte from the cursor on has
     /// been left alone since: they are blank without reading them.
     cursor_page_fresh: bool,
     appended: Count,
@@ -352,6 +478,11 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
     pub const fn slot_on<F: NorFlash>() -> usize {
         slot_size_on::<T>(F::WRITE_SIZE)
     }
+
+    /// Bytes of this journal's largest format-3 record on a flash whose write unit is at
+    /// most a word: its length byte and largest encoding in whole words, then the check
+    /// word (a record takes what it encodes to, up to this).
+    pub const LARGEST: usize = largest_on::<T>(4);
 
     crate::io::doors! { in Self;
         /// Scans `region` and returns the journal with its cursor after the newest valid
@@ -451,9 +582,9 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         /// Visits the valid records from the newest back, newest first, while `visit`
         /// returns `true`: the records a store rebuilds its state from
         /// ([`crate::persist::Appended`]). Each comes with its sequence number and whether it
-        /// follows on from the record visited last: in the slot right before it, or with only
-        /// torn slots between that the newer record was written over (writes cut short, see
-        /// [`AFTER_TORN`]); either way none can have been lost there. Slots that hold no valid
+        /// follows on from the record visited last: numbered right before it, or with only
+        /// numbers between that the newer record's writer stepped over (writes cut short, see
+        /// [`AFTER_TORN`]); either way none can have been lost there. Bytes that hold no valid
         /// record are stepped over; the walk stops at a page that is not this journal's or
         /// after a full turn of the ring.
         pub fn recent | recent_async [F] flash F
@@ -474,14 +605,27 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
         self.ring.newest
     }
 
+    /// The byte offset of the newest valid record in its page, past the page header (a
+    /// format-3 record is where the ones before it ended, not at a slot), if any.
+    pub fn newest_offset(&self) -> Option<u32> {
+        self.ring.newest.map(|_| self.ring.newest_off)
+    }
+
     /// The slot the next append will try first.
     pub fn cursor(&self) -> SlotAddr {
         self.ring.cursor
     }
 
-    /// Slots in one page.
+    /// Records of the largest size one page holds (the slots of a format-2 page): the
+    /// fewest records a page takes. A format-3 page holds more when they encode shorter.
     pub fn slots_per_page(&self) -> u32 {
         self.ring.slots_per_page()
+    }
+
+    /// How many records of the largest size still fit in the cursor's page (0 when the
+    /// next append enters a new page).
+    pub fn room(&self) -> u32 {
+        self.ring.room()
     }
 
     crate::io::doors! { in Self;
@@ -494,10 +638,10 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Journal<T> {
 }
 
 impl<T> Journal<T> {
-    /// Voids every record newer than the one numbered `keep`: each slot from the oldest
-    /// of them to the newest that is not blank is programmed to zero, so it reads as a
-    /// torn slot, which the next append steps over and counts
-    /// ([`AFTER_TORN`]); blank slots among them are left for the appends. Returns how many
+    /// Voids every record newer than the one numbered `keep`: the bytes from the oldest
+    /// of them to the end of the newest are programmed to zero (in each page, where they
+    /// are not all blank), so they read as a write cut short, which the next append steps
+    /// over and counts ([`AFTER_TORN`]). Returns how many
     /// valid records it voided. The handle is consumed: open the journal again to go on.
     ///
     /// It is for a storage that can keep a later write and lose an earlier one (a file
@@ -516,29 +660,38 @@ impl<T> Journal<T> {
             return Ok(0);
         };
         let newer = ring.newest_seq.wrapping_sub(keep);
-        let (mut first, mut count) = (None, 0u32);
-        ring.walk_back(flash, &mut |seq, at, _, _| {
-            if ring.newest_seq.wrapping_sub(seq) >= newer {
+        let (mut first, mut count, mut end) = (None, 0u32, None);
+        ring.walk_back(flash, &mut |f, _, _| {
+            end = end.or(Some(f.off + f.len));
+            if ring.newest_seq.wrapping_sub(f.seq) >= newer {
                 return false;
             }
-            first = Some(at);
+            first = Some(*f);
             count += 1;
             true
         })?;
-        let Some(mut at) = first else {
+        let (Some(first), Some(end)) = (first, end) else {
             return Ok(0);
         };
+        // Every byte from the oldest of them to the end of the newest, page by page: the
+        // records, and the runs of torn bytes between them.
+        let (mut page, mut from) = (first.at.page, first.off);
         loop {
-            let addr = ring.slot_address::<F>(at);
-            if !blocking::blank(flash, addr, ring.slot)? {
+            let to = if page == newest.page {
+                end
+            } else {
+                ring.tail(flash, page, &mut [0; 64])?
+            };
+            let addr = ring.address::<F>(page, from);
+            if to > from && !blocking::blank(flash, addr, to - from)? {
                 flash
-                    .zero_over(addr, ring.slot as usize)
+                    .zero_over(addr, (to - from) as usize)
                     .map_err(JournalError::Flash)?;
             }
-            if at == newest {
+            if page == newest.page {
                 return Ok(count);
             }
-            at = ring.after(at);
+            (page, from) = (ring.page_after(page), 0);
         }
     }
 }
@@ -552,22 +705,27 @@ type Migrated<T> = (Journal<T>, Option<T>, bool);
 /// [`Migrated`], and whether pages of the old journal remain.
 type MigratedMany<T> = (Journal<T>, Option<T>, bool, bool);
 
-/// A journal's page layout on one flash: slot size and slots per page. The write unit and
-/// the header size are constants of the flash type (`unit::<F>()`, `header::<F>()`), so
-/// a firmware with one flash compiles them in, as it did when every unit was a word.
+/// A journal's page layout on one flash: its largest record in each format and how many
+/// format-2 slots a page holds. The write unit and the header size are
+/// constants of the flash type (`unit::<F>()`, `header::<F>()`), so a firmware with one
+/// flash compiles them in, as it did when every unit was a word.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
     slot: u32,
+    largest: u32,
     per_page: u32,
+    data: u32,
 }
 
-/// The slot size and slots per page of a journal of `T` on a flash of this write unit
-/// and page size, worked out at compile time.
+/// The layout of a journal of `T` on a flash of this write unit and page size, worked
+/// out at compile time.
 const fn geometry_of<T: MaxSize>(write_size: usize, erase_size: usize) -> Geometry {
     let slot = slot_size_on::<T>(write_size);
     Geometry {
         slot: slot as u32,
+        largest: largest_on::<T>(write_size) as u32,
         per_page: ((erase_size - header_size(write_size)) / slot) as u32,
+        data: (erase_size - header_size(write_size)) as u32,
     }
 }
 
@@ -632,7 +790,12 @@ impl<T: Serialize + DeserializeOwned + MaxSize> Inspector<T> {
         self.journal.newest_seq()
     }
 
-    /// Slots in one page.
+    /// The byte offset of the newest record in its page ([`Journal::newest_offset`]).
+    pub fn newest_offset(&self) -> Option<u32> {
+        self.journal.newest_offset()
+    }
+
+    /// Records of the largest size one page holds ([`Journal::slots_per_page`]).
     pub fn slots_per_page(&self) -> u32 {
         self.journal.slots_per_page()
     }
@@ -663,10 +826,15 @@ impl Ring {
         Self {
             region,
             slot: geometry.slot,
+            largest: geometry.largest,
             per_page: geometry.per_page,
+            data: geometry.data,
             tag,
-            cursor_base: FIRST_SEQ,
+            cursor_seq: FIRST_SEQ,
+            cursor_off: 0,
+            cursor_v2: false,
             newest: None,
+            newest_off: 0,
             newest_seq: 0,
             cursor: SlotAddr { page: 0, slot: 0 },
             cursor_page_ready: false,
@@ -679,72 +847,137 @@ impl Ring {
         self.per_page
     }
 
-    fn after(&self, at: SlotAddr) -> SlotAddr {
-        if at.slot + 1 < self.slots_per_page() {
-            SlotAddr {
-                page: at.page,
-                slot: at.slot + 1,
-            }
+    /// The page after `page` in the ring.
+    fn page_after(&self, page: u32) -> u32 {
+        if page + 1 == self.region.pages {
+            0
         } else {
-            SlotAddr {
-                page: if at.page + 1 == self.region.pages {
-                    0
-                } else {
-                    at.page + 1
-                },
-                slot: 0,
-            }
+            page + 1
         }
     }
 
-    /// The first sequence number of page `page` when it comes after the page of the
-    /// newest record (`newest`: its sequence number, its slot, and its page's first
-    /// sequence number) in the ring; with no record, the one of a first pass around the
-    /// ring.
+    /// The first sequence numbers page `page` can have when it comes after the page of
+    /// the newest record (`newest`: the record, and its page's first sequence number and
+    /// format) in the ring: the first of them and how many run on from it. With no record,
+    /// the one of a first pass around the ring of full format-2 pages. A format-2 page is
+    /// filled to its last slot, so the pages after it start a whole page of numbers on. A
+    /// format-3 page holds as many records as their sizes allow, and the page after it
+    /// starts right after its last record: the newest, or one more for each record lost
+    /// from the room after it (at most one a write unit of that room).
     // Called once, from `Ring::open`, and inlined there as it was written before.
     #[inline(always)]
-    fn base_after(&self, newest: Option<(u32, SlotAddr, u32)>, page: u32) -> u32 {
-        let Some((_, at, base)) = newest else {
-            return FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page));
+    fn base_after(&self, newest: Option<(Found, u32, bool)>, page: u32, unit: u32) -> (u32, u32) {
+        let Some((found, base, v2)) = newest else {
+            return (FIRST_SEQ.wrapping_add(page.wrapping_mul(self.per_page)), 1);
         };
+        if !v2 {
+            let room = self.data.saturating_sub(found.off + found.len);
+            return (found.seq.wrapping_add(1), 1 + room / unit);
+        }
+        let at = found.at;
         let ahead = if page > at.page {
             page - at.page
         } else {
             page + self.region.pages - at.page
         };
-        base.wrapping_add(ahead.wrapping_mul(self.per_page))
+        (base.wrapping_add(ahead.wrapping_mul(self.per_page)), 1)
     }
 
-    /// Takes the record numbered `seq` at `at`, in a page whose first sequence number is
-    /// `base`, as the newest, and puts the cursor after it.
+    /// Takes `found`, in a page of format 2 when `v2`, as the newest record, and puts the
+    /// cursor after it: in its page when there is room left (a format-2 page is
+    /// filled slot by slot to its end; a format-3 page takes records until the next does
+    /// not fit), else at the start of the next page.
     // Called once, from `Ring::open`, and inlined there as it was written before.
     #[inline(always)]
-    fn settle(&mut self, seq: u32, at: SlotAddr, base: u32) {
-        self.newest_seq = seq;
-        self.newest = Some(at);
-        self.cursor = self.after(at);
-        self.cursor_page_ready = self.cursor.page == at.page;
-        self.cursor_base = if self.cursor_page_ready {
-            base
-        } else {
-            base.wrapping_add(self.per_page)
+    fn settle(&mut self, found: &Found, v2: bool) {
+        self.newest_seq = found.seq;
+        self.newest = Some(found.at);
+        self.newest_off = found.off;
+        self.cursor_seq = found.seq.wrapping_add(1);
+        self.cursor_off = found.off + found.len;
+        self.cursor = SlotAddr {
+            page: found.at.page,
+            slot: found.at.slot + 1,
         };
+        self.cursor_page_ready = !v2 || found.at.slot + 1 < self.per_page;
+        self.cursor_v2 = v2 && self.cursor_page_ready;
+        if !self.cursor_page_ready {
+            self.cursor = SlotAddr {
+                page: self.page_after(found.at.page),
+                slot: 0,
+            };
+        }
     }
 
+    /// Moves the cursor one record on: past a format-2 slot, or past a format-3 record of
+    /// `len` bytes (or the run of bytes a write cut short left, to `len`).
     // Out of line on bare metal: inlined, it was copied into several callers
     // (BENCHMARKS.md, "Firmware size").
     #[cfg_attr(target_os = "none", inline(never))]
-    fn advance(&mut self) {
-        let next = self.after(self.cursor);
-        self.cursor_page_ready = next.page == self.cursor.page;
-        if !self.cursor_page_ready {
-            // The numbers run on into the next page: one per slot around the ring.
-            self.cursor_base = self.cursor_base.wrapping_add(self.per_page);
+    fn advance(&mut self, len: u32) {
+        self.cursor_seq = self.cursor_seq.wrapping_add(1);
+        self.cursor_off += len;
+        self.cursor.slot += 1;
+        if self.cursor_v2 && self.cursor.slot == self.per_page {
+            self.turn_page();
         }
-        // Still fresh while the cursor stays in the page this ring erased.
-        self.cursor_page_fresh &= self.cursor_page_ready;
-        self.cursor = next;
     }
+
+    /// Puts the cursor at the start of the next page, to enter (erase) before its first
+    /// write. The sequence numbers run on there.
+    fn turn_page(&mut self) {
+        self.cursor = SlotAddr {
+            page: self.page_after(self.cursor.page),
+            slot: 0,
+        };
+        self.cursor_off = 0;
+        self.cursor_v2 = false;
+        self.cursor_page_ready = false;
+        self.cursor_page_fresh = false;
+    }
+
+    /// Puts the cursor at the start of page `page`, to enter (erase) before its first
+    /// write, its first record numbered `seq` (a migration's first page).
+    fn restart_at(&mut self, page: u32, seq: u32) {
+        self.cursor = SlotAddr { page, slot: 0 };
+        self.cursor_off = 0;
+        self.cursor_v2 = false;
+        self.cursor_page_ready = false;
+        self.cursor_seq = seq;
+    }
+
+    /// How many records of the largest size still fit after the cursor in its page.
+    fn room(&self) -> u32 {
+        if !self.cursor_page_ready {
+            return 0;
+        }
+        if self.cursor_v2 {
+            return self.per_page - self.cursor.slot;
+        }
+        let (mut room, mut fit) = (self.data.saturating_sub(self.cursor_off), 0);
+        while room >= self.largest {
+            room -= self.largest;
+            fit += 1;
+        }
+        fit
+    }
+}
+
+/// A valid record a page scan found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Found {
+    /// Its sequence number.
+    seq: u32,
+    /// Its page, and its place among the page's records (each run of bytes a write cut
+    /// short left counts as one).
+    at: SlotAddr,
+    /// Byte offset in the page's records (past the header).
+    off: u32,
+    /// Bytes it takes: payload, padding and check unit (a format-2 page's slot).
+    len: u32,
+    /// The torn slots (format 2) or write units (format 3) its writer stepped over
+    /// ([`AFTER_TORN`]).
+    torn: u32,
 }
 
 #[cfg(all(test, feature = "testing"))]

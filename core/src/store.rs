@@ -40,7 +40,7 @@ use core::fmt::Debug;
 use postcard::experimental::max_size::MaxSize;
 use serde::{Deserialize, Serialize};
 
-use crate::journal::{Journal, JournalError, header_size, slot_size_on};
+use crate::journal::{Journal, JournalError, header_size, largest_on};
 use crate::log::{Event, Identified, MessageId, Offset};
 use crate::persist::{
     Appendable, Appended, Covered, EachEffect, Layout, Position, new_tag, not_ours, positions_tag,
@@ -475,8 +475,8 @@ crate::io::doors! { in self;
 const fn room_to_migrate<Old: MaxSize, New: MaxSize>(w: usize, unit: usize, page: usize) {
     let (header, old, new) = (
         header_size(unit),
-        slot_size_on::<Old>(unit),
-        slot_size_on::<New>(unit),
+        largest_on::<Old>(unit),
+        largest_on::<New>(unit),
     );
     let room = page - header;
     if room / old > 2 * w && room / new >= w {
@@ -579,18 +579,19 @@ mod tests {
 
     #[test]
     fn the_migrations_room_refusal_gives_its_sizes() {
-        // On 4-byte units a page keeps 20 bytes for its header; a 60-byte record takes a
-        // 64-byte slot, so 1,004 bytes hold 15, short of the 17 a window of 8 needs.
+        // On 4-byte units a page keeps 20 bytes for its header; a 60-byte record takes up
+        // to 68 bytes (its length byte and payload in 64, the check word), so 1,004 bytes
+        // hold 14, short of the 17 a window of 8 needs, and enough for a window of 6.
         let refused =
             std::panic::catch_unwind(|| room_to_migrate::<[u8; 60], [u8; 60]>(8, 4, 1024));
         let message = *refused.unwrap_err().downcast::<String>().unwrap();
         assert_eq!(
             message,
             "a window migrates where a page holds twice its ids and one more of its records: \
-             a page of 1024 bytes less its header of 20 holds 15 old records of 64 bytes \
-             (17 needed) and 15 new ones of 64 bytes (8 needed)"
+             a page of 1024 bytes less its header of 20 holds 14 old records of 68 bytes \
+             (17 needed) and 14 new ones of 68 bytes (8 needed)"
         );
-        room_to_migrate::<[u8; 60], [u8; 60]>(7, 4, 1024);
+        room_to_migrate::<[u8; 60], [u8; 60]>(6, 4, 1024);
         assert_eq!(Message::new().num(0).num(907).as_str(), "0907");
     }
 

@@ -1,10 +1,9 @@
 //! Flash images in journal format 2 (every record in a slot of its type's largest size),
-//! written by idem-core at format 2 and checked in (`tests/fixtures/format2-*.bin`), and
-//! exactly what each holds when read back. A later format must read or migrate these
-//! images to the same records and the same consumer, so the old format stays tested after
-//! the code that wrote it is gone: `today_writes_these_images` pins the files to what the
-//! format-2 code writes, and goes when the format moves (set `IDEM_WRITE_FIXTURES=1` to
-//! write them again).
+//! written by idem-core at format 2 (before format 3 packed records at their encoded
+//! size) and checked in (`tests/fixtures/format2-*.bin`), and exactly what each holds
+//! when read back by today's code, which reads format 2 and goes on writing it in a page
+//! of it being filled. A test pinned the files to what the format-2 code wrote until the
+//! format moved; the code that wrote them is in the history, at format 2.
 //!
 //! - `format2-journal-u4.bin` and `format2-journal-u8.bin`: a journal of varint readings
 //!   on 3 pages of 512 bytes (4-byte and 8-byte write units), 65 records, a write cut
@@ -17,9 +16,10 @@ use idem_core::MaxSize;
 use idem_core::consumer::{CheckpointEvery, Consumer, ConsumerConfig};
 use idem_core::journal::{Journal, PageState, PageSummary, Region};
 use idem_core::log::{Event, Received};
-use idem_core::persist::Layout;
+use idem_core::persist::{AppendedRecord, Layout, sink_tag};
 use idem_core::store::MessageIdWindow;
-use idem_core::testing::flash::{MemFlash, PowerCut};
+use idem_core::testing::cuts::{Plan, Seen, sweep};
+use idem_core::testing::flash::MemFlash;
 use serde::{Deserialize, Serialize};
 
 #[path = "support/doses.rs"]
@@ -50,25 +50,6 @@ const READINGS: u64 = 65;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}"))
-}
-
-/// Appends readings 0 to 64, cuts the next append in its first unit, powers on, opens
-/// again and appends reading 65: format 2's image of it.
-macro_rules! journal_image {
-    ($flash:ty) => {{
-        let mut flash = <$flash>::new();
-        flash.seed_noise(0x0F02);
-        let (mut j, _) = Journal::<Reading>::open(&mut flash, REGION, TAG).unwrap();
-        for i in 0..READINGS {
-            j.append(&mut flash, &reading(i)).unwrap();
-        }
-        flash.schedule_power_cut(PowerCut::AtWordWrite(1));
-        assert!(j.append(&mut flash, &reading(999)).is_err());
-        flash.power_on();
-        let (mut j, _) = Journal::<Reading>::open(&mut flash, REGION, TAG).unwrap();
-        j.append(&mut flash, &reading(READINGS)).unwrap();
-        flash.pages().concat()
-    }};
 }
 
 /// What a journal image holds, read as a person would check it: the newest record and
@@ -151,25 +132,6 @@ fn config() -> ConsumerConfig {
     ConsumerConfig::every(CheckpointEvery::new(4).unwrap())
 }
 
-/// The steps to offset 60, a cut in the third unit write after, a boot, and the steps to
-/// offset 100: format 2's image of it.
-fn window_image() -> Vec<u8> {
-    let events = doses::commands(100);
-    let stream = Received::new(&events, Some(100));
-    let mut flash = Pumps::new();
-    flash.seed_noise(0x0F02);
-    let mut c = Consumer::open(&mut flash, LAYOUT, window(), config()).unwrap();
-    while c.resume_at() < 60 {
-        c.step(&mut flash, &stream).unwrap();
-    }
-    flash.schedule_power_cut(PowerCut::AtWordWrite(3));
-    while c.step(&mut flash, &stream).is_ok() {}
-    flash.power_on();
-    let mut c = Consumer::open(&mut flash, LAYOUT, window(), config()).unwrap();
-    c.run(&mut flash, &stream).unwrap();
-    flash.pages().concat()
-}
-
 #[test]
 fn a_format_2_window_resumes_and_skips_the_resends_after_it() {
     let image = std::fs::read(fixture("format2-window.bin")).unwrap();
@@ -194,21 +156,142 @@ fn a_format_2_window_resumes_and_skips_the_resends_after_it() {
     assert_eq!((c.state().state, c.rejected()), (152, 15));
 }
 
-#[test]
-fn today_writes_these_images() {
-    let images = [
-        ("format2-journal-u4.bin", journal_image!(U4)),
-        ("format2-journal-u8.bin", journal_image!(U8)),
-        ("format2-window.bin", window_image()),
+/// Offsets in `format2-window-spread.bin`.
+const SPREAD: u64 = 110;
+/// Commands after them: two resends and 20 new ones.
+const AFTER: u64 = 22;
+
+/// The gateway's stream for the spread image: offsets 0 to 109 as the image consumed
+/// them, then resends of the newest and the oldest id of its window (by [`model`]), and
+/// 20 new commands, 400 to 419 (1 to 4 ml): enough to fill the format-2 page and go on
+/// into a format-3 one.
+fn after_the_image() -> Vec<Event<Dose>> {
+    let mut events = doses::commands(SPREAD);
+    let (_, _, window) = model(&events);
+    let ml = |id: u64| {
+        events
+            .iter()
+            .find(|e| e.payload.id == id)
+            .unwrap()
+            .payload
+            .ml
+    };
+    let mut more = vec![
+        (window[W - 1], ml(window[W - 1])),
+        (window[0], ml(window[0])),
     ];
-    for (name, image) in images {
-        if std::env::var_os("IDEM_WRITE_FIXTURES").is_some() {
-            std::fs::create_dir_all(fixture("")).unwrap();
-            std::fs::write(fixture(name), &image).unwrap();
-        }
-        assert!(
-            std::fs::read(fixture(name)).unwrap() == image,
-            "{name} differs from what format 2 writes"
-        );
+    more.extend((0..20).map(|i| (400 + i, i as u32 % 4 + 1)));
+    for (i, (id, ml)) in more.into_iter().enumerate() {
+        events.push(Event {
+            offset: SPREAD + i as u64,
+            payload: Dose { id, ml },
+        });
     }
+    events
+}
+
+/// What the pump must hold after `events`, worked out here without the engine: the
+/// millilitres dosed, the commands rejected, and the window of the last `W` new ids
+/// (oldest first; a rejected id enters it too, a resend of an id in it is skipped).
+fn model(events: &[Event<Dose>]) -> (u64, u32, Vec<u64>) {
+    let (mut ml, mut rejected, mut window) = (0, 0, Vec::new());
+    for e in events {
+        if window.contains(&e.payload.id) {
+            continue;
+        }
+        if window.len() == W {
+            window.remove(0);
+        }
+        window.push(e.payload.id);
+        if e.payload.ml < 5 {
+            ml += u64::from(e.payload.ml);
+        } else {
+            rejected += 1;
+        }
+    }
+    (ml, rejected, window)
+}
+
+/// What a consumer holds, as [`model`] says it.
+fn held(c: &Consumer<MessageIdWindow<Pump, W>>) -> (u64, u32, Vec<u64>) {
+    let window = c.state().seen.iter().map(|id| id.0).collect();
+    (c.state().state, c.rejected(), window)
+}
+
+/// `format2-window-spread.bin`, made by idem-core at format 2 (commit 88eef9f) as
+/// `format2-window.bin` was but run to offset 110: its window's 8 ids on both of the
+/// store's pages (the newest record in slot 3 of page 0, the ring wrapped), taken up by
+/// today's code (format 3) and swept with a power cut at every unit write and erase of
+/// the boot that resumes it and of its steps, in every model: every boot resumes at 110
+/// or later with the state of the commands up to some offset from there on (nothing
+/// lost, the window whole), and every run ends exact, the two resends skipped and each
+/// new command dosed once. The new code goes on filling the format-2 page in format 2,
+/// so the other page, which holds the window's older ids, is erased only when the ring
+/// reaches it, with the window long moved on; the records after that are format 3.
+#[test]
+fn a_format_2_window_on_both_pages_loses_nothing_at_any_cut_of_the_update() {
+    let image = std::fs::read(fixture("format2-window-spread.bin")).unwrap();
+    // The window's newest record is in slot 3 of its page: its older records are in the
+    // other page.
+    let mut flash = Pumps::from_image(&image);
+    let tag = sink_tag::<MessageIdWindow<Pump, W>>(&LAYOUT);
+    let (sink, _) =
+        Journal::<AppendedRecord<MessageIdWindow<Pump, W>>>::open(&mut flash, LAYOUT.sink, tag)
+            .unwrap();
+    let newest = sink.newest().unwrap();
+    assert!((newest.slot as usize) < W - 1, "{newest:?}");
+    let events = after_the_image();
+    let end = SPREAD + AFTER;
+    let stream = Received::new(&events, Some(end));
+    let image_holds = model(&events[..SPREAD as usize]);
+    let mut opened = Consumer::open(&mut flash, LAYOUT, window(), config()).unwrap();
+    assert_eq!(
+        (opened.resume_at(), held(&opened)),
+        (SPREAD, image_holds.clone())
+    );
+    // The two resends are skipped, 400 to 419 are dosed: 50 ml more.
+    opened.run(&mut flash, &stream).unwrap();
+    let (ml, rejected, _) = held(&opened);
+    assert_eq!((ml, rejected), (image_holds.0 + 50, image_holds.1));
+    // A state is exact when it is that of the commands up to some offset from the
+    // durable position on (effects written after the last commit are replayed, and the
+    // window skips them).
+    let exact = |from: u64, held: &(u64, u32, Vec<u64>)| {
+        (from.max(SPREAD)..=end).any(|k| *held == model(&events[..k as usize]))
+    };
+    let found = sweep(
+        &Plan::new(),
+        || (Pumps::from_image(&image), None),
+        |flash, _| Consumer::open(flash, LAYOUT, window(), config()),
+        |c, flash, last| {
+            if c.resume_at() == end {
+                return Ok(None);
+            }
+            c.step(flash, &stream)?;
+            *last = Some(held(c));
+            Ok(Some(held(c)))
+        },
+        |_, last, seen| match seen {
+            Seen::Booted(c) if c.resume_at() >= SPREAD && exact(c.resume_at(), &held(c)) => {
+                *last = Some(held(c));
+                Ok(())
+            }
+            Seen::Stepped(held) if exact(SPREAD, held) => Ok(()),
+            Seen::Ended if *last == Some(model(&events)) => Ok(()),
+            _ => Err("lost or doubled"),
+        },
+    );
+    let r = found.reference;
+    assert_eq!(found.reference_wrong, None);
+    assert_eq!(found.wrong(), 0);
+    // 50 steps, 253 unit writes and one erase: the store's records go on in the
+    // format-2 page to its end, then its other page is erased and takes format 3.
+    assert_eq!((r.steps, r.unit_writes, r.erases), (50, 253, 1));
+    let tallies = found.models.map(|t| (t.trials, t.first_wrong, t.missed));
+    // Each unit write and erase cut torn and cut before it, the erase left weakly
+    // erased, and a reset after each step: none wrong.
+    assert_eq!(
+        tallies,
+        [(254, None, 0), (254, None, 0), (1, None, 0), (50, None, 0)]
+    );
 }

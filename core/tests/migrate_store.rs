@@ -217,7 +217,7 @@ fn a_store_of_a_new_encoding_takes_the_old_state_and_position_once() {
         in_migration += boots.cut_in_migration;
         checked += 1;
     }
-    assert_eq!((checked, in_migration), (645, 21));
+    assert_eq!((checked, in_migration), (159, 11));
 }
 
 #[cfg(feature = "async")]

@@ -21,7 +21,7 @@ use doses::{Dose, PumpV1};
 
 type Flash = MemFlash<4, 1024>;
 const LAYOUT: Layout = Layout::from_pages::<Flash>(0, 2, 2, 0x0001);
-const EVENTS: u64 = 120;
+const EVENTS: u64 = 200;
 const W: usize = 8;
 
 /// The new firmware's: millilitres and doses.
@@ -152,14 +152,16 @@ fn truth(events: &[Event<Dose>]) -> (u64, u32, Vec<u64>) {
 
 /// The old firmware's steps in the two runs: its newest record in slot 2 of its page
 /// (the window on both pages: the migration copies it first), and in slot 8 (the window
-/// in one page).
-const STEPS: [usize; 2] = [67, 85];
+/// in one page). Records take their encoded size (some 20 bytes), 50 to the first page.
+const STEPS: [usize; 2] = [SPREAD, 175];
+/// The old firmware's steps with the window on both pages.
+const SPREAD: usize = 157;
 
 #[test]
 fn the_window_crosses_the_update_in_order_at_every_cut() {
     let events = doses::commands(EVENTS);
     let (true_ml, true_rejected, true_window) = truth(&events);
-    assert_eq!((true_ml, true_rejected), (180, 18));
+    assert_eq!((true_ml, true_rejected), (300, 30));
     let mut figures = Vec::new();
     for steps in STEPS {
         let mut flash = Flash::new();
@@ -206,7 +208,7 @@ fn the_window_crosses_the_update_in_order_at_every_cut() {
         }
         figures.push((slot, checked, in_migration));
     }
-    assert_eq!(figures, vec![(2, 1322, 222), (8, 1130, 126)]);
+    assert_eq!(figures, vec![(2, 726, 90), (8, 652, 50)]);
 }
 
 /// A third firmware: millilitres, doses and the last dose.
@@ -264,7 +266,7 @@ fn the_steps_chain_from_any_version_to_the_newest() {
     let events = doses::commands(EVENTS);
     // A flash of the first firmware, and one the second already migrated and ran on.
     let mut first = Flash::new();
-    old_firmware(&mut first, &events, 67);
+    old_firmware(&mut first, &events, SPREAD);
     let window: Vec<u64> = Consumer::open(&mut first, LAYOUT, v1(), config())
         .unwrap()
         .state()
@@ -274,15 +276,15 @@ fn the_steps_chain_from_any_version_to_the_newest() {
         .collect();
     let mut second = first.clone();
     assert!(migrate_window::<PumpV1, PumpV2, W, true, _>(&mut second, &LAYOUT, to_v2).unwrap());
-    let stream = Received::new(&events[..100], Some(100));
+    let stream = Received::new(&events, Some(EVENTS));
     let mut c = Consumer::open(&mut second, LAYOUT, v2(), config()).unwrap();
     c.run(&mut second, &stream).unwrap();
     let window2: Vec<u64> = c.state().seen.iter().map(|id| id.0).collect();
     let (resume2, ml2) = (c.resume_at(), c.state().state.ml);
     // The third firmware takes either through the steps it needs, and no more.
-    assert_eq!(v3_boot(&mut first), (window, 28, 43, [true, true]));
+    assert_eq!(v3_boot(&mut first), (window, 68, 103, [true, true]));
     assert_eq!(v3_boot(&mut second), (window2, resume2, ml2, [false, true]));
-    assert_eq!((resume2, ml2, truth(&events[..100]).0), (100, 150, 150));
+    assert_eq!((resume2, ml2, truth(&events).0), (200, 300, 300));
     // Booted again: nothing to migrate.
     assert_eq!(v3_boot(&mut first).3, [false, false]);
 }
@@ -294,7 +296,7 @@ fn the_async_steps_migrate_the_same() {
     use idem_core::store::migrate_window_async;
     let events = doses::commands(EVENTS);
     let mut flash = Flash::new();
-    old_firmware(&mut flash, &events, 67);
+    old_firmware(&mut flash, &events, SPREAD);
     let mut blocking = flash.clone();
     let migrate = |flash: &mut Flash| {
         block_on(migrate_window_async::<PumpV1, PumpV2, W, true, _>(
@@ -316,11 +318,11 @@ fn a_storage_that_reorders_writes_keeps_the_migrated_window() {
     use idem_core::persist::Sinks;
     let events = doses::commands(EVENTS);
     let mut flash = Flash::new();
-    old_firmware(&mut flash, &events, 67);
+    old_firmware(&mut flash, &events, SPREAD);
     assert!(migrate_window::<PumpV1, PumpV2, W, true, _>(&mut flash, &LAYOUT, to_v2).unwrap());
     let voided = <MessageIdWindow<PumpV2, W> as Sinks>::void_in_doubt(&mut flash, &LAYOUT).unwrap();
     let c = Consumer::open(&mut flash, LAYOUT, v2(), config()).unwrap();
-    assert_eq!((voided, c.state().seen.len(), c.resume_at()), (0, W, 28));
+    assert_eq!((voided, c.state().seen.len(), c.resume_at()), (0, W, 68));
 }
 
 /// Two cuts: one at every unit write and erase of the migration on the window spread
@@ -331,7 +333,7 @@ fn two_cuts_in_the_migrating_boots_still_dose_each_command_once() {
     let events = doses::commands(EVENTS);
     let (true_ml, true_rejected, true_window) = truth(&events);
     let mut reference = Flash::new();
-    old_firmware(&mut reference, &events, 67);
+    old_firmware(&mut reference, &events, SPREAD);
     let before = reference.stats();
     migrate_window::<PumpV1, PumpV2, W, true, _>(&mut reference, &LAYOUT, to_v2).unwrap();
     let firsts: Vec<_> = reference.stats().cuts_since(before).collect();
@@ -345,7 +347,7 @@ fn two_cuts_in_the_migrating_boots_still_dose_each_command_once() {
             let mut flash = Flash::new();
             flash.seed_noise(runs);
             flash.schedule_power_cut(first);
-            old_firmware(&mut flash, &events, 67);
+            old_firmware(&mut flash, &events, SPREAD);
             let cut = migrate_window::<PumpV1, PumpV2, W, true, _>(&mut flash, &LAYOUT, to_v2);
             assert_eq!(cut, Err(JournalError::Flash(FlashError::PowerCut)));
             flash.power_on();
@@ -359,5 +361,5 @@ fn two_cuts_in_the_migrating_boots_still_dose_each_command_once() {
             runs += 1;
         }
     }
-    assert_eq!((firsts.len(), runs), (222, 13_986));
+    assert_eq!((firsts.len(), runs), (90, 5_670));
 }

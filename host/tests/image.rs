@@ -94,12 +94,12 @@ fn flash_inspect_names_the_winning_record() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "winner: page 0 slot 9, seq 10: Position { next: 100, sinks: [100, 0] }",
+            "winner: page 0 record 9 (byte 72), seq 10: Position { next: 100, sinks: [100, 0] }",
         ))
         .stdout(predicate::str::contains(
-            "winner: page 7 slot 18, seq 100: Covered { covered: 90, state: Stamped { state: NaiveState { total: 100 }, stamp: Some(99) } }",
+            "winner: page 5 record 16 (byte 192), seq 100: Covered { covered: 90, state: Stamped { state: NaiveState { total: 100 }, stamp: Some(99) } }",
         ))
-        .stdout(predicate::str::contains("erased 5 times in all"));
+        .stdout(predicate::str::contains("erased 3 times in all"));
 }
 
 /// An image from an idem that wrote journal format 1 (16-byte page headers, a sequence
@@ -135,7 +135,7 @@ fn an_image_in_the_old_journal_format_is_refused() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "was written by an older idem (journal format 1 at page 0; this one reads format 2): it was left untouched, start a new image",
+            "was written by an older idem (journal format 1 at page 0; this one reads format 3): it was left untouched, start a new image",
         ));
     assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
 }
@@ -150,11 +150,12 @@ fn a_damaged_page_header_is_refused_and_shown() {
     let consume = || consume_ddia("offset", img.path());
     consume().assert().success();
     let mut bytes = std::fs::read(img.path()).unwrap();
-    // The image header is 512 bytes; page 7 is the store journal's last page.
-    bytes[512 + 7 * 1024 + 2] ^= 0x10;
+    // The image header is 512 bytes; page 5 is the store journal's second page, which
+    // holds its newest 17 records (83 fill page 4, at their encoded size).
+    bytes[512 + 5 * 1024 + 2] ^= 0x10;
     std::fs::write(img.path(), &bytes).unwrap();
     consume().assert().code(1).stderr(predicate::str::contains(
-        "page 7 has a damaged header but holds a journal's newest record; it was left untouched",
+        "page 5 has a damaged header but holds a journal's newest record; it was left untouched",
     ));
     assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
     idem()
@@ -163,9 +164,9 @@ fn a_damaged_page_header_is_refused_and_shown() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "page  7  unformatted   19 records in a page with a damaged header, newest seq 100",
+            "page  5  unformatted   17 records in a page with a damaged header, newest seq 100",
         ))
-        .stdout(predicate::str::contains("DAMAGED: page 7"));
+        .stdout(predicate::str::contains("DAMAGED: page 5"));
 }
 
 /// A message-id image whose position journal is lost (erased, as a lost page would be):
@@ -364,7 +365,7 @@ fn each_sync_mode_syncs_as_documented() {
     let dir = assert_fs::TempDir::new().unwrap();
     // offset store, ddia: 10 commits, each synced before and after, plus the page erases
     // and page headers of both journals.
-    for (mode, syncs) in [("checkpoint", 28), ("every-write", 235), ("none", 0)] {
+    for (mode, syncs) in [("checkpoint", 24), ("every-write", 229), ("none", 0)] {
         let path = dir.path().join(format!("{mode}.bin"));
         let out = common::consume_ddia("offset", &path)
             .args(["--sync", mode, "--quiet", "--json"])

@@ -261,7 +261,7 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/index_sum",
     ),
     (
-        "exact at all **532** points",
+        "exact at all **315** points",
         "sweep ddia --store two-phase --torn-writes --json",
         "/stores/0/exact",
     ),
@@ -288,12 +288,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/stores/0/exact",
     ),
     (
-        "(1,200 points in all for the offset store",
+        "(548 points in all for the offset store",
         "sweep ddia --store offset --torn-writes --json",
         "/stores/0/exact",
     ),
     (
-        "1,406 for message-id)",
+        "748 for message-id)",
         "sweep ddia --store message-id --torn-writes --json",
         "/stores/0/exact",
     ),
@@ -313,12 +313,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
         "/stores/0/worst_over/by",
     ),
     (
-        "the ddia run programs 4,760 bytes of flash",
+        "the ddia run programs 2,140 bytes of flash",
         "run ddia --store message-id --json",
         "/flash/bytes_written",
     ),
     (
-        "the ddia run programs 5,980 bytes",
+        "the ddia run programs 1,740 bytes",
         "run ddia --store producer-seq --json",
         "/flash/bytes_written",
     ),

@@ -836,21 +836,22 @@ mod tests {
 
     #[test]
     fn torn_writes_and_interrupted_erases_recover_exactly() {
-        // Word writes + erases of 200 events, a commit every 10 (position records: 20 of
-        // 6 words on one page). Offset: 200 records of 9 words on 8 pages of 27 slots,
-        // 5-word page headers: 1800 + 40 + 120 + 5 words, 8 + 1 erases.
-        assert_eq!(every_cut(OffsetStamped), 1965 + 9);
-        // Message-id (16 ids), appending: 200 records of 11 words (id, total, evicted,
-        // held, covered), 22 to a page, on 10 pages; the window rebuilt at each recovery.
-        assert_eq!(
-            every_cut(MessageIdWindow::<Naive, 16>::default()),
-            2200 + 50 + 125 + 11
-        );
-        // Atomic: 20 records of 7 words on one page, and no position journal.
-        assert_eq!(every_cut(Atomic), 140 + 5 + 1);
-        // Two-phase: 20 prepared and 20 committed records of 12 words, 20 to a page
-        // (2 pages), and the 20 position records of 6 words.
-        assert_eq!(every_cut(TwoPhase), 40 * 12 + 10 + 125 + 3);
+        // Word writes + erases of 200 events, a commit every 10, the records at their
+        // encoded size (journal format 3: a length byte and the payload in words, then the
+        // check word; a run's small varints take 1 or 2 words where format 2's slots took
+        // the largest encoding's). Offset: 200 store records and 20 position records, 4
+        // page headers of 5 words, 3 store pages and 1 position page entered (was 1965 + 9
+        // in slots).
+        assert_eq!(every_cut(OffsetStamped), 668 + 4);
+        // Message-id (16 ids), appending: 200 records (id, total, evicted, held, covered),
+        // the window rebuilt at each recovery; 4 store pages and 1 position page (was
+        // 2200 + 50 + 125 + 11).
+        assert_eq!(every_cut(MessageIdWindow::<Naive, 16>::default()), 1073 + 5);
+        // Atomic: 20 records on one page, and no position journal (was 140 + 5 + 1).
+        assert_eq!(every_cut(Atomic), 59 + 1);
+        // Two-phase: 20 prepared and 20 committed records on one page, and the 20
+        // position records on another (was 40 * 12 + 10 + 125 + 3).
+        assert_eq!(every_cut(TwoPhase), 199 + 2);
     }
 
     #[test]

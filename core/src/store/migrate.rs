@@ -151,7 +151,7 @@ fn compact<S: Store, const W: usize, F: Flash>(
         ids.reverse();
         let cursor = journal.cursor();
         let room = if cursor.page == last.page {
-            journal.slots_per_page() - cursor.slot
+            journal.room()
         } else {
             0
         };

@@ -17,7 +17,7 @@
 //! their pages inline ([`MemFlash`]).
 //!
 //! idem's journal needs a write unit of 1 to 32 bytes, a power of two, and a page that
-//! holds its header and a slot; each family here meets them. A flash that does not is
+//! holds its header and its largest record; each family here meets them. A flash that does not is
 //! refused when the journal is built for it (a `const` assertion, error E0080):
 //!
 //! ```compile_fail,E0080
@@ -52,7 +52,7 @@
 use super::flash::HeapFlash;
 use super::flash::{MemFlash, Reprogram};
 use crate::MaxSize;
-use crate::journal::{MAX_SLOT_SIZE, MAX_WRITE_SIZE, header_size, slot_size_on, write_unit};
+use crate::journal::{MAX_SLOT_SIZE, MAX_WRITE_SIZE, header_size, largest_on, write_unit};
 use embedded_storage::nor_flash::NorFlash;
 
 /// A chip family's flash: where it is, the driver a firmware reaches it through, and
@@ -184,9 +184,9 @@ pub struct Unfit {
 pub enum Rule {
     /// A write unit of 1, 2, 4, 8, 16 or 32 bytes.
     Unit,
-    /// A slot of at most [`MAX_SLOT_SIZE`] bytes.
+    /// A largest record of at most [`MAX_SLOT_SIZE`] bytes.
     Slot,
-    /// A page of whole units that holds a header and a slot.
+    /// A page of whole units that holds a header and the largest record.
     Page,
 }
 
@@ -203,7 +203,7 @@ impl core::fmt::Display for Unfit {
             ),
             Rule::Slot => write!(
                 f,
-                "a record takes a slot of more than {MAX_SLOT_SIZE} bytes on its {unit}-byte units"
+                "its largest record takes more than {MAX_SLOT_SIZE} bytes on its {unit}-byte units"
             ),
             Rule::Page => write!(
                 f,
@@ -230,7 +230,7 @@ pub fn journal_fits<T: MaxSize, F: NorFlash>() -> Result<(), Unfit> {
     if !unit.is_power_of_two() || unit > MAX_WRITE_SIZE {
         return unfit(Rule::Unit);
     }
-    let slot = slot_size_on::<T>(unit);
+    let slot = largest_on::<T>(unit);
     if slot > MAX_SLOT_SIZE {
         return unfit(Rule::Slot);
     }
@@ -280,20 +280,20 @@ mod tests {
         assert_eq!(journal_fits::<Record, Esp32C3<2>>(), Ok(()));
         let wide = journal_fits::<Record, MemFlash<2, 4096, 64>>().unwrap_err();
         assert_eq!((wide.unit, wide.rule), (64, Rule::Unit));
-        // A 64-byte page of 32-byte units: a 64-byte header and a 64-byte slot do not fit.
+        // A 64-byte page of 32-byte units: a 64-byte header and a 64-byte record do not fit.
         let small = journal_fits::<Record, MemFlash<2, 64, 32>>().unwrap_err();
         assert_eq!(
             small.to_string(),
             "idem's journal cannot live on idem_core::testing::flash::MemFlash<2, 64, 32>: \
              its 64-byte pages do not hold a page header and a record in 32-byte units"
         );
-        // Past the largest slot: 512 bytes on bare metal, 1,024 on a hosted build.
+        // Past the largest record: 512 bytes on bare metal, 1,024 on a hosted build.
         let big = journal_fits::<[u8; 1100], Nrf52840<2>>().unwrap_err();
         assert_eq!(
             big.to_string(),
             format!(
                 "idem's journal cannot live on idem_core::testing::flash::MemFlash<2, 4096, 4>: \
-                 a record takes a slot of more than {MAX_SLOT_SIZE} bytes on its 4-byte units"
+                 its largest record takes more than {MAX_SLOT_SIZE} bytes on its 4-byte units"
             )
         );
     }

@@ -111,7 +111,7 @@ fn every_cut<F: NorFlash<Error = FlashError> + Cuttable>(
 fn the_consumer_at_every_cut_on_the_nrf52840s_and_the_esp32_c3s_flash() {
     assert_eq!(
         every_cut(chips::nrf52840::<4>, &Plan::new(), 400),
-        ([900, 4_225, 5], [4_230, 4_230, 5, 900])
+        ([900, 1_742, 3], [1_745, 1_745, 3, 900])
     );
 }
 
@@ -119,7 +119,7 @@ fn the_consumer_at_every_cut_on_the_nrf52840s_and_the_esp32_c3s_flash() {
 fn the_consumer_at_every_cut_on_the_rp2040s_flash() {
     assert_eq!(
         every_cut(chips::rp2040::<4>, &Plan::new(), 200),
-        ([450, 8_460, 3], [8_463, 8_463, 3, 450])
+        ([450, 3_204, 2], [3_206, 3_206, 2, 450])
     );
 }
 
@@ -127,7 +127,7 @@ fn the_consumer_at_every_cut_on_the_rp2040s_flash() {
 fn the_consumer_at_every_cut_on_the_stm32l476s_flash() {
     assert_eq!(
         every_cut(chips::stm32l476::<4>, &Plan::new(), 400),
-        ([900, 2_430, 10], [2_440, 2_440, 10, 900])
+        ([900, 1_276, 6], [1_282, 1_282, 6, 900])
     );
 }
 

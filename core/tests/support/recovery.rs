@@ -1,5 +1,5 @@
 //! The property shared by the `recover` fuzz target and the corpus test: recovery over
-//! arbitrary flash bytes never panics, never returns a record whose slot CRC does not
+//! arbitrary flash bytes never panics, never returns a record whose CRC does not
 //! match, and leaves a journal that can append without programming a word twice (or
 //! refuses the image as foreign or damaged).
 
@@ -63,34 +63,47 @@ pub fn check_recovery(image: &[u8]) {
         Err(e) => panic!("recovery failed: {e:?}"),
     };
     if let Some(record) = record {
-        let at = journal.newest().expect("a record comes from a slot");
-        let slot = Journal::<OffsetTotal>::SLOT;
-        let start = (at.page * 256) as usize + HEADER_SIZE + at.slot as usize * slot;
+        let at = journal.newest().expect("a record comes from a page");
+        let off = journal.newest_offset().expect("and an offset in it") as usize;
         let page = &flash.pages()[at.page as usize];
-        let bytes = &page[start % 256..start % 256 + slot];
-        // Format 2: the slot's sequence number is its page's first (header bytes 12..16)
-        // plus its index; the check word is CRC-32C over it and the payload, a CRC that
-        // would read erased stored with its low bit cleared.
-        let seq = u32::from_le_bytes(page[12..16].try_into().unwrap()) + at.slot;
-        assert_eq!(journal.newest_seq(), Some(seq));
+        let rest = &page[HEADER_SIZE + off..];
+        let base = u32::from_le_bytes(page[12..16].try_into().unwrap());
+        // Format 2: a slot of the largest size, its check word over its sequence number
+        // (the page's first, header bytes 12..16, plus its index) and the payload. Format
+        // 3: a byte counting the record's words before its check word, the payload and
+        // padding to those words, then the check word, over those words, the record's
+        // offset and the sequence number the journal reports for it. Either way a CRC-32C, a CRC that would read erased stored with
+        // its low bit cleared.
         let crc32c = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
         let mut digest = crc32c.digest();
-        digest.update(&seq.to_le_bytes());
-        digest.update(&bytes[..slot - 4]);
-        // A record written after the journal stepped over k torn slots (1 to 15) has its
-        // CRC XOR 0x5EA1_ED00 XOR k << 1.
+        let seq = journal.newest_seq().expect("a record has a number");
+        let format = u16::from_le_bytes([page[4], page[5]]);
+        let (payload_at, body, tail) = if format == 2 {
+            digest.update(&(base + at.slot).to_le_bytes());
+            (0, Journal::<OffsetTotal>::SLOT - 4, Vec::new())
+        } else {
+            assert_eq!(format, 3, "a format-2 or format-3 page");
+            let mut tail = (off as u32).to_le_bytes().to_vec();
+            tail.extend(seq.to_le_bytes());
+            (1, usize::from(rest[0]) * 4, tail)
+        };
+        let bytes = &rest[..body + 4];
+        digest.update(&bytes[..body]);
+        digest.update(&tail);
+        // A record written after the journal stepped over k torn slots or runs (1 to 15)
+        // has its CRC XOR 0x5EA1_ED00 XOR k << 1.
         let seal = |crc: u32| if crc == u32::MAX { crc - 1 } else { crc };
         let crc = digest.finalize();
-        let stored = u32::from_le_bytes(bytes[slot - 4..].try_into().unwrap());
+        let stored = u32::from_le_bytes(bytes[body..].try_into().unwrap());
         assert!(
             stored == seal(crc) || (1..=15).any(|k| stored == seal(crc ^ 0x5EA1_ED00 ^ (k << 1))),
             "returned a record whose CRC does not match"
         );
         let payload: OffsetTotal =
-            postcard::from_bytes(&bytes[..slot - 4]).expect("payload decodes");
+            postcard::from_bytes(&bytes[payload_at..body]).expect("payload decodes");
         assert_eq!(
             payload, record,
-            "returned a record other than the newest slot's"
+            "returned a record other than the newest one on flash"
         );
     }
     let next = OffsetTotal {

@@ -112,7 +112,7 @@ fn five_thousand_commands_with_resends_program_and_erase_this_much() {
         ledger.1,
         f64::from(ledger.1) / 5_000.0
     );
-    assert_eq!((store, ledger), ((269_600, 67), (30_552, 8)));
+    assert_eq!((store, ledger), ((125_740, 31), (45_828, 12)));
 }
 
 /// What the checker's trials share: the motor, and what the judge has seen of the pump.
@@ -230,12 +230,12 @@ fn the_update_doses_once_and_keeps_the_window_at_every_cut_and_reset() {
     found.assert_all_right();
     assert_eq!((truth.0, truth.1, v1_doses), (640, 230, 81));
     let r = found.reference;
-    assert_eq!((r.steps, r.unit_writes, r.erases), (566, 3_396, 6));
-    // 3,402 first cuts torn and as many clean, each with 2 second cuts in its recovery;
-    // 6 weak erases (11 second); a reset after each of 566 steps (1,130 second).
-    let expected = [(10_206, 0, 0), (10_206, 0, 0), (17, 0, 0), (1_696, 0, 0)];
+    assert_eq!((r.steps, r.unit_writes, r.erases), (566, 1_774, 5));
+    // 1,779 first cuts torn and as many clean, each with 2 second cuts in its recovery;
+    // 5 weak erases (9 second); a reset after each of 566 steps (1,130 second).
+    let expected = [(5_337, 0, 0), (5_337, 0, 0), (14, 0, 0), (1_696, 0, 0)];
     assert_eq!(tallies, expected);
-    assert_eq!((found.trials(), found.wrong()), (22_126, 0));
+    assert_eq!((found.trials(), found.wrong()), (12_385, 0));
 }
 
 /// The issue's pump: millilitres, rate and doses as this one's, and an audit ring of the
@@ -317,7 +317,7 @@ fn the_issues_pump_with_an_audit_ring_programs_and_erases_this_much() {
             f64::from(erases) / 5_000.0
         );
     }
-    assert_eq!((ring, pump), ((575_072, 145), (269_600, 67)));
+    assert_eq!((ring, pump), ((193_072, 48), (125_740, 31)));
 }
 
 /// The same update through the async doors (`Controller::boot_async`, `step_async`) on
@@ -386,8 +386,10 @@ fn the_async_pump_doses_once_at_every_cut_as_the_blocking_one() {
     assert_eq!(asynch.reference, blocking.reference);
     assert_eq!((truth.0, truth.1), (150, 54));
     let r = asynch.reference;
-    assert_eq!((r.steps, r.unit_writes, r.erases), (133, 947, 4));
-    let expected = [(1_902, 0, 0), (1_902, 0, 0), (8, 0, 0), (265, 0, 0)];
+    // Journal format 3: records at their encoded size (947 unit writes and 4,078 trials
+    // in format 2's slots).
+    assert_eq!((r.steps, r.unit_writes, r.erases), (133, 459, 4));
+    let expected = [(926, 0, 0), (926, 0, 0), (8, 0, 0), (265, 0, 0)];
     assert_eq!(tallies(&asynch), expected);
-    assert_eq!((asynch.trials(), asynch.wrong()), (4_078, 0));
+    assert_eq!((asynch.trials(), asynch.wrong()), (2_126, 0));
 }

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use idem_core::journal::{Inspector, Journal, JournalError, PageState, PageSummary, Region};
+use idem_core::journal::{
+    HEADER_SIZE, Inspector, Journal, JournalError, PageState, PageSummary, Region,
+};
 use idem_core::persist::{Persistence, Position, positions_tag};
 use postcard::experimental::max_size::MaxSize;
 use serde::de::DeserializeOwned;
@@ -106,10 +108,10 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
     };
     writeln!(
         text,
-        "{title}: pages {first}..={}, {}-byte slots, {} per page",
+        "{title}: pages {first}..={}, records at their encoded size, {} bytes at most ({} of those fill a page)",
         first + region.pages - 1,
-        Journal::<T>::SLOT,
-        j.slots_per_page()
+        Journal::<T>::LARGEST,
+        (PAGE - HEADER_SIZE) / Journal::<T>::LARGEST
     )?;
     for page in 0..region.pages {
         let flash: &mut FileFlash = &mut image.flash;
@@ -126,10 +128,10 @@ fn journal<T: DeserializeOwned + serde::Serialize + MaxSize + Debug>(
         )?;
         return Ok(());
     }
-    match (j.newest(), newest) {
-        (Some(at), Some(record)) => writeln!(
+    match (j.newest(), j.newest_offset(), newest) {
+        (Some(at), Some(offset), Some(record)) => writeln!(
             text,
-            "  winner: page {} slot {}, seq {}: {record:?}",
+            "  winner: page {} record {} (byte {offset}), seq {}: {record:?}",
             first + at.page,
             at.slot,
             j.newest_seq().unwrap_or(0)
@@ -152,7 +154,7 @@ fn page_line(text: &mut String, number: u32, s: &PageSummary, erased: u32) -> st
     if s.state == PageState::Valid {
         writeln!(
             text,
-            "  page {number:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} blank  newest seq {:<8}  erased {erased}x",
+            "  page {number:>2}  {state:<11}  {:>3} records  {:>3} torn  {:>3} room  newest seq {:<8}  erased {erased}x",
             s.valid,
             s.torn,
             s.blank,
