@@ -264,13 +264,14 @@ fn the_mqtt_matrix_prints_each_qos_against_a_reset_at_every_crash_point() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     // Journal format 3: records at their encoded size take fewer word writes, so a run
-    // has fewer reset points (format 2: 372, 2,940, 738, 5,880, 468, 3,724).
+    // has fewer reset points (format 2's slots, with the receiver's tombstones: 678,
+    // 3,240, 1,356, 6,480, 860, 4,104).
     for row in [
-        "QoS 0                   30  under at 125/126 -9689  under at 1268/1269 -67672",
-        "QoS 1                   30  over at 30/126 +141     exact at 1269",
-        "QoS 2, in RAM           30  over at 30/126 +141     exact at 1269",
-        "QoS 2, in flash         60  exact at 275            exact at 2668",
-        "QoS 2, with next        38  exact at 176            exact at 1665",
+        "QoS 0                   30  under at 141/142 -10326  under at 1283/1284 -68840",
+        "QoS 1                   30  over at 30/142 +141     exact at 1284",
+        "QoS 2, in RAM           30  over at 30/142 +141     exact at 1284",
+        "QoS 2, in flash         60  exact at 644            exact at 3021",
+        "QoS 2, with next        38  exact at 405            exact at 1889",
     ] {
         assert!(text.lines().any(|l| l == row), "{row}\n{text}");
     }

@@ -114,21 +114,21 @@ fn a_read_of_20_publishes_takes_one_sync_for_their_ids_and_records() {
         vec![(false, vec![1]), (true, (2..=21).collect())],
     );
     let v = consume(&addr, &flash);
-    // 1 applied; 2 records of 12 bytes (the naive store's record with 32 places, at its
-    // encoded size: journal format 3; format 2 wrote its 128-byte slot whole); 3 syncs;
-    // bytes: a 64 KiB page erased, a 20-byte header, the two records and the ids line
-    // `{"n":1,"id":"p1"}` and its line end.
-    assert_eq!(figures(&v), [1, 2, 3, 65536 + 20 + 2 * 12 + 18]);
+    // 1 applied; 2 records of 20 bytes (the naive store's record with 32 places and
+    // their 32 tombstones, at its encoded size: journal format 3; format 2 wrote its
+    // 420-byte slot whole); 3 syncs; bytes: a 64 KiB page erased, a 20-byte header, the
+    // two records and the ids line `{"n":1,"id":"p1"}` and its line end.
+    assert_eq!(figures(&v), [1, 2, 3, 65536 + 20 + 2 * 20 + 18]);
     // 20 PUBLISHes in one read: 20 records and 20 lines, one sync before the 20
     // PUBRECs; their 20 PUBRELs in one read: one record, in one sync, before the 20
     // PUBCOMPs. One sync a group.
     let v = consume(&addr, &flash);
     broker.join().unwrap();
     let ids_bytes: u64 = (2..=21u64).map(|n| if n < 10 { 18 } else { 20 }).sum();
-    // The 21 records at their encoded size: 452 bytes (21 slots of 128 in format 2).
+    // The 21 records at their encoded size: 1,780 bytes (21 slots of 420 in format 2).
     assert_eq!(
         figures(&v),
-        [21, 21, 2, 452 + ids_bytes],
+        [21, 21, 2, 1780 + ids_bytes],
         "21 applied over both runs"
     );
     assert_eq!(v["final_total"], 21);

@@ -291,7 +291,7 @@ fn a_receiver_journal_of_another_record_is_refused_and_nothing_is_written() {
         .code(2)
         .stdout("")
         .stderr(format!(
-            "idem: {} holds a receiver's journal this idem does not read (tagged {old:#010x}, journal format 2, at page 0): it was written by another idem, whose receiver record differs, or for another store; it was left untouched, start a new image\n",
+            "idem: {} holds a receiver's journal this idem does not read (tagged {old:#010x}, journal format 3, at page 0): it was written by another idem, whose receiver record differs, or for another store; it was left untouched, start a new image\n",
             img.path().display()
         ));
     assert_eq!(std::fs::read(img.path()).unwrap(), bytes);

@@ -1,7 +1,7 @@
 //! The board images stay within their flash and RAM targets (BENCHMARKS.md, "Firmware
 //! size"): the demo's text within 16 KiB, idem-feed's (all six stores in one image) within
-//! 24 KiB, static RAM within 4 KiB for both; idem-mqtt's (an MQTT subscriber with its
-//! session in flash) within 49 KiB and 8 KiB. Sizes are counted as `llvm-size` counts them:
+//! 27 KiB, static RAM within 4 KiB for both; idem-mqtt's (an MQTT subscriber with its
+//! session in flash) within 51 KiB and 8 KiB. Sizes are counted as `llvm-size` counts them:
 //! text is every allocated section that is not writable (vector table, code, read-only
 //! data), static RAM every allocated writable one (`.data`, `.bss`). Each image's text is
 //! printed against the figure BENCHMARKS.md records for it; a difference is printed, not
@@ -110,11 +110,14 @@ fn the_board_images_fit_their_targets() {
     let release = target_dir.join("thumbv6m-none-eabi/release");
     for (image, text_limit, ram_limit) in [
         ("idem-firmware", 16 * 1024, 4096),
-        ("idem-feed", 24 * 1024, 4096),
+        // 24 KiB until journal format 3 (24,336 B in format 2, 26,868 B in format 3:
+        // its windowed reads, records at their encoded size and both formats read).
+        ("idem-feed", 27 * 1024, 4096),
         // The MQTT subscriber keeps its session, packet buffer and held-back PUBLISHes
         // in a static (a PUBLISH of at most idem_board::modem::MAX_PACKET bytes). 48 KiB
-        // until the receiver's tombstones (47,420 B before them, 49,920 B with them).
-        ("idem-mqtt", 49 * 1024, 8 * 1024),
+        // until the receiver's tombstones (47,420 B before them, 49,920 B with them), 49
+        // KiB until journal format 3 (49,884 B before it, 51,980 B with it).
+        ("idem-mqtt", 51 * 1024, 8 * 1024),
     ] {
         let (text, ram) = sizes(&release.join(image));
         let Some(before) = recorded(&benchmarks, image) else {

@@ -967,8 +967,7 @@ impl RingIo for Ring {
                 } else if hit.is_none() {
                     if tail.is_none() {
                         // Read through the window's bytes, which then hold nothing.
-                        let chunk = &mut win.bytes[..window::<F>(self.largest) as usize];
-                        (tail, win.len) = (Some(aw!(self.tail(flash, page, chunk))?), 0);
+                        (tail, win.len) = (Some(aw!(self.tail(flash, page, &mut win.bytes))?), 0);
                     }
                     let end = tail.unwrap_or(0);
                     if off >= end {
@@ -1106,7 +1105,7 @@ impl RingIo for Ring {
 
     /// The byte offset, in page `page`'s records, just past the last write unit that is
     /// not blank (0 for a page with no record bytes written). Read from the page's end
-    /// back, a `chunk` at a time.
+    /// back, a `chunk` (at most a [`WINDOW`]) at a time.
     fn tail<F: Flash>(
         &self,
         flash: &mut F,
@@ -1117,7 +1116,7 @@ impl RingIo for Ring {
             let start = self.address::<F>(page, 0);
             let mut end = data::<F>();
             while end > 0 {
-                let n = end.min(chunk.len() as u32);
+                let n = end.min(chunk.len().min(WINDOW) as u32);
                 let from = end - n;
                 aw!(flash.read(start + from, &mut chunk[..n as usize]))
                     .map_err(JournalError::Flash)?;
