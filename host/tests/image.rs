@@ -140,6 +140,47 @@ fn an_image_in_the_old_journal_format_is_refused() {
     assert_eq!(std::fs::read(img.path()).unwrap(), bytes, "nothing written");
 }
 
+/// An image written by idem at journal format 2 (main 73bd32b's `idem consume ddia
+/// --events 3000 --store message-id --pace-ms 1`, killed after its checkpoint through
+/// 779) resumes at format 3 and ends exact, as a run never cut does: its format-2 pages
+/// are read, the window's included, and its pages after them are written in format 3.
+#[test]
+fn an_image_of_journal_format_2_resumes_exactly() {
+    let dir = assert_fs::TempDir::new().unwrap();
+    let img = dir.child("format2.bin");
+    let fixture = std::fs::read("tests/data/format2-message-id.img").unwrap();
+    // Every page written holds a header of format 2 (magic, then version 2).
+    let version = |bytes: &[u8], page: usize| {
+        let at = 512 + page * 1024;
+        (bytes[at..at + 4] != [0xFF; 4]).then(|| u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]))
+    };
+    let before: Vec<_> = (0..8).filter_map(|p| version(&fixture, p)).collect();
+    assert_eq!(before, [2; 6]);
+    std::fs::write(img.path(), &fixture).unwrap();
+    let args = [
+        "consume",
+        "ddia",
+        "--events",
+        "3000",
+        "--store",
+        "message-id",
+    ];
+    let v = json(
+        idem()
+            .args(args)
+            .args(["--quiet", "--json", "--flash"])
+            .arg(img.path()),
+    );
+    assert_eq!(
+        (v["total"].as_i64(), v["true_total"].as_i64()),
+        (Some(3000), Some(3000))
+    );
+    assert_eq!(v["next_offset"], 3000);
+    let after = std::fs::read(img.path()).unwrap();
+    let formats: Vec<_> = (0..8).filter_map(|p| version(&after, p)).collect();
+    assert!(formats.contains(&3), "{formats:?}");
+}
+
 /// One flipped bit in the header of the page that holds the store's newest records: the
 /// run stops with exit 1 and a sentence naming the page, the file is unchanged, and
 /// `flash inspect` shows the damage. (It used to end at "total 93", exit 0.)

@@ -184,7 +184,8 @@ pub struct Unfit {
 pub enum Rule {
     /// A write unit of 1, 2, 4, 8, 16 or 32 bytes.
     Unit,
-    /// A largest record of at most [`MAX_SLOT_SIZE`] bytes.
+    /// A largest record of at most [`MAX_SLOT_SIZE`] bytes and 255 units (its first byte
+    /// counts its units before the check unit, and is never `0xFF`).
     Slot,
     /// A page of whole units that holds a header and the largest record.
     Page,
@@ -203,7 +204,8 @@ impl core::fmt::Display for Unfit {
             ),
             Rule::Slot => write!(
                 f,
-                "its largest record takes more than {MAX_SLOT_SIZE} bytes on its {unit}-byte units"
+                "its largest record takes more than {} bytes on its {unit}-byte units",
+                MAX_SLOT_SIZE.min(255 * write_unit(*unit))
             ),
             Rule::Page => write!(
                 f,
@@ -231,7 +233,7 @@ pub fn journal_fits<T: MaxSize, F: NorFlash>() -> Result<(), Unfit> {
         return unfit(Rule::Unit);
     }
     let slot = largest_on::<T>(unit);
-    if slot > MAX_SLOT_SIZE {
+    if slot > MAX_SLOT_SIZE || slot / write_unit(unit) > 255 {
         return unfit(Rule::Slot);
     }
     if !page.is_multiple_of(write_unit(unit)) || header_size(unit) + slot > page {
@@ -287,14 +289,21 @@ mod tests {
             "idem's journal cannot live on idem_core::testing::flash::MemFlash<2, 64, 32>: \
              its 64-byte pages do not hold a page header and a record in 32-byte units"
         );
-        // Past the largest record: 512 bytes on bare metal, 1,024 on a hosted build.
+        // Past the largest record: 512 bytes on bare metal, 1,024 on a hosted build, and
+        // 255 units (a first byte of 0xFF would count 255 units before the check unit).
         let big = journal_fits::<[u8; 1100], Nrf52840<2>>().unwrap_err();
         assert_eq!(
             big.to_string(),
             format!(
                 "idem's journal cannot live on idem_core::testing::flash::MemFlash<2, 4096, 4>: \
-                 its largest record takes more than {MAX_SLOT_SIZE} bytes on its 4-byte units"
+                 its largest record takes more than {} bytes on its 4-byte units",
+                MAX_SLOT_SIZE.min(1020)
             )
         );
+        // A hosted build: 1,015 bytes and the length byte fill 254 units, the check word
+        // one more (1,020 bytes); 1,018 would take 255 before the check unit.
+        assert_eq!(journal_fits::<[u8; 1015], Nrf52840<2>>(), Ok(()));
+        let edge = journal_fits::<[u8; 1018], Nrf52840<2>>().unwrap_err();
+        assert_eq!((edge.unit, edge.rule), (4, Rule::Slot));
     }
 }
