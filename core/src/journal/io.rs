@@ -117,7 +117,9 @@ where
             newest.page + 1
         };
         aw!(erase_page(flash, region, page))?;
-        journal.ring.restart_at(page, old.newest_seq.wrapping_add(1));
+        journal
+            .ring
+            .restart_at(page, old.newest_seq.wrapping_add(1));
         aw!(append_view::<T, F, T>(&mut journal, flash, &record))?;
         aw!(erase_stale(&journal.ring, flash, old_tag))?;
         Ok((journal, Some(record), true))
@@ -260,7 +262,9 @@ where
         }
         if done == 0 {
             aw!(erase_page(flash, region, page))?;
-            journal.ring.restart_at(page, old.newest_seq.wrapping_add(1));
+            journal
+                .ring
+                .restart_at(page, old.newest_seq.wrapping_add(1));
         }
         // Oldest first: the record `depth` back from the old newest, for each depth.
         for depth in (1..n - done.min(n - 1)).rev() {
@@ -601,8 +605,12 @@ impl RingIo for Ring {
                     let formats = if pass == PageState::Valid { 1 } else { 2 };
                     for v2 in [v2, !v2].into_iter().take(formats) {
                         // The number the header reads, then those its place gives.
-                        for (i, (base, count)) in [(read_base, 1), (after, more)].into_iter().enumerate() {
-                            if i > 0 && (pass == PageState::Valid || (base, count) == (read_base, 1)) {
+                        for (i, (base, count)) in
+                            [(read_base, 1), (after, more)].into_iter().enumerate()
+                        {
+                            if i > 0
+                                && (pass == PageState::Valid || (base, count) == (read_base, 1))
+                            {
                                 continue;
                             }
                             aw!(r.scan(flash, page, (base, count, v2), win, &mut |f| {
@@ -718,7 +726,9 @@ impl RingIo for Ring {
                     self.slot
                 } else {
                     let tail = aw!(self.tail(flash, self.cursor.page, &mut [0; 64]))?;
-                    (tail + self.largest).min(data::<F>()).max(self.cursor_off + unit)
+                    (tail + self.largest)
+                        .min(data::<F>())
+                        .max(self.cursor_off + unit)
                         - self.cursor_off
                 };
                 stepped_over += 1;
@@ -1045,7 +1055,11 @@ impl RingIo for Ring {
             let b = &win.bytes[from..from + n];
             // The check word starts the record's last unit: a slot's, or the one after the
             // units its first byte counts.
-            let c = if v2 { self.slot as usize - unit } else { b[0] as usize * unit };
+            let c = if v2 {
+                self.slot as usize - unit
+            } else {
+                b[0] as usize * unit
+            };
             if (!v2 && c == 0) || c + unit > n {
                 return Ok(None);
             }
@@ -1054,8 +1068,7 @@ impl RingIo for Ring {
             if check == ERASED_WORD {
                 return Ok(None);
             }
-            if unit >= 8 && u32::from_le_bytes([b[c + 4], b[c + 5], b[c + 6], b[c + 7]]) != !check
-            {
+            if unit >= 8 && u32::from_le_bytes([b[c + 4], b[c + 5], b[c + 6], b[c + 7]]) != !check {
                 return Ok(None);
             }
             // `check_word` in reverse: the stored word is the CRC, or the CRC XOR the mark, with

@@ -333,7 +333,10 @@ fn sequence_numbers_run_on_one_per_record_around_the_ring() {
             .all(|&(seq, offset, adj)| seq == offset + 1 && adj)
     );
     let (j2, r) = open(&mut f);
-    assert_eq!((j2.newest_seq(), r.map(|r| r.offset)), (Some(100), Some(99)));
+    assert_eq!(
+        (j2.newest_seq(), r.map(|r| r.offset)),
+        (Some(100), Some(99))
+    );
 }
 
 #[test]
