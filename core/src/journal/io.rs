@@ -672,8 +672,7 @@ impl RingIo for Ring {
             // Each pass that does not write steps over a torn slot or run of bytes, or
             // moves to the next page.
             let attempts = self.region.pages * (self.per_page + 2) + 1;
-            // The runs stepped over: the first append since a restart, after a write that
-            // was cut, counts them.
+            // The runs stepped over, which the first record after a cut write counts.
             let mut stepped_over = 0;
             for _ in 0..attempts {
                 if !self.cursor_page_ready {
