@@ -7,8 +7,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
-/// The bound on every journal record: its largest postcard encoding, which sizes its
-/// flash slot. This is postcard's `experimental` `MaxSize`, outside postcard's semver:
+/// The bound on every journal record: its largest postcard encoding, which the journal
+/// checks against its record limit when it is built (a record is written at its
+/// encoded size). This is postcard's `experimental` `MaxSize`, outside postcard's semver:
 /// name it as `idem_core::MaxSize` (trait and derive), so that a change to it is idem's
 /// to absorb in a release of its own. The derive's code still names `postcard`, so a
 /// crate that derives it depends on postcard 1.2 with `experimental-derive`.
