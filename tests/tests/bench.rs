@@ -19,7 +19,7 @@ fn installed(var: &str, default: &str) -> PathBuf {
 fn tansu() -> PathBuf {
     installed(
         "IDEM_TANSU",
-        ".cache/idem/tansu-0.6.0-libsql-dynostore/bin/tansu",
+        ".cache/idem/tansu-0.6.0-libsql-dynostore-debug/bin/tansu",
     )
 }
 

@@ -37,7 +37,7 @@ fn tansu() -> PathBuf {
     std::env::var_os("IDEM_TANSU").map_or_else(
         || {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/idem/tansu-0.6.0-libsql-dynostore/bin/tansu")
+                .join(".cache/idem/tansu-0.6.0-libsql-dynostore-debug/bin/tansu")
         },
         PathBuf::from,
     )
