@@ -59,9 +59,10 @@ if [ -z "${IDEM_CI_LIB:-}" ]; then
   # wasm-bindgen-cli, cbindgen, mdBook and its link checker), each `cargo install`ed under
   # a directory of ~/.cache/idem named by its version, only when it is missing. They are
   # built with the dev profile and no debug info (--debug): their speed does not count in
-  # any test, and a fresh machine builds them in about half the time (tansu 0.6.0: 402 s
-  # against 800 s, 647 against 1,551 CPU-seconds; docs/contributing.md, "CI time"). They
-  # share one build directory (the crates they have in common are built once), removed by
+  # any test, and a fresh machine builds them in less than half the time (tansu 0.6.0 on
+  # 2 cores: 345 s against 800 s; docs/contributing.md, "Where CI's time goes"). They
+  # share one build directory (a crate they have in common, at the same version and
+  # features, is built once), removed by
   # each stage when its installs are done.
   install_tool() {
     local name="$1" version="$2" root="$3"
