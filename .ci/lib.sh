@@ -62,8 +62,7 @@ if [ -z "${IDEM_CI_LIB:-}" ]; then
   # any test, and a fresh machine builds them in less than half the time (tansu 0.6.0 on
   # 2 cores: 345 s against 800 s; docs/contributing.md, "Where CI's time goes"). They
   # share one build directory (a crate they have in common, at the same version and
-  # features, is built once), removed by
-  # each stage when its installs are done.
+  # features, is built once), removed by each stage when its installs are done.
   install_tool() {
     local name="$1" version="$2" root="$3"
     shift 3
