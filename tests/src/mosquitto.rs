@@ -213,9 +213,11 @@ impl Broker {
     /// after it had sent that identifier's PUBREL, before the PUBCOMP came back: MQTT
     /// 3.1.1 §4.3.3 (and MQTT 5's) says the sender "MUST NOT re-send the PUBLISH once it
     /// has sent the corresponding PUBREL packet". Read from the log, where `log_type all`
-    /// (tests/mosquitto/idem.conf.in) names every packet. Mosquitto 2.0.11 was seen doing
-    /// it when a client connected twice in quick succession: its PUBRELs sent again at
-    /// the first connection, the PUBLISH at the second.
+    /// (tests/mosquitto/idem.conf.in) names every packet. Mosquitto 2.0.11 does it when a
+    /// write fails while it sends its PUBRELs again at a reconnection: the messages whose
+    /// PUBREL it did not write go back to their PUBLISH at the next connection
+    /// (`db__message_reconnect_reset_outgoing`, src/database.c; the
+    /// mqtt-embassy-net example's README has the counts).
     pub fn publish_after_pubrel(&self, client: &str) -> std::collections::BTreeSet<u32> {
         let mut released = std::collections::BTreeSet::new();
         let mut resent = std::collections::BTreeSet::new();
