@@ -118,6 +118,19 @@ pub const MAX_SLOT_SIZE: usize = 512;
 #[cfg(not(target_os = "none"))]
 pub const MAX_SLOT_SIZE: usize = 1024;
 
+/// The largest record a journal takes on a flash that writes `write_size` bytes at a
+/// time: [`MAX_SLOT_SIZE`], and at most 255 units, since a record's first byte counts its
+/// units before the check unit (at most 254, so a first byte is never `0xFF` and a
+/// record's first unit never reads erased).
+pub(crate) const fn record_limit(write_size: usize) -> usize {
+    let units = 255 * write_unit(write_size);
+    if units < MAX_SLOT_SIZE {
+        units
+    } else {
+        MAX_SLOT_SIZE
+    }
+}
+
 /// The largest page header: on a 32-byte flash word.
 const MAX_HEADER: usize = header_size(MAX_WRITE_SIZE);
 

@@ -350,11 +350,8 @@ const fn fits<T: MaxSize, F: Flash>() {
         F::WRITE_SIZE.is_power_of_two() && F::WRITE_SIZE <= MAX_WRITE_SIZE,
         "idem's journal needs a flash whose WRITE_SIZE is 1, 2, 4, 8, 16 or 32 bytes"
     );
-    // A record's first byte counts its units before the check unit, at most 254: a first
-    // byte is never 0xFF, so a record's first unit never reads erased.
     assert!(
-        largest_on::<T>(F::WRITE_SIZE) <= MAX_SLOT_SIZE
-            && largest_on::<T>(F::WRITE_SIZE) / write_unit(F::WRITE_SIZE) <= 255,
+        largest_on::<T>(F::WRITE_SIZE) <= record_limit(F::WRITE_SIZE),
         "journal record too large for a slot"
     );
     assert!(

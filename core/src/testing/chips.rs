@@ -52,7 +52,7 @@
 use super::flash::HeapFlash;
 use super::flash::{MemFlash, Reprogram};
 use crate::MaxSize;
-use crate::journal::{MAX_SLOT_SIZE, MAX_WRITE_SIZE, header_size, largest_on, write_unit};
+use crate::journal::{MAX_WRITE_SIZE, header_size, largest_on, record_limit, write_unit};
 use embedded_storage::nor_flash::NorFlash;
 
 /// A chip family's flash: where it is, the driver a firmware reaches it through, and
@@ -184,8 +184,9 @@ pub struct Unfit {
 pub enum Rule {
     /// A write unit of 1, 2, 4, 8, 16 or 32 bytes.
     Unit,
-    /// A largest record of at most [`MAX_SLOT_SIZE`] bytes and 255 units (its first byte
-    /// counts its units before the check unit, and is never `0xFF`).
+    /// A largest record of at most [`MAX_SLOT_SIZE`](crate::journal::MAX_SLOT_SIZE) bytes
+    /// and 255 units (its first byte counts its units before the check unit, and is never
+    /// `0xFF`).
     Slot,
     /// A page of whole units that holds a header and the largest record.
     Page,
@@ -205,7 +206,7 @@ impl core::fmt::Display for Unfit {
             Rule::Slot => write!(
                 f,
                 "its largest record takes more than {} bytes on its {unit}-byte units",
-                MAX_SLOT_SIZE.min(255 * write_unit(*unit))
+                record_limit(*unit)
             ),
             Rule::Page => write!(
                 f,
@@ -233,7 +234,7 @@ pub fn journal_fits<T: MaxSize, F: NorFlash>() -> Result<(), Unfit> {
         return unfit(Rule::Unit);
     }
     let slot = largest_on::<T>(unit);
-    if slot > MAX_SLOT_SIZE || slot / write_unit(unit) > 255 {
+    if slot > record_limit(unit) {
         return unfit(Rule::Slot);
     }
     if !page.is_multiple_of(write_unit(unit)) || header_size(unit) + slot > page {
@@ -245,6 +246,7 @@ pub fn journal_fits<T: MaxSize, F: NorFlash>() -> Result<(), Unfit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::MAX_SLOT_SIZE;
 
     /// Each constructor's geometry and rule are its family's.
     #[test]
